@@ -1,0 +1,43 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+/// CounterService: a like/reaction counter that answers at once from actor-isolated shards backed
+/// by Redis, and writes membership and counts to PostgreSQL in batches. See docs/ARCHITECTURE.md.
+let package = Package(
+    name: "CounterService",
+    products: [
+        .executable(name: "counter-node", targets: ["CounterNodeCLI"]),
+        .executable(name: "counter-bench", targets: ["Bench"]),
+        .library(name: "ShardRouter", targets: ["ShardRouter"]),
+    ],
+    targets: [
+        // C libraries from Debian's -dev packages, one system-library target each.
+        .systemLibrary(
+            name: "CLibPQ", pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]),
+        .systemLibrary(
+            name: "CHiredis", pkgConfig: "hiredis",
+            providers: [.apt(["libhiredis-dev"])]),
+        .systemLibrary(
+            name: "CMicroHTTPD", pkgConfig: "libmicrohttpd",
+            providers: [.apt(["libmicrohttpd-dev"])]),
+
+        // Pure routing: post -> logical slot -> shard, and Redis-Cluster-compatible hash tags.
+        .target(name: "ShardRouter"),
+
+        // PostgreSQL and Redis clients, the Redis key layout, the flusher's SQL, migrations.
+        .target(name: "Persistence", dependencies: ["CLibPQ", "CHiredis", "ShardRouter"]),
+
+        // The node: configuration, commands, and (later) shards, flusher and HTTP API.
+        .target(name: "CounterNode", dependencies: ["ShardRouter", "Persistence", "CMicroHTTPD"]),
+
+        // Thin executables.
+        .executableTarget(name: "CounterNodeCLI", dependencies: ["CounterNode"]),
+        .executableTarget(name: "Bench", dependencies: ["Persistence", "ShardRouter"]),
+
+        .testTarget(name: "ShardRouterTests", dependencies: ["ShardRouter"]),
+        .testTarget(name: "PersistenceTests", dependencies: ["Persistence", "ShardRouter"]),
+        .testTarget(name: "CounterNodeTests", dependencies: ["CounterNode", "Persistence"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

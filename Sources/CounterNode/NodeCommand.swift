@@ -1,0 +1,102 @@
+import Foundation
+import Persistence
+
+/// `counter-node`'s command line: picks the subcommand, reads the configuration, runs it.
+public enum NodeCommand {
+    /// Exit statuses, as `--help` documents them.
+    public enum ExitStatus: Int32 {
+        case success = 0
+        /// The command ran and failed (a server unreachable, PostgreSQL refused, …).
+        case failure = 1
+        /// The command line or a setting is invalid; nothing was done.
+        case usage = 2
+        /// The subcommand exists in the specification but is not built yet.
+        case notBuilt = 3
+    }
+
+    /// Runs `arguments` (without the program name) and returns the exit status.
+    public static func run(arguments: [String], environment: [String: String]) async -> ExitStatus {
+        guard let subcommand = arguments.first, !subcommand.hasPrefix("-") || subcommand == "--help" || subcommand == "-h" else {
+            printError("missing subcommand\n\n\(usage)")
+            return .usage
+        }
+        if subcommand == "--help" || subcommand == "-h" || subcommand == "help" {
+            print(usage)
+            return .success
+        }
+        let rest = Array(arguments.dropFirst())
+        if rest.contains("--help") || rest.contains("-h") {
+            print(usage)
+            return .success
+        }
+        let configuration: NodeConfiguration
+        let operands: [String]
+        do {
+            (configuration, operands) = try NodeConfiguration.parse(arguments: rest, environment: environment)
+        } catch {
+            printError("\(error.message)\n(see counter-node --help)")
+            return .usage
+        }
+        if let unknown = operands.first {
+            printError("unknown argument \"\(unknown)\" for \(subcommand)\n(see counter-node --help)")
+            return .usage
+        }
+        switch subcommand {
+        case "migrate":
+            return await migrate(configuration)
+        case "serve", "flush", "inspect", "stats", "reconcile", "dead-letters":
+            printError("counter-node \(subcommand) is not built yet: the write path and the HTTP API come next (see docs/ARCHITECTURE.md). `counter-node migrate` works today.")
+            return .notBuilt
+        default:
+            printError("unknown subcommand \"\(subcommand)\"\n\n\(usage)")
+            return .usage
+        }
+    }
+
+    static func migrate(_ configuration: NodeConfiguration) async -> ExitStatus {
+        let pool = PostgresPool(configuration: configuration.postgres)
+        defer { Task { await pool.close() } }
+        do {
+            let report = try await SchemaMigrator.migrate(pool)
+            if report.applied.isEmpty {
+                print("schema is current (version \(report.currentVersion)); nothing to do")
+            } else {
+                print("applied migrations \(report.applied.map(String.init).joined(separator: ", ")); schema is at version \(report.currentVersion)")
+            }
+            return .success
+        } catch {
+            printError("migrate failed: \(error)")
+            return .failure
+        }
+    }
+
+    static let usage = """
+        counter-node — the CounterService node
+
+        Usage: counter-node <subcommand> [settings]
+
+        Subcommands:
+          migrate        create what is missing of the schema (posts.likes_count, likes, the
+                         service's bookkeeping); safe to run again and on an app's database
+          serve          run the node (not built yet)
+          flush, inspect, stats, reconcile, dead-letters
+                         operator commands (not built yet)
+
+        Settings (flags win over environment variables):
+        \(NodeConfiguration.settingsHelp)
+
+        Exit status: 0 success; 1 the command failed (see its message); 2 invalid command line or
+        setting, nothing done; 3 subcommand not built yet.
+        """
+}
+
+func printError(_ message: String) {
+    var standardError = StandardError()
+    print("counter-node: \(message)", to: &standardError)
+}
+
+struct StandardError: TextOutputStream {
+    mutating func write(_ string: String) {
+        FileHandle.standardError.write(Data(string.utf8))
+    }
+}

@@ -1,0 +1,147 @@
+/// Applies a batch of like changes to PostgreSQL with one statement: the write-behind flusher's
+/// core. Inside the statement the batch is reduced to the last change per (user, post) — all parts
+/// of one statement share a snapshot, so duplicates must go first — then `likes` rows are inserted
+/// (`ON CONFLICT DO NOTHING`) or deleted, and each post's `likes_count` moves by exactly the rows
+/// that changed. Applying the same batch again therefore changes nothing.
+public enum LikeBatchApplier {
+    /// Most changes one batch may carry. Larger batches are refused rather than sent.
+    public static let maximumBatchSize = 1_000_000
+
+    /// The batch-apply statement. Parameters: `$1` user ids, `$2` post ids, `$3` wanted states,
+    /// as parallel arrays in log order.
+    static let statement = """
+        WITH input AS (
+            SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::boolean[]) WITH ORDINALITY
+                AS change(user_id, post_id, liked, ord)
+        ),
+        last_change AS (
+            SELECT DISTINCT ON (user_id, post_id) user_id, post_id, liked
+            FROM input
+            ORDER BY user_id, post_id, ord DESC
+        ),
+        applicable AS (
+            SELECT c.user_id, c.post_id, c.liked FROM last_change c JOIN posts p ON p.id = c.post_id
+        ),
+        inserted AS (
+            INSERT INTO likes (user_id, post_id, created_at, updated_at)
+            SELECT user_id, post_id, now(), now() FROM applicable WHERE liked
+            ORDER BY post_id, user_id
+            ON CONFLICT (user_id, post_id) DO NOTHING
+            RETURNING post_id
+        ),
+        deleted AS (
+            DELETE FROM likes l USING applicable a
+            WHERE NOT a.liked AND l.user_id = a.user_id AND l.post_id = a.post_id
+            RETURNING l.post_id
+        ),
+        delta AS (
+            SELECT post_id, sum(step) AS step FROM (
+                SELECT post_id, 1 AS step FROM inserted
+                UNION ALL
+                SELECT post_id, -1 AS step FROM deleted
+            ) steps
+            GROUP BY post_id
+            HAVING sum(step) <> 0
+        ),
+        moved AS (
+            UPDATE posts p SET likes_count = p.likes_count + delta.step
+            FROM delta WHERE p.id = delta.post_id
+            RETURNING p.id, delta.step, p.likes_count
+        )
+        SELECT 'moved' AS kind, id AS post_id, step AS amount, likes_count FROM moved
+        UNION ALL
+        SELECT 'missing', c.post_id, count(*), NULL FROM last_change c
+        WHERE NOT EXISTS (SELECT 1 FROM posts p WHERE p.id = c.post_id)
+        GROUP BY c.post_id
+        UNION ALL
+        SELECT 'coalesced', NULL, count(*), NULL FROM last_change
+        """
+
+    /// Applies `changes` (in log order: a later change to the same pair wins) on `connection`,
+    /// inside whatever transaction the caller holds, or as one statement on its own.
+    /// - Returns: per post, how much `likes_count` moved; posts that do not exist.
+    /// - Throws: `PostgresError(.invalidArgument)` for an empty or oversized batch or an id that
+    ///   is not a positive 64-bit integer (nothing is sent); PostgreSQL's errors otherwise.
+    public static func apply(_ changes: [LikeChange], on connection: isolated PostgresConnection) throws(PostgresError) -> LikeBatchOutcome {
+        try validate(changes)
+        let rows = try connection.query(statement, [
+            .int64Array(changes.map(\.userID)),
+            .int64Array(changes.map(\.postID)),
+            .boolArray(changes.map(\.liked)),
+        ])
+        var movements: [Int64: LikeBatchOutcome.CountMovement] = [:]
+        var missing: [Int64: Int] = [:]
+        var coalesced = 0
+        for row in rows {
+            switch row.string(0) {
+            case "moved":
+                movements[try row.int64(1)] = .init(delta: try row.int64(2), likesCount: try row.int64(3))
+            case "missing":
+                missing[try row.int64(1)] = Int(try row.int64(2))
+            case "coalesced":
+                coalesced = Int(try row.int64(2))
+            default:
+                throw PostgresError(code: .unexpectedResult, message: "batch apply returned a row of kind \(row.string(0) ?? "NULL")")
+            }
+        }
+        return LikeBatchOutcome(movements: movements, missingPosts: missing, coalescedChanges: coalesced, alreadyApplied: 0)
+    }
+
+    /// Applies the entries of write-behind log `log` that are newer than the progress recorded
+    /// for it, and records the newest entry as the new progress, all in one transaction. Entries
+    /// at or below the recorded progress are skipped: after a crash between the commit and
+    /// trimming the log, re-reading the log applies nothing twice.
+    public static func apply(_ entries: [LoggedLikeChange], log: String, pool: PostgresPool) async throws -> LikeBatchOutcome {
+        try await pool.withTransaction { connection in try apply(entries, log: log, on: connection) }
+    }
+
+    /// `apply(_:log:pool:)` inside the caller's transaction on `connection`.
+    public static func apply(_ entries: [LoggedLikeChange], log: String, on connection: isolated PostgresConnection) throws(PostgresError) -> LikeBatchOutcome {
+        try validate(entries.map(\.change))
+        let progress = try connection.query(
+            "SELECT last_entry_ms, last_entry_seq FROM counter_flush_progress WHERE log = $1 FOR UPDATE", [.text(log)])
+        var fresh = entries
+        if let row = progress.first {
+            let recorded = StreamEntryID(milliseconds: UInt64(try row.int64(0)), sequence: UInt64(try row.int64(1)))
+            fresh = entries.filter { $0.entryID > recorded }
+        }
+        let skipped = entries.count - fresh.count
+        guard let newest = fresh.map(\.entryID).max() else {
+            return LikeBatchOutcome(movements: [:], missingPosts: [:], coalescedChanges: 0, alreadyApplied: skipped)
+        }
+        let outcome = try apply(fresh.map(\.change), on: connection)
+        try connection.query("""
+            INSERT INTO counter_flush_progress AS p (log, last_entry_ms, last_entry_seq, applied_changes, applied_batches)
+            VALUES ($1, $2, $3, $4, 1)
+            ON CONFLICT (log) DO UPDATE SET
+                last_entry_ms = excluded.last_entry_ms, last_entry_seq = excluded.last_entry_seq,
+                applied_changes = p.applied_changes + excluded.applied_changes,
+                applied_batches = p.applied_batches + 1, updated_at = now()
+            """, [.text(log), .int64(Int64(newest.milliseconds)), .int64(Int64(newest.sequence)), .int64(Int64(fresh.count))])
+        return LikeBatchOutcome(movements: outcome.movements, missingPosts: outcome.missingPosts,
+                                coalescedChanges: outcome.coalescedChanges, alreadyApplied: skipped)
+    }
+
+    /// The progress recorded for `log`, if any batch of it was applied.
+    public static func progress(of log: String, pool: PostgresPool) async throws -> StreamEntryID? {
+        let rows = try await pool.query(
+            "SELECT last_entry_ms, last_entry_seq FROM counter_flush_progress WHERE log = $1", [.text(log)])
+        guard let row = rows.first else { return nil }
+        return StreamEntryID(milliseconds: UInt64(try row.int64(0)), sequence: UInt64(try row.int64(1)))
+    }
+
+    static func validate(_ changes: [LikeChange]) throws(PostgresError) {
+        guard !changes.isEmpty else {
+            throw PostgresError(code: .invalidArgument, message: "empty batch: give at least one change")
+        }
+        guard changes.count <= maximumBatchSize else {
+            throw PostgresError(code: .invalidArgument,
+                                message: "batch of \(changes.count) changes exceeds the limit of \(maximumBatchSize); split it")
+        }
+        if let index = changes.firstIndex(where: { $0.userID <= 0 || $0.postID <= 0 }) {
+            let change = changes[index]
+            throw PostgresError(code: .invalidArgument,
+                                message: "change \(index) has user \(change.userID), post \(change.postID): ids must be positive 64-bit integers")
+        }
+    }
+}

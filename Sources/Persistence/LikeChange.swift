@@ -1,0 +1,49 @@
+/// A requested membership state: user `userID` likes (`liked == true`) or does not like post
+/// `postID`. Changes carry the wanted state, not a toggle, so applying one twice is harmless.
+public struct LikeChange: Sendable, Hashable {
+    public let userID: Int64
+    public let postID: Int64
+    public let liked: Bool
+
+    public init(userID: Int64, postID: Int64, liked: Bool) {
+        self.userID = userID
+        self.postID = postID
+        self.liked = liked
+    }
+}
+
+/// A `LikeChange` with its position in a write-behind log.
+public struct LoggedLikeChange: Sendable, Hashable {
+    public let entryID: StreamEntryID
+    public let change: LikeChange
+
+    public init(entryID: StreamEntryID, change: LikeChange) {
+        self.entryID = entryID
+        self.change = change
+    }
+}
+
+/// What applying a batch did to PostgreSQL.
+public struct LikeBatchOutcome: Sendable, Equatable {
+    /// How one post's `likes_count` moved.
+    public struct CountMovement: Sendable, Equatable {
+        /// Rows inserted minus rows deleted for the post.
+        public let delta: Int64
+        /// `likes_count` after the batch.
+        public let likesCount: Int64
+    }
+
+    /// Posts whose `likes_count` moved, by post id. A post whose changes were all already in
+    /// place (a like of a liked post) is absent: its count did not move.
+    public let movements: [Int64: CountMovement]
+    /// Posts that do not exist in `posts`, with how many of the batch's (coalesced) changes named
+    /// each. Their changes were not applied; the rest of the batch was.
+    public let missingPosts: [Int64: Int]
+    /// Changes left after keeping only the last one per (user, post).
+    public let coalescedChanges: Int
+    /// Entries skipped because the log's recorded progress showed them applied already
+    /// (only for `apply(_:log:on:)`).
+    public let alreadyApplied: Int
+
+    static let empty = LikeBatchOutcome(movements: [:], missingPosts: [:], coalescedChanges: 0, alreadyApplied: 0)
+}

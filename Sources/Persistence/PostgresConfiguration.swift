@@ -1,0 +1,17 @@
+/// How to reach PostgreSQL.
+public struct PostgresConfiguration: Sendable, Hashable {
+    /// A libpq connection URL or key=value string, for example
+    /// `postgresql://counter@127.0.0.1:55432/counter`. No default: the node reads
+    /// `COUNTER_POSTGRES_URL`.
+    public var url: String
+    /// Seconds to wait for a connection to open. Defaults to `5`.
+    public var connectTimeoutSeconds: Int = 5
+    /// Name shown in `pg_stat_activity`. Defaults to `counter-service`.
+    public var applicationName: String = "counter-service"
+    /// Connections a `PostgresPool` opens at most. Defaults to `4`.
+    public var maximumConnections: Int = 4
+
+    public init(url: String) {
+        self.url = url
+    }
+}

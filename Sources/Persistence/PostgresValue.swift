@@ -1,0 +1,52 @@
+/// A statement parameter, sent separately from the SQL text (never spliced into it), in
+/// PostgreSQL's text format. Give the parameter's type in the SQL where it is ambiguous
+/// (`$1::bigint[]`).
+public enum PostgresValue: Sendable, Hashable {
+    case null
+    case text(String)
+    case int64(Int64)
+    case bool(Bool)
+    case int64Array([Int64])
+    case boolArray([Bool])
+    case textArray([String])
+
+    /// The parameter's text form, or `nil` for SQL NULL.
+    var textEncoding: String? {
+        switch self {
+        case .null: return nil
+        case .text(let value): return value
+        case .int64(let value): return String(value)
+        case .bool(let value): return value ? "t" : "f"
+        case .int64Array(let values): return Self.arrayLiteral(values.lazy.map { String($0) })
+        case .boolArray(let values): return Self.arrayLiteral(values.lazy.map { $0 ? "t" : "f" })
+        case .textArray(let values): return Self.arrayLiteral(values.lazy.map(Self.quotedElement))
+        }
+    }
+
+    private static func arrayLiteral<S: Sequence>(_ elements: S) -> String where S.Element == String {
+        var literal = "{"
+        var first = true
+        for element in elements {
+            if !first { literal += "," }
+            literal += element
+            first = false
+        }
+        return literal + "}"
+    }
+
+    /// An array element in double quotes, with `"` and `\` escaped, so any text is safe.
+    private static func quotedElement(_ value: String) -> String {
+        var quoted = "\""
+        for character in value {
+            if character == "\"" || character == "\\" { quoted.append("\\") }
+            quoted.append(character)
+        }
+        return quoted + "\""
+    }
+}
+
+extension PostgresValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByBooleanLiteral {
+    public init(stringLiteral value: String) { self = .text(value) }
+    public init(integerLiteral value: Int64) { self = .int64(value) }
+    public init(booleanLiteral value: Bool) { self = .bool(value) }
+}

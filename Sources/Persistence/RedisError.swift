@@ -1,0 +1,48 @@
+/// A failure talking to Redis: what kind it was and a message that keeps Redis's own text
+/// (prefixed `(Redis)`) when the server said no.
+public struct RedisError: Error, Sendable, CustomStringConvertible {
+    /// What kind of failure this is. New kinds may be added; switch with a `default`.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        let name: String
+        /// Redis could not be reached; calls fail at once until the next reconnect attempt.
+        public static let connectionFailed = Code(name: "connectionFailed")
+        /// The connection broke or timed out during a call; its commands may or may not have run.
+        public static let connectionLost = Code(name: "connectionLost")
+        /// Redis answered with an error reply (`-ERR …`, `-WRONGTYPE …`, `-EXECABORT …`).
+        public static let server = Code(name: "server")
+        /// The caller passed something the client refuses before sending it.
+        public static let invalidArgument = Code(name: "invalidArgument")
+        /// A reply did not have the shape the command promises.
+        public static let unexpectedReply = Code(name: "unexpectedReply")
+        public var description: String { name }
+    }
+
+    /// What kind of failure this is.
+    public let code: Code
+    /// What happened; for `.server`, Redis's reply text after `(Redis) `.
+    public let message: String
+
+    public init(code: Code, message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    /// An error reply from the server, keeping its text.
+    static func server(_ text: String) -> RedisError {
+        RedisError(code: .server, message: "(Redis) \(text)")
+    }
+
+    /// Whether the same call can succeed later: connection failures, and the server's
+    /// `LOADING`, `BUSY`, `TRYAGAIN`, `MASTERDOWN` and `CLUSTERDOWN` replies.
+    public var isRetryable: Bool {
+        switch code {
+        case .connectionFailed, .connectionLost: return true
+        case .server:
+            let text = message.dropFirst("(Redis) ".count)
+            return ["LOADING", "BUSY", "TRYAGAIN", "MASTERDOWN", "CLUSTERDOWN"].contains { text.hasPrefix($0) }
+        default: return false
+        }
+    }
+
+    public var description: String { "Redis \(code): \(message)" }
+}

@@ -1,0 +1,26 @@
+import ShardRouter
+
+/// The names of the service's Redis keys. Every key of a post carries its slot's hash tag
+/// (`{…}`), so a post's keys and its slot's write-behind log live on one Redis Cluster node and
+/// can be written in one `MULTI`.
+public struct RedisKeyLayout: Sendable, Hashable {
+    /// Prepended to every key, so several deployments can share a Redis. Defaults to `cs`.
+    public var prefix: String = "cs"
+
+    public init(prefix: String = "cs") {
+        self.prefix = prefix
+    }
+
+    /// The set of user ids who like `postID`: `cs:{<tag>}:likers:<post>`.
+    public func likers(ofPost postID: Int64) -> String {
+        "\(prefix):{\(HashSlot(post: postID).hashTag)}:likers:\(postID)"
+    }
+
+    /// The write-behind log (a stream) of the posts in `slot`: `cs:{<tag>}:log`.
+    public func changeLog(of slot: HashSlot) -> String {
+        "\(prefix):{\(slot.hashTag)}:log"
+    }
+
+    /// Where changes PostgreSQL refused for good are kept, with the reason: `cs:dead-letters`.
+    public var deadLetters: String { "\(prefix):dead-letters" }
+}

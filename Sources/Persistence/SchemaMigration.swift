@@ -1,0 +1,54 @@
+/// One versioned step of the schema. Its SQL is constant and written so it creates only what is
+/// missing (`IF NOT EXISTS`), because the app may have created some of it already.
+public struct SchemaMigration: Sendable {
+    /// Applied in ascending order; never reuse or renumber a version once it has shipped.
+    public let version: Int
+    /// A few words on what it does, stored with the version.
+    public let name: String
+    /// Constant SQL, run inside the migration transaction.
+    public let sql: String
+}
+
+extension SchemaMigration {
+    /// Every migration this build knows, in order.
+    public static let all: [SchemaMigration] = [seedLayout, flushProgress]
+
+    /// The seed's Laravel layout: `posts.likes_count`, and `likes` with `unique(user_id, post_id)`
+    /// and timestamps. Works on a database where the app already created `posts` (perhaps without
+    /// `likes_count`) or `likes`: it adds only what is missing.
+    static let seedLayout = SchemaMigration(version: 1, name: "seed layout: posts.likes_count, likes", sql: """
+        CREATE TABLE IF NOT EXISTS posts (
+            id bigint PRIMARY KEY,
+            likes_count bigint NOT NULL DEFAULT 0,
+            created_at timestamptz,
+            updated_at timestamptz
+        );
+        ALTER TABLE posts ADD COLUMN IF NOT EXISTS likes_count bigint NOT NULL DEFAULT 0;
+        CREATE TABLE IF NOT EXISTS likes (
+            id bigserial PRIMARY KEY,
+            user_id bigint NOT NULL,
+            post_id bigint NOT NULL REFERENCES posts (id) ON DELETE CASCADE,
+            created_at timestamptz,
+            updated_at timestamptz,
+            CONSTRAINT likes_user_id_post_id_unique UNIQUE (user_id, post_id)
+        );
+        -- The flusher's ON CONFLICT (user_id, post_id) needs this; Laravel names it the same way.
+        CREATE UNIQUE INDEX IF NOT EXISTS likes_user_id_post_id_unique ON likes (user_id, post_id);
+        -- Recounting a post (reconcile, hydration) reads its likes by post.
+        CREATE INDEX IF NOT EXISTS likes_post_id_index ON likes (post_id);
+        """)
+
+    /// The flusher's progress per write-behind log, updated in the same transaction as the
+    /// changes it applies, so a crash between commit and trimming the log neither loses nor
+    /// double-applies anything.
+    static let flushProgress = SchemaMigration(version: 2, name: "counter_flush_progress", sql: """
+        CREATE TABLE IF NOT EXISTS counter_flush_progress (
+            log text PRIMARY KEY,
+            last_entry_ms bigint NOT NULL,
+            last_entry_seq bigint NOT NULL,
+            applied_changes bigint NOT NULL DEFAULT 0,
+            applied_batches bigint NOT NULL DEFAULT 0,
+            updated_at timestamptz NOT NULL DEFAULT now()
+        );
+        """)
+}

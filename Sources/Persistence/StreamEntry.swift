@@ -1,0 +1,68 @@
+/// A Redis stream entry id, `<milliseconds>-<sequence>`, ordered as Redis orders them.
+public struct StreamEntryID: Sendable, Hashable, Comparable, CustomStringConvertible {
+    public let milliseconds: UInt64
+    public let sequence: UInt64
+
+    public init(milliseconds: UInt64, sequence: UInt64) {
+        self.milliseconds = milliseconds
+        self.sequence = sequence
+    }
+
+    /// Parses `1700000000000-3`; `nil` for anything else.
+    public init?(_ text: String) {
+        let parts = text.split(separator: "-", omittingEmptySubsequences: false)
+        guard parts.count == 2, let ms = UInt64(parts[0]), let seq = UInt64(parts[1]) else { return nil }
+        self.init(milliseconds: ms, sequence: seq)
+    }
+
+    public static func < (lhs: StreamEntryID, rhs: StreamEntryID) -> Bool {
+        (lhs.milliseconds, lhs.sequence) < (rhs.milliseconds, rhs.sequence)
+    }
+
+    public var description: String { "\(milliseconds)-\(sequence)" }
+}
+
+/// One stream entry: its id and its field/value pairs in order.
+public struct StreamEntry: Sendable, Hashable {
+    public let id: StreamEntryID
+    public let fields: [String: [UInt8]]
+
+    /// A field's value as text.
+    public func string(_ field: String) -> String? {
+        fields[field].map { String(decoding: $0, as: UTF8.self) }
+    }
+}
+
+extension RedisReply {
+    /// The entries of an `XRANGE` reply, or of the one stream in an `XREADGROUP` reply.
+    /// A nil reply (nothing new) is no entries.
+    public func streamEntries() throws(RedisError) -> [StreamEntry] {
+        let reply = try throwingServerError()
+        if reply.isNull { return [] }
+        guard let elements = reply.array else { throw Self.notAStream(reply) }
+        // XREADGROUP: [[key, entries]]; XRANGE: entries.
+        if let first = elements.first, let pair = first.array, pair.count == 2, pair[1].array != nil, pair[0].string != nil,
+           StreamEntryID(pair[0].string!) == nil {
+            guard elements.count == 1 else { throw Self.notAStream(reply) }
+            return try pair[1].streamEntries()
+        }
+        return try elements.map { (element) throws(RedisError) -> StreamEntry in
+            guard let pair = element.array, pair.count == 2, let idText = pair[0].string,
+                  let id = StreamEntryID(idText), let flat = pair[1].array, flat.count % 2 == 0 else {
+                throw Self.notAStream(element)
+            }
+            var fields: [String: [UInt8]] = [:]
+            for index in stride(from: 0, to: flat.count, by: 2) {
+                guard let name = flat[index].string, case .bulkString(let value) = flat[index + 1] else {
+                    throw Self.notAStream(element)
+                }
+                fields[name] = value
+            }
+            return StreamEntry(id: id, fields: fields)
+        }
+    }
+
+    private static func notAStream(_ reply: RedisReply) -> RedisError {
+        RedisError(code: .unexpectedReply, message: "not a stream reply: \(reply)")
+    }
+}
