@@ -35,9 +35,11 @@ let package = Package(
         .executableTarget(name: "CounterNodeCLI", dependencies: ["CounterNode"]),
         .executableTarget(name: "Bench", dependencies: ["Persistence", "ShardRouter"]),
 
-        .testTarget(name: "ShardRouterTests", dependencies: ["ShardRouter"]),
-        .testTarget(name: "PersistenceTests", dependencies: ["Persistence", "ShardRouter"]),
-        .testTarget(name: "CounterNodeTests", dependencies: ["CounterNode", "Persistence"]),
+        // Shared by the test targets: where the test servers are, private servers for restart tests.
+        .target(name: "TestSupport", dependencies: ["Persistence"], path: "Tests/TestSupport"),
+        .testTarget(name: "ShardRouterTests", dependencies: ["ShardRouter", "Persistence"]),
+        .testTarget(name: "PersistenceTests", dependencies: ["Persistence", "ShardRouter", "TestSupport"]),
+        .testTarget(name: "CounterNodeTests", dependencies: ["CounterNode", "Persistence", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

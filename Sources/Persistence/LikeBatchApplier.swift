@@ -87,6 +87,11 @@ public enum LikeBatchApplier {
         return LikeBatchOutcome(movements: movements, missingPosts: missing, coalescedChanges: coalesced, alreadyApplied: 0)
     }
 
+    /// `apply(_:on:)` in a transaction of its own on a pooled connection.
+    public static func apply(_ changes: [LikeChange], pool: PostgresPool) async throws -> LikeBatchOutcome {
+        try await pool.withTransaction { connection in try apply(changes, on: connection) }
+    }
+
     /// Applies the entries of write-behind log `log` that are newer than the progress recorded
     /// for it, and records the newest entry as the new progress, all in one transaction. Entries
     /// at or below the recorded progress are skipped: after a crash between the commit and

@@ -31,6 +31,11 @@ public struct LikeBatchOutcome: Sendable, Equatable {
         public let delta: Int64
         /// `likes_count` after the batch.
         public let likesCount: Int64
+
+        public init(delta: Int64, likesCount: Int64) {
+            self.delta = delta
+            self.likesCount = likesCount
+        }
     }
 
     /// Posts whose `likes_count` moved, by post id. A post whose changes were all already in

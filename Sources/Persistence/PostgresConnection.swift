@@ -69,7 +69,7 @@ public actor PostgresConnection {
     /// A `.connectionLost` error from the COMMIT itself means the outcome is unknown: make the work
     /// idempotent (as the flusher's batch is) and retry it.
     public func withTransaction<T: Sendable>(
-        _ body: (isolated PostgresConnection) throws -> T
+        _ body: sending (isolated PostgresConnection) throws -> T
     ) throws -> T {
         precondition(!inTransaction, "withTransaction does not nest")
         try query("BEGIN")
@@ -126,12 +126,12 @@ public actor PostgresConnection {
         return connection
     }
 
-    /// An idle connection has nothing to read; input means the server closed it (or sent a
-    /// shutdown notice), which `PQconsumeInput` turns into a bad status.
+    /// An idle connection has nothing to read. Input means the server is closing it (a
+    /// shutdown notice, then end of file) — or, rarely, sent a harmless report; either way a
+    /// fresh connection is the safe choice, since no transaction is open.
     private static func serverHungUp(_ connection: OpaquePointer) -> Bool {
         var descriptor = pollfd(fd: PQsocket(connection), events: Int16(POLLIN), revents: 0)
-        guard poll(&descriptor, 1, 0) > 0 else { return false }
-        return PQconsumeInput(connection) == 0 || PQstatus(connection) != CONNECTION_OK
+        return poll(&descriptor, 1, 0) != 0
     }
 
     // MARK: - Results

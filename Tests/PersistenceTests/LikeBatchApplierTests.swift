@@ -1,0 +1,159 @@
+import Persistence
+import Testing
+import TestSupport
+
+@Suite("Batch apply against a real PostgreSQL")
+struct LikeBatchApplierTests {
+    /// The count of `likes` rows and `likes_count` for each post.
+    static func counts(_ posts: [Int64], _ pool: PostgresPool) async throws -> [Int64: (rows: Int64, count: Int64)] {
+        let rows = try await pool.query("""
+            SELECT p.id, (SELECT count(*) FROM likes l WHERE l.post_id = p.id), p.likes_count
+            FROM posts p WHERE p.id = ANY($1::bigint[])
+            """, [.int64Array(posts)])
+        var result: [Int64: (rows: Int64, count: Int64)] = [:]
+        for row in rows { result[try row.int64(0)] = (try row.int64(1), try row.int64(2)) }
+        return result
+    }
+
+    static func members(_ posts: [Int64], _ pool: PostgresPool) async throws -> Set<LikeChange> {
+        let rows = try await pool.query("SELECT user_id, post_id FROM likes WHERE post_id = ANY($1::bigint[])", [.int64Array(posts)])
+        return Set(try rows.map { LikeChange(userID: try $0.int64(0), postID: try $0.int64(1), liked: true) })
+    }
+
+    @Test("10,000 changes with duplicates leave likes_count equal to the likes rows of every post, and a replay changes nothing")
+    func tenThousandChanges() async throws {
+        let pool = try await TestEnvironment.migratedPool()
+        let posts = try await TestEnvironment.createPosts(20, in: pool)
+        var generator = SystemRandomNumberGenerator()
+        // 10,000 changes over 20 posts and 800 users: many pairs appear several times in the batch.
+        let changes = (0..<10_000).map { _ in
+            LikeChange(userID: Int64.random(in: 1...800, using: &generator),
+                       postID: posts.randomElement(using: &generator)!,
+                       liked: Bool.random(using: &generator))
+        }
+        // The model: the last change per pair wins.
+        var expected: [LikeChange: Bool] = [:]
+        for change in changes { expected[LikeChange(userID: change.userID, postID: change.postID, liked: true)] = change.liked }
+        let expectedMembers = Set(expected.filter(\.value).keys)
+        #expect(expected.count < changes.count, "the batch must hold duplicates")
+
+        let outcome = try await LikeBatchApplier.apply(changes, pool: pool)
+        #expect(outcome.coalescedChanges == expected.count)
+        #expect(outcome.missingPosts.isEmpty)
+        #expect(try await Self.members(posts, pool) == expectedMembers)
+        let after = try await Self.counts(posts, pool)
+        for post in posts {
+            let state = try #require(after[post])
+            #expect(state.rows == state.count, "post \(post): \(state.rows) rows, likes_count \(state.count)")
+            #expect(state.count == Int64(expectedMembers.filter { $0.postID == post }.count))
+            #expect((outcome.movements[post]?.delta ?? 0) == state.count)
+            if let movement = outcome.movements[post] { #expect(movement.likesCount == state.count) }
+        }
+
+        let replay = try await LikeBatchApplier.apply(changes, pool: pool)
+        #expect(replay.movements.isEmpty)
+        #expect(try await Self.members(posts, pool) == expectedMembers)
+        let afterReplay = try await Self.counts(posts, pool)
+        for post in posts { #expect(afterReplay[post]?.count == after[post]?.count) }
+        await pool.close()
+    }
+
+    @Test("the last change of a pair wins, and likes/unlikes of existing state move nothing")
+    func lastChangeWins() async throws {
+        let pool = try await TestEnvironment.migratedPool()
+        let post = try await TestEnvironment.createPosts(1, in: pool)[0]
+        let first = try await pool.withTransaction { connection in
+            try LikeBatchApplier.apply([
+                LikeChange(userID: 1, postID: post, liked: true),
+                LikeChange(userID: 1, postID: post, liked: false),
+                LikeChange(userID: 2, postID: post, liked: false),
+                LikeChange(userID: 2, postID: post, liked: true),
+                LikeChange(userID: 3, postID: post, liked: false),
+            ], on: connection)
+        }
+        #expect(first.movements[post] == .init(delta: 1, likesCount: 1))
+        let second = try await pool.withTransaction { connection in
+            try LikeBatchApplier.apply([
+                LikeChange(userID: 2, postID: post, liked: true),   // already liked
+                LikeChange(userID: 4, postID: post, liked: false),  // never liked
+            ], on: connection)
+        }
+        #expect(second.movements.isEmpty)
+        #expect(try await Self.members([post], pool) == [LikeChange(userID: 2, postID: post, liked: true)])
+        await pool.close()
+    }
+
+    @Test("changes to a post missing from posts are reported and skipped; the rest of the batch is applied")
+    func missingPost() async throws {
+        let pool = try await TestEnvironment.migratedPool()
+        let posts = try await TestEnvironment.createPosts(2, in: pool)
+        try await pool.query("DELETE FROM posts WHERE id = $1", [.int64(posts[1])])
+        let outcome = try await pool.withTransaction { connection in
+            try LikeBatchApplier.apply([
+                LikeChange(userID: 10, postID: posts[0], liked: true),
+                LikeChange(userID: 11, postID: posts[1], liked: true),
+                LikeChange(userID: 12, postID: posts[1], liked: true),
+                LikeChange(userID: 12, postID: posts[1], liked: false),
+            ], on: connection)
+        }
+        #expect(outcome.missingPosts == [posts[1]: 2])
+        #expect(outcome.movements[posts[0]] == .init(delta: 1, likesCount: 1))
+        let orphans = try await pool.query("SELECT count(*) FROM likes WHERE post_id = $1", [.int64(posts[1])])
+        #expect(try orphans.first?.int64(0) == 0)
+        await pool.close()
+    }
+
+    @Test("logged batches record progress in the same transaction; re-reading the log applies nothing twice")
+    func progressMakesReplaySafe() async throws {
+        let pool = try await TestEnvironment.migratedPool()
+        let post = try await TestEnvironment.createPosts(1, in: pool)[0]
+        let log = TestEnvironment.uniqueKeyPrefix("log")
+        func entry(_ ms: UInt64, _ user: Int64, _ liked: Bool) -> LoggedLikeChange {
+            LoggedLikeChange(entryID: StreamEntryID(milliseconds: ms, sequence: 0),
+                             change: LikeChange(userID: user, postID: post, liked: liked))
+        }
+        let batch = [entry(100, 1, true), entry(101, 2, true)]
+        let first = try await LikeBatchApplier.apply(batch, log: log, pool: pool)
+        #expect(first.movements[post]?.likesCount == 2)
+        #expect(try await LikeBatchApplier.progress(of: log, pool: pool) == StreamEntryID(milliseconds: 101, sequence: 0))
+
+        // Between the first batch and a later unlike of user 1, a crash made the flusher re-read
+        // from the start: the old entries are skipped, so user 1's unlike is not undone.
+        let second = try await LikeBatchApplier.apply([entry(102, 1, false)], log: log, pool: pool)
+        #expect(second.movements[post]?.likesCount == 1)
+        let reread = try await LikeBatchApplier.apply(batch + [entry(102, 1, false), entry(103, 3, true)], log: log, pool: pool)
+        #expect(reread.alreadyApplied == 3)
+        #expect(reread.movements[post] == .init(delta: 1, likesCount: 2))
+        let all = try await LikeBatchApplier.apply(batch, log: log, pool: pool)
+        #expect(all.alreadyApplied == 2)
+        #expect(all.movements.isEmpty)
+        #expect(try await Self.members([post], pool).map(\.userID).sorted() == [2, 3])
+        await pool.close()
+    }
+
+    @Test("bad batches are refused before anything is sent", arguments: [
+        ([LikeChange](), "empty batch"),
+        ([LikeChange(userID: 0, postID: 1, liked: true)], "positive"),
+        ([LikeChange(userID: 1, postID: -5, liked: true)], "positive"),
+        ([LikeChange(userID: 1, postID: 1, liked: true), LikeChange(userID: Int64.min, postID: 1, liked: false)], "change 1"),
+    ])
+    func badInput(changes: [LikeChange], expectedText: String) async throws {
+        let pool = PostgresPool(configuration: TestEnvironment.postgres())
+        let error = await #expect(throws: PostgresError.self) {
+            try await LikeBatchApplier.apply(changes, pool: pool)
+        }
+        #expect(error?.code == .invalidArgument)
+        #expect(error?.message.contains(expectedText) == true)
+    }
+
+    @Test("an oversized batch is refused with the limit in the message")
+    func oversized() async throws {
+        let changes = [LikeChange](repeating: LikeChange(userID: 1, postID: 1, liked: true),
+                                   count: LikeBatchApplier.maximumBatchSize + 1)
+        let pool = PostgresPool(configuration: TestEnvironment.postgres())
+        let error = await #expect(throws: PostgresError.self) {
+            try await LikeBatchApplier.apply(changes, pool: pool)
+        }
+        #expect(error?.message.contains("exceeds the limit") == true)
+    }
+}

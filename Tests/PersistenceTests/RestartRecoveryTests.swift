@@ -1,0 +1,101 @@
+import Foundation
+import Persistence
+import Testing
+import TestSupport
+
+/// Restarts servers of its own (started with scripts/services in a temporary folder), so the
+/// shared test servers and the other tests are not disturbed.
+@Suite("Recovery after a server restart", .serialized)
+struct RestartRecoveryTests {
+    @Test("idle clients reconnect by themselves after PostgreSQL and Redis restart")
+    func restartWhileIdle() async throws {
+        let servers = try PrivateServers()
+        defer { try? servers.tearDown() }
+        let postgres = PostgresConnection(configuration: PostgresConfiguration(url: servers.postgresURL))
+        let pool = PostgresPool(configuration: PostgresConfiguration(url: servers.postgresURL))
+        let redis = RedisConnection(configuration: try RedisConfiguration(url: servers.redisURL))
+        let key = "restart:key"
+
+        let backendBefore = try await postgres.query("SELECT pg_backend_pid()").first!.int64(0)
+        _ = try await pool.query("SELECT 1")
+        try await redis.send(.set(key, "kept"))
+
+        try servers.run("restart")
+
+        // The same connection objects, idle across the restart, work on their next call.
+        let backendAfter = try await postgres.query("SELECT pg_backend_pid()").first!.int64(0)
+        #expect(backendAfter != backendBefore)
+        #expect(try await pool.query("SELECT 41 + 1").first?.int64(0) == 42)
+        // Redis kept the value through the restart (AOF), and the client reconnected to read it.
+        #expect(try await redis.send(.get(key)).string == "kept")
+    }
+
+    @Test("while Redis is down calls fail fast with a clear error, and work again once it is back")
+    func redisDownThenBack() async throws {
+        let servers = try PrivateServers()
+        defer { try? servers.tearDown() }
+        var configuration = try RedisConfiguration(url: servers.redisURL)
+        configuration.reconnectInitialDelaySeconds = 0.05
+        configuration.reconnectMaximumDelaySeconds = 0.2
+        let redis = RedisConnection(configuration: configuration)
+        try await redis.send(.set("k", "v"))
+
+        try servers.run("stop")
+        let started = ContinuousClock.now
+        let error = await #expect(throws: RedisError.self) { try await redis.send(.get("k")) }
+        #expect(error?.code == .connectionFailed)
+        #expect(ContinuousClock.now - started < .seconds(2))
+
+        let postgres = PostgresConnection(configuration: PostgresConfiguration(url: servers.postgresURL))
+        let down = await #expect(throws: PostgresError.self) { try await postgres.query("SELECT 1") }
+        #expect(down?.code == .connectionFailed)
+
+        try servers.run("start")
+        // Within a few backoff periods the same connection answers again.
+        var answer: RedisReply?
+        for _ in 0..<50 where answer == nil {
+            answer = try? await redis.send(.get("k"))
+            if answer == nil { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(answer?.string == "v")
+        #expect(try await postgres.query("SELECT 1").first?.int64(0) == 1)
+    }
+
+    @Test("a PostgreSQL backend ended by the server while idle: the next call reconnects")
+    func backendTerminatedWhileIdle() async throws {
+        let connection = PostgresConnection(configuration: TestEnvironment.postgres())
+        let admin = PostgresConnection(configuration: TestEnvironment.postgres())
+        let pid = try await connection.query("SELECT pg_backend_pid()").first!.int64(0)
+        try await admin.query("SELECT pg_terminate_backend($1::int)", [.int64(pid)])
+        // Give the server a moment to close the socket so the client can notice it while idle.
+        try await Task.sleep(for: .milliseconds(200))
+        let newPid = try await connection.query("SELECT pg_backend_pid()").first!.int64(0)
+        #expect(newPid != pid)
+    }
+
+    @Test("a PostgreSQL backend ended during a call: that call fails as connectionLost, the next one works")
+    func backendTerminatedDuringCall() async throws {
+        let connection = PostgresConnection(configuration: TestEnvironment.postgres())
+        let admin = PostgresConnection(configuration: TestEnvironment.postgres())
+        let pid = try await connection.query("SELECT pg_backend_pid()").first!.int64(0)
+        let slow = Task { try await connection.query("SELECT pg_sleep(10)") }
+        try await Task.sleep(for: .milliseconds(300))
+        try await admin.query("SELECT pg_terminate_backend($1::int)", [.int64(pid)])
+        let error = await #expect(throws: PostgresError.self) { _ = try await slow.value }
+        #expect(error?.code == .connectionLost)
+        #expect(error?.isRetryable == true)
+        #expect(try await connection.query("SELECT 1").first?.int64(0) == 1)
+    }
+
+    @Test("a Redis reply slower than the command timeout drops the connection with a clear error; the next call works")
+    func redisCommandTimeout() async throws {
+        var configuration = try TestEnvironment.redis()
+        configuration.commandTimeoutSeconds = 0.2
+        let redis = RedisConnection(configuration: configuration)
+        let key = TestEnvironment.uniqueKeyPrefix("never-filled")
+        let error = await #expect(throws: RedisError.self) { try await redis.send(RedisCommand("BLPOP", key, 1)) }
+        #expect(error?.code == .connectionLost)
+        #expect(error?.message.contains("may or may not have run") == true)
+        #expect(try await redis.send(.ping()) == .status("PONG"))
+    }
+}

@@ -1,0 +1,102 @@
+import Foundation
+
+/// A PostgreSQL and a Redis of a test's own, started with `scripts/services` in a temporary data
+/// folder on free ports, so a test can stop and restart them without disturbing other tests.
+public final class PrivateServers: Sendable {
+    public let dataDirectory: URL
+    public let postgresPort: Int
+    public let redisPort: Int
+
+    public var postgresURL: String { "postgresql://counter@127.0.0.1:\(postgresPort)/counter" }
+    public var redisURL: String { "redis://127.0.0.1:\(redisPort)" }
+
+    /// Starts both servers.
+    public init() throws {
+        let folder = URL(fileURLWithPath: NSTemporaryDirectory())
+            .appendingPathComponent("counter-private-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o755])
+        dataDirectory = folder
+        postgresPort = try Self.freePort()
+        redisPort = try Self.freePort()
+        try run("start")
+    }
+
+    /// Runs `scripts/services <command>` against these servers and waits for it.
+    ///
+    /// Uses posix_spawn and waitpid rather than Foundation's Process, whose waitUntilExit was seen
+    /// to hang here when called from a Swift concurrency thread.
+    public func run(_ command: String) throws {
+        let script = TestEnvironment.repositoryRoot.appendingPathComponent("scripts/services").path
+        var environment = ProcessInfo.processInfo.environment
+        environment["COUNTER_DATA_DIR"] = dataDirectory.path
+        environment["COUNTER_PG_PORT"] = String(postgresPort)
+        environment["COUNTER_REDIS_PORT"] = String(redisPort)
+        let status = try spawnAndWait(["/bin/bash", script, command],
+                                      environment: environment.map { "\($0.key)=\($0.value)" })
+        guard status == 0 else {
+            throw PrivateServersError(message: "scripts/services \(command) exited with \(status)")
+        }
+    }
+
+    /// Stops both servers and removes their data.
+    public func tearDown() throws {
+        try run("stop")
+        try? FileManager.default.removeItem(at: dataDirectory)
+    }
+
+    /// A port that was free a moment ago: bind port 0 and read what the kernel gave.
+    static func freePort() throws -> Int {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw PrivateServersError(message: "socket() failed") }
+        defer { close(descriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
+                bind(descriptor, socketAddress, length) == 0 && getsockname(descriptor, socketAddress, &length) == 0
+            }
+        }
+        guard bound else { throw PrivateServersError(message: "bind() failed") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
+
+/// Runs `arguments[0]` with its standard output sent to /dev/null and returns its exit status.
+func spawnAndWait(_ arguments: [String], environment: [String]) throws -> Int32 {
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+    let argv = arguments.map { strdup($0) } + [nil]
+    let envp = environment.map { strdup($0) } + [nil]
+    defer { (argv + envp).forEach { free($0) } }
+    // The test process blocks signals on its threads; a child inherits that mask, and a Redis
+    // started with SIGTERM blocked would never stop. Start the child with a clean mask.
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    var emptyMask = sigset_t()
+    sigemptyset(&emptyMask)
+    posix_spawnattr_setsigmask(&attributes, &emptyMask)
+    var defaults = sigset_t()
+    sigemptyset(&defaults)
+    for signal in [SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGCHLD] { sigaddset(&defaults, signal) }
+    posix_spawnattr_setsigdefault(&attributes, &defaults)
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+    var pid = pid_t()
+    let spawned = posix_spawn(&pid, arguments[0], &actions, &attributes, argv, envp)
+    guard spawned == 0 else { throw PrivateServersError(message: "cannot start \(arguments[0]): error \(spawned)") }
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+    // WIFEXITED / WEXITSTATUS by hand: Swift does not import the macros.
+    return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+}
+
+public struct PrivateServersError: Error, CustomStringConvertible {
+    public let message: String
+    public var description: String { message }
+}
