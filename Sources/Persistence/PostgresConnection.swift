@@ -1,4 +1,4 @@
-import CLibPQ
+internal import CLibPQ
 import Glibc
 
 /// One PostgreSQL connection (libpq), owned by an actor that runs on a thread of its own, so its

@@ -1,4 +1,4 @@
-import CHiredis
+internal import CHiredis
 import Glibc
 
 /// One Redis connection (hiredis 0.14), owned by an actor that runs on a thread of its own, so
@@ -12,7 +12,11 @@ public actor RedisConnection {
     /// Where this connection goes and its limits.
     public nonisolated let configuration: RedisConfiguration
     private let executor: BlockingIOExecutor
-    private var context: UnsafeMutablePointer<redisContext>?
+    private var owned: OwnedRedisContext?
+    private var context: UnsafeMutablePointer<redisContext>? {
+        get { owned?.pointer }
+        set { owned = newValue.map(OwnedRedisContext.init) }
+    }
     private var backoff: ReconnectBackoff
     private var nextAttempt: ContinuousClock.Instant?
     private var lastConnectError = ""
@@ -27,8 +31,9 @@ public actor RedisConnection {
                                         maximum: .seconds(configuration.reconnectMaximumDelaySeconds))
     }
 
-    isolated deinit {
-        if let context { redisFree(context) }
+    // Not an isolated deinit: one that named hiredis's types made every module importing this
+    // one fail to build in release mode ("circular reference"). The context frees itself.
+    deinit {
         executor.shutdown()
     }
 
@@ -39,7 +44,6 @@ public actor RedisConnection {
 
     /// Closes the connection; the next call opens a new one.
     public func close() {
-        if let context { redisFree(context) }
         context = nil
     }
 
@@ -115,7 +119,6 @@ public actor RedisConnection {
     private func usableContext() throws(RedisError) -> UnsafeMutablePointer<redisContext> {
         if let context {
             if context.pointee.err == 0 && !Self.serverHungUp(context) { return context }
-            redisFree(context)
             self.context = nil
         }
         let now = ContinuousClock.now
@@ -175,7 +178,6 @@ public actor RedisConnection {
 
     private func dropConnection(_ context: UnsafeMutablePointer<redisContext>, after replies: Int, of total: Int) -> RedisError {
         let reason = Self.errorText(context)
-        redisFree(context)
         self.context = nil
         return RedisError(code: .connectionLost,
                           message: "connection to Redis lost after \(replies) of \(total) replies (\(reason)); the unanswered commands may or may not have run; the next call reconnects")
@@ -215,5 +217,18 @@ public actor RedisConnection {
         default:
             return .null
         }
+    }
+}
+
+/// Owns one hiredis context and frees it when the last reference goes.
+private final class OwnedRedisContext {
+    let pointer: UnsafeMutablePointer<redisContext>
+
+    init(_ pointer: UnsafeMutablePointer<redisContext>) {
+        self.pointer = pointer
+    }
+
+    deinit {
+        redisFree(pointer)
     }
 }

@@ -1,0 +1,58 @@
+import Foundation
+
+/// `counter-bench`'s command line.
+enum BenchCommand {
+    static let usage = """
+        counter-bench — load tests and measurements for CounterService
+
+        Usage: counter-bench <mode> [options]
+
+        Modes:
+          persistence   time the write-behind's building blocks against real servers: one
+                        PostgreSQL batch-apply transaction of N changes (with duplicates), and one
+                        Redis pipeline of N commands (plain, and as MULTI/EXEC with a stream entry
+                        per change). Creates its own posts and keys and removes them afterwards.
+          (the HTTP load scenarios hot, zipf, storm, feed, mixed and the seed-sql baseline come
+           with the node's HTTP API)
+
+        Options for persistence:
+          --changes N      changes per batch / commands per pipeline (default 10000, 1-1000000)
+          --posts N        posts the changes spread over (default 100, 1-100000)
+          --repeat N       timed repetitions after one warm-up (default 5, 1-1000)
+          --postgres-url U PostgreSQL (env COUNTER_POSTGRES_URL; default the scripts/services one)
+          --redis-url U    Redis (env COUNTER_REDIS_URL; default the scripts/services one)
+
+        Build with `swift build -c release` for figures worth comparing.
+        Exit status: 0 done; 1 a server failed; 2 invalid command line.
+        """
+
+    static func run(arguments: [String], environment: [String: String]) async -> Int32 {
+        guard let mode = arguments.first else {
+            FileHandle.standardError.write(Data("counter-bench: missing mode\n\n\(usage)\n".utf8))
+            return 2
+        }
+        if mode == "--help" || mode == "-h" || arguments.contains("--help") {
+            print(usage)
+            return 0
+        }
+        guard mode == "persistence" else {
+            FileHandle.standardError.write(Data("counter-bench: unknown mode \"\(mode)\" (see --help)\n".utf8))
+            return 2
+        }
+        do {
+            let options = try PersistenceBenchOptions(arguments: Array(arguments.dropFirst()), environment: environment)
+            try await PersistenceBench(options: options).run()
+            return 0
+        } catch let error as BenchUsageError {
+            FileHandle.standardError.write(Data("counter-bench: \(error.message) (see --help)\n".utf8))
+            return 2
+        } catch {
+            FileHandle.standardError.write(Data("counter-bench: \(error)\n".utf8))
+            return 1
+        }
+    }
+}
+
+struct BenchUsageError: Error {
+    let message: String
+}

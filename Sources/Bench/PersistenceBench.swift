@@ -1,0 +1,135 @@
+import Foundation
+import Persistence
+import ShardRouter
+
+/// Options of `counter-bench persistence`.
+struct PersistenceBenchOptions {
+    var changes = 10_000
+    var posts = 100
+    var repetitions = 5
+    var postgresURL = "postgresql://counter@127.0.0.1:55432/counter"
+    var redisURL = "redis://127.0.0.1:56379"
+
+    init(arguments: [String], environment: [String: String]) throws {
+        postgresURL = environment["COUNTER_POSTGRES_URL"] ?? postgresURL
+        redisURL = environment["COUNTER_REDIS_URL"] ?? redisURL
+        var index = 0
+        func value(_ flag: String) throws -> String {
+            index += 1
+            guard index < arguments.count else { throw BenchUsageError(message: "\(flag) needs a value") }
+            return arguments[index]
+        }
+        func number(_ flag: String, _ range: ClosedRange<Int>) throws -> Int {
+            let text = try value(flag)
+            guard let number = Int(text), range.contains(number) else {
+                throw BenchUsageError(message: "\(flag) \(text): must be a whole number from \(range.lowerBound) to \(range.upperBound)")
+            }
+            return number
+        }
+        while index < arguments.count {
+            switch arguments[index] {
+            case "--changes": changes = try number("--changes", 1...1_000_000)
+            case "--posts": posts = try number("--posts", 1...100_000)
+            case "--repeat": repetitions = try number("--repeat", 1...1_000)
+            case "--postgres-url": postgresURL = try value("--postgres-url")
+            case "--redis-url": redisURL = try value("--redis-url")
+            default: throw BenchUsageError(message: "unknown option \"\(arguments[index])\"")
+            }
+            index += 1
+        }
+    }
+}
+
+/// Times one batch-apply transaction and one Redis pipeline, each of `changes` items.
+struct PersistenceBench {
+    let options: PersistenceBenchOptions
+
+    func run() async throws {
+        let pool = PostgresPool(configuration: PostgresConfiguration(url: options.postgresURL))
+        let redis = RedisConnection(configuration: try RedisConfiguration(url: options.redisURL))
+        _ = try await SchemaMigrator.migrate(pool)
+        let base = Int64.random(in: 1_000_000_000...4_000_000_000_000_000)
+        let posts = (0..<Int64(options.posts)).map { base + $0 }
+        try await pool.query("INSERT INTO posts (id) SELECT unnest($1::bigint[])", [.int64Array(posts)])
+        let layout = RedisKeyLayout(prefix: "bench-\(UInt32.random(in: 0...UInt32.max))")
+        do {
+            try await measure(posts: posts, layout: layout, pool: pool, redis: redis)
+        } catch {
+            try? await cleanUp(posts: posts, layout: layout, pool: pool, redis: redis)
+            throw error
+        }
+        try await cleanUp(posts: posts, layout: layout, pool: pool, redis: redis)
+        await pool.close()
+    }
+
+    private func measure(posts: [Int64], layout: RedisKeyLayout, pool: PostgresPool, redis: RedisConnection) async throws {
+        print("counter-bench persistence: \(options.changes) changes over \(options.posts) posts, \(options.repetitions) timed runs after 1 warm-up")
+
+        // Users drawn from a range about as large as the batch, so pairs repeat within a batch.
+        let userRange: ClosedRange<Int64> = 1...Int64(max(1, options.changes))
+        func batch() -> [LikeChange] {
+            (0..<options.changes).map { _ in
+                LikeChange(userID: Int64.random(in: userRange), postID: posts.randomElement()!, liked: Bool.random())
+            }
+        }
+
+        // Inputs are prepared before the clock starts: the figures are the I/O and the server's work.
+        let apply = try await time("PostgreSQL batch apply (one transaction)", prepare: batch) { changes in
+            _ = try await LikeBatchApplier.apply(changes, pool: pool)
+        }
+        let plain = try await time("Redis pipeline, SADD/SREM only", prepare: {
+            batch().map { change -> RedisCommand in
+                change.liked ? .sadd(layout.likers(ofPost: change.postID), [change.userID])
+                             : .srem(layout.likers(ofPost: change.postID), [change.userID])
+            }
+        }) { commands in
+            _ = try await redis.pipeline(commands)
+        }
+        let logged = try await time("Redis MULTI/EXEC, SADD/SREM + XADD per change (\(2 * options.changes) commands)", prepare: {
+            batch().flatMap { change -> [RedisCommand] in
+                let key = layout.likers(ofPost: change.postID)
+                return [change.liked ? .sadd(key, [change.userID]) : .srem(key, [change.userID]),
+                        .xadd(layout.changeLog(of: HashSlot(post: change.postID)),
+                              fields: [("u", change.userID), ("p", change.postID), ("l", change.liked ? "1" : "0")])]
+            }
+        }) { commands in
+            _ = try await redis.transaction(commands)
+        }
+        print(String(format: "per change: batch apply %.2f µs, pipeline %.2f µs, logged transaction %.2f µs (medians)",
+                     apply * 1e6 / Double(options.changes), plain * 1e6 / Double(options.changes),
+                     logged * 1e6 / Double(options.changes)))
+
+    }
+
+    /// Removes the run's posts (their likes go with them) and Redis keys.
+    private func cleanUp(posts: [Int64], layout: RedisKeyLayout, pool: PostgresPool, redis: RedisConnection) async throws {
+        try await pool.query("DELETE FROM posts WHERE id = ANY($1::bigint[])", [.int64Array(posts)])
+        var keys = Set(posts.map { layout.likers(ofPost: $0) })
+        keys.formUnion(posts.map { layout.changeLog(of: HashSlot(post: $0)) })
+        for chunk in Array(keys).chunked(into: 1_000) { try await redis.send(.del(chunk)) }
+    }
+
+    /// Runs `work` once to warm up, then `repetitions` times, each on a fresh input from
+    /// `prepare` made before the clock starts; prints and returns the median seconds.
+    private func time<Input>(_ label: String, prepare: () -> Input, _ work: (Input) async throws -> Void) async throws -> Double {
+        try await work(prepare())
+        var seconds: [Double] = []
+        for _ in 0..<options.repetitions {
+            let input = prepare()
+            let start = ContinuousClock.now
+            try await work(input)
+            let elapsed = ContinuousClock.now - start
+            seconds.append(Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+        }
+        seconds.sort()
+        let median = seconds[seconds.count / 2]
+        print(String(format: "  %@: median %.1f ms, min %.1f ms, max %.1f ms", label, median * 1e3, seconds.first! * 1e3, seconds.last! * 1e3))
+        return median
+    }
+}
+
+extension Array {
+    func chunked(into size: Int) -> [[Element]] {
+        stride(from: 0, to: count, by: size).map { Array(self[$0..<Swift.min($0 + size, count)]) }
+    }
+}
