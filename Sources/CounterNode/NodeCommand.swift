@@ -14,8 +14,26 @@ public enum NodeCommand {
         case notBuilt = 3
     }
 
+    /// Where a command writes: results to `standard`, problems to `error`.
+    public struct Output: Sendable {
+        public var standard: @Sendable (String) -> Void
+        public var error: @Sendable (String) -> Void
+
+        public init(standard: @escaping @Sendable (String) -> Void, error: @escaping @Sendable (String) -> Void) {
+            self.standard = standard
+            self.error = error
+        }
+
+        /// The process's standard output and standard error.
+        public static let console = Output(
+            standard: { print($0) },
+            error: { FileHandle.standardError.write(Data("counter-node: \($0)\n".utf8)) })
+    }
+
     /// Runs `arguments` (without the program name) and returns the exit status.
-    public static func run(arguments: [String], environment: [String: String]) async -> ExitStatus {
+    public static func run(arguments: [String], environment: [String: String], output: Output = .console) async -> ExitStatus {
+        let print = output.standard
+        let printError = output.error
         guard let subcommand = arguments.first, !subcommand.hasPrefix("-") || subcommand == "--help" || subcommand == "-h" else {
             printError("missing subcommand\n\n\(usage)")
             return .usage
@@ -43,7 +61,7 @@ public enum NodeCommand {
         }
         switch subcommand {
         case "migrate":
-            return await migrate(configuration)
+            return await migrate(configuration, output: output)
         case "serve", "flush", "inspect", "stats", "reconcile", "dead-letters":
             printError("counter-node \(subcommand) is not built yet: the write path and the HTTP API come next (see docs/ARCHITECTURE.md). `counter-node migrate` works today.")
             return .notBuilt
@@ -53,19 +71,19 @@ public enum NodeCommand {
         }
     }
 
-    static func migrate(_ configuration: NodeConfiguration) async -> ExitStatus {
+    static func migrate(_ configuration: NodeConfiguration, output: Output) async -> ExitStatus {
         let pool = PostgresPool(configuration: configuration.postgres)
         defer { Task { await pool.close() } }
         do {
             let report = try await SchemaMigrator.migrate(pool)
             if report.applied.isEmpty {
-                print("schema is current (version \(report.currentVersion)); nothing to do")
+                output.standard("schema is current (version \(report.currentVersion)); nothing to do")
             } else {
-                print("applied migrations \(report.applied.map(String.init).joined(separator: ", ")); schema is at version \(report.currentVersion)")
+                output.standard("applied migrations \(report.applied.map(String.init).joined(separator: ", ")); schema is at version \(report.currentVersion)")
             }
             return .success
         } catch {
-            printError("migrate failed: \(error)")
+            output.error("migrate failed: \(error)")
             return .failure
         }
     }
@@ -88,15 +106,4 @@ public enum NodeCommand {
         Exit status: 0 success; 1 the command failed (see its message); 2 invalid command line or
         setting, nothing done; 3 subcommand not built yet.
         """
-}
-
-func printError(_ message: String) {
-    var standardError = StandardError()
-    print("counter-node: \(message)", to: &standardError)
-}
-
-struct StandardError: TextOutputStream {
-    mutating func write(_ string: String) {
-        FileHandle.standardError.write(Data(string.utf8))
-    }
 }

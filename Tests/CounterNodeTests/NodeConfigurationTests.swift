@@ -1,4 +1,6 @@
 import CounterNode
+import Synchronization
+import TestSupport
 import Testing
 
 @Suite("Node configuration")
@@ -47,19 +49,62 @@ struct NodeConfigurationTests {
 
 @Suite("counter-node command line")
 struct NodeCommandTests {
+    /// Collects what a command writes, so tests can read it and the test log stays quiet.
+    final class Transcript: Sendable {
+        private let lines = Mutex<[String]>([])
+        var text: String { lines.withLock { $0.joined(separator: "\n") } }
+        var output: NodeCommand.Output {
+            NodeCommand.Output(standard: { line in self.lines.withLock { $0.append(line) } },
+                               error: { line in self.lines.withLock { $0.append("error: " + line) } })
+        }
+    }
+
     @Test("usage errors exit 2; unbuilt subcommands exit 3; help exits 0")
     func exitStatuses() async {
-        #expect(await NodeCommand.run(arguments: [], environment: [:]) == .usage)
-        #expect(await NodeCommand.run(arguments: ["frobnicate"], environment: [:]) == .usage)
-        #expect(await NodeCommand.run(arguments: ["migrate", "--no-such-flag"], environment: [:]) == .usage)
-        #expect(await NodeCommand.run(arguments: ["migrate", "--postgres-pool-size", "0"], environment: [:]) == .usage)
-        #expect(await NodeCommand.run(arguments: ["serve"], environment: [:]) == .notBuilt)
-        #expect(await NodeCommand.run(arguments: ["--help"], environment: [:]) == .success)
-        #expect(await NodeCommand.run(arguments: ["migrate", "--help"], environment: [:]) == .success)
+        func run(_ arguments: [String]) async -> (NodeCommand.ExitStatus, String) {
+            let transcript = Transcript()
+            let status = await NodeCommand.run(arguments: arguments, environment: [:], output: transcript.output)
+            return (status, transcript.text)
+        }
+        let (missing, missingText) = await run([])
+        #expect(missing == .usage)
+        #expect(missingText.contains("missing subcommand"))
+        let (unknown, unknownText) = await run(["frobnicate"])
+        #expect(unknown == .usage)
+        #expect(unknownText.contains("unknown subcommand \"frobnicate\""))
+        let (badFlag, badFlagText) = await run(["migrate", "--no-such-flag"])
+        #expect(badFlag == .usage)
+        #expect(badFlagText.contains("--no-such-flag"))
+        #expect(await run(["migrate", "--postgres-pool-size", "0"]).0 == .usage)
+        #expect(await run(["serve"]).0 == .notBuilt)
+        let (help, helpText) = await run(["--help"])
+        #expect(help == .success)
+        #expect(helpText.contains("Exit status"))
+        #expect(await run(["migrate", "--help"]).0 == .success)
     }
 
     @Test("migrate against an unreachable server exits 1")
     func migrateUnreachable() async {
-        #expect(await NodeCommand.run(arguments: ["migrate", "--postgres-url", "postgresql://x@127.0.0.1:1/x"], environment: [:]) == .failure)
+        let transcript = Transcript()
+        let status = await NodeCommand.run(arguments: ["migrate", "--postgres-url", "postgresql://x@127.0.0.1:1/x"],
+                                           environment: [:], output: transcript.output)
+        #expect(status == .failure)
+        #expect(transcript.text.contains("Connection refused"))
+    }
+}
+
+@Suite("counter-node migrate against the test database")
+struct NodeMigrateTests {
+    @Test("migrate on a current schema says so and exits 0")
+    func migrateCurrent() async throws {
+        let transcript = NodeCommandTests.Transcript()
+        let status = await NodeCommand.run(arguments: ["migrate"],
+                                           environment: ["COUNTER_POSTGRES_URL": TestEnvironment.postgresURL],
+                                           output: transcript.output)
+        #expect(status == .success)
+        let again = NodeCommandTests.Transcript()
+        #expect(await NodeCommand.run(arguments: ["migrate"], environment: ["COUNTER_POSTGRES_URL": TestEnvironment.postgresURL],
+                                      output: again.output) == .success)
+        #expect(again.text.contains("schema is current"))
     }
 }
