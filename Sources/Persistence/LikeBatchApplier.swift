@@ -92,39 +92,52 @@ public enum LikeBatchApplier {
         try await pool.withTransaction { connection in try apply(changes, on: connection) }
     }
 
-    /// Applies the entries of write-behind log `log` that are newer than the progress recorded
-    /// for it, and records the newest entry as the new progress, all in one transaction. Entries
-    /// at or below the recorded progress are skipped: after a crash between the commit and
-    /// trimming the log, re-reading the log applies nothing twice.
-    public static func apply(_ entries: [LoggedLikeChange], log: String, pool: PostgresPool) async throws -> LikeBatchOutcome {
-        try await pool.withTransaction { connection in try apply(entries, log: log, on: connection) }
+    /// Applies the entries that are newer than the progress recorded for their log, and records
+    /// each log's newest entry as its new progress, all in one transaction. Entries at or below
+    /// the recorded progress are skipped: after a crash between the commit and trimming the log,
+    /// re-reading the log applies nothing twice. Entries may come from several logs.
+    public static func apply(_ entries: [LoggedLikeChange], pool: PostgresPool) async throws -> LikeBatchOutcome {
+        try await pool.withTransaction { connection in try apply(entries, on: connection) }
     }
 
-    /// `apply(_:log:pool:)` inside the caller's transaction on `connection`.
-    public static func apply(_ entries: [LoggedLikeChange], log: String, on connection: isolated PostgresConnection) throws(PostgresError) -> LikeBatchOutcome {
+    /// `apply(_:pool:)` inside the caller's transaction on `connection`.
+    public static func apply(_ entries: [LoggedLikeChange], on connection: isolated PostgresConnection) throws(PostgresError) -> LikeBatchOutcome {
         try validate(entries.map(\.change))
+        let logs = Array(Set(entries.map(\.log))).sorted()
         let progress = try connection.query(
-            "SELECT last_entry_ms, last_entry_seq FROM counter_flush_progress WHERE log = $1 FOR UPDATE", [.text(log)])
-        var fresh = entries
-        if let row = progress.first {
-            let recorded = StreamEntryID(milliseconds: UInt64(try row.int64(0)), sequence: UInt64(try row.int64(1)))
-            fresh = entries.filter { $0.entryID > recorded }
+            "SELECT log, last_entry_ms, last_entry_seq FROM counter_flush_progress WHERE log = ANY($1::text[]) ORDER BY log FOR UPDATE",
+            [.textArray(logs)])
+        var recorded: [String: StreamEntryID] = [:]
+        for row in progress {
+            recorded[row.string(0) ?? ""] = StreamEntryID(milliseconds: UInt64(try row.int64(1)), sequence: UInt64(try row.int64(2)))
         }
+        let fresh = entries.filter { entry in recorded[entry.log].map { entry.entryID > $0 } ?? true }
         let skipped = entries.count - fresh.count
-        guard let newest = fresh.map(\.entryID).max() else {
+        guard !fresh.isEmpty else {
             return LikeBatchOutcome(movements: [:], missingPosts: [:], coalescedChanges: 0, alreadyApplied: skipped)
         }
         let outcome = try apply(fresh.map(\.change), on: connection)
+        var newest: [String: (id: StreamEntryID, count: Int64)] = [:]
+        for entry in fresh {
+            let current = newest[entry.log]
+            newest[entry.log] = (max(current?.id ?? entry.entryID, entry.entryID), (current?.count ?? 0) + 1)
+        }
+        let updated = newest.sorted { $0.key < $1.key }
         try connection.query("""
             INSERT INTO counter_flush_progress AS p (log, last_entry_ms, last_entry_seq, applied_changes, applied_batches)
-            VALUES ($1, $2, $3, $4, 1)
+            SELECT log, ms, seq, n, 1 FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[]) AS u(log, ms, seq, n)
             ON CONFLICT (log) DO UPDATE SET
                 last_entry_ms = excluded.last_entry_ms, last_entry_seq = excluded.last_entry_seq,
                 applied_changes = p.applied_changes + excluded.applied_changes,
                 applied_batches = p.applied_batches + 1, updated_at = now()
-            """, [.text(log), .int64(Int64(newest.milliseconds)), .int64(Int64(newest.sequence)), .int64(Int64(fresh.count))])
-        return LikeBatchOutcome(movements: outcome.movements, missingPosts: outcome.missingPosts,
-                                coalescedChanges: outcome.coalescedChanges, alreadyApplied: skipped)
+            """, [.textArray(updated.map(\.key)),
+                  .int64Array(updated.map { Int64($0.value.id.milliseconds) }),
+                  .int64Array(updated.map { Int64($0.value.id.sequence) }),
+                  .int64Array(updated.map(\.value.count))])
+        var result = LikeBatchOutcome(movements: outcome.movements, missingPosts: outcome.missingPosts,
+                                      coalescedChanges: outcome.coalescedChanges, alreadyApplied: skipped)
+        result.appliedThrough = newest.mapValues(\.id)
+        return result
     }
 
     /// The progress recorded for `log`, if any batch of it was applied.

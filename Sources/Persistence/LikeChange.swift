@@ -12,12 +12,15 @@ public struct LikeChange: Sendable, Hashable {
     }
 }
 
-/// A `LikeChange` with its position in a write-behind log.
+/// A `LikeChange` with its position in a write-behind log: the log's name (its Redis stream
+/// key) and the entry's id there.
 public struct LoggedLikeChange: Sendable, Hashable {
+    public let log: String
     public let entryID: StreamEntryID
     public let change: LikeChange
 
-    public init(entryID: StreamEntryID, change: LikeChange) {
+    public init(log: String, entryID: StreamEntryID, change: LikeChange) {
+        self.log = log
         self.entryID = entryID
         self.change = change
     }
@@ -46,9 +49,11 @@ public struct LikeBatchOutcome: Sendable, Equatable {
     public let missingPosts: [Int64: Int]
     /// Changes left after keeping only the last one per (user, post).
     public let coalescedChanges: Int
-    /// Entries skipped because the log's recorded progress showed them applied already
-    /// (only for `apply(_:log:on:)`).
+    /// Entries skipped because their log's recorded progress showed them applied already
+    /// (only for logged batches).
     public let alreadyApplied: Int
+    /// The newest entry applied per log (only for logged batches).
+    public var appliedThrough: [String: StreamEntryID] = [:]
 
     static let empty = LikeBatchOutcome(movements: [:], missingPosts: [:], coalescedChanges: 0, alreadyApplied: 0)
 }

@@ -39,6 +39,14 @@ extension RedisCommand {
         RedisCommand("XDEL", [key] + ids.map(\.description))
     }
     public static func xlen(_ key: String) -> RedisCommand { RedisCommand("XLEN", key) }
+    /// `XREVRANGE key + - COUNT n`: the newest `n` entries, newest first.
+    public static func xrevrange(_ key: String, count: Int) -> RedisCommand {
+        RedisCommand("XREVRANGE", key, "+", "-", "COUNT", count)
+    }
+    /// `XTRIM key MINID <id>`: removes the entries older than `id`; replies how many went.
+    public static func xtrim(_ key: String, olderThan id: StreamEntryID) -> RedisCommand {
+        RedisCommand("XTRIM", key, "MINID", id.description)
+    }
     /// `XRANGE key start end COUNT n`.
     public static func xrange(_ key: String, start: String = "-", end: String = "+", count: Int) -> RedisCommand {
         RedisCommand("XRANGE", key, start, end, "COUNT", count)

@@ -16,6 +16,12 @@ public struct RedisKeyLayout: Sendable, Hashable {
         "\(prefix):{\(HashSlot(post: postID).hashTag)}:likers:\(postID)"
     }
 
+    /// Set once a post's membership has been loaded into Redis (from PostgreSQL, or empty for a new
+    /// post): `cs:{<tag>}:hydrated:<post>`. Without it the likers set means nothing.
+    public func hydratedMarker(ofPost postID: Int64) -> String {
+        "\(prefix):{\(HashSlot(post: postID).hashTag)}:hydrated:\(postID)"
+    }
+
     /// The write-behind log (a stream) of the posts in `slot`: `cs:{<tag>}:log`.
     public func changeLog(of slot: HashSlot) -> String {
         "\(prefix):{\(slot.hashTag)}:log"

@@ -15,6 +15,12 @@ public struct StreamEntryID: Sendable, Hashable, Comparable, CustomStringConvert
         self.init(milliseconds: ms, sequence: seq)
     }
 
+    /// The smallest id after this one.
+    public var successor: StreamEntryID {
+        sequence == UInt64.max ? StreamEntryID(milliseconds: milliseconds + 1, sequence: 0)
+                               : StreamEntryID(milliseconds: milliseconds, sequence: sequence + 1)
+    }
+
     public static func < (lhs: StreamEntryID, rhs: StreamEntryID) -> Bool {
         (lhs.milliseconds, lhs.sequence) < (rhs.milliseconds, rhs.sequence)
     }

@@ -109,22 +109,23 @@ struct LikeBatchApplierTests {
         let post = try await TestEnvironment.createPosts(1, in: pool)[0]
         let log = TestEnvironment.uniqueKeyPrefix("log")
         func entry(_ ms: UInt64, _ user: Int64, _ liked: Bool) -> LoggedLikeChange {
-            LoggedLikeChange(entryID: StreamEntryID(milliseconds: ms, sequence: 0),
+            LoggedLikeChange(log: log, entryID: StreamEntryID(milliseconds: ms, sequence: 0),
                              change: LikeChange(userID: user, postID: post, liked: liked))
         }
         let batch = [entry(100, 1, true), entry(101, 2, true)]
-        let first = try await LikeBatchApplier.apply(batch, log: log, pool: pool)
+        let first = try await LikeBatchApplier.apply(batch, pool: pool)
         #expect(first.movements[post]?.likesCount == 2)
         #expect(try await LikeBatchApplier.progress(of: log, pool: pool) == StreamEntryID(milliseconds: 101, sequence: 0))
 
         // Between the first batch and a later unlike of user 1, a crash made the flusher re-read
         // from the start: the old entries are skipped, so user 1's unlike is not undone.
-        let second = try await LikeBatchApplier.apply([entry(102, 1, false)], log: log, pool: pool)
+        let second = try await LikeBatchApplier.apply([entry(102, 1, false)], pool: pool)
         #expect(second.movements[post]?.likesCount == 1)
-        let reread = try await LikeBatchApplier.apply(batch + [entry(102, 1, false), entry(103, 3, true)], log: log, pool: pool)
+        let reread = try await LikeBatchApplier.apply(batch + [entry(102, 1, false), entry(103, 3, true)], pool: pool)
         #expect(reread.alreadyApplied == 3)
         #expect(reread.movements[post] == .init(delta: 1, likesCount: 2))
-        let all = try await LikeBatchApplier.apply(batch, log: log, pool: pool)
+        #expect(reread.appliedThrough == [log: StreamEntryID(milliseconds: 103, sequence: 0)])
+        let all = try await LikeBatchApplier.apply(batch, pool: pool)
         #expect(all.alreadyApplied == 2)
         #expect(all.movements.isEmpty)
         #expect(try await Self.members([post], pool).map(\.userID).sorted() == [2, 3])
@@ -155,5 +156,27 @@ struct LikeBatchApplierTests {
             try await LikeBatchApplier.apply(changes, pool: pool)
         }
         #expect(error?.message.contains("exceeds the limit") == true)
+    }
+}
+
+@Suite("Batch apply across several logs")
+struct MultiLogBatchTests {
+    @Test("entries of several logs apply together; each log's progress is its own")
+    func severalLogs() async throws {
+        let pool = try await TestEnvironment.migratedPool()
+        let posts = try await TestEnvironment.createPosts(2, in: pool)
+        let logA = TestEnvironment.uniqueKeyPrefix("logA"), logB = TestEnvironment.uniqueKeyPrefix("logB")
+        func entry(_ log: String, _ ms: UInt64, _ post: Int64, _ user: Int64, _ liked: Bool) -> LoggedLikeChange {
+            LoggedLikeChange(log: log, entryID: StreamEntryID(milliseconds: ms, sequence: 0),
+                             change: LikeChange(userID: user, postID: post, liked: liked))
+        }
+        let first = try await LikeBatchApplier.apply([entry(logA, 10, posts[0], 1, true), entry(logB, 5, posts[1], 1, true)], pool: pool)
+        #expect(first.appliedThrough == [logA: StreamEntryID(milliseconds: 10, sequence: 0), logB: StreamEntryID(milliseconds: 5, sequence: 0)])
+        // Log A's entry 10 is old; log B's entry 6 is new even though 6 < 10.
+        let second = try await LikeBatchApplier.apply([entry(logA, 10, posts[0], 1, true), entry(logB, 6, posts[1], 2, true)], pool: pool)
+        #expect(second.alreadyApplied == 1)
+        #expect(second.movements[posts[1]] == .init(delta: 1, likesCount: 2))
+        #expect(second.movements[posts[0]] == nil)
+        await pool.close()
     }
 }

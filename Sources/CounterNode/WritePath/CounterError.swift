@@ -1,0 +1,36 @@
+/// Why the write path could not answer an operation. The HTTP layer maps codes to statuses.
+public struct CounterError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What kind of failure this is. New kinds may be added; switch with a `default`.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        public let name: String
+        /// The post does not exist in `posts` (HTTP 404).
+        public static let unknownPost = Code(name: "unknown_post")
+        /// An id is not a positive 64-bit integer (HTTP 400).
+        public static let invalidArgument = Code(name: "invalid_argument")
+        /// Too many changes wait for PostgreSQL; retry later (HTTP 503 with Retry-After).
+        public static let backlogFull = Code(name: "backlog_full")
+        /// Redis (or, for a post seen for the first time, PostgreSQL) is unreachable (HTTP 503).
+        /// The operation may or may not have taken effect.
+        public static let unavailable = Code(name: "unavailable")
+        /// The node is shutting down (HTTP 503).
+        public static let shuttingDown = Code(name: "shutting_down")
+        public var description: String { name }
+    }
+
+    public let code: Code
+    public let message: String
+    /// For retryable errors: seconds after which a retry makes sense.
+    public let retryAfterSeconds: Int?
+
+    public init(code: Code, message: String, retryAfterSeconds: Int? = nil) {
+        self.code = code
+        self.message = message
+        self.retryAfterSeconds = retryAfterSeconds
+    }
+
+    public var description: String { "\(code): \(message)" }
+
+    static func unknownPost(_ postID: Int64) -> CounterError {
+        CounterError(code: .unknownPost, message: "post \(postID) does not exist")
+    }
+}

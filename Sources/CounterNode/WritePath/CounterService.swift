@@ -1,0 +1,113 @@
+import Persistence
+import ShardRouter
+import Synchronization
+
+/// The write path of one node: its shard actors and their write-behind flushers.
+///
+/// `start()` first recovers what the logs still hold from before a crash or restart, then starts
+/// the flushers; operations are routed to the shard that owns the post's slot. `shutdown()`
+/// refuses new operations, flushes everything to PostgreSQL and stops the flushers.
+public final class CounterService: Sendable {
+    /// How the shards and flushers behave.
+    public let configuration: WritePathConfiguration
+    /// Which shard owns which slot.
+    public let shardMap: ShardMap
+    private let shards: [ShardActor]
+    private let flushers: [WriteBehindFlusher]
+    private let connections: [RedisConnection]
+    private let flusherTasks = Mutex<[Task<Void, Never>]>([])
+
+    /// Builds the shards; nothing connects or runs until `start()`.
+    /// - Throws: `CounterError(.invalidArgument)` for an unusable configuration.
+    public init(configuration: WritePathConfiguration, postgres: PostgresPool, redis: RedisConfiguration) throws {
+        guard let map = try? ShardMap(shardCount: configuration.shardCount) else {
+            throw CounterError(code: .invalidArgument, message: "shard count must be between 1 and \(HashSlot.count)")
+        }
+        guard configuration.cachedPostsPerShard >= 1, configuration.backlogLimitPerShard >= 1,
+              configuration.flushBatchSize >= 1 else {
+            throw CounterError(code: .invalidArgument, message: "cache size, backlog limit and flush batch size must be at least 1")
+        }
+        self.configuration = configuration
+        self.shardMap = map
+        let layout = RedisKeyLayout(prefix: configuration.keyPrefix)
+        var shards: [ShardActor] = []
+        var flushers: [WriteBehindFlusher] = []
+        var connections: [RedisConnection] = []
+        for index in 0..<configuration.shardCount {
+            let gauge = BacklogGauge()
+            let flusherRedis = RedisConnection(configuration: redis)
+            let shardRedis = RedisConnection(configuration: redis)
+            let flusher = WriteBehindFlusher(shardIndex: index, slots: map.slots(ofShard: index), redis: flusherRedis,
+                                             pool: postgres, layout: layout, configuration: configuration, gauge: gauge)
+            shards.append(ShardActor(index: index, redis: shardRedis, pool: postgres, layout: layout,
+                                     configuration: configuration, flusher: flusher, gauge: gauge))
+            flushers.append(flusher)
+            connections += [flusherRedis, shardRedis]
+        }
+        self.shards = shards
+        self.flushers = flushers
+        self.connections = connections
+    }
+
+    /// Recovers each shard's unflushed log entries, then starts the flushers.
+    /// - Throws: when Redis cannot be read (nothing is started then).
+    public func start() async throws {
+        for (shard, flusher) in zip(shards, flushers) {
+            try await flusher.recover()
+            await flusher.setMissingPostsHandler { [shard] posts in await shard.forget(posts: posts) }
+        }
+        let tasks = flushers.map { flusher in Task { await flusher.run() } }
+        flusherTasks.withLock { $0 = tasks }
+    }
+
+    /// Performs `operation` for user `userID` on post `postID`.
+    /// - Returns: the membership and count after it.
+    /// - Throws: `CounterError`.
+    public func perform(_ operation: LikeOperation, post postID: Int64, user userID: Int64) async throws -> LikeState {
+        guard postID > 0, userID > 0 else {
+            throw CounterError(code: .invalidArgument, message: "ids must be positive 64-bit integers (post \(postID), user \(userID))")
+        }
+        let shard = shards[shardMap.shard(forPost: postID)]
+        return try await shard.perform(ShardDecider.Request(operation: operation, postID: postID, userID: userID))
+    }
+
+    /// Returns once every change acknowledged before the call is in PostgreSQL.
+    public func flush() async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for flusher in flushers { group.addTask { try await flusher.flushAll() } }
+            try await group.waitForAll()
+        }
+    }
+
+    /// Per shard: memory, group commits, backlog, flushes, retries, dead letters.
+    public func stats() async -> [ShardStats] {
+        var result: [ShardStats] = []
+        for (shard, flusher) in zip(shards, flushers) {
+            var stats = await flusher.currentStats()
+            let shardStats = await shard.currentStats()
+            stats.cachedPosts = shardStats.cachedPosts
+            stats.operations = shardStats.operations
+            stats.groupCommits = shardStats.groupCommits
+            stats.groupCommittedChanges = shardStats.groupCommittedChanges
+            stats.largestGroupCommit = shardStats.largestGroupCommit
+            stats.lostMemoryAcknowledgements = shardStats.lostMemoryAcknowledgements
+            result.append(stats)
+        }
+        return result
+    }
+
+    /// The count the owning shard holds in memory for `postID`, if it holds the post.
+    public func cachedCount(of postID: Int64) async -> Int64? {
+        await shards[shardMap.shard(forPost: postID)].cachedCount(of: postID)
+    }
+
+    /// Stops taking operations, flushes everything acknowledged to PostgreSQL (when `drain`),
+    /// and stops the flushers.
+    public func shutdown(drain: Bool = true) async {
+        for shard in shards { await shard.stopAccepting() }
+        for flusher in flushers { await flusher.stop(drain: drain) }
+        let tasks = flusherTasks.withLock { $0 }
+        for task in tasks { await task.value }
+        for connection in connections { await connection.close() }
+    }
+}

@@ -1,0 +1,41 @@
+/// What a caller asks of a (post, user) pair.
+public enum LikeOperation: String, Sendable, Hashable, CaseIterable {
+    /// Flip the membership (the seed's endpoint).
+    case toggle
+    /// Make the user a liker; idempotent.
+    case like
+    /// Make the user not a liker; idempotent.
+    case unlike
+    /// Only read the membership and count.
+    case read
+
+    /// The membership after this operation, given the one before.
+    func wantedState(current: Bool) -> Bool {
+        switch self {
+        case .toggle: return !current
+        case .like: return true
+        case .unlike: return false
+        case .read: return current
+        }
+    }
+
+    /// Whether the operation may change state (and is refused when the backlog is full).
+    public var mayWrite: Bool { self != .read }
+}
+
+/// The answer to an operation: the seed's `{is_liked, likes_count}` after it.
+public struct LikeState: Sendable, Hashable, CustomStringConvertible {
+    public let postID: Int64
+    public let userID: Int64
+    public let isLiked: Bool
+    public let likesCount: Int64
+
+    public init(postID: Int64, userID: Int64, isLiked: Bool, likesCount: Int64) {
+        self.postID = postID
+        self.userID = userID
+        self.isLiked = isLiked
+        self.likesCount = likesCount
+    }
+
+    public var description: String { "post \(postID) user \(userID): liked \(isLiked), count \(likesCount)" }
+}

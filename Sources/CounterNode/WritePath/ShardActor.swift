@@ -1,0 +1,326 @@
+import Persistence
+import ShardRouter
+
+/// One shard: owns the posts of its slots and serialises every operation on them, without locks.
+///
+/// Operations queue while a batch is being processed; the next batch takes all of them. A batch
+/// costs one Redis read round trip (is the post hydrated, its count, the membership of the batch's
+/// users), a decision in memory (`ShardDecider`), and one Redis write round trip that carries every
+/// change with its write-behind log entry, atomically per slot (`MULTI`/`EXEC`). Thousands of
+/// concurrent likes on one post therefore cost a few round trips, not thousands.
+///
+/// Memory holds only each recently used post's count (`LRUCache`); memberships are looked up in
+/// Redis per batch, so a post with millions of likers needs no per-liker memory here.
+actor ShardActor {
+    private struct Pending {
+        let request: ShardDecider.Request
+        let continuation: CheckedContinuation<LikeState, Error>
+    }
+
+    let index: Int
+    private let redis: RedisConnection
+    private let pool: PostgresPool
+    private let layout: RedisKeyLayout
+    private let configuration: WritePathConfiguration
+    private let flusher: WriteBehindFlusher
+    private let gauge: BacklogGauge
+
+    private var counts: LRUCache<Int64, Int64>
+    private var unknownPosts: [Int64: ContinuousClock.Instant] = [:]
+    private var queue: [Pending] = []
+    private var draining = false
+    private var accepting = true
+    private var stats = ShardStats()
+
+    init(index: Int, redis: RedisConnection, pool: PostgresPool, layout: RedisKeyLayout,
+         configuration: WritePathConfiguration, flusher: WriteBehindFlusher, gauge: BacklogGauge) {
+        self.index = index
+        self.redis = redis
+        self.pool = pool
+        self.layout = layout
+        self.configuration = configuration
+        self.flusher = flusher
+        self.gauge = gauge
+        self.counts = LRUCache(capacity: configuration.cachedPostsPerShard)
+    }
+
+    /// Performs one operation and returns the state after it, once it is acknowledged as
+    /// configured.
+    /// - Throws: `CounterError` — `.unknownPost`, `.backlogFull`, `.unavailable`, `.shuttingDown`.
+    func perform(_ request: ShardDecider.Request) async throws -> LikeState {
+        guard accepting else { throw CounterError(code: .shuttingDown, message: "the node is shutting down") }
+        if request.operation.mayWrite && gauge.value >= configuration.backlogLimitPerShard {
+            throw CounterError(code: .backlogFull,
+                               message: "\(gauge.value) changes of this shard wait for PostgreSQL (limit \(configuration.backlogLimitPerShard)); retry later",
+                               retryAfterSeconds: 1)
+        }
+        return try await withCheckedThrowingContinuation { continuation in
+            queue.append(Pending(request: request, continuation: continuation))
+            if !draining {
+                draining = true
+                Task { await self.drain() }
+            }
+        }
+    }
+
+    /// Refuses new operations from now on; queued ones are still answered.
+    func stopAccepting() {
+        accepting = false
+    }
+
+    /// Forgets posts that turned out not to exist (deleted from `posts`).
+    func forget(posts: [Int64]) {
+        let until = ContinuousClock.now + configuration.unknownPostMemory
+        for post in posts {
+            counts.remove(post)
+            unknownPosts[post] = until
+        }
+    }
+
+    /// The count this shard holds in memory for `postID`, if it holds the post.
+    func cachedCount(of postID: Int64) -> Int64? {
+        counts.peek(postID)
+    }
+
+    func currentStats() -> ShardStats {
+        var current = stats
+        current.cachedPosts = counts.count
+        return current
+    }
+
+    // MARK: - Batches
+
+    private func drain() async {
+        while !queue.isEmpty {
+            let batch = queue
+            queue.removeAll(keepingCapacity: true)
+            await process(batch)
+        }
+        draining = false
+    }
+
+    private func process(_ batch: [Pending]) async {
+        stats.operations += batch.count
+        let now = ContinuousClock.now
+        var live: [Pending] = []
+        live.reserveCapacity(batch.count)
+        for pending in batch {
+            if let until = unknownPosts[pending.request.postID] {
+                if until > now {
+                    pending.continuation.resume(throwing: CounterError.unknownPost(pending.request.postID))
+                    continue
+                }
+                unknownPosts[pending.request.postID] = nil
+            }
+            live.append(pending)
+        }
+        guard !live.isEmpty else { return }
+
+        // 1. Read what Redis knows, hydrating posts it has never seen.
+        var views: [Int64: ShardDecider.PostView]
+        do {
+            views = try await readViews(live.map(\.request))
+            let unhydrated = Set(live.map(\.request.postID)).subtracting(views.keys)
+            if !unhydrated.isEmpty {
+                let missing = try await hydrate(Array(unhydrated))
+                forget(posts: Array(missing))
+                live = live.filter { pending in
+                    guard missing.contains(pending.request.postID) else { return true }
+                    pending.continuation.resume(throwing: CounterError.unknownPost(pending.request.postID))
+                    return false
+                }
+                let hydrated = unhydrated.subtracting(missing)
+                let reread = try await readViews(live.map(\.request).filter { hydrated.contains($0.postID) })
+                views.merge(reread) { _, new in new }
+                guard hydrated.isSubset(of: views.keys) else {
+                    throw CounterError(code: .unavailable, message: "posts were hydrated but Redis does not show them")
+                }
+            }
+        } catch {
+            fail(live, with: error)
+            return
+        }
+        guard !live.isEmpty else { return }
+
+        // 2. Decide, in arrival order.
+        let requests = live.map(\.request)
+        let decision = ShardDecider.decide(requests, views: &views)
+        if configuration.acknowledgement == .memory {
+            for (pending, answer) in zip(live, decision.answers) { pending.continuation.resume(returning: answer) }
+        }
+
+        // 3. Write the changes with their log entries, atomically per slot.
+        var entryIDs: [StreamEntryID?] = []
+        if !decision.changes.isEmpty {
+            do {
+                entryIDs = try await write(decision.changes)
+            } catch {
+                // Unknown outcome: forget what memory believed and let the flusher re-read the logs.
+                let posts = Set(decision.changes.map(\.postID))
+                for post in posts { counts.remove(post) }
+                await flusher.noteUncertain(Set(posts.map { HashSlot(post: $0).rawValue }))
+                if configuration.acknowledgement == .memory {
+                    stats.lostMemoryAcknowledgements += decision.changes.count
+                } else {
+                    fail(live, with: error)
+                }
+                return
+            }
+            stats.groupCommits += 1
+            stats.groupCommittedChanges += decision.changes.count
+            stats.largestGroupCommit = max(stats.largestGroupCommit, decision.changes.count)
+        }
+
+        // 4. Remember counts, tell the flusher, answer.
+        var failedPosts: Set<Int64> = []
+        var appended: [UInt16: (count: Int, newest: StreamEntryID)] = [:]
+        for (change, id) in zip(decision.changes, entryIDs) {
+            guard let id else { failedPosts.insert(change.postID); continue }
+            let slot = HashSlot(post: change.postID).rawValue
+            let current = appended[slot]
+            appended[slot] = ((current?.count ?? 0) + 1, max(current?.newest ?? id, id))
+        }
+        for (post, view) in views where !failedPosts.contains(post) { counts.set(post, view.likesCount) }
+        for post in failedPosts { counts.remove(post) }
+        if !appended.isEmpty { await flusher.noteAppended(appended) }
+        if configuration.acknowledgement == .memory { return }
+
+        var answered: [(Pending, LikeState)] = []
+        for (offset, pending) in live.enumerated() {
+            if failedPosts.contains(pending.request.postID) {
+                pending.continuation.resume(throwing: CounterError(code: .unavailable, message: "Redis refused the write of post \(pending.request.postID)"))
+            } else {
+                answered.append((pending, decision.answers[offset]))
+            }
+        }
+        if configuration.acknowledgement == .postgres && !appended.isEmpty {
+            // Answered once the flush holding this batch commits; the shard moves on meanwhile.
+            let marks = appended.mapValues(\.newest)
+            let flusher = self.flusher
+            Task {
+                do {
+                    try await flusher.waitUntilApplied(marks)
+                    for (pending, answer) in answered { pending.continuation.resume(returning: answer) }
+                } catch {
+                    for (pending, _) in answered { pending.continuation.resume(throwing: error) }
+                }
+            }
+        } else {
+            for (pending, answer) in answered { pending.continuation.resume(returning: answer) }
+        }
+    }
+
+    private func fail(_ pendings: [Pending], with error: Error) {
+        let counterError = (error as? CounterError)
+            ?? CounterError(code: .unavailable, message: "\(error)", retryAfterSeconds: 1)
+        for pending in pendings { pending.continuation.resume(throwing: counterError) }
+    }
+
+    // MARK: - Redis and PostgreSQL
+
+    /// One pipeline: per post, the hydration marker, the count, and the membership of the batch's
+    /// users. Posts without the marker are left out of the result.
+    private func readViews(_ requests: [ShardDecider.Request]) async throws -> [Int64: ShardDecider.PostView] {
+        var usersByPost: [Int64: [Int64]] = [:]
+        var order: [Int64] = []
+        var seen: Set<ShardDecider.Request> = []
+        for request in requests where seen.insert(ShardDecider.Request(operation: .read, postID: request.postID, userID: request.userID)).inserted {
+            if usersByPost[request.postID] == nil { order.append(request.postID) }
+            usersByPost[request.postID, default: []].append(request.userID)
+        }
+        guard !order.isEmpty else { return [:] }
+        var commands: [RedisCommand] = []
+        commands.reserveCapacity(order.count * 3)
+        for post in order {
+            let likers = layout.likers(ofPost: post)
+            commands.append(.exists([layout.hydratedMarker(ofPost: post)]))
+            commands.append(.scard(likers))
+            commands.append(.smismember(likers, usersByPost[post]!))
+        }
+        let replies = try await redis.pipeline(commands)
+        var views: [Int64: ShardDecider.PostView] = [:]
+        for (offset, post) in order.enumerated() {
+            guard try replies[3 * offset].throwingServerError().integer == 1 else { continue }
+            let count = try replies[3 * offset + 1].throwingServerError().integer ?? 0
+            let flags = try replies[3 * offset + 2].throwingServerError().array ?? []
+            let users = usersByPost[post]!
+            guard flags.count == users.count else {
+                throw RedisError(code: .unexpectedReply, message: "SMISMEMBER returned \(flags.count) flags for \(users.count) users")
+            }
+            var members: [Int64: Bool] = [:]
+            for (user, flag) in zip(users, flags) { members[user] = flag.integer == 1 }
+            views[post] = ShardDecider.PostView(likesCount: count, members: members)
+        }
+        return views
+    }
+
+    /// Loads posts Redis has never seen from PostgreSQL (existence, then their likers) into
+    /// Redis, each in one `MULTI` that also sets its hydration marker.
+    /// - Returns: the posts that do not exist.
+    private func hydrate(_ posts: [Int64]) async throws -> Set<Int64> {
+        let found = try await pool.query("SELECT id FROM posts WHERE id = ANY($1::bigint[])", [.int64Array(posts)])
+        let existing = Set(try found.map { try $0.int64(0) })
+        let missing = Set(posts).subtracting(existing)
+        guard !existing.isEmpty else { return missing }
+        let rows = try await pool.query("SELECT post_id, user_id FROM likes WHERE post_id = ANY($1::bigint[])",
+                                        [.int64Array(Array(existing))])
+        var likers: [Int64: [Int64]] = [:]
+        for row in rows { likers[try row.int64(0), default: []].append(try row.int64(1)) }
+        var commands: [RedisCommand] = []
+        var execs: [Int] = []
+        for post in existing {
+            let key = layout.likers(ofPost: post)
+            commands.append(RedisCommand("MULTI"))
+            commands.append(.del([key]))
+            let users = likers[post] ?? []
+            for start in stride(from: 0, to: users.count, by: 10_000) {
+                commands.append(.sadd(key, Array(users[start..<min(start + 10_000, users.count)])))
+            }
+            commands.append(.set(layout.hydratedMarker(ofPost: post), "1"))
+            commands.append(RedisCommand("EXEC"))
+            execs.append(commands.count - 1)
+        }
+        let replies = try await redis.pipeline(commands)
+        for exec in execs where replies[exec].array == nil {
+            throw RedisError(code: .server, message: "hydration transaction failed: \(replies[exec])")
+        }
+        return missing
+    }
+
+    /// Writes `changes` (membership + one log entry each) in one pipeline of per-slot
+    /// transactions. Returns each change's log entry id, or `nil` where its slot's transaction
+    /// failed.
+    private func write(_ changes: [LikeChange]) async throws -> [StreamEntryID?] {
+        var groups: [UInt16: [Int]] = [:]
+        var slotOrder: [UInt16] = []
+        for (offset, change) in changes.enumerated() {
+            let slot = HashSlot(post: change.postID).rawValue
+            if groups[slot] == nil { slotOrder.append(slot) }
+            groups[slot, default: []].append(offset)
+        }
+        var commands: [RedisCommand] = []
+        commands.reserveCapacity(changes.count * 2 + slotOrder.count * 2)
+        var execs: [(slot: UInt16, position: Int)] = []
+        for slot in slotOrder {
+            let log = layout.changeLog(of: HashSlot(rawValue: slot)!)
+            commands.append(RedisCommand("MULTI"))
+            for offset in groups[slot]! {
+                let change = changes[offset]
+                let likers = layout.likers(ofPost: change.postID)
+                commands.append(change.liked ? .sadd(likers, [change.userID]) : .srem(likers, [change.userID]))
+                commands.append(.xadd(log, fields: [("u", change.userID), ("p", change.postID), ("l", change.liked ? "1" : "0")]))
+            }
+            commands.append(RedisCommand("EXEC"))
+            execs.append((slot, commands.count - 1))
+        }
+        let replies = try await redis.pipeline(commands)
+        var ids = [StreamEntryID?](repeating: nil, count: changes.count)
+        for (slot, position) in execs {
+            guard let results = replies[position].array else { continue }
+            for (index, offset) in groups[slot]!.enumerated() where 2 * index + 1 < results.count {
+                ids[offset] = results[2 * index + 1].string.flatMap(StreamEntryID.init)
+            }
+        }
+        return ids
+    }
+}

@@ -1,0 +1,33 @@
+/// What one shard and its flusher have done, for `stats`, `/metrics` and tests.
+public struct ShardStats: Sendable, Equatable {
+    public var shard: Int = 0
+    /// Posts held in memory.
+    public var cachedPosts: Int = 0
+    /// Operations answered (successfully or not).
+    public var operations: Int = 0
+    /// Redis write round trips (group commits) and the changes they carried.
+    public var groupCommits: Int = 0
+    public var groupCommittedChanges: Int = 0
+    public var largestGroupCommit: Int = 0
+    /// Changes waiting for PostgreSQL, and how long the oldest has waited (seconds).
+    public var pendingChanges: Int = 0
+    public var oldestPendingAgeSeconds: Double = 0
+    /// Flush transactions committed, the log entries they covered, the largest.
+    public var flushTransactions: Int = 0
+    public var flushedEntries: Int = 0
+    public var largestFlush: Int = 0
+    /// Flush attempts that failed and were retried, and the last reason.
+    public var flushRetries: Int = 0
+    public var lastFlushError: String? = nil
+    /// Changes moved to the dead-letter stream.
+    public var deadLetters: Int = 0
+    /// Changes acknowledged in `memory` mode whose Redis write then failed (lost).
+    public var lostMemoryAcknowledgements: Int = 0
+
+    public init() {}
+
+    /// Average changes per group commit.
+    public var averageGroupCommit: Double {
+        groupCommits == 0 ? 0 : Double(groupCommittedChanges) / Double(groupCommits)
+    }
+}

@@ -1,0 +1,34 @@
+import Persistence
+
+/// How the shards and their flushers behave. Defaults suit one node on a small machine.
+public struct WritePathConfiguration: Sendable, Equatable {
+    /// Shard actors (each with its own Redis connection and flusher). Defaults to `4`.
+    public var shardCount: Int = 4
+    /// When writes are answered. Defaults to `.redis`.
+    public var acknowledgement: AcknowledgementMode = .redis
+    /// Posts each shard keeps in memory (count and existence), least recently used evicted first.
+    /// Defaults to `100_000`.
+    public var cachedPostsPerShard: Int = 100_000
+    /// Changes a shard lets wait for PostgreSQL before it refuses new writes. Defaults to `1_000_000`.
+    public var backlogLimitPerShard: Int = 1_000_000
+    /// A flush runs at least this often while changes wait. Defaults to 200 ms.
+    public var flushInterval: Duration = .milliseconds(200)
+    /// A flush runs as soon as this many changes wait; also the most one flush reads. Defaults to `5_000`.
+    public var flushBatchSize: Int = 5_000
+    /// A change waits at most about this long, counted from when its post first became dirty.
+    /// Defaults to 1 s.
+    public var flushMaxAge: Duration = .seconds(1)
+    /// How long "this post does not exist" is remembered before PostgreSQL is asked again.
+    /// Defaults to 5 s.
+    public var unknownPostMemory: Duration = .seconds(5)
+    /// Prefix of every Redis key. Defaults to `cs`.
+    public var keyPrefix: String = "cs"
+    /// How often an idle flusher looks for work. Defaults to 5 ms.
+    public var flusherTick: Duration = .milliseconds(5)
+    /// Flush retries back off from this delay, doubling. Defaults to 50 ms.
+    public var retryInitialDelay: Duration = .milliseconds(50)
+    /// ... up to this delay. Defaults to 5 s.
+    public var retryMaximumDelay: Duration = .seconds(5)
+
+    public init() {}
+}

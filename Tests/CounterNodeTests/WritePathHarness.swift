@@ -1,0 +1,84 @@
+import CounterNode
+import Persistence
+import TestSupport
+
+/// A write path on the test servers with a key prefix of its own, and ways to look at what
+/// memory, Redis and PostgreSQL hold.
+struct WritePathHarness {
+    let pool: PostgresPool
+    let redis: RedisConnection
+    let layout: RedisKeyLayout
+    let service: CounterService
+    let posts: [Int64]
+
+    /// Creates `postCount` posts and starts a service over them.
+    static func start(posts postCount: Int, postgresURL: String = TestEnvironment.postgresURL,
+                      redisURL: String = TestEnvironment.redisURL,
+                      configure: (inout WritePathConfiguration) -> Void = { _ in }) async throws -> WritePathHarness {
+        var postgres = PostgresConfiguration(url: postgresURL)
+        postgres.maximumConnections = 4
+        let pool = PostgresPool(configuration: postgres)
+        _ = try await SchemaMigrator.migrate(pool)
+        let posts = try await TestEnvironment.createPosts(postCount, in: pool)
+        var configuration = WritePathConfiguration()
+        configuration.keyPrefix = TestEnvironment.uniqueKeyPrefix("wp")
+        configuration.shardCount = 2
+        configure(&configuration)
+        let redisConfiguration = try RedisConfiguration(url: redisURL)
+        let service = try CounterService(configuration: configuration, postgres: pool, redis: redisConfiguration)
+        try await service.start()
+        return WritePathHarness(pool: pool, redis: RedisConnection(configuration: redisConfiguration),
+                                layout: RedisKeyLayout(prefix: configuration.keyPrefix), service: service, posts: posts)
+    }
+
+    /// A second service over the same prefix (a restart).
+    func restarted(configure: (inout WritePathConfiguration) -> Void = { _ in }) async throws -> WritePathHarness {
+        var configuration = service.configuration
+        configure(&configuration)
+        let service = try CounterService(configuration: configuration, postgres: pool, redis: redis.configuration)
+        try await service.start()
+        return WritePathHarness(pool: pool, redis: redis, layout: layout, service: service, posts: posts)
+    }
+
+    /// (user, post) pairs with a `likes` row, for `posts`.
+    func postgresMembers(_ posts: [Int64]? = nil) async throws -> Set<Pair> {
+        let rows = try await pool.query("SELECT user_id, post_id FROM likes WHERE post_id = ANY($1::bigint[])",
+                                        [.int64Array(posts ?? self.posts)])
+        return Set(try rows.map { Pair(user: try $0.int64(0), post: try $0.int64(1)) })
+    }
+
+    /// `likes_count` per post, and the number of `likes` rows per post.
+    func postgresCounts() async throws -> [Int64: (count: Int64, rows: Int64)] {
+        let rows = try await pool.query("""
+            SELECT p.id, p.likes_count, (SELECT count(*) FROM likes l WHERE l.post_id = p.id)
+            FROM posts p WHERE p.id = ANY($1::bigint[])
+            """, [.int64Array(posts)])
+        var result: [Int64: (count: Int64, rows: Int64)] = [:]
+        for row in rows { result[try row.int64(0)] = (try row.int64(1), try row.int64(2)) }
+        return result
+    }
+
+    func redisCount(_ post: Int64) async throws -> Int64 {
+        try await redis.send(.scard(layout.likers(ofPost: post))).integer ?? -1
+    }
+
+    func redisIsMember(_ post: Int64, _ user: Int64) async throws -> Bool {
+        try await redis.send(.sismember(layout.likers(ofPost: post), user)).integer == 1
+    }
+
+    /// Transactions the flushers committed, summed over shards.
+    func flushTransactions() async -> Int {
+        await service.stats().reduce(0) { $0 + $1.flushTransactions }
+    }
+
+    func stop() async {
+        await service.shutdown()
+        await pool.close()
+    }
+}
+
+struct Pair: Hashable, CustomStringConvertible {
+    let user: Int64
+    let post: Int64
+    var description: String { "(user \(user), post \(post))" }
+}

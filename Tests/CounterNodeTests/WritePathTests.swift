@@ -1,0 +1,116 @@
+import CounterNode
+import Persistence
+import Testing
+import TestSupport
+
+@Suite("Write path against real Redis and PostgreSQL")
+struct WritePathTests {
+    @Test("1,000 concurrent likes then 500 unlikes on one post: serial answers, exact counts everywhere, few transactions")
+    func concurrentLikesOnOnePost() async throws {
+        let harness = try await WritePathHarness.start(posts: 1)
+        let post = harness.posts[0]
+        let likeCounts = try await withThrowingTaskGroup(of: LikeState.self) { group in
+            for user in 1...1_000 { group.addTask { try await harness.service.perform(.like, post: post, user: Int64(user)) } }
+            return try await group.reduce(into: [LikeState]()) { $0.append($1) }
+        }
+        // Consistent with one serial order: every count from 1 to 1,000 answered exactly once.
+        #expect(likeCounts.allSatisfy { $0.isLiked })
+        #expect(likeCounts.map(\.likesCount).sorted() == (1...1_000).map { Int64($0) })
+
+        let unlikeCounts = try await withThrowingTaskGroup(of: LikeState.self) { group in
+            for user in stride(from: 2, through: 1_000, by: 2) {
+                group.addTask { try await harness.service.perform(.unlike, post: post, user: Int64(user)) }
+            }
+            return try await group.reduce(into: [LikeState]()) { $0.append($1) }
+        }
+        #expect(unlikeCounts.allSatisfy { !$0.isLiked })
+        #expect(unlikeCounts.map(\.likesCount).sorted() == (500..<1_000).map { Int64($0) })
+
+        #expect(await harness.service.cachedCount(of: post) == 500)
+        #expect(try await harness.redisCount(post) == 500)
+        try await harness.service.flush()
+        let counts = try await harness.postgresCounts()
+        #expect(counts[post]?.count == 500)
+        #expect(counts[post]?.rows == 500)
+        let expected = Set(stride(from: 1, through: 999, by: 2).map { Pair(user: Int64($0), post: post) })
+        #expect(try await harness.postgresMembers() == expected)
+        let stats = await harness.service.stats()
+        let transactions = stats.reduce(0) { $0 + $1.flushTransactions }
+        let groupCommits = stats.reduce(0) { $0 + $1.groupCommits }
+        // 1,500 changes: far fewer transactions and Redis round trips than changes.
+        #expect(transactions > 0 && transactions < 150, "\(transactions) transactions for 1,500 changes")
+        #expect(groupCommits < 750, "\(groupCommits) group commits for 1,500 changes")
+        print("1,500 changes on one post: \(groupCommits) group commits (average \(1_500 / max(groupCommits, 1))), \(transactions) PostgreSQL transactions")
+        await harness.stop()
+    }
+
+    @Test("a toggle storm by one user ends in the state of the last answer")
+    func toggleStorm() async throws {
+        let harness = try await WritePathHarness.start(posts: 1)
+        let post = harness.posts[0]
+        let answers = try await withThrowingTaskGroup(of: LikeState.self) { group in
+            for _ in 0..<201 { group.addTask { try await harness.service.perform(.toggle, post: post, user: 77) } }
+            return try await group.reduce(into: [LikeState]()) { $0.append($1) }
+        }
+        // Serially, 201 toggles from "not liked" alternate: 101 answers liked (count 1), 100 not (count 0).
+        #expect(answers.filter { $0.isLiked }.count == 101)
+        #expect(answers.allSatisfy { $0.likesCount == ($0.isLiked ? 1 : 0) })
+        let final = try await harness.service.perform(.read, post: post, user: 77)
+        #expect(final.isLiked)
+        #expect(try await harness.redisIsMember(post, 77))
+        try await harness.service.flush()
+        #expect(try await harness.postgresMembers() == [Pair(user: 77, post: post)])
+        #expect(try await harness.postgresCounts()[post]?.count == 1)
+        await harness.stop()
+    }
+
+    @Test("like twice counts once; unlike of a non-member changes nothing and writes nothing")
+    func idempotency() async throws {
+        let harness = try await WritePathHarness.start(posts: 1)
+        let post = harness.posts[0]
+        #expect(try await harness.service.perform(.like, post: post, user: 5) == LikeState(postID: post, userID: 5, isLiked: true, likesCount: 1))
+        #expect(try await harness.service.perform(.like, post: post, user: 5) == LikeState(postID: post, userID: 5, isLiked: true, likesCount: 1))
+        let commitsBefore = await harness.service.stats().reduce(0) { $0 + $1.groupCommits }
+        #expect(try await harness.service.perform(.unlike, post: post, user: 6) == LikeState(postID: post, userID: 6, isLiked: false, likesCount: 1))
+        #expect(await harness.service.stats().reduce(0) { $0 + $1.groupCommits } == commitsBefore)
+        #expect(try await harness.service.perform(.read, post: post, user: 5).isLiked)
+        try await harness.service.flush()
+        #expect(try await harness.postgresCounts()[post]?.count == 1)
+        await harness.stop()
+    }
+
+    @Test("a post missing from posts is refused as unknown, and nothing is written for it")
+    func unknownPost() async throws {
+        let harness = try await WritePathHarness.start(posts: 1)
+        let ghost = harness.posts[0] + 1_000_000_000_000
+        let error = await #expect(throws: CounterError.self) { try await harness.service.perform(.like, post: ghost, user: 1) }
+        #expect(error?.code == .unknownPost)
+        #expect(try await harness.redis.send(.exists([harness.layout.likers(ofPost: ghost), harness.layout.hydratedMarker(ofPost: ghost)])).integer == 0)
+        // Remembered: the second refusal does not ask PostgreSQL (the answer is the same either way).
+        await #expect(throws: CounterError.self) { try await harness.service.perform(.read, post: ghost, user: 1) }
+        let invalid = await #expect(throws: CounterError.self) { try await harness.service.perform(.like, post: 0, user: 1) }
+        #expect(invalid?.code == .invalidArgument)
+        await harness.stop()
+    }
+
+    @Test("a post is hydrated from the likes PostgreSQL already has, once")
+    func hydrationFromPostgres() async throws {
+        let harness = try await WritePathHarness.start(posts: 1)
+        let post = harness.posts[0]
+        try await harness.pool.query("INSERT INTO likes (user_id, post_id) SELECT u, $1 FROM generate_series(1, 30) u", [.int64(post)])
+        try await harness.pool.query("UPDATE posts SET likes_count = 30 WHERE id = $1", [.int64(post)])
+        // Many first touches at once: hydration happens once, and every answer builds on the 30.
+        let answers = try await withThrowingTaskGroup(of: LikeState.self) { group in
+            for user in 31...60 { group.addTask { try await harness.service.perform(.like, post: post, user: Int64(user)) } }
+            return try await group.reduce(into: [LikeState]()) { $0.append($1) }
+        }
+        #expect(answers.map(\.likesCount).sorted() == (31...60).map { Int64($0) })
+        #expect(try await harness.service.perform(.read, post: post, user: 3).isLiked)
+        #expect(try await harness.service.perform(.toggle, post: post, user: 3) == LikeState(postID: post, userID: 3, isLiked: false, likesCount: 59))
+        try await harness.service.flush()
+        let counts = try await harness.postgresCounts()
+        #expect(counts[post]?.count == 59)
+        #expect(counts[post]?.rows == 59)
+        await harness.stop()
+    }
+}
