@@ -39,7 +39,9 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["Persistence"], path: "Tests/TestSupport"),
         .testTarget(name: "ShardRouterTests", dependencies: ["ShardRouter", "Persistence"]),
         .testTarget(name: "PersistenceTests", dependencies: ["Persistence", "ShardRouter", "TestSupport"]),
-        .testTarget(name: "CounterNodeTests", dependencies: ["CounterNode", "Persistence", "TestSupport"]),
+        // A child process the crash tests kill with SIGKILL mid-stream.
+        .executableTarget(name: "CrashDriver", dependencies: ["CounterNode", "Persistence"], path: "Tests/CrashDriver"),
+        .testTarget(name: "CounterNodeTests", dependencies: ["CounterNode", "Persistence", "TestSupport", "CrashDriver"]),
     ],
     swiftLanguageModes: [.v6]
 )

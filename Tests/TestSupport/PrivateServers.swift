@@ -26,13 +26,13 @@ public final class PrivateServers: Sendable {
     ///
     /// Uses posix_spawn and waitpid rather than Foundation's Process, whose waitUntilExit was seen
     /// to hang here when called from a Swift concurrency thread.
-    public func run(_ command: String) throws {
+    public func run(_ command: String, only server: String? = nil) throws {
         let script = TestEnvironment.repositoryRoot.appendingPathComponent("scripts/services").path
         var environment = ProcessInfo.processInfo.environment
         environment["COUNTER_DATA_DIR"] = dataDirectory.path
         environment["COUNTER_PG_PORT"] = String(postgresPort)
         environment["COUNTER_REDIS_PORT"] = String(redisPort)
-        let status = try spawnAndWait(["/bin/bash", script, command],
+        let status = try spawnAndWait(["/bin/bash", script, command] + (server.map { [$0] } ?? []),
                                       environment: environment.map { "\($0.key)=\($0.value)" })
         guard status == 0 else {
             throw PrivateServersError(message: "scripts/services \(command) exited with \(status)")

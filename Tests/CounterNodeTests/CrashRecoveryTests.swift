@@ -1,0 +1,106 @@
+import CounterNode
+import Foundation
+import Persistence
+import Testing
+import TestSupport
+
+@Suite("Crash and restart", .serialized)
+struct CrashRecoveryTests {
+    /// What the harness knows of one pair after reading a driver's output.
+    enum Expected: Equatable {
+        case liked(Bool)
+        /// An operation was in flight or failed: either state is allowed.
+        case either
+    }
+
+    static func expectations(from lines: [String]) -> [Pair: Expected] {
+        var expected: [Pair: Expected] = [:]
+        for line in lines {
+            let fields = line.split(separator: " ")
+            guard fields.count >= 4, let user = Int64(fields[2]), let post = Int64(fields[3]) else { continue }
+            let pair = Pair(user: user, post: post)
+            switch fields[0] {
+            case "S":
+                // Until its answer arrives, the operation may or may not take effect.
+                expected[pair] = .either
+            case "A":
+                expected[pair] = .liked(fields[4] == "1")
+            default:
+                expected[pair] = .either
+            }
+        }
+        return expected
+    }
+
+    @Test("SIGKILL in the middle of acknowledged changes: after restart and flush, PostgreSQL holds exactly the acknowledged states")
+    func killNineThenRecover() async throws {
+        let pool = try await TestEnvironment.migratedPool()
+        let posts = try await TestEnvironment.createPosts(6, in: pool)
+        let prefix = TestEnvironment.uniqueKeyPrefix("crash")
+        let driver = ChildProcess.builtProduct("CrashDriver")
+        let common = [TestEnvironment.postgresURL, TestEnvironment.redisURL, prefix, posts.map(String.init).joined(separator: ",")]
+
+        let child = try ChildProcess([driver, "run"] + common + ["16"])
+        let enough = try await child.waitForOutput(timeout: .seconds(60)) { lines in
+            lines.lazy.filter { $0.hasPrefix("A ") }.count >= 3_000
+        }
+        child.kill(SIGKILL)
+        let status = try await child.waitForExit()
+        #expect(enough, "the driver acknowledged too little before the kill")
+        #expect(status == 128 + SIGKILL)
+        let lines = child.output
+        let acknowledged = lines.filter { $0.hasPrefix("A ") }.count
+        let expected = Self.expectations(from: lines)
+
+        let recovery = try ChildProcess([driver, "recover"] + common + ["1"])
+        #expect(try await recovery.waitForExit() == 0)
+        #expect(recovery.output.contains("FLUSHED"))
+
+        let rows = try await pool.query("SELECT user_id, post_id FROM likes WHERE post_id = ANY($1::bigint[])", [.int64Array(posts)])
+        let members = Set(try rows.map { Pair(user: try $0.int64(0), post: try $0.int64(1)) })
+        var lost = 0, phantom = 0, undetermined = 0
+        for (pair, state) in expected {
+            switch state {
+            case .liked(true): if !members.contains(pair) { lost += 1; Issue.record("acknowledged like lost: \(pair)") }
+            case .liked(false): if members.contains(pair) { phantom += 1; Issue.record("acknowledged unlike undone: \(pair)") }
+            case .either: undetermined += 1
+            }
+        }
+        for pair in members where expected[pair] == nil {
+            phantom += 1
+            Issue.record("a like nobody requested: \(pair)")
+        }
+        let counts = try await pool.query("""
+            SELECT p.id, p.likes_count, (SELECT count(*) FROM likes l WHERE l.post_id = p.id)
+            FROM posts p WHERE p.id = ANY($1::bigint[])
+            """, [.int64Array(posts)])
+        for row in counts {
+            let (post, count, rowCount) = (try row.int64(0), try row.int64(1), try row.int64(2))
+            #expect(count == rowCount, "post \(post): likes_count \(count), rows \(rowCount)")
+        }
+        print("crash test: \(acknowledged) acknowledged operations over \(expected.count) pairs before SIGKILL; \(undetermined) pairs in flight; lost \(lost), phantom \(phantom)")
+        await pool.close()
+    }
+
+    @Test("a restart without a final flush: the new service recovers the logs, flushes them, and reads its state from Redis")
+    func restartWithoutFlush() async throws {
+        let harness = try await WritePathHarness.start(posts: 3) { configuration in
+            configuration.flushInterval = .seconds(60)
+            configuration.flushMaxAge = .seconds(60)
+            configuration.flushBatchSize = 1_000_000
+        }
+        for user in 1...40 {
+            for post in harness.posts { _ = try await harness.service.perform(.like, post: post, user: Int64(user)) }
+        }
+        await harness.service.shutdown(drain: false)
+        #expect(try await harness.postgresMembers().isEmpty, "nothing was meant to be flushed yet")
+
+        let restarted = try await harness.restarted()
+        #expect(await restarted.service.stats().reduce(0) { $0 + $1.pendingChanges } == 120)
+        #expect(try await restarted.service.perform(.read, post: harness.posts[0], user: 1) == LikeState(postID: harness.posts[0], userID: 1, isLiked: true, likesCount: 40))
+        try await restarted.service.flush()
+        #expect(try await restarted.postgresMembers().count == 120)
+        for (_, state) in try await restarted.postgresCounts() { #expect(state.count == 40 && state.rows == 40) }
+        await restarted.stop()
+    }
+}

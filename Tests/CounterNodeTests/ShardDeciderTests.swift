@@ -1,0 +1,110 @@
+import Persistence
+import Testing
+@testable import CounterNode
+
+@Suite("Shard decisions (pure)")
+struct ShardDeciderTests {
+    typealias Request = ShardDecider.Request
+
+    static func views(_ count: Int64, members: [Int64: Bool]) -> [Int64: ShardDecider.PostView] {
+        [1: ShardDecider.PostView(likesCount: count, members: members)]
+    }
+
+    @Test("operations apply in arrival order; each answer reflects all earlier ones")
+    func serialOrder() {
+        var views = Self.views(10, members: [7: false, 8: true])
+        let decision = ShardDecider.decide([
+            Request(operation: .toggle, postID: 1, userID: 7),   // 7 likes: 11
+            Request(operation: .toggle, postID: 1, userID: 7),   // 7 unlikes: 10
+            Request(operation: .unlike, postID: 1, userID: 8),   // 8 unlikes: 9
+            Request(operation: .read, postID: 1, userID: 8),     // reads 9, not liked
+            Request(operation: .like, postID: 1, userID: 7),     // 7 likes: 10
+        ], views: &views)
+        #expect(decision.answers.map(\.likesCount) == [11, 10, 9, 9, 10])
+        #expect(decision.answers.map(\.isLiked) == [true, false, false, false, true])
+        #expect(decision.changes == [
+            LikeChange(userID: 7, postID: 1, liked: true),
+            LikeChange(userID: 7, postID: 1, liked: false),
+            LikeChange(userID: 8, postID: 1, liked: false),
+            LikeChange(userID: 7, postID: 1, liked: true),
+        ])
+        #expect(decision.changeIndex == [0, 1, 2, nil, 3])
+        #expect(views[1] == ShardDecider.PostView(likesCount: 10, members: [7: true, 8: false]))
+    }
+
+    @Test("like of a liker and unlike of a non-liker change nothing", arguments: [
+        (LikeOperation.like, true), (LikeOperation.unlike, false), (LikeOperation.read, true), (LikeOperation.read, false),
+    ])
+    func noOps(operation: LikeOperation, member: Bool) {
+        var views = Self.views(3, members: [5: member])
+        let decision = ShardDecider.decide([Request(operation: operation, postID: 1, userID: 5)], views: &views)
+        #expect(decision.changes.isEmpty)
+        #expect(decision.answers == [LikeState(postID: 1, userID: 5, isLiked: member, likesCount: 3)])
+        #expect(views[1]?.likesCount == 3)
+    }
+
+    @Test("posts are independent within a batch")
+    func severalPosts() {
+        var views: [Int64: ShardDecider.PostView] = [
+            1: .init(likesCount: 0, members: [9: false]),
+            2: .init(likesCount: 4, members: [9: true]),
+        ]
+        let decision = ShardDecider.decide([
+            Request(operation: .toggle, postID: 1, userID: 9),
+            Request(operation: .toggle, postID: 2, userID: 9),
+        ], views: &views)
+        #expect(decision.answers.map(\.likesCount) == [1, 3])
+        #expect(decision.changes.map(\.postID) == [1, 2])
+    }
+}
+
+@Suite("LRU cache (pure)")
+struct LRUCacheTests {
+    @Test("evicts the least recently used entry, counting reads as use")
+    func eviction() {
+        var cache = LRUCache<Int, String>(capacity: 3)
+        cache.set(1, "a"); cache.set(2, "b"); cache.set(3, "c")
+        #expect(cache.get(1) == "a")          // 1 is now the newest
+        let evicted = cache.set(4, "d")        // 2 is the oldest
+        #expect(evicted?.key == 2)
+        #expect(cache.keysByRecency == [4, 1, 3])
+        #expect(cache.peek(2) == nil)
+        cache.set(3, "C")                      // update moves to front, no eviction
+        #expect(cache.keysByRecency == [3, 4, 1])
+        #expect(cache.count == 3)
+        cache.remove(4)
+        #expect(cache.keysByRecency == [3, 1])
+        cache.set(5, "e"); cache.set(6, "f")
+        #expect(cache.keysByRecency == [6, 5, 3])
+        #expect(cache.count == 3)
+    }
+
+    @Test("holds at most its capacity under many random operations, agreeing with a simple model")
+    func randomAgainstModel() {
+        var cache = LRUCache<Int, Int>(capacity: 16)
+        var model: [Int] = []  // keys, most recent first
+        var values: [Int: Int] = [:]
+        var generator = SystemRandomNumberGenerator()
+        for step in 0..<20_000 {
+            let key = Int.random(in: 0..<40, using: &generator)
+            switch Int.random(in: 0..<3, using: &generator) {
+            case 0:
+                cache.set(key, step)
+                values[key] = step
+                model.removeAll { $0 == key }
+                model.insert(key, at: 0)
+                if model.count > 16 { values[model.removeLast()] = nil }
+            case 1:
+                let got = cache.get(key)
+                #expect(got == values[key])
+                if got != nil { model.removeAll { $0 == key }; model.insert(key, at: 0) }
+            default:
+                cache.remove(key)
+                values[key] = nil
+                model.removeAll { $0 == key }
+            }
+            if step % 997 == 0 { #expect(cache.keysByRecency == model) }
+        }
+        #expect(cache.count <= 16)
+    }
+}

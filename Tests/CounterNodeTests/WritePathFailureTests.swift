@@ -1,0 +1,198 @@
+import CounterNode
+import Persistence
+import Testing
+import TestSupport
+
+/// Stops and starts servers of its own, so the shared ones are not disturbed.
+@Suite("Write path when a server fails", .serialized)
+struct WritePathFailureTests {
+    @Test("PostgreSQL down under writes: nothing refused below the backlog limit, everything in PostgreSQL once it returns")
+    func postgresDown() async throws {
+        let servers = try PrivateServers()
+        defer { try? servers.tearDown() }
+        let harness = try await WritePathHarness.start(posts: 4, postgresURL: servers.postgresURL, redisURL: servers.redisURL) {
+            $0.retryMaximumDelay = .milliseconds(200)
+        }
+        // Posts seen once are in Redis; new writes to them no longer need PostgreSQL.
+        for post in harness.posts { _ = try await harness.service.perform(.read, post: post, user: 1) }
+
+        try servers.run("stop", only: "postgres")
+        var expected: Set<Pair> = []
+        for user in 1...300 {
+            let post = harness.posts[user % harness.posts.count]
+            let state = try await harness.service.perform(.like, post: post, user: Int64(user))
+            #expect(state.isLiked)
+            expected.insert(Pair(user: Int64(user), post: post))
+        }
+        try await Task.sleep(for: .milliseconds(600))
+        let during = await harness.service.stats()
+        #expect(during.reduce(0) { $0 + $1.pendingChanges } == 300)
+        #expect(during.reduce(0) { $0 + $1.flushRetries } > 0)
+        #expect(during.compactMap(\.lastFlushError).first?.contains("PostgreSQL") == true)
+
+        try servers.run("start", only: "postgres")
+        try await harness.service.flush()
+        #expect(try await harness.postgresMembers() == expected)
+        for (_, state) in try await harness.postgresCounts() { #expect(state.count == state.rows) }
+        #expect(await harness.service.stats().reduce(0) { $0 + $1.pendingChanges } == 0)
+        await harness.stop()
+    }
+
+    @Test("Redis down: operations fail fast with a clear error, nothing acknowledged is lost, service resumes when it returns")
+    func redisDown() async throws {
+        let servers = try PrivateServers()
+        defer { try? servers.tearDown() }
+        let harness = try await WritePathHarness.start(posts: 2, postgresURL: servers.postgresURL, redisURL: servers.redisURL) {
+            $0.flushInterval = .seconds(60)
+            $0.flushMaxAge = .seconds(60)
+            $0.flushBatchSize = 1_000_000
+        }
+        var expected: Set<Pair> = []
+        for user in 1...50 {
+            _ = try await harness.service.perform(.like, post: harness.posts[0], user: Int64(user))
+            expected.insert(Pair(user: Int64(user), post: harness.posts[0]))
+        }
+        try servers.run("stop", only: "redis")
+        let started = ContinuousClock.now
+        let error = await #expect(throws: CounterError.self) {
+            try await harness.service.perform(.like, post: harness.posts[0], user: 999)
+        }
+        #expect(error?.code == .unavailable)
+        #expect(error?.message.contains("Redis") == true)
+        #expect(ContinuousClock.now - started < .seconds(3))
+
+        try servers.run("start", only: "redis")
+        var resumed: LikeState?
+        for _ in 0..<100 where resumed == nil {
+            resumed = try? await harness.service.perform(.like, post: harness.posts[1], user: 7)
+            if resumed == nil { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(resumed?.isLiked == true)
+        expected.insert(Pair(user: 7, post: harness.posts[1]))
+        try await harness.service.flush()
+        let members = try await harness.postgresMembers()
+        // User 999's like failed: either state is allowed for it; everything acknowledged is there.
+        #expect(members.subtracting([Pair(user: 999, post: harness.posts[0])]) == expected)
+        await harness.stop()
+    }
+}
+
+@Suite("Write path behaviour against the shared servers")
+struct WritePathBehaviourTests {
+    @Test("a post deleted with pending likes: its changes reach the dead-letter stream with the reason; other posts are applied")
+    func deadLetters() async throws {
+        let harness = try await WritePathHarness.start(posts: 2) {
+            $0.flushInterval = .seconds(60)
+            $0.flushMaxAge = .seconds(60)
+            $0.flushBatchSize = 1_000_000
+            $0.shardCount = 1
+        }
+        let (kept, deleted) = (harness.posts[0], harness.posts[1])
+        for user in 1...5 {
+            _ = try await harness.service.perform(.like, post: kept, user: Int64(user))
+            _ = try await harness.service.perform(.like, post: deleted, user: Int64(user))
+        }
+        try await harness.pool.query("DELETE FROM posts WHERE id = $1", [.int64(deleted)])
+        try await harness.service.flush()
+
+        #expect(try await harness.postgresMembers([kept]).count == 5)
+        #expect(try await harness.postgresCounts()[kept]?.count == 5)
+        let letters = try await harness.redis.send(.xrange(harness.layout.deadLetters, count: 100)).streamEntries()
+        #expect(letters.count == 5)
+        #expect(letters.allSatisfy { $0.string("p") == String(deleted) && $0.string("reason") == "post does not exist in posts" })
+        #expect(Set(letters.compactMap { $0.string("u") }) == ["1", "2", "3", "4", "5"])
+        #expect(await harness.service.stats().reduce(0) { $0 + $1.deadLetters } == 5)
+        // The deleted post is now unknown to the node.
+        let error = await #expect(throws: CounterError.self) { try await harness.service.perform(.like, post: deleted, user: 9) }
+        #expect(error?.code == .unknownPost)
+        await harness.stop()
+    }
+
+    @Test("a post liked without pause is flushed within the maximum age, though the interval and batch size never trigger")
+    func maximumAge() async throws {
+        let harness = try await WritePathHarness.start(posts: 1) {
+            $0.flushInterval = .seconds(60)
+            $0.flushBatchSize = 1_000_000
+            $0.flushMaxAge = .milliseconds(250)
+        }
+        let post = harness.posts[0]
+        let end = ContinuousClock.now + .milliseconds(1_500)
+        var user: Int64 = 0
+        var flushedWhileWriting = false
+        while ContinuousClock.now < end {
+            user += 1
+            _ = try await harness.service.perform(.like, post: post, user: user)
+            if user % 50 == 0, try await harness.postgresCounts()[post]?.count ?? 0 > 0 { flushedWhileWriting = true }
+        }
+        #expect(flushedWhileWriting)
+        // 1.5 s of likes with a 250 ms maximum age: several flushes, not one at the end.
+        #expect(await harness.flushTransactions() >= 3)
+        await harness.stop()
+    }
+
+    @Test("above the backlog limit writes are refused with a retryable error; reads go on; writes resume after a flush")
+    func backlogLimit() async throws {
+        let harness = try await WritePathHarness.start(posts: 1) {
+            $0.shardCount = 1
+            $0.backlogLimitPerShard = 20
+            $0.flushInterval = .seconds(60)
+            $0.flushMaxAge = .seconds(60)
+            $0.flushBatchSize = 1_000_000
+        }
+        let post = harness.posts[0]
+        for user in 1...20 { _ = try await harness.service.perform(.like, post: post, user: Int64(user)) }
+        let error = await #expect(throws: CounterError.self) { try await harness.service.perform(.like, post: post, user: 21) }
+        #expect(error?.code == .backlogFull)
+        #expect(error?.retryAfterSeconds != nil)
+        #expect(try await harness.service.perform(.read, post: post, user: 21) == LikeState(postID: post, userID: 21, isLiked: false, likesCount: 20))
+        try await harness.service.flush()
+        #expect(try await harness.service.perform(.like, post: post, user: 21).likesCount == 21)
+        await harness.stop()
+    }
+
+    @Test("memory holds at most the configured posts; evicted posts still answer correctly from Redis")
+    func memoryBound() async throws {
+        let harness = try await WritePathHarness.start(posts: 30) {
+            $0.shardCount = 1
+            $0.cachedPostsPerShard = 5
+        }
+        for post in harness.posts {
+            _ = try await harness.service.perform(.like, post: post, user: 1)
+            _ = try await harness.service.perform(.like, post: post, user: 2)
+        }
+        #expect(await harness.service.stats()[0].cachedPosts == 5)
+        for post in harness.posts {
+            #expect(try await harness.service.perform(.toggle, post: post, user: 2) == LikeState(postID: post, userID: 2, isLiked: false, likesCount: 1))
+        }
+        #expect(await harness.service.stats()[0].cachedPosts == 5)
+        try await harness.service.flush()
+        for (_, state) in try await harness.postgresCounts() { #expect(state.count == 1 && state.rows == 1) }
+        await harness.stop()
+    }
+
+    @Test("postgres acknowledgement: the answer comes after the change is committed in PostgreSQL")
+    func postgresAcknowledgement() async throws {
+        let harness = try await WritePathHarness.start(posts: 1) { $0.acknowledgement = .postgres }
+        let post = harness.posts[0]
+        let answers = try await withThrowingTaskGroup(of: LikeState.self) { group in
+            for user in 1...50 { group.addTask { try await harness.service.perform(.like, post: post, user: Int64(user)) } }
+            return try await group.reduce(into: [LikeState]()) { $0.append($1) }
+        }
+        // No flush call: every acknowledged like is already in PostgreSQL.
+        #expect(try await harness.postgresMembers().count == 50)
+        #expect(answers.map(\.likesCount).sorted() == (1...50).map { Int64($0) })
+        #expect(await harness.flushTransactions() < 50)
+        await harness.stop()
+    }
+
+    @Test("memory acknowledgement: answers come before the Redis write, and the changes still arrive everywhere")
+    func memoryAcknowledgement() async throws {
+        let harness = try await WritePathHarness.start(posts: 1) { $0.acknowledgement = .memory }
+        let post = harness.posts[0]
+        for user in 1...30 { #expect(try await harness.service.perform(.like, post: post, user: Int64(user)).likesCount == Int64(user)) }
+        try await harness.service.flush()
+        #expect(try await harness.redisCount(post) == 30)
+        #expect(try await harness.postgresCounts()[post]?.count == 30)
+        await harness.stop()
+    }
+}

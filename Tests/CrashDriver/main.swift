@@ -1,0 +1,67 @@
+import CounterNode
+import Foundation
+import Persistence
+
+// A child process for crash tests: `run` drives a write path with a stream of operations and
+// prints every acknowledgement as it happens, until it is killed; `recover` starts a write path
+// over the same keys (recovering what the logs hold), flushes everything, and exits.
+//
+//   CrashDriver run|recover <postgres-url> <redis-url> <key-prefix> <post,post,...> <workers>
+//
+// Lines printed by `run` (one write each, unbuffered):
+//   S <worker> <user> <post> <operation>      about to send
+//   A <worker> <user> <post> <1|0> <count>    acknowledged: the pair's state after it
+//   E <worker> <user> <post> <error>          failed: either state is allowed
+// Each worker owns its users and sends one operation at a time, so a pair has at most one
+// operation in flight.
+
+func emit(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+let arguments = CommandLine.arguments
+guard arguments.count == 7, let workers = Int(arguments[6]) else {
+    FileHandle.standardError.write(Data("usage: CrashDriver run|recover <postgres-url> <redis-url> <key-prefix> <posts> <workers>\n".utf8))
+    exit(2)
+}
+let posts = arguments[5].split(separator: ",").compactMap { Int64($0) }
+var configuration = WritePathConfiguration()
+configuration.keyPrefix = arguments[4]
+configuration.shardCount = 2
+configuration.flushInterval = .milliseconds(50)
+configuration.flushBatchSize = 300
+configuration.flushMaxAge = .milliseconds(100)
+let pool = PostgresPool(configuration: PostgresConfiguration(url: arguments[2]))
+let service = try CounterService(configuration: configuration, postgres: pool, redis: try RedisConfiguration(url: arguments[3]))
+try await service.start()
+
+switch arguments[1] {
+case "recover":
+    try await service.flush()
+    emit("FLUSHED")
+    await service.shutdown()
+    exit(0)
+case "run":
+    await withTaskGroup(of: Void.self) { group in
+        for worker in 0..<workers {
+            group.addTask {
+                var generator = SystemRandomNumberGenerator()
+                let users = (1...4).map { Int64(worker * 100 + $0) }
+                while true {
+                    let user = users.randomElement(using: &generator)!
+                    let post = posts.randomElement(using: &generator)!
+                    let operation = [LikeOperation.toggle, .toggle, .like, .unlike].randomElement(using: &generator)!
+                    emit("S \(worker) \(user) \(post) \(operation.rawValue)")
+                    do {
+                        let state = try await service.perform(operation, post: post, user: user)
+                        emit("A \(worker) \(user) \(post) \(state.isLiked ? 1 : 0) \(state.likesCount)")
+                    } catch {
+                        emit("E \(worker) \(user) \(post) \(error)")
+                    }
+                }
+            }
+        }
+    }
+default:
+    exit(2)
+}
