@@ -33,7 +33,7 @@ let package = Package(
 
         // Thin executables.
         .executableTarget(name: "CounterNodeCLI", dependencies: ["CounterNode"]),
-        .executableTarget(name: "Bench", dependencies: ["Persistence", "ShardRouter"]),
+        .executableTarget(name: "Bench", dependencies: ["CounterNode", "Persistence", "ShardRouter"]),
 
         // Shared by the test targets: where the test servers are, private servers for restart tests.
         .target(name: "TestSupport", dependencies: ["Persistence"], path: "Tests/TestSupport"),

@@ -12,6 +12,11 @@ enum BenchCommand {
                         PostgreSQL batch-apply transaction of N changes (with duplicates), and one
                         Redis pipeline of N commands (plain, and as MULTI/EXEC with a stream entry
                         per change). Creates its own posts and keys and removes them afterwards.
+          writepath     drive the write path in-process (no HTTP) with many concurrent callers,
+                        each liking with a fresh user every time: first all on one hot post (one
+                        shard), then spread over many posts (all shards). Reports changes/s, the
+                        average group commit, PostgreSQL transactions per 10,000 changes, and
+                        checks that PostgreSQL agrees with every acknowledgement.
           (the HTTP load scenarios hot, zipf, storm, feed, mixed and the seed-sql baseline come
            with the node's HTTP API)
 
@@ -21,6 +26,13 @@ enum BenchCommand {
           --repeat N       timed repetitions after one warm-up (default 5, 1-1000)
           --postgres-url U PostgreSQL (env COUNTER_POSTGRES_URL; default the scripts/services one)
           --redis-url U    Redis (env COUNTER_REDIS_URL; default the scripts/services one)
+
+        Options for writepath:
+          --callers N      concurrent callers (default 1000, 1-100000)
+          --seconds N      seconds per run (default 5)
+          --shards N       shard actors (default 4, 1-256)
+          --posts N        posts of the spread run (default 10000)
+          --postgres-url U, --redis-url U   as above
 
         Build with `swift build -c release` for figures worth comparing.
         Exit status: 0 done; 1 a server failed; 2 invalid command line.
@@ -34,6 +46,19 @@ enum BenchCommand {
         if mode == "--help" || mode == "-h" || arguments.contains("--help") {
             print(usage)
             return 0
+        }
+        if mode == "writepath" {
+            do {
+                let options = try WritePathBenchOptions(arguments: Array(arguments.dropFirst()), environment: environment)
+                try await WritePathBench(options: options).run()
+                return 0
+            } catch let error as BenchUsageError {
+                FileHandle.standardError.write(Data("counter-bench: \(error.message)\n".utf8))
+                return error.message.hasPrefix("correctness") ? 1 : 2
+            } catch {
+                FileHandle.standardError.write(Data("counter-bench: \(error)\n".utf8))
+                return 1
+            }
         }
         guard mode == "persistence" else {
             FileHandle.standardError.write(Data("counter-bench: unknown mode \"\(mode)\" (see --help)\n".utf8))

@@ -170,13 +170,15 @@ actor WriteBehindFlusher {
     /// One flush: read, apply in one transaction, dead-letter, trim.
     private func flushOnce() async throws {
         try await rescanUncertainSlots()
-        let dirty = backlog.filter { $0.value.hasWork }
+        // The oldest dirty slots first, at most about `flushBatchSize` entries in all (at least
+        // 64 per slot, so a backlog spread over many slots still moves in sizeable steps).
+        let allDirty = backlog.filter { $0.value.hasWork }
             .sorted { ($0.value.dirtySince ?? .now) < ($1.value.dirtySince ?? .now) }
-            .prefix(1_024).map(\.key)
-        guard !dirty.isEmpty else { return }
+        guard !allDirty.isEmpty else { return }
+        let perSlot = max(64, configuration.flushBatchSize / allDirty.count)
+        let dirty = allDirty.prefix(max(1, configuration.flushBatchSize / perSlot)).map(\.key)
         // What was known before the read: appends noted while it is in flight stay unaccounted here.
         let before = backlog
-        let perSlot = max(64, configuration.flushBatchSize / dirty.count)
         let readStarted = ContinuousClock.now
         let replies = try await redis.pipeline(dirty.map { .xrange(logKey($0), count: perSlot) })
 

@@ -1,0 +1,147 @@
+import CounterNode
+import Foundation
+import Persistence
+import ShardRouter
+
+/// Options of `counter-bench writepath`.
+struct WritePathBenchOptions {
+    var callers = 1_000
+    var seconds = 5.0
+    var shards = 4
+    var spreadPosts = 10_000
+    var postgresURL = "postgresql://counter@127.0.0.1:55432/counter"
+    var redisURL = "redis://127.0.0.1:56379"
+
+    init(arguments: [String], environment: [String: String]) throws {
+        postgresURL = environment["COUNTER_POSTGRES_URL"] ?? postgresURL
+        redisURL = environment["COUNTER_REDIS_URL"] ?? redisURL
+        var index = 0
+        func value(_ flag: String) throws -> String {
+            index += 1
+            guard index < arguments.count else { throw BenchUsageError(message: "\(flag) needs a value") }
+            return arguments[index]
+        }
+        func number(_ flag: String, _ range: ClosedRange<Int>) throws -> Int {
+            let text = try value(flag)
+            guard let number = Int(text), range.contains(number) else {
+                throw BenchUsageError(message: "\(flag) \(text): must be a whole number from \(range.lowerBound) to \(range.upperBound)")
+            }
+            return number
+        }
+        while index < arguments.count {
+            switch arguments[index] {
+            case "--callers": callers = try number("--callers", 1...100_000)
+            case "--seconds": seconds = Double(try number("--seconds", 1...3_600))
+            case "--shards": shards = try number("--shards", 1...256)
+            case "--posts": spreadPosts = try number("--posts", 1...1_000_000)
+            case "--postgres-url": postgresURL = try value("--postgres-url")
+            case "--redis-url": redisURL = try value("--redis-url")
+            default: throw BenchUsageError(message: "unknown option \"\(arguments[index])\"")
+            }
+            index += 1
+        }
+    }
+}
+
+/// Drives the write path in-process (no HTTP): many concurrent callers, each liking with a
+/// fresh user every time so that every operation is a change. Two runs: every caller on one hot
+/// post (one shard does all the work), then callers spread over many posts (all shards).
+struct WritePathBench {
+    let options: WritePathBenchOptions
+
+    func run() async throws {
+        let pool = PostgresPool(configuration: PostgresConfiguration(url: options.postgresURL))
+        _ = try await SchemaMigrator.migrate(pool)
+        let redis = try RedisConfiguration(url: options.redisURL)
+        print("counter-bench writepath: \(options.callers) concurrent callers, \(Int(options.seconds)) s per run, \(options.shards) shards, release build expected")
+        try await scenario("hot: one post (one shard)", posts: 1, pool: pool, redis: redis)
+        try await scenario("spread: \(options.spreadPosts) posts (all shards)", posts: options.spreadPosts, pool: pool, redis: redis)
+        await pool.close()
+    }
+
+    private func scenario(_ title: String, posts postCount: Int, pool: PostgresPool, redis: RedisConfiguration) async throws {
+        let base = Int64.random(in: 1_000_000_000...4_000_000_000_000_000)
+        let posts = (0..<Int64(postCount)).map { base + $0 }
+        try await pool.query("INSERT INTO posts (id) SELECT unnest($1::bigint[])", [.int64Array(posts)])
+        var configuration = WritePathConfiguration()
+        configuration.shardCount = options.shards
+        configuration.keyPrefix = "bench-\(UInt32.random(in: 0...UInt32.max))"
+        let service = try CounterService(configuration: configuration, postgres: pool, redis: redis)
+        try await service.start()
+        // Hydrate the posts before timing.
+        for chunk in stride(from: 0, to: posts.count, by: 1_000) {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for post in posts[chunk..<min(chunk + 1_000, posts.count)] {
+                    group.addTask { _ = try await service.perform(.read, post: post, user: 1) }
+                }
+                try await group.waitForAll()
+            }
+        }
+        let before = await service.stats()
+        let deadline = ContinuousClock.now + .milliseconds(Int(options.seconds * 1_000))
+        let started = ContinuousClock.now
+        let callers = options.callers
+        let completed = try await withThrowingTaskGroup(of: Int.self) { group in
+            for caller in 0..<callers {
+                group.addTask {
+                    var done = 0
+                    var user = Int64(caller + 1)
+                    while ContinuousClock.now < deadline {
+                        let post = posts[(caller + done) % posts.count]
+                        _ = try await service.perform(.like, post: post, user: user)
+                        user += Int64(callers)
+                        done += 1
+                    }
+                    return done
+                }
+            }
+            return try await group.reduce(0, +)
+        }
+        let elapsed = seconds(ContinuousClock.now - started)
+        let flushStarted = ContinuousClock.now
+        try await service.flush()
+        let flushSeconds = seconds(ContinuousClock.now - flushStarted)
+        let after = await service.stats()
+        func total(_ key: KeyPath<ShardStats, Int>, _ stats: [ShardStats]) -> Int { stats.reduce(0) { $0 + $1[keyPath: key] } }
+        let commits = total(\.groupCommits, after) - total(\.groupCommits, before)
+        let changes = total(\.groupCommittedChanges, after) - total(\.groupCommittedChanges, before)
+        let transactions = total(\.flushTransactions, after) - total(\.flushTransactions, before)
+        let busiest = zip(after, before).map { $0.groupCommittedChanges - $1.groupCommittedChanges }.max() ?? 0
+
+        // Sanity: PostgreSQL agrees with what was acknowledged.
+        let check = try await pool.query("""
+            SELECT coalesce(sum(likes_count), 0), (SELECT count(*) FROM likes WHERE post_id = ANY($1::bigint[]))
+            FROM posts WHERE id = ANY($1::bigint[])
+            """, [.int64Array(posts)])
+        let (countSum, rowSum) = (try check.first!.int64(0), try check.first!.int64(1))
+
+        print("  \(title)")
+        print(String(format: "    %d changes in %.2f s: %.0f changes/s (busiest shard %d changes)", completed, elapsed, Double(completed) / elapsed, busiest))
+        print(String(format: "    group commits: %d, average %.1f changes each", commits, commits == 0 ? 0 : Double(changes) / Double(commits)))
+        print(String(format: "    PostgreSQL transactions: %d, %.1f per 10,000 changes; final flush %.2f s", transactions,
+                     changes == 0 ? 0 : Double(transactions) * 10_000 / Double(changes), flushSeconds))
+        print("    check: likes_count sum \(countSum), likes rows \(rowSum), acknowledged \(completed) — \(countSum == rowSum && rowSum == completed ? "agree" : "DISAGREE")")
+
+        await service.shutdown()
+        try await cleanUp(posts: posts, prefix: configuration.keyPrefix, pool: pool, redis: redis)
+        guard countSum == rowSum && rowSum == completed else {
+            throw BenchUsageError(message: "correctness check failed: counts and acknowledgements disagree")
+        }
+    }
+
+    private func cleanUp(posts: [Int64], prefix: String, pool: PostgresPool, redis: RedisConfiguration) async throws {
+        try await pool.query("DELETE FROM posts WHERE id = ANY($1::bigint[])", [.int64Array(posts)])
+        try await pool.query("DELETE FROM counter_flush_progress WHERE starts_with(log, $1)", [.text(prefix + ":")])
+        let connection = RedisConnection(configuration: redis)
+        let layout = RedisKeyLayout(prefix: prefix)
+        var keys = posts.flatMap { [layout.likers(ofPost: $0), layout.hydratedMarker(ofPost: $0)] }
+        keys += Set(posts.map { HashSlot(post: $0) }).map { layout.changeLog(of: $0) }
+        for start in stride(from: 0, to: keys.count, by: 1_000) {
+            try await connection.send(.del(Array(keys[start..<min(start + 1_000, keys.count)])))
+        }
+    }
+
+    private func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+}
