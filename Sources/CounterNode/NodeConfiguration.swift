@@ -9,6 +9,8 @@ public struct NodeConfiguration: Sendable, Equatable {
     public var redisURL: String = "redis://127.0.0.1:56379"
     /// PostgreSQL connections in the node's pool. Defaults to `4`.
     public var postgresPoolSize: Int = 4
+    /// Shards, acknowledgement mode, memory and flush settings of the write path.
+    public var writePath = WritePathConfiguration()
 
     public init() {}
 
@@ -42,7 +44,52 @@ public struct NodeConfiguration: Sendable, Equatable {
                     configuration.postgresPoolSize = size
                     return nil
                 }),
+        integer("--shards", "COUNTER_SHARDS", "shard actors, each with its own Redis connection and flusher", 1...256,
+                get: { $0.writePath.shardCount }, set: { $0.writePath.shardCount = $1 }),
+        Setting(flag: "--ack", environment: "COUNTER_ACK",
+                summary: "when writes are answered: redis (after the Redis write), memory (before it; may lose the newest changes), postgres (after the flush commits)",
+                defaultValue: { $0.writePath.acknowledgement.rawValue },
+                apply: { configuration, value in
+                    guard let mode = AcknowledgementMode(rawValue: value) else { return "must be redis, memory or postgres" }
+                    configuration.writePath.acknowledgement = mode
+                    return nil
+                }),
+        integer("--cached-posts", "COUNTER_CACHED_POSTS", "posts each shard keeps in memory (least recently used evicted)", 1...100_000_000,
+                get: { $0.writePath.cachedPostsPerShard }, set: { $0.writePath.cachedPostsPerShard = $1 }),
+        integer("--backlog-limit", "COUNTER_BACKLOG_LIMIT", "changes a shard lets wait for PostgreSQL before refusing writes with 503", 1...1_000_000_000,
+                get: { $0.writePath.backlogLimitPerShard }, set: { $0.writePath.backlogLimitPerShard = $1 }),
+        integer("--flush-interval-ms", "COUNTER_FLUSH_INTERVAL_MS", "a flush runs at least this often while changes wait (milliseconds)", 1...3_600_000,
+                get: { Int($0.writePath.flushInterval.components.seconds * 1_000 + $0.writePath.flushInterval.components.attoseconds / 1_000_000_000_000_000) },
+                set: { $0.writePath.flushInterval = .milliseconds($1) }),
+        integer("--flush-batch-size", "COUNTER_FLUSH_BATCH_SIZE", "changes that trigger a flush at once; also about the most one flush carries", 1...1_000_000,
+                get: { $0.writePath.flushBatchSize }, set: { $0.writePath.flushBatchSize = $1 }),
+        integer("--flush-max-age-ms", "COUNTER_FLUSH_MAX_AGE_MS", "a change waits at most about this long, from when its post first became dirty (milliseconds)", 1...3_600_000,
+                get: { Int($0.writePath.flushMaxAge.components.seconds * 1_000 + $0.writePath.flushMaxAge.components.attoseconds / 1_000_000_000_000_000) },
+                set: { $0.writePath.flushMaxAge = .milliseconds($1) }),
+        Setting(flag: "--key-prefix", environment: "COUNTER_KEY_PREFIX", summary: "prefix of every Redis key (letters, digits, - and _)",
+                defaultValue: { $0.writePath.keyPrefix },
+                apply: { configuration, value in
+                    guard !value.isEmpty, value.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) else {
+                        return "must be letters, digits, - and _"
+                    }
+                    configuration.writePath.keyPrefix = value
+                    return nil
+                }),
     ]
+
+    private static func integer(_ flag: String, _ environment: String, _ summary: String, _ range: ClosedRange<Int>,
+                                get: @escaping @Sendable (NodeConfiguration) -> Int,
+                                set: @escaping @Sendable (inout NodeConfiguration, Int) -> Void) -> Setting {
+        Setting(flag: flag, environment: environment, summary: "\(summary) (\(range.lowerBound)-\(range.upperBound))",
+                defaultValue: { String(get($0)) },
+                apply: { configuration, value in
+                    guard let number = Int(value), range.contains(number) else {
+                        return "must be a whole number from \(range.lowerBound) to \(range.upperBound)"
+                    }
+                    set(&configuration, number)
+                    return nil
+                })
+    }
 
     /// Reads the environment, then `arguments` (`--flag value` or `--flag=value`); flags win.
     /// - Returns: the configuration and the arguments that are not settings, in order.

@@ -25,7 +25,23 @@ struct NodeConfigurationTests {
         #expect(rest == ["operand"])
     }
 
+    @Test("write-path settings are read from flags and environment")
+    func writePathSettings() throws {
+        let (configuration, _) = try NodeConfiguration.parse(
+            arguments: ["--ack", "postgres", "--shards=8", "--flush-interval-ms", "50"],
+            environment: ["COUNTER_FLUSH_MAX_AGE_MS": "750", "COUNTER_KEY_PREFIX": "likes-prod"])
+        #expect(configuration.writePath.acknowledgement == .postgres)
+        #expect(configuration.writePath.shardCount == 8)
+        #expect(configuration.writePath.flushInterval == .milliseconds(50))
+        #expect(configuration.writePath.flushMaxAge == .milliseconds(750))
+        #expect(configuration.writePath.keyPrefix == "likes-prod")
+        #expect(NodeConfiguration.settingsHelp.contains("default 200"))
+    }
+
     @Test("invalid values are refused with the setting's name", arguments: [
+        (["--ack", "disk"], [String: String](), "--ack"),
+        (["--shards", "0"], [:], "--shards"),
+        (["--key-prefix", "a b"], [:], "--key-prefix"),
         (["--postgres-pool-size", "0"], [String: String](), "--postgres-pool-size"),
         (["--postgres-pool-size", "many"], [:], "--postgres-pool-size"),
         (["--redis-url"], [:], "needs a value"),
