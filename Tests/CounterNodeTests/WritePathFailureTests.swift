@@ -102,9 +102,15 @@ struct WritePathBehaviourTests {
         #expect(letters.allSatisfy { $0.string("p") == String(deleted) && $0.string("reason") == "post does not exist in posts" })
         #expect(Set(letters.compactMap { $0.string("u") }) == ["1", "2", "3", "4", "5"])
         #expect(await harness.service.stats().reduce(0) { $0 + $1.deadLetters } == 5)
-        // The deleted post is now unknown to the node.
+        // The deleted post is now unknown to the node, and stays unknown after the node's memory
+        // of it expires: Redis forgot it too, so the next touch asks PostgreSQL again.
         let error = await #expect(throws: CounterError.self) { try await harness.service.perform(.like, post: deleted, user: 9) }
         #expect(error?.code == .unknownPost)
+        #expect(try await harness.redis.send(.exists([harness.layout.hydratedMarker(ofPost: deleted)])).integer == 0)
+        let restarted = try await harness.restarted()
+        let afterRestart = await #expect(throws: CounterError.self) { try await restarted.service.perform(.like, post: deleted, user: 9) }
+        #expect(afterRestart?.code == .unknownPost)
+        await restarted.service.shutdown()
         await harness.stop()
     }
 

@@ -183,7 +183,10 @@ actor ShardActor {
         for (post, view) in views where !failedPosts.contains(post) { counts.set(post, view.likesCount) }
         for post in failedPosts { counts.remove(post) }
         if !appended.isEmpty { await flusher.noteAppended(appended) }
-        if configuration.acknowledgement == .memory { return }
+        if configuration.acknowledgement == .memory {
+            stats.lostMemoryAcknowledgements += zip(decision.changes, entryIDs).filter { $0.1 == nil }.count
+            return
+        }
 
         var answered: [(Pending, LikeState)] = []
         for (offset, pending) in live.enumerated() {

@@ -222,7 +222,12 @@ actor WriteBehindFlusher {
         stats.largestFlush = max(stats.largestFlush, entries.count)
         lastFlush = .now
         resolveWaiters()
-        if !missing.isEmpty { await onMissingPosts(Array(missing)) }
+        if !missing.isEmpty {
+            // Forget the posts in Redis too, so the next touch asks PostgreSQL again (and is refused).
+            let keys = missing.flatMap { [layout.hydratedMarker(ofPost: $0), layout.likers(ofPost: $0)] }
+            _ = try? await redis.pipeline(keys.map { .del([$0]) })
+            await onMissingPosts(Array(missing))
+        }
     }
 
     /// Applies `entries` in one transaction; posts found missing get their changes dead-lettered
