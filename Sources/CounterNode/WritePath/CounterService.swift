@@ -64,11 +64,38 @@ public final class CounterService: Sendable {
     /// - Returns: the membership and count after it.
     /// - Throws: `CounterError`.
     public func perform(_ operation: LikeOperation, post postID: Int64, user userID: Int64) async throws -> LikeState {
-        guard postID > 0, userID > 0 else {
+        guard postID > 0, userID > 0 || operation == .count else {
             throw CounterError(code: .invalidArgument, message: "ids must be positive 64-bit integers (post \(postID), user \(userID))")
         }
         let shard = shards[shardMap.shard(forPost: postID)]
         return try await shard.perform(ShardDecider.Request(operation: operation, postID: postID, userID: userID))
+    }
+
+    /// Performs many operations (a feed page, say) with one batch per shard; one result per
+    /// request, in order. Invalid ids fail alone.
+    public func performMany(_ requests: [(operation: LikeOperation, post: Int64, user: Int64)]) async -> [Result<LikeState, Error>] {
+        var results = [Result<LikeState, Error>?](repeating: nil, count: requests.count)
+        var byShard: [Int: [(offset: Int, request: ShardDecider.Request)]] = [:]
+        for (offset, request) in requests.enumerated() {
+            guard request.post > 0, request.user > 0 || request.operation == .count else {
+                results[offset] = .failure(CounterError(code: .invalidArgument, message: "ids must be positive 64-bit integers"))
+                continue
+            }
+            byShard[shardMap.shard(forPost: request.post), default: []].append(
+                (offset, ShardDecider.Request(operation: request.operation, postID: request.post, userID: request.user)))
+        }
+        let shards = self.shards
+        let answered = await withTaskGroup(of: [(Int, Result<LikeState, Error>)].self) { group in
+            for (shard, items) in byShard {
+                group.addTask {
+                    let outcome = await shards[shard].performAll(items.map(\.request))
+                    return Array(zip(items.map(\.offset), outcome))
+                }
+            }
+            return await group.reduce(into: [(Int, Result<LikeState, Error>)]()) { $0 += $1 }
+        }
+        for (offset, result) in answered { results[offset] = result }
+        return results.map { $0! }
     }
 
     /// Returns once every change acknowledged before the call is in PostgreSQL.

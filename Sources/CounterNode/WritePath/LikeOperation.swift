@@ -8,6 +8,8 @@ public enum LikeOperation: String, Sendable, Hashable, CaseIterable {
     case unlike
     /// Only read the membership and count.
     case read
+    /// Only read the count (no user involved; the answer's `isLiked` is `false`).
+    case count
 
     /// The membership after this operation, given the one before.
     func wantedState(current: Bool) -> Bool {
@@ -15,12 +17,12 @@ public enum LikeOperation: String, Sendable, Hashable, CaseIterable {
         case .toggle: return !current
         case .like: return true
         case .unlike: return false
-        case .read: return current
+        case .read, .count: return current
         }
     }
 
     /// Whether the operation may change state (and is refused when the backlog is full).
-    public var mayWrite: Bool { self != .read }
+    public var mayWrite: Bool { self != .read && self != .count }
 }
 
 /// The answer to an operation: the seed's `{is_liked, likes_count}` after it.

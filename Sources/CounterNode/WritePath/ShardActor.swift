@@ -1,5 +1,6 @@
 import Persistence
 import ShardRouter
+import Synchronization
 
 /// One shard: owns the posts of its slots and serialises every operation on them, without locks.
 ///
@@ -14,7 +15,10 @@ import ShardRouter
 actor ShardActor {
     private struct Pending {
         let request: ShardDecider.Request
-        let continuation: CheckedContinuation<LikeState, Error>
+        let completion: @Sendable (Result<LikeState, Error>) -> Void
+
+        func resume(returning state: LikeState) { completion(.success(state)) }
+        func resume(throwing error: Error) { completion(.failure(error)) }
     }
 
     let index: Int
@@ -48,18 +52,43 @@ actor ShardActor {
     /// configured.
     /// - Throws: `CounterError` — `.unknownPost`, `.backlogFull`, `.unavailable`, `.shuttingDown`.
     func perform(_ request: ShardDecider.Request) async throws -> LikeState {
+        try admit(request)
+        return try await withCheckedThrowingContinuation { continuation in
+            enqueue(Pending(request: request) { continuation.resume(with: $0) })
+        }
+    }
+
+    /// Performs several operations in one batch (a feed page's reads, say) and returns one
+    /// result per request, in order.
+    func performAll(_ requests: [ShardDecider.Request]) async -> [Result<LikeState, Error>] {
+        let collector = ResultCollector(count: requests.count)
+        return await withCheckedContinuation { continuation in
+            collector.onComplete { continuation.resume(returning: $0) }
+            for (offset, request) in requests.enumerated() {
+                do {
+                    try admit(request)
+                    enqueue(Pending(request: request) { collector.set(offset, $0) })
+                } catch {
+                    collector.set(offset, .failure(error))
+                }
+            }
+        }
+    }
+
+    private func admit(_ request: ShardDecider.Request) throws {
         guard accepting else { throw CounterError(code: .shuttingDown, message: "the node is shutting down") }
         if request.operation.mayWrite && gauge.value >= configuration.backlogLimitPerShard {
             throw CounterError(code: .backlogFull,
                                message: "\(gauge.value) changes of this shard wait for PostgreSQL (limit \(configuration.backlogLimitPerShard)); retry later",
                                retryAfterSeconds: 1)
         }
-        return try await withCheckedThrowingContinuation { continuation in
-            queue.append(Pending(request: request, continuation: continuation))
-            if !draining {
-                draining = true
-                Task { await self.drain() }
-            }
+    }
+
+    private func enqueue(_ pending: Pending) {
+        queue.append(pending)
+        if !draining {
+            draining = true
+            Task { await self.drain() }
         }
     }
 
@@ -107,7 +136,7 @@ actor ShardActor {
         for pending in batch {
             if let until = unknownPosts[pending.request.postID] {
                 if until > now {
-                    pending.continuation.resume(throwing: CounterError.unknownPost(pending.request.postID))
+                    pending.resume(throwing: CounterError.unknownPost(pending.request.postID))
                     continue
                 }
                 unknownPosts[pending.request.postID] = nil
@@ -126,7 +155,7 @@ actor ShardActor {
                 forget(posts: Array(missing))
                 live = live.filter { pending in
                     guard missing.contains(pending.request.postID) else { return true }
-                    pending.continuation.resume(throwing: CounterError.unknownPost(pending.request.postID))
+                    pending.resume(throwing: CounterError.unknownPost(pending.request.postID))
                     return false
                 }
                 let hydrated = unhydrated.subtracting(missing)
@@ -146,7 +175,7 @@ actor ShardActor {
         let requests = live.map(\.request)
         let decision = ShardDecider.decide(requests, views: &views)
         if configuration.acknowledgement == .memory {
-            for (pending, answer) in zip(live, decision.answers) { pending.continuation.resume(returning: answer) }
+            for (pending, answer) in zip(live, decision.answers) { pending.resume(returning: answer) }
         }
 
         // 3. Write the changes with their log entries, atomically per slot.
@@ -191,7 +220,7 @@ actor ShardActor {
         var answered: [(Pending, LikeState)] = []
         for (offset, pending) in live.enumerated() {
             if failedPosts.contains(pending.request.postID) {
-                pending.continuation.resume(throwing: CounterError(code: .unavailable, message: "Redis refused the write of post \(pending.request.postID)"))
+                pending.resume(throwing: CounterError(code: .unavailable, message: "Redis refused the write of post \(pending.request.postID)"))
             } else {
                 answered.append((pending, decision.answers[offset]))
             }
@@ -203,20 +232,20 @@ actor ShardActor {
             Task {
                 do {
                     try await flusher.waitUntilApplied(marks)
-                    for (pending, answer) in answered { pending.continuation.resume(returning: answer) }
+                    for (pending, answer) in answered { pending.resume(returning: answer) }
                 } catch {
-                    for (pending, _) in answered { pending.continuation.resume(throwing: error) }
+                    for (pending, _) in answered { pending.resume(throwing: error) }
                 }
             }
         } else {
-            for (pending, answer) in answered { pending.continuation.resume(returning: answer) }
+            for (pending, answer) in answered { pending.resume(returning: answer) }
         }
     }
 
     private func fail(_ pendings: [Pending], with error: Error) {
         let counterError = (error as? CounterError)
             ?? CounterError(code: .unavailable, message: "\(error)", retryAfterSeconds: 1)
-        for pending in pendings { pending.continuation.resume(throwing: counterError) }
+        for pending in pendings { pending.resume(throwing: counterError) }
     }
 
     // MARK: - Redis and PostgreSQL
@@ -227,26 +256,35 @@ actor ShardActor {
         var usersByPost: [Int64: [Int64]] = [:]
         var order: [Int64] = []
         var seen: Set<ShardDecider.Request> = []
-        for request in requests where seen.insert(ShardDecider.Request(operation: .read, postID: request.postID, userID: request.userID)).inserted {
-            if usersByPost[request.postID] == nil { order.append(request.postID) }
-            usersByPost[request.postID, default: []].append(request.userID)
+        for request in requests {
+            if usersByPost[request.postID] == nil {
+                order.append(request.postID)
+                usersByPost[request.postID] = []
+            }
+            if request.operation != .count,
+               seen.insert(ShardDecider.Request(operation: .read, postID: request.postID, userID: request.userID)).inserted {
+                usersByPost[request.postID]!.append(request.userID)
+            }
         }
         guard !order.isEmpty else { return [:] }
         var commands: [RedisCommand] = []
         commands.reserveCapacity(order.count * 3)
+        var firstReply: [Int] = []
         for post in order {
             let likers = layout.likers(ofPost: post)
+            firstReply.append(commands.count)
             commands.append(.exists([layout.hydratedMarker(ofPost: post)]))
             commands.append(.scard(likers))
-            commands.append(.smismember(likers, usersByPost[post]!))
+            if !usersByPost[post]!.isEmpty { commands.append(.smismember(likers, usersByPost[post]!)) }
         }
         let replies = try await redis.pipeline(commands)
         var views: [Int64: ShardDecider.PostView] = [:]
         for (offset, post) in order.enumerated() {
-            guard try replies[3 * offset].throwingServerError().integer == 1 else { continue }
-            let count = try replies[3 * offset + 1].throwingServerError().integer ?? 0
-            let flags = try replies[3 * offset + 2].throwingServerError().array ?? []
+            let first = firstReply[offset]
+            guard try replies[first].throwingServerError().integer == 1 else { continue }
+            let count = try replies[first + 1].throwingServerError().integer ?? 0
             let users = usersByPost[post]!
+            let flags = users.isEmpty ? [] : try replies[first + 2].throwingServerError().array ?? []
             guard flags.count == users.count else {
                 throw RedisError(code: .unexpectedReply, message: "SMISMEMBER returned \(flags.count) flags for \(users.count) users")
             }
@@ -325,5 +363,40 @@ actor ShardActor {
             }
         }
         return ids
+    }
+}
+
+/// Gathers the results of a batch of operations and hands them over once all are in.
+private final class ResultCollector: Sendable {
+    private struct State {
+        var results: [Result<LikeState, Error>?]
+        var remaining: Int
+        var completion: (@Sendable ([Result<LikeState, Error>]) -> Void)?
+    }
+
+    private let state: Mutex<State>
+
+    init(count: Int) {
+        state = Mutex(State(results: Array(repeating: nil, count: count), remaining: count, completion: nil))
+    }
+
+    func onComplete(_ completion: @escaping @Sendable ([Result<LikeState, Error>]) -> Void) {
+        let done: [Result<LikeState, Error>]? = state.withLock { state in
+            if state.remaining == 0 { return state.results.map { $0! } }
+            state.completion = completion
+            return nil
+        }
+        if let done { completion(done) }
+    }
+
+    func set(_ index: Int, _ result: Result<LikeState, Error>) {
+        let finished: ([Result<LikeState, Error>], (@Sendable ([Result<LikeState, Error>]) -> Void))? = state.withLock { state in
+            guard state.results[index] == nil else { return nil }
+            state.results[index] = result
+            state.remaining -= 1
+            guard state.remaining == 0, let completion = state.completion else { return nil }
+            return (state.results.map { $0! }, completion)
+        }
+        if let (results, completion) = finished { completion(results) }
     }
 }

@@ -32,12 +32,19 @@ struct ShardDecider {
     }
 
     /// Applies `requests` in order to `views` (updated in place).
-    /// - Precondition: `views` holds every request's post, with every request's user's membership.
+    /// - Precondition: `views` holds every request's post, with the membership of every request's
+    ///   user (except for `.count` requests, which need none).
     static func decide(_ requests: [Request], views: inout [Int64: PostView]) -> Decision {
         var decision = Decision()
         decision.answers.reserveCapacity(requests.count)
         for request in requests {
             var view = views[request.postID]!
+            if request.operation == .count {
+                decision.changeIndex.append(nil)
+                decision.answers.append(LikeState(postID: request.postID, userID: request.userID,
+                                                  isLiked: false, likesCount: view.likesCount))
+                continue
+            }
             let current = view.members[request.userID]!
             let wanted = request.operation.wantedState(current: current)
             if wanted != current {

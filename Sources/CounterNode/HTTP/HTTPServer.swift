@@ -1,0 +1,254 @@
+internal import CMicroHTTPD
+import Foundation
+import Synchronization
+
+/// Limits and address of the HTTP server.
+public struct HTTPServerConfiguration: Sendable, Equatable {
+    /// Address to listen on. Defaults to `127.0.0.1`.
+    public var host: String = "127.0.0.1"
+    /// Port; `0` picks a free one (see `HTTPServer.port`). Defaults to `8080`.
+    public var port: Int = 8080
+    /// Open connections at most; more are refused. Defaults to `10_000`.
+    public var maximumConnections: Int = 10_000
+    /// Seconds a connection may sit idle (or a slow client take to send a request) before it is
+    /// closed. Defaults to `30`.
+    public var idleTimeoutSeconds: Int = 30
+    /// Bytes of request line + headers a connection may use (larger requests are refused by the
+    /// HTTP library). Defaults to 16 KiB.
+    public var maximumHeaderBytes: Int = 16 << 10
+    /// Bytes of request body accepted (larger ones get 413). Defaults to 64 KiB: enough for a
+    /// feed query of 1,000 ids.
+    public var maximumBodyBytes: Int = 64 << 10
+
+    public init() {}
+}
+
+/// An HTTP/1.1 server on libmicrohttpd in poll mode (its epoll mode stalls, see NOTES.md), with
+/// suspend/resume so handlers run on Swift tasks and never block the library's thread. Keep-alive
+/// and pipelining are the library's.
+public final class HTTPServer: Sendable {
+    public let configuration: HTTPServerConfiguration
+    let handler: any HTTPHandler
+    private let state = Mutex(State())
+    private let inFlight = Atomic<Int>(0)
+
+    private struct State {
+        var daemon: DaemonHandle?
+        var listeningSocket: Int32 = -1
+        var port: Int = 0
+    }
+
+    /// The port the server listens on (useful with port `0`).
+    public var port: Int { state.withLock { $0.port } }
+
+    public init(configuration: HTTPServerConfiguration, handler: any HTTPHandler) {
+        self.configuration = configuration
+        self.handler = handler
+    }
+
+    /// Binds and starts serving.
+    /// - Throws: `HTTPServerError` when the address cannot be bound or the library refuses to start.
+    public func start() throws {
+        let socket = try Self.listeningSocket(host: configuration.host, port: configuration.port)
+        let boundPort = Self.boundPort(socket)
+        let flags = MHD_USE_POLL_INTERNAL_THREAD.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
+            | MHD_USE_SUPPRESS_DATE_NO_CLOCK.rawValue
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        let completed: MHD_RequestCompletedCallback = requestCompleted
+        let handler: MHD_AccessHandlerCallback = accessHandler
+        let options: [CVarArg] = [
+            MHD_OPTION.LISTEN_SOCKET.rawValue, socket,
+            MHD_OPTION.CONNECTION_LIMIT.rawValue, UInt32(configuration.maximumConnections),
+            MHD_OPTION.CONNECTION_TIMEOUT.rawValue, UInt32(configuration.idleTimeoutSeconds),
+            MHD_OPTION.CONNECTION_MEMORY_LIMIT.rawValue, UInt(configuration.maximumHeaderBytes + 4_096),
+            MHD_OPTION.NOTIFY_COMPLETED.rawValue, OpaquePointer(unsafeBitCast(completed, to: UnsafeMutableRawPointer.self)), OpaquePointer(context),
+            MHD_OPTION.END.rawValue,
+        ]
+        let daemon: OpaquePointer? = withVaList(options) { arguments in
+            MHD_start_daemon_va(flags, 0, nil, nil, handler, context, arguments)
+        }
+        guard let daemon else {
+            close(socket)
+            throw HTTPServerError(message: "libmicrohttpd refused to start on \(configuration.host):\(configuration.port)")
+        }
+        state.withLock {
+            $0.daemon = DaemonHandle(pointer: daemon)
+            $0.listeningSocket = socket
+            $0.port = boundPort
+        }
+    }
+
+    /// Stops accepting connections, waits (up to `timeout`) for requests being handled to be
+    /// answered, then stops the server.
+    public func stop(timeout: Duration = .seconds(10)) async {
+        guard let daemon = state.withLock({ $0.daemon }) else { return }
+        let socket = MHD_quiesce_daemon(daemon.pointer)
+        if socket >= 0 { close(socket) }
+        let deadline = ContinuousClock.now + timeout
+        while inFlight.load(ordering: .acquiring) > 0 && ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        // Give resumed connections a moment to send their answers before the daemon goes.
+        try? await Task.sleep(for: .milliseconds(50))
+        state.withLock { $0.daemon = nil }
+        MHD_stop_daemon(daemon.pointer)
+    }
+
+    // MARK: - Called from the library's thread
+
+    fileprivate func dispatch(_ request: HTTPRequest, state requestState: RequestState, connection: OpaquePointer) -> MHD_Result {
+        if let response = handler.immediateResponse(to: request) {
+            return Self.queue(response, on: connection)
+        }
+        inFlight.add(1, ordering: .relaxed)
+        MHD_suspend_connection(connection)
+        let handle = ConnectionHandle(pointer: connection)
+        let handler = self.handler
+        Task {
+            let response = await handler.handle(request)
+            requestState.response.withLock { $0 = response }
+            MHD_resume_connection(handle.pointer)
+            self.inFlight.add(-1, ordering: .releasing)
+        }
+        return .YES
+    }
+
+    fileprivate static func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> MHD_Result {
+        let mhdResponse = response.body.withUnsafeBytes { body in
+            MHD_create_response_from_buffer(body.count, UnsafeMutableRawPointer(mutating: body.baseAddress), .RESPMEM_MUST_COPY)
+        }
+        guard let mhdResponse else { return .NO }
+        defer { MHD_destroy_response(mhdResponse) }
+        _ = MHD_add_response_header(mhdResponse, "Content-Type", response.contentType)
+        for (name, value) in response.headers { _ = MHD_add_response_header(mhdResponse, name, value) }
+        return MHD_queue_response(connection, UInt32(response.status), mhdResponse)
+    }
+
+    // MARK: - Sockets
+
+    private static func listeningSocket(host: String, port: Int) throws -> Int32 {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        guard inet_pton(AF_INET, host, &address.sin_addr) == 1 else {
+            throw HTTPServerError(message: "listen address \"\(host)\" is not an IPv4 address")
+        }
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw HTTPServerError(message: "socket() failed: \(String(cString: strerror(errno)))") }
+        var one: Int32 = 1
+        setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        let bound = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard bound == 0, listen(descriptor, 4_096) == 0 else {
+            let reason = String(cString: strerror(errno))
+            close(descriptor)
+            throw HTTPServerError(message: "cannot listen on \(host):\(port): \(reason)")
+        }
+        return descriptor
+    }
+
+    private static func boundPort(_ descriptor: Int32) -> Int {
+        var address = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+        }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
+
+/// The HTTP server could not start.
+public struct HTTPServerError: Error, Sendable, CustomStringConvertible {
+    public let message: String
+    public var description: String { message }
+}
+
+// @unchecked Sendable: the daemon pointer is only passed to libmicrohttpd calls that are safe from
+// any thread (quiesce, stop), and only once the server is started.
+private struct DaemonHandle: @unchecked Sendable {
+    let pointer: OpaquePointer
+}
+
+// @unchecked Sendable: a suspended connection is only resumed, once, from the task answering it;
+// MHD_resume_connection is safe from any thread with MHD_ALLOW_SUSPEND_RESUME.
+private struct ConnectionHandle: @unchecked Sendable {
+    let pointer: OpaquePointer
+}
+
+/// What one request accumulates across the library's calls: its body, then its answer.
+private final class RequestState: Sendable {
+    let body = Mutex<[UInt8]>([])
+    let tooLarge = Atomic<Bool>(false)
+    let dispatched = Atomic<Bool>(false)
+    let response = Mutex<HTTPResponse?>(nil)
+}
+
+/// The library calls this for every request, several times: first with headers only (we attach
+/// a `RequestState`), then with body chunks, then with no more data (we dispatch and suspend), and
+/// after a resume once more (we queue the answer).
+private func accessHandler(
+    _ context: UnsafeMutableRawPointer?, _ connection: OpaquePointer?, _ url: UnsafePointer<CChar>?,
+    _ method: UnsafePointer<CChar>?, _ version: UnsafePointer<CChar>?, _ uploadData: UnsafePointer<CChar>?,
+    _ uploadDataSize: UnsafeMutablePointer<Int>?, _ requestContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?
+) -> MHD_Result {
+    guard let context, let connection, let requestContext, let uploadDataSize else { return .NO }
+    let server = Unmanaged<HTTPServer>.fromOpaque(context).takeUnretainedValue()
+    guard let stored = requestContext.pointee else {
+        requestContext.pointee = Unmanaged.passRetained(RequestState()).toOpaque()
+        return .YES
+    }
+    let state = Unmanaged<RequestState>.fromOpaque(stored).takeUnretainedValue()
+    if let response = state.response.withLock({ $0 }) {
+        return HTTPServer.queue(response, on: connection)
+    }
+    if uploadDataSize.pointee > 0 {
+        let size = uploadDataSize.pointee
+        let limit = server.configuration.maximumBodyBytes
+        state.body.withLock { body in
+            if body.count + size > limit {
+                state.tooLarge.store(true, ordering: .relaxed)
+            } else if let uploadData {
+                body.append(contentsOf: UnsafeRawBufferPointer(start: uploadData, count: size))
+            }
+        }
+        uploadDataSize.pointee = 0
+        return .YES
+    }
+    guard !state.dispatched.exchange(true, ordering: .relaxed) else { return .YES }
+    if state.tooLarge.load(ordering: .relaxed) {
+        return HTTPServer.queue(.error(413, code: "body_too_large",
+                                       message: "the request body exceeds \(server.configuration.maximumBodyBytes) bytes"), on: connection)
+    }
+    let fullPath = url.map { String(cString: $0) } ?? "/"
+    let request = HTTPRequest(
+        method: method.map { String(cString: $0) } ?? "",
+        path: fullPath,
+        query: queryArguments(connection),
+        authorization: MHD_lookup_connection_value(connection, .HEADER_KIND, "Authorization").map { String(cString: $0) },
+        body: state.body.withLock { $0 })
+    return server.dispatch(request, state: state, connection: connection)
+}
+
+/// The decoded query arguments the library parsed (`user` is the only one used).
+private func queryArguments(_ connection: OpaquePointer) -> [String: String] {
+    var arguments: [String: String] = [:]
+    for name in ["user"] {
+        if let value = MHD_lookup_connection_value(connection, .GET_ARGUMENT_KIND, name) {
+            arguments[name] = String(cString: value)
+        }
+    }
+    return arguments
+}
+
+/// Releases a request's state when the library is done with the request.
+private func requestCompleted(
+    _ context: UnsafeMutableRawPointer?, _ connection: OpaquePointer?,
+    _ requestContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?, _ code: MHD_RequestTerminationCode
+) {
+    guard let requestContext, let stored = requestContext.pointee else { return }
+    Unmanaged<RequestState>.fromOpaque(stored).release()
+    requestContext.pointee = nil
+}
