@@ -62,8 +62,10 @@ public enum NodeCommand {
         switch subcommand {
         case "migrate":
             return await migrate(configuration, output: output)
-        case "serve", "flush", "inspect", "stats", "reconcile", "dead-letters":
-            printError("counter-node \(subcommand) is not built yet: the write path and the HTTP API come next (see docs/ARCHITECTURE.md). `counter-node migrate` works today.")
+        case "serve":
+            return await NodeServer.run(configuration, output: output)
+        case "flush", "inspect", "stats", "reconcile", "dead-letters":
+            printError("counter-node \(subcommand) is not built yet (operator commands come next); the admin API of `serve` answers /admin/flush, /admin/stats and /admin/posts/{post} today.")
             return .notBuilt
         default:
             printError("unknown subcommand \"\(subcommand)\"\n\n\(usage)")
@@ -96,7 +98,8 @@ public enum NodeCommand {
         Subcommands:
           migrate        create what is missing of the schema (posts.likes_count, likes, the
                          service's bookkeeping); safe to run again and on an app's database
-          serve          run the node (not built yet)
+          serve          run the node: HTTP API, write path, flusher; SIGTERM/SIGINT stop it
+                         after flushing everything to PostgreSQL (a second signal exits at once)
           flush, inspect, stats, reconcile, dead-letters
                          operator commands (not built yet)
 

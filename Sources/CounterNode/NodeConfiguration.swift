@@ -11,6 +11,16 @@ public struct NodeConfiguration: Sendable, Equatable {
     public var postgresPoolSize: Int = 4
     /// Shards, acknowledgement mode, memory and flush settings of the write path.
     public var writePath = WritePathConfiguration()
+    /// Address, port and limits of the HTTP server.
+    public var http = HTTPServerConfiguration()
+    /// Bearer tokens for the API and the admin API. Default: none (only allowed on loopback).
+    public var tokens = AccessTokens()
+    /// Whether `serve` runs `migrate` first. Defaults to `true`.
+    public var migrateOnStart: Bool = true
+    /// `serve` creates posts 1…N if they are missing, for trying the node out. Defaults to `0`.
+    public var demoPosts: Int = 0
+    /// Least important log level written: debug, info, warn, error. Defaults to `info`.
+    public var logLevel: LogLevel = .info
 
     public init() {}
 
@@ -66,6 +76,49 @@ public struct NodeConfiguration: Sendable, Equatable {
         integer("--flush-max-age-ms", "COUNTER_FLUSH_MAX_AGE_MS", "a change waits at most about this long, from when its post first became dirty (milliseconds)", 1...3_600_000,
                 get: { Int($0.writePath.flushMaxAge.components.seconds * 1_000 + $0.writePath.flushMaxAge.components.attoseconds / 1_000_000_000_000_000) },
                 set: { $0.writePath.flushMaxAge = .milliseconds($1) }),
+        Setting(flag: "--listen", environment: "COUNTER_LISTEN", summary: "HTTP address and port (IPv4), host:port",
+                defaultValue: { "\($0.http.host):\($0.http.port)" },
+                apply: { configuration, value in
+                    guard let colon = value.lastIndex(of: ":"), let port = Int(value[value.index(after: colon)...]),
+                          (0...65535).contains(port), !value[..<colon].isEmpty else { return "must be host:port, like 127.0.0.1:8080" }
+                    configuration.http.host = String(value[..<colon])
+                    configuration.http.port = port
+                    return nil
+                }),
+        Setting(flag: "--api-token", environment: "COUNTER_API_TOKEN", summary: "bearer token for /v1 and /metrics (required unless listening on loopback)",
+                defaultValue: { $0.tokens.api == nil ? "(none)" : "(set)" },
+                apply: { configuration, value in
+                    guard value.count >= 16 else { return "must be at least 16 characters" }
+                    configuration.tokens.api = value
+                    return nil
+                }),
+        Setting(flag: "--admin-token", environment: "COUNTER_ADMIN_TOKEN", summary: "bearer token for /admin and /metrics (required unless listening on loopback)",
+                defaultValue: { $0.tokens.admin == nil ? "(none)" : "(set)" },
+                apply: { configuration, value in
+                    guard value.count >= 16 else { return "must be at least 16 characters" }
+                    configuration.tokens.admin = value
+                    return nil
+                }),
+        integer("--max-connections", "COUNTER_MAX_CONNECTIONS", "open HTTP connections at most", 1...1_000_000,
+                get: { $0.http.maximumConnections }, set: { $0.http.maximumConnections = $1 }),
+        integer("--idle-timeout", "COUNTER_IDLE_TIMEOUT", "seconds an idle or slow HTTP connection is kept", 1...3_600,
+                get: { $0.http.idleTimeoutSeconds }, set: { $0.http.idleTimeoutSeconds = $1 }),
+        Setting(flag: "--migrate", environment: "COUNTER_MIGRATE", summary: "whether serve runs migrate first: true or false",
+                defaultValue: { String($0.migrateOnStart) },
+                apply: { configuration, value in
+                    guard let flag = Bool(value) else { return "must be true or false" }
+                    configuration.migrateOnStart = flag
+                    return nil
+                }),
+        integer("--demo-posts", "COUNTER_DEMO_POSTS", "serve creates posts 1..N if missing, for trying the node out", 0...1_000_000,
+                get: { $0.demoPosts }, set: { $0.demoPosts = $1 }),
+        Setting(flag: "--log-level", environment: "COUNTER_LOG_LEVEL", summary: "least important log level written: debug, info, warn, error",
+                defaultValue: { $0.logLevel.rawValue },
+                apply: { configuration, value in
+                    guard let level = LogLevel(rawValue: value) else { return "must be debug, info, warn or error" }
+                    configuration.logLevel = level
+                    return nil
+                }),
         Setting(flag: "--key-prefix", environment: "COUNTER_KEY_PREFIX", summary: "prefix of every Redis key (letters, digits, - and _)",
                 defaultValue: { $0.writePath.keyPrefix },
                 apply: { configuration, value in
@@ -138,6 +191,16 @@ public struct NodeConfiguration: Sendable, Equatable {
         return settings.map { setting in
             "  \(setting.flag) VALUE\n      env \(setting.environment), default \(setting.defaultValue(defaults))\n      \(setting.summary)"
         }.joined(separator: "\n")
+    }
+
+    /// Why this configuration must not be served, if it must not: a non-loopback address needs
+    /// both tokens.
+    public var servingRefusal: String? {
+        let loopback = http.host == "127.0.0.1" || http.host.hasPrefix("127.")
+        if !loopback && (tokens.api == nil || tokens.admin == nil) {
+            return "listening on \(http.host) (not loopback) needs --api-token and --admin-token"
+        }
+        return nil
     }
 
     /// The PostgreSQL pool configuration these settings describe.

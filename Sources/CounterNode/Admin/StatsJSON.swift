@@ -1,0 +1,58 @@
+/// `ShardStats` as the admin API's JSON: `{"shards":[…],"total":{…}}`.
+enum StatsJSON {
+    static func encode(_ shards: [ShardStats]) -> [UInt8] {
+        var writer = JSONWriter(capacity: 512 * (shards.count + 1))
+        writer.objectStart()
+        writer.key("shards")
+        writer.arrayStart()
+        for stats in shards { write(stats, into: &writer, shard: stats.shard) }
+        writer.arrayEnd()
+        writer.key("total")
+        write(total(shards), into: &writer, shard: nil)
+        writer.objectEnd()
+        return writer.bytes
+    }
+
+    /// All shards added up (ages and largest sizes are maxima).
+    static func total(_ shards: [ShardStats]) -> ShardStats {
+        var sum = ShardStats()
+        for stats in shards {
+            sum.cachedPosts += stats.cachedPosts
+            sum.operations += stats.operations
+            sum.groupCommits += stats.groupCommits
+            sum.groupCommittedChanges += stats.groupCommittedChanges
+            sum.largestGroupCommit = max(sum.largestGroupCommit, stats.largestGroupCommit)
+            sum.pendingChanges += stats.pendingChanges
+            sum.oldestPendingAgeSeconds = max(sum.oldestPendingAgeSeconds, stats.oldestPendingAgeSeconds)
+            sum.flushTransactions += stats.flushTransactions
+            sum.flushedEntries += stats.flushedEntries
+            sum.largestFlush = max(sum.largestFlush, stats.largestFlush)
+            sum.flushRetries += stats.flushRetries
+            sum.lastFlushError = sum.lastFlushError ?? stats.lastFlushError
+            sum.deadLetters += stats.deadLetters
+            sum.lostMemoryAcknowledgements += stats.lostMemoryAcknowledgements
+        }
+        return sum
+    }
+
+    private static func write(_ stats: ShardStats, into writer: inout JSONWriter, shard: Int?) {
+        writer.objectStart()
+        if let shard { writer.field("shard", shard) }
+        writer.field("cached_posts", stats.cachedPosts)
+        writer.field("operations", stats.operations)
+        writer.field("group_commits", stats.groupCommits)
+        writer.field("group_committed_changes", stats.groupCommittedChanges)
+        writer.field("average_group_commit", stats.averageGroupCommit)
+        writer.field("largest_group_commit", stats.largestGroupCommit)
+        writer.field("pending_changes", stats.pendingChanges)
+        writer.field("oldest_pending_age_seconds", stats.oldestPendingAgeSeconds)
+        writer.field("flush_transactions", stats.flushTransactions)
+        writer.field("flushed_entries", stats.flushedEntries)
+        writer.field("largest_flush", stats.largestFlush)
+        writer.field("flush_retries", stats.flushRetries)
+        if let error = stats.lastFlushError { writer.field("last_flush_error", error) } else { writer.nullField("last_flush_error") }
+        writer.field("dead_letters", stats.deadLetters)
+        writer.field("lost_memory_acknowledgements", stats.lostMemoryAcknowledgements)
+        writer.objectEnd()
+    }
+}

@@ -1,0 +1,253 @@
+import Foundation
+import Persistence
+import ShardRouter
+import Synchronization
+
+/// The HTTP API of SPEC.md on top of a `CounterService`: routes, auth, JSON, error mapping,
+/// metrics. Requests that need no I/O (health, routing and auth errors) are answered on the HTTP
+/// thread; the rest on tasks.
+public final class CounterAPI: HTTPHandler {
+    /// Most post ids one feed query may carry.
+    public static let maximumQueryPosts = 1_000
+
+    let service: CounterService
+    let tokens: AccessTokens
+    let metrics = HTTPMetrics()
+    let inspector: PostInspector
+    private let readiness: ReadinessProbe
+
+    public init(service: CounterService, tokens: AccessTokens, postgres: PostgresPool, redis: RedisConfiguration) {
+        self.service = service
+        self.tokens = tokens
+        let connection = RedisConnection(configuration: redis)
+        self.inspector = PostInspector(service: service, postgres: postgres, redis: connection,
+                                       layout: RedisKeyLayout(prefix: service.configuration.keyPrefix))
+        self.readiness = ReadinessProbe(postgres: postgres, redis: connection)
+    }
+
+    public func immediateResponse(to request: HTTPRequest) -> HTTPResponse? {
+        let started = ContinuousClock.now
+        let route = APIRoute.match(request.path)
+        guard let response = immediate(route, request) else { return nil }
+        record(route, response, since: started)
+        return response
+    }
+
+    public func handle(_ request: HTTPRequest) async -> HTTPResponse {
+        let started = ContinuousClock.now
+        let route = APIRoute.match(request.path)
+        let response = await answer(route, request)
+        record(route, response, since: started)
+        return response
+    }
+
+    private func record(_ route: APIRoute, _ response: HTTPResponse, since started: ContinuousClock.Instant) {
+        let elapsed = ContinuousClock.now - started
+        metrics.record(route: route.label, status: response.status,
+                       seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+    }
+
+    /// Answers that need no waiting: health, unknown routes, wrong methods, bad ids, auth.
+    private func immediate(_ route: APIRoute, _ request: HTTPRequest) -> HTTPResponse? {
+        if route == .notFound {
+            return .error(404, code: "not_found", message: "no route \(request.method) \(request.path)")
+        }
+        if let refusal = tokens.refusal(request.authorization, for: route.access) {
+            return .error(401, code: "unauthorized", message: refusal, headers: ["WWW-Authenticate": "Bearer"])
+        }
+        if case .invalidID(let what) = route {
+            return .error(400, code: "invalid_id", message: "\(what) is not a positive 64-bit integer")
+        }
+        guard route.allowedMethods.contains(request.method) else {
+            return .error(405, code: "method_not_allowed",
+                          message: "\(request.method) is not allowed on \(route.label); use \(route.allowedMethods.joined(separator: ", "))",
+                          headers: ["Allow": route.allowedMethods.joined(separator: ", ")])
+        }
+        if route == .healthz {
+            return HTTPResponse(status: 200, body: Array(#"{"status":"ok"}"#.utf8))
+        }
+        return nil
+    }
+
+    private func answer(_ route: APIRoute, _ request: HTTPRequest) async -> HTTPResponse {
+        do {
+            switch route {
+            case .toggle(let post, let user):
+                return Self.likeResponse(try await service.perform(.toggle, post: post, user: user))
+            case .like(let post, let user):
+                let operation: LikeOperation = request.method == "PUT" ? .like : request.method == "DELETE" ? .unlike : .read
+                return Self.likeResponse(try await service.perform(operation, post: post, user: user))
+            case .post(let post):
+                let state = try await service.perform(.count, post: post, user: 0)
+                var writer = JSONWriter()
+                writer.objectStart()
+                writer.field("post_id", state.postID)
+                writer.field("likes_count", state.likesCount)
+                writer.objectEnd()
+                return HTTPResponse(status: 200, body: writer.bytes)
+            case .query:
+                return try await feed(request.body)
+            case .readyz:
+                return await readiness.check()
+            case .metrics:
+                return await metricsResponse()
+            case .adminFlush:
+                try await service.flush()
+                let pending = await service.stats().reduce(0) { $0 + $1.pendingChanges }
+                var writer = JSONWriter()
+                writer.objectStart()
+                writer.field("flushed", true)
+                writer.field("pending_changes", pending)
+                writer.objectEnd()
+                return HTTPResponse(status: 200, body: writer.bytes)
+            case .adminStats:
+                return HTTPResponse(status: 200, body: StatsJSON.encode(await service.stats()))
+            case .adminInspect(let post):
+                let user: Int64?
+                if let text = request.query["user"] {
+                    guard let parsed = EntityID.parse(text) else {
+                        return .error(400, code: "invalid_id", message: "user id \"\(text)\" is not a positive 64-bit integer")
+                    }
+                    user = parsed
+                } else {
+                    user = nil
+                }
+                return HTTPResponse(status: 200, body: try await inspector.inspect(post: post, user: user).json)
+            case .healthz, .invalidID, .notFound:
+                return immediate(route, request) ?? .error(500, code: "internal", message: "unroutable request")
+            }
+        } catch let error as CounterError {
+            return Self.response(for: error)
+        } catch let error as RequestError {
+            return .error(400, code: error.code, message: error.message)
+        } catch {
+            return .error(503, code: "unavailable", message: "\(error)", retryAfterSeconds: 1)
+        }
+    }
+
+    static func likeResponse(_ state: LikeState) -> HTTPResponse {
+        var writer = JSONWriter()
+        writer.objectStart()
+        writer.field("post_id", state.postID)
+        writer.field("user_id", state.userID)
+        writer.field("is_liked", state.isLiked)
+        writer.field("likes_count", state.likesCount)
+        writer.objectEnd()
+        return HTTPResponse(status: 200, body: writer.bytes)
+    }
+
+    static func response(for error: CounterError) -> HTTPResponse {
+        switch error.code {
+        case .unknownPost: return .error(404, code: "post_not_found", message: error.message)
+        case .invalidArgument: return .error(400, code: "invalid_argument", message: error.message)
+        case .backlogFull: return .error(503, code: "backlog_full", message: error.message, retryAfterSeconds: error.retryAfterSeconds ?? 1)
+        case .shuttingDown: return .error(503, code: "shutting_down", message: error.message, retryAfterSeconds: 1)
+        default: return .error(503, code: "unavailable", message: error.message, retryAfterSeconds: error.retryAfterSeconds ?? 1)
+        }
+    }
+
+    /// `POST /v1/posts/query`: `{"post_ids":[…],"user_id":7}` → counts and the user's likes,
+    /// one batch per shard. Posts that do not exist are left out of the answer.
+    private func feed(_ body: [UInt8]) async throws -> HTTPResponse {
+        let query = try FeedQuery(body: body)
+        let results = await service.performMany(query.postIDs.map { (LikeOperation.read, $0, query.userID) })
+        var writer = JSONWriter(capacity: 64 * results.count + 16)
+        writer.objectStart()
+        writer.key("posts")
+        writer.arrayStart()
+        for result in results {
+            switch result {
+            case .success(let state):
+                writer.objectStart()
+                writer.field("post_id", state.postID)
+                writer.field("likes_count", state.likesCount)
+                writer.field("is_liked", state.isLiked)
+                writer.objectEnd()
+            case .failure(let error as CounterError) where error.code == .unknownPost:
+                continue
+            case .failure(let error):
+                throw error
+            }
+        }
+        writer.arrayEnd()
+        writer.objectEnd()
+        return HTTPResponse(status: 200, body: writer.bytes)
+    }
+
+    private func metricsResponse() async -> HTTPResponse {
+        var text = ""
+        metrics.render(into: &text)
+        MetricsText.renderShards(await service.stats(), into: &text)
+        return HTTPResponse(status: 200, contentType: "text/plain; version=0.0.4", body: Array(text.utf8))
+    }
+}
+
+/// A request body the API cannot use, with the error code and a message that says what is wrong.
+struct RequestError: Error {
+    let code: String
+    let message: String
+}
+
+/// The body of a feed query, validated.
+struct FeedQuery: Equatable {
+    let postIDs: [Int64]
+    let userID: Int64
+
+    init(body: [UInt8]) throws {
+        let value: JSONValue
+        do {
+            value = try JSONParser.parse(body)
+        } catch {
+            throw RequestError(code: "invalid_json", message: "the body is not valid JSON: \(error)")
+        }
+        guard case .object(let members) = value else {
+            throw RequestError(code: "invalid_body", message: #"expected an object {"post_ids":[…],"user_id":…}"#)
+        }
+        if let unknown = members.keys.first(where: { $0 != "post_ids" && $0 != "user_id" }) {
+            throw RequestError(code: "invalid_body", message: "unknown member \"\(unknown)\"")
+        }
+        guard case .array(let ids)? = members["post_ids"] else {
+            throw RequestError(code: "invalid_body", message: "post_ids must be an array of post ids")
+        }
+        guard !ids.isEmpty, ids.count <= CounterAPI.maximumQueryPosts else {
+            throw RequestError(code: "invalid_body", message: "post_ids must hold 1 to \(CounterAPI.maximumQueryPosts) ids, not \(ids.count)")
+        }
+        postIDs = try ids.enumerated().map { offset, id in
+            guard let value = id.int64, value > 0 else {
+                throw RequestError(code: "invalid_id", message: "post_ids[\(offset)] is not a positive 64-bit integer")
+            }
+            return value
+        }
+        guard let user = members["user_id"]?.int64, user > 0 else {
+            throw RequestError(code: "invalid_id", message: "user_id must be a positive 64-bit integer")
+        }
+        userID = user
+    }
+}
+
+/// `/readyz`: Redis and PostgreSQL both answer. Cached for a second so probes cost little.
+actor ReadinessProbe {
+    private let postgres: PostgresPool
+    private let redis: RedisConnection
+    private var last: (at: ContinuousClock.Instant, response: HTTPResponse)?
+
+    init(postgres: PostgresPool, redis: RedisConnection) {
+        self.postgres = postgres
+        self.redis = redis
+    }
+
+    func check() async -> HTTPResponse {
+        if let last, ContinuousClock.now - last.at < .seconds(1) { return last.response }
+        var problems: [String] = []
+        do { _ = try await redis.send(.ping()) } catch { problems.append("redis: \(error)") }
+        do { _ = try await postgres.query("SELECT 1") } catch { problems.append("postgres: \(error)") }
+        let response: HTTPResponse
+        if problems.isEmpty {
+            response = HTTPResponse(status: 200, body: Array(#"{"status":"ready"}"#.utf8))
+        } else {
+            response = .error(503, code: "not_ready", message: problems.joined(separator: "; "), retryAfterSeconds: 1)
+        }
+        last = (.now, response)
+        return response
+    }
+}

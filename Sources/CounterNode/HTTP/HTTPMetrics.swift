@@ -1,0 +1,55 @@
+import Synchronization
+
+/// Request counts by route and status, and latency histograms by route, for `/metrics`.
+final class HTTPMetrics: Sendable {
+    /// Upper bounds of the latency buckets, in seconds.
+    static let bucketBounds: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5]
+
+    private struct Histogram {
+        var buckets = [Int](repeating: 0, count: HTTPMetrics.bucketBounds.count)
+        var count = 0
+        var sum = 0.0
+    }
+
+    private struct State {
+        var requests: [String: [Int: Int]] = [:]
+        var latency: [String: Histogram] = [:]
+    }
+
+    private let state = Mutex(State())
+
+    func record(route: String, status: Int, seconds: Double) {
+        state.withLock { state in
+            state.requests[route, default: [:]][status, default: 0] += 1
+            var histogram = state.latency[route, default: Histogram()]
+            if let bucket = HTTPMetrics.bucketBounds.firstIndex(where: { seconds <= $0 }) { histogram.buckets[bucket] += 1 }
+            histogram.count += 1
+            histogram.sum += seconds
+            state.latency[route] = histogram
+        }
+    }
+
+    /// The Prometheus text exposition of what was recorded.
+    func render(into text: inout String) {
+        let snapshot = state.withLock { $0 }
+        text += "# HELP counter_http_requests_total HTTP requests answered, by route and status.\n"
+        text += "# TYPE counter_http_requests_total counter\n"
+        for (route, statuses) in snapshot.requests.sorted(by: { $0.key < $1.key }) {
+            for (status, count) in statuses.sorted(by: { $0.key < $1.key }) {
+                text += "counter_http_requests_total{route=\"\(route)\",status=\"\(status)\"} \(count)\n"
+            }
+        }
+        text += "# HELP counter_http_request_duration_seconds Time from a complete request to its answer, by route.\n"
+        text += "# TYPE counter_http_request_duration_seconds histogram\n"
+        for (route, histogram) in snapshot.latency.sorted(by: { $0.key < $1.key }) {
+            var cumulative = 0
+            for (bound, count) in zip(HTTPMetrics.bucketBounds, histogram.buckets) {
+                cumulative += count
+                text += "counter_http_request_duration_seconds_bucket{route=\"\(route)\",le=\"\(bound)\"} \(cumulative)\n"
+            }
+            text += "counter_http_request_duration_seconds_bucket{route=\"\(route)\",le=\"+Inf\"} \(histogram.count)\n"
+            text += "counter_http_request_duration_seconds_sum{route=\"\(route)\"} \(histogram.sum)\n"
+            text += "counter_http_request_duration_seconds_count{route=\"\(route)\"} \(histogram.count)\n"
+        }
+    }
+}

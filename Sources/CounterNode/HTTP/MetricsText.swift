@@ -1,0 +1,21 @@
+/// The write path's figures in Prometheus text format.
+enum MetricsText {
+    static func renderShards(_ shards: [ShardStats], into text: inout String) {
+        func family(_ name: String, _ type: String, _ help: String, _ value: (ShardStats) -> String) {
+            text += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
+            for stats in shards { text += "\(name){shard=\"\(stats.shard)\"} \(value(stats))\n" }
+        }
+        family("counter_operations_total", "counter", "Operations the shard answered.") { "\($0.operations)" }
+        family("counter_group_commits_total", "counter", "Redis write round trips (group commits).") { "\($0.groupCommits)" }
+        family("counter_group_committed_changes_total", "counter", "Changes carried by group commits.") { "\($0.groupCommittedChanges)" }
+        family("counter_group_commit_largest", "gauge", "Largest group commit so far, in changes.") { "\($0.largestGroupCommit)" }
+        family("counter_backlog_changes", "gauge", "Changes in Redis not yet in PostgreSQL.") { "\($0.pendingChanges)" }
+        family("counter_backlog_oldest_age_seconds", "gauge", "How long the oldest waiting change has waited.") { "\($0.oldestPendingAgeSeconds)" }
+        family("counter_flush_transactions_total", "counter", "Flush transactions committed.") { "\($0.flushTransactions)" }
+        family("counter_flushed_entries_total", "counter", "Log entries covered by committed flushes.") { "\($0.flushedEntries)" }
+        family("counter_flush_largest", "gauge", "Largest flush so far, in changes.") { "\($0.largestFlush)" }
+        family("counter_flush_retries_total", "counter", "Flush attempts that failed (PostgreSQL or Redis errors) and were retried.") { "\($0.flushRetries)" }
+        family("counter_dead_letters_total", "counter", "Changes moved to the dead-letter stream.") { "\($0.deadLetters)" }
+        family("counter_cached_posts", "gauge", "Posts held in shard memory.") { "\($0.cachedPosts)" }
+    }
+}
