@@ -98,5 +98,6 @@ func spawnAndWait(_ arguments: [String], environment: [String]) throws -> Int32 
 
 public struct PrivateServersError: Error, CustomStringConvertible {
     public let message: String
+    public init(message: String) { self.message = message }
     public var description: String { message }
 }

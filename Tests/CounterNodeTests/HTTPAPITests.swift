@@ -1,0 +1,200 @@
+@testable import CounterNode
+import Foundation
+import Persistence
+import Testing
+import TestSupport
+
+@Suite("HTTP API over real sockets")
+struct HTTPAPITests {
+    @Test("every endpoint answers with the documented JSON")
+    func endpoints() async throws {
+        let http = try await HTTPHarness.start()
+        let post = http.posts[0]
+        let toggled = try await http.send("POST", "/v1/posts/\(post)/likes/7/toggle")
+        #expect(toggled.status == 200)
+        #expect(toggled.text == #"{"post_id":\#(post),"user_id":7,"is_liked":true,"likes_count":1}"#)
+        #expect(toggled.headers["content-type"] == "application/json")
+        #expect(try await http.send("PUT", "/v1/posts/\(post)/likes/8").text == #"{"post_id":\#(post),"user_id":8,"is_liked":true,"likes_count":2}"#)
+        #expect(try await http.send("PUT", "/v1/posts/\(post)/likes/8").text == #"{"post_id":\#(post),"user_id":8,"is_liked":true,"likes_count":2}"#)
+        #expect(try await http.send("DELETE", "/v1/posts/\(post)/likes/7").text == #"{"post_id":\#(post),"user_id":7,"is_liked":false,"likes_count":1}"#)
+        #expect(try await http.send("GET", "/v1/posts/\(post)/likes/8").text == #"{"post_id":\#(post),"user_id":8,"is_liked":true,"likes_count":1}"#)
+        #expect(try await http.send("GET", "/v1/posts/\(post)").text == #"{"post_id":\#(post),"likes_count":1}"#)
+        let feed = try await http.send("POST", "/v1/posts/query", body: #"{"post_ids":[\#(http.posts[1]),\#(post)],"user_id":8}"#)
+        #expect(feed.status == 200)
+        #expect(feed.text == #"{"posts":[{"post_id":\#(http.posts[1]),"likes_count":0,"is_liked":false},{"post_id":\#(post),"likes_count":1,"is_liked":true}]}"#)
+        #expect(try await http.send("GET", "/healthz", token: nil).text == #"{"status":"ok"}"#)
+        #expect(try await http.send("GET", "/readyz", token: nil).status == 200)
+
+        let flushed = try await http.send("POST", "/admin/flush", token: HTTPHarness.adminToken)
+        #expect(flushed.text == #"{"flushed":true,"pending_changes":0}"#)
+        #expect(try await http.writePath.postgresCounts()[post]?.count == 1)
+        let stats = try await http.send("GET", "/admin/stats", token: HTTPHarness.adminToken)
+        #expect(stats.status == 200)
+        #expect(stats.text.contains(#""total":{"#) && stats.text.contains(#""pending_changes":0"#))
+        let inspect = try await http.send("GET", "/admin/posts/\(post)?user=8", token: HTTPHarness.adminToken)
+        #expect(inspect.text.contains(#""verdict":"agree""#))
+        #expect(inspect.text.contains(#""postgres":{"exists":true,"likes_count":1,"likes_rows":1,"is_liked":true}"#))
+
+        let metrics = try await http.send("GET", "/metrics")
+        #expect(metrics.status == 200)
+        #expect(metrics.headers["content-type"]?.hasPrefix("text/plain") == true)
+        #expect(metrics.text.contains(#"counter_http_requests_total{route="/v1/posts/{post}/likes/{user}/toggle",status="200"} 1"#))
+        #expect(metrics.text.contains("counter_http_request_duration_seconds_bucket"))
+        #expect(metrics.text.contains("counter_backlog_changes{shard=\"0\"}"))
+        await http.stop()
+    }
+
+    /// (method, path, token, body, status, error code)
+    static let badRequests: [(String, String, String?, String?, Int, String)] = [
+        ("POST", "/v1/posts/0/likes/7/toggle", HTTPHarness.apiToken, nil, 400, "invalid_id"),
+        ("POST", "/v1/posts/-1/likes/7/toggle", HTTPHarness.apiToken, nil, 400, "invalid_id"),
+        ("POST", "/v1/posts/abc/likes/7/toggle", HTTPHarness.apiToken, nil, 400, "invalid_id"),
+        ("POST", "/v1/posts/99999999999999999999/likes/7/toggle", HTTPHarness.apiToken, nil, 400, "invalid_id"),
+        ("PUT", "/v1/posts/POST/likes/0", HTTPHarness.apiToken, nil, 400, "invalid_id"),
+        ("GET", "/v1/posts/+5", HTTPHarness.apiToken, nil, 400, "invalid_id"),
+        ("GET", "/v1/nothing", HTTPHarness.apiToken, nil, 404, "not_found"),
+        ("GET", "/", nil, nil, 404, "not_found"),
+        ("PATCH", "/v1/posts/POST/likes/7", HTTPHarness.apiToken, nil, 405, "method_not_allowed"),
+        ("GET", "/v1/posts/POST/likes/7/toggle", HTTPHarness.apiToken, nil, 405, "method_not_allowed"),
+        ("POST", "/healthz", nil, nil, 405, "method_not_allowed"),
+        ("POST", "/v1/posts/POST/likes/7/toggle", nil, nil, 401, "unauthorized"),
+        ("POST", "/v1/posts/POST/likes/7/toggle", "wrong-token-wrong-token", nil, 401, "unauthorized"),
+        ("POST", "/admin/flush", HTTPHarness.apiToken, nil, 401, "unauthorized"),
+        ("GET", "/metrics", nil, nil, 401, "unauthorized"),
+        ("POST", "/v1/posts/999999999999999/likes/7/toggle", HTTPHarness.apiToken, nil, 404, "post_not_found"),
+        ("GET", "/v1/posts/999999999999999", HTTPHarness.apiToken, nil, 404, "post_not_found"),
+        ("POST", "/v1/posts/query", HTTPHarness.apiToken, "{not json", 400, "invalid_json"),
+        ("POST", "/v1/posts/query", HTTPHarness.apiToken, "", 400, "invalid_json"),
+        ("POST", "/v1/posts/query", HTTPHarness.apiToken, #"{"post_ids":[],"user_id":7}"#, 400, "invalid_body"),
+        ("POST", "/v1/posts/query", HTTPHarness.apiToken, #"{"post_ids":[1],"user_id":0}"#, 400, "invalid_id"),
+        ("POST", "/v1/posts/query", HTTPHarness.apiToken, #"{"post_ids":[1.5],"user_id":7}"#, 400, "invalid_id"),
+        ("POST", "/v1/posts/query", HTTPHarness.apiToken, #"{"post_ids":[99999999999999999999],"user_id":7}"#, 400, "invalid_id"),
+        ("POST", "/v1/posts/query", HTTPHarness.apiToken, #"{"post_ids":"1","user_id":7}"#, 400, "invalid_body"),
+        ("POST", "/v1/posts/query", HTTPHarness.apiToken, #"{"post_ids":[1],"user_id":7,"extra":1}"#, 400, "invalid_body"),
+        ("POST", "/v1/posts/query", HTTPHarness.apiToken, "[" + String(repeating: "[", count: 100) + "]", 400, "invalid_json"),
+        ("POST", "/v1/posts/query", HTTPHarness.apiToken, #"{"post_ids":[\#((1...1001).map(String.init).joined(separator: ","))],"user_id":7}"#, 400, "invalid_body"),
+        ("GET", "/admin/posts/POST?user=abc", HTTPHarness.adminToken, nil, 400, "invalid_id"),
+    ]
+
+    @Test("bad requests get their documented status and JSON error, change nothing, and the node keeps serving")
+    func badRequests() async throws {
+        let http = try await HTTPHarness.start()
+        let post = http.posts[0]
+        _ = try await http.send("PUT", "/v1/posts/\(post)/likes/1")
+        for (method, path, token, body, status, code) in Self.badRequests {
+            let response = try await http.send(method, path.replacingOccurrences(of: "POST/", with: "\(post)/")
+                .replacingOccurrences(of: "posts/POST", with: "posts/\(post)"), token: token, body: body)
+            #expect(response.status == status, "\(method) \(path)")
+            #expect(response.text.hasPrefix(#"{"error":{"code":"\#(code)","message":""#), "\(method) \(path): \(response.text)")
+            if status == 405 { #expect(response.headers["allow"] != nil) }
+            if status == 401 { #expect(response.headers["www-authenticate"] == "Bearer") }
+        }
+        // Nothing changed: one like, by user 1, on the post.
+        #expect(try await http.send("GET", "/v1/posts/\(post)").text == #"{"post_id":\#(post),"likes_count":1}"#)
+        #expect(try await http.writePath.redisCount(post) == 1)
+        await http.stop()
+    }
+
+    @Test("oversized headers and bodies are refused; malformed request lines are answered by the HTTP library; the node keeps serving")
+    func malformedTraffic() async throws {
+        let http = try await HTTPHarness.start()
+        let bigBody = #"{"post_ids":[1],"user_id":7,"pad":""# + String(repeating: "x", count: 70_000) + #""}"#
+        let tooLarge = try await http.send("POST", "/v1/posts/query", body: bigBody)
+        #expect(tooLarge.status == 413)
+        #expect(tooLarge.text.hasPrefix(#"{"error":{"code":"body_too_large""#))
+        let bigHeader = RawHTTPClient.request("GET", "/healthz", headers: ["X-Padding": String(repeating: "a", count: 40_000)])
+        #expect(try await RawHTTPClient.exchange(port: http.port, chunks: [bigHeader], responses: 1).first?.status == 431)
+        let noVersion = Array("GET /healthz\r\n\r\n".utf8)
+        #expect(try await RawHTTPClient.exchange(port: http.port, chunks: [noVersion], responses: 1).first?.status == 400)
+        let badHeader = Array("GET /healthz HTTP/1.1\r\nHost: x\r\nnot a header\r\n\r\n".utf8)
+        #expect(try await RawHTTPClient.exchange(port: http.port, chunks: [badHeader], responses: 1).first?.status == 400)
+        let badVersion = Array("GET /healthz HTTP/7.0\r\nHost: x\r\n\r\n".utf8)
+        #expect(try await RawHTTPClient.exchange(port: http.port, chunks: [badVersion], responses: 1).first?.status == 505)
+        // A line that is not a request at all: the library closes the connection without an answer.
+        #expect(try await RawHTTPClient.exchange(port: http.port, chunks: [Array("GARBAGE\r\n\r\n".utf8)], responses: 1).isEmpty)
+        #expect(try await http.send("GET", "/healthz", token: nil).status == 200)
+        await http.stop()
+    }
+
+    @Test("keep-alive pipelined requests split at every byte boundary get the same answers")
+    func splitAtEveryByte() async throws {
+        let http = try await HTTPHarness.start()
+        let post = http.posts[0]
+        let token = HTTPHarness.apiToken
+        let requests = RawHTTPClient.request("PUT", "/v1/posts/\(post)/likes/3", token: token)
+            + RawHTTPClient.request("GET", "/v1/posts/\(post)", token: token)
+            + RawHTTPClient.request("POST", "/v1/posts/query", token: token, body: #"{"post_ids":[\#(post)],"user_id":3}"#)
+            + RawHTTPClient.request("GET", "/healthz")
+        let reference = try await RawHTTPClient.exchange(port: http.port, chunks: [requests], responses: 4)
+        #expect(reference.map(\.status) == [200, 200, 200, 200])
+        #expect(reference[2].text == #"{"posts":[{"post_id":\#(post),"likes_count":1,"is_liked":true}]}"#)
+        for split in 1..<requests.count {
+            let answers = try await RawHTTPClient.exchange(port: http.port, chunks: [Array(requests[..<split]), Array(requests[split...])],
+                                                           responses: 4, pause: .milliseconds(1))
+            #expect(answers == reference, "split at byte \(split)")
+        }
+        // Byte by byte, and in random pieces.
+        let byteByByte = try await RawHTTPClient.exchange(port: http.port, chunks: requests.map { [$0] }, responses: 4)
+        #expect(byteByByte == reference)
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<20 {
+            var chunks: [[UInt8]] = []
+            var start = 0
+            while start < requests.count {
+                let end = min(requests.count, start + Int.random(in: 1...40, using: &generator))
+                chunks.append(Array(requests[start..<end]))
+                start = end
+            }
+            #expect(try await RawHTTPClient.exchange(port: http.port, chunks: chunks, responses: 4, pause: .microseconds(200)) == reference)
+        }
+        await http.stop()
+    }
+
+    @Test("concurrent toggles over HTTP on one post stay consistent with PostgreSQL")
+    func concurrentOverHTTP() async throws {
+        let http = try await HTTPHarness.start()
+        let post = http.posts[0]
+        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+            for user in 1...200 { group.addTask { try await http.send("PUT", "/v1/posts/\(post)/likes/\(user)").status } }
+            return try await group.reduce(into: [Int]()) { $0.append($1) }
+        }
+        #expect(statuses.allSatisfy { $0 == 200 })
+        #expect(try await http.send("POST", "/admin/flush", token: HTTPHarness.adminToken).status == 200)
+        let counts = try await http.writePath.postgresCounts()
+        #expect(counts[post]?.count == 200 && counts[post]?.rows == 200)
+        await http.stop()
+    }
+}
+
+@Suite("HTTP pieces (pure)")
+struct HTTPPieceTests {
+    @Test("ids: positive 64-bit decimal integers only", arguments: [
+        ("1", Int64(1)), ("9223372036854775807", Int64.max), ("007", Int64(7)),
+        ("0", nil), ("-1", nil), ("+1", nil), ("abc", nil), ("", nil), ("9223372036854775808", nil),
+        ("99999999999999999999", nil), ("1.0", nil), (" 1", nil),
+    ] as [(String, Int64?)])
+    func ids(text: String, expected: Int64?) {
+        #expect(EntityID.parse(text) == expected)
+    }
+
+    @Test("the JSON parser takes what RFC 8259 allows and refuses the rest")
+    func jsonParser() throws {
+        #expect(try JSONParser.parse(Array(#" {"a":[1,-2,3.5e1,true,false,null,"x\"\u0041"]} "#.utf8))
+                == .object(["a": .array([.number("1"), .number("-2"), .number("3.5e1"), .bool(true), .bool(false), .null, .string("x\"A")])]))
+        for bad in ["", "{", "[1,]", "{\"a\":1,}", "01", "1.", "tru", "\"a", "{\"a\" 1}", "[1] 2", "{\"a\":1,\"a\":2}", "\"\u{01}\""] {
+            #expect(throws: JSONParser.Failure.self, "\(bad)") { try JSONParser.parse(Array(bad.utf8)) }
+        }
+    }
+
+    @Test("token comparison does not depend on where tokens differ")
+    func tokens() {
+        let tokens = AccessTokens(api: "api-token-0123456789", admin: "admin-token-0123456789")
+        #expect(tokens.refusal("Bearer api-token-0123456789", for: .api) == nil)
+        #expect(tokens.refusal("Bearer admin-token-0123456789", for: .api) == nil)
+        #expect(tokens.refusal("Bearer api-token-0123456789", for: .admin) != nil)
+        #expect(tokens.refusal("Bearer api-token-012345678", for: .api) != nil)
+        #expect(tokens.refusal("Basic abc", for: .api) != nil)
+        #expect(tokens.refusal(nil, for: .open) == nil)
+        #expect(AccessTokens().refusal(nil, for: .api) == nil)
+    }
+}

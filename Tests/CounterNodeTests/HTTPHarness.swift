@@ -1,0 +1,38 @@
+import CounterNode
+import Persistence
+import TestSupport
+
+/// A node's HTTP API on a free port over a write path on the test servers.
+struct HTTPHarness {
+    static let apiToken = "test-api-token-0123456789"
+    static let adminToken = "test-admin-token-0123456789"
+
+    let writePath: WritePathHarness
+    let server: HTTPServer
+    var port: Int { server.port }
+    var posts: [Int64] { writePath.posts }
+
+    static func start(posts: Int = 3, configure: (inout HTTPServerConfiguration) -> Void = { _ in }) async throws -> HTTPHarness {
+        let writePath = try await WritePathHarness.start(posts: posts)
+        var configuration = HTTPServerConfiguration()
+        configuration.port = 0
+        configure(&configuration)
+        let api = CounterAPI(service: writePath.service, tokens: AccessTokens(api: apiToken, admin: adminToken),
+                             postgres: writePath.pool, redis: writePath.redis.configuration)
+        let server = HTTPServer(configuration: configuration, handler: api)
+        try server.start()
+        return HTTPHarness(writePath: writePath, server: server)
+    }
+
+    /// Sends one request on its own connection and returns the response.
+    func send(_ method: String, _ path: String, token: String? = HTTPHarness.apiToken, body: String? = nil) async throws -> RawHTTPResponse {
+        let responses = try await RawHTTPClient.exchange(port: port, chunks: [RawHTTPClient.request(method, path, token: token, body: body)], responses: 1)
+        guard let response = responses.first else { throw PrivateServersError(message: "no response to \(method) \(path)") }
+        return response
+    }
+
+    func stop() async {
+        await server.stop()
+        await writePath.stop()
+    }
+}
