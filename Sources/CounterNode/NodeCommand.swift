@@ -25,8 +25,9 @@ public enum NodeCommand {
         }
 
         /// The process's standard output and standard error.
+        /// (Written unbuffered: a supervisor reading a pipe sees each line at once.)
         public static let console = Output(
-            standard: { print($0) },
+            standard: { FileHandle.standardOutput.write(Data(($0 + "\n").utf8)) },
             error: { FileHandle.standardError.write(Data("counter-node: \($0)\n".utf8)) })
     }
 

@@ -55,6 +55,10 @@ public final class ChildProcess: Sendable {
             }
             if !complete.isEmpty { lines.withLock { $0.append(contentsOf: complete) } }
         }
+        if !pending.isEmpty {
+            let last = String(decoding: pending, as: UTF8.self)
+            lines.withLock { $0.append(last) }
+        }
         close(descriptor)
         finishedReading.store(true, ordering: .releasing)
     }

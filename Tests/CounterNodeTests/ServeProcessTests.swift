@@ -1,0 +1,74 @@
+import Foundation
+import Persistence
+import Testing
+import TestSupport
+
+@Suite("counter-node serve as a process")
+struct ServeProcessTests {
+    /// Runs curl and returns its output (the response body followed by the status code).
+    static func curl(_ arguments: [String]) async throws -> (body: String, status: Int) {
+        let process = try ChildProcess(["/usr/bin/curl", "-s", "-w", "\n%{http_code}"] + arguments)
+        _ = try await process.waitForExit()
+        let lines = process.output
+        return (lines.dropLast().joined(separator: "\n"), Int(lines.last ?? "") ?? 0)
+    }
+
+    @Test("serve, driven with curl, then SIGTERM: it answers, exits 0, and every acknowledged change is in PostgreSQL")
+    func serveThenTerminate() async throws {
+        let pool = try await TestEnvironment.migratedPool()
+        let posts = try await TestEnvironment.createPosts(2, in: pool)
+        let prefix = TestEnvironment.uniqueKeyPrefix("serve").replacingOccurrences(of: ":", with: "-")
+        let port = try freePort()
+        let node = try ChildProcess([ChildProcess.builtProduct("counter-node"), "serve",
+                                     "--listen", "127.0.0.1:\(port)", "--postgres-url", TestEnvironment.postgresURL,
+                                     "--redis-url", TestEnvironment.redisURL, "--key-prefix", prefix,
+                                     "--api-token", "serve-test-token-0123456789", "--admin-token", "serve-admin-token-0123456789",
+                                     // Nothing flushes on its own during the test: only the shutdown does.
+                                     "--flush-interval-ms", "3600000", "--flush-max-age-ms", "3600000", "--flush-batch-size", "1000000"])
+        #expect(try await node.waitForOutput(timeout: .seconds(30)) { $0.contains { $0.hasPrefix("counter-node listening on") } })
+        let base = "http://127.0.0.1:\(port)"
+        let auth = ["-H", "Authorization: Bearer serve-test-token-0123456789"]
+        #expect(try await Self.curl(["\(base)/healthz"]) == (#"{"status":"ok"}"#, 200))
+        #expect(try await Self.curl(["-X", "POST", "\(base)/v1/posts/\(posts[0])/likes/1/toggle"]).status == 401)
+        var acknowledged: Set<Int64> = []
+        for user: Int64 in 1...20 {
+            let (body, status) = try await Self.curl(["-X", "PUT"] + auth + ["\(base)/v1/posts/\(posts[user % 2 == 0 ? 0 : 1])/likes/\(user)"])
+            #expect(status == 200)
+            #expect(body.contains(#""is_liked":true"#))
+            acknowledged.insert(user)
+        }
+        let (toggled, _) = try await Self.curl(["-X", "POST"] + auth + ["\(base)/v1/posts/\(posts[0])/likes/2/toggle"])
+        #expect(toggled.contains(#""is_liked":false"#))
+        acknowledged.remove(2)
+        let before = try await pool.query("SELECT count(*) FROM likes WHERE post_id = ANY($1::bigint[])", [.int64Array(posts)])
+        #expect(try before.first?.int64(0) == 0, "nothing should be flushed before the shutdown")
+
+        node.kill(SIGTERM)
+        #expect(try await node.waitForExit() == 0)
+        let rows = try await pool.query("SELECT user_id FROM likes WHERE post_id = ANY($1::bigint[])", [.int64Array(posts)])
+        #expect(Set(try rows.map { try $0.int64(0) }) == acknowledged)
+        let counts = try await pool.query("SELECT sum(likes_count) FROM posts WHERE id = ANY($1::bigint[])", [.int64Array(posts)])
+        #expect(try counts.first?.int64(0) == Int64(acknowledged.count))
+        await pool.close()
+    }
+
+    @Test("serve refuses a non-loopback address without tokens, before touching anything")
+    func refusesOpenAddress() async throws {
+        let node = try ChildProcess([ChildProcess.builtProduct("counter-node"), "serve", "--listen", "0.0.0.0:0",
+                                     "--postgres-url", "postgresql://nobody@127.0.0.1:1/none"])
+        #expect(try await node.waitForExit() == 2)
+    }
+
+    private func freePort() throws -> Int {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(descriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0 }
+        }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
