@@ -10,6 +10,10 @@ enum APIRoute: Equatable {
     case adminFlush
     case adminStats
     case adminInspect(post: Int64)
+    case adminReconcile
+    case adminDeadLetters
+    case adminDeadLettersReplay
+    case adminDeadLettersDrop
     /// The path has a route's shape but an id in it is not a positive 64-bit integer.
     case invalidID(String)
     case notFound
@@ -18,8 +22,8 @@ enum APIRoute: Equatable {
     var allowedMethods: [String] {
         switch self {
         case .like: return ["GET", "PUT", "DELETE"]
-        case .toggle, .query, .adminFlush: return ["POST"]
-        case .post, .healthz, .readyz, .metrics, .adminStats, .adminInspect: return ["GET"]
+        case .toggle, .query, .adminFlush, .adminReconcile, .adminDeadLettersReplay, .adminDeadLettersDrop: return ["POST"]
+        case .post, .healthz, .readyz, .metrics, .adminStats, .adminInspect, .adminDeadLetters: return ["GET"]
         case .invalidID, .notFound: return []
         }
     }
@@ -37,6 +41,10 @@ enum APIRoute: Equatable {
         case .adminFlush: return "/admin/flush"
         case .adminStats: return "/admin/stats"
         case .adminInspect: return "/admin/posts/{post}"
+        case .adminReconcile: return "/admin/reconcile"
+        case .adminDeadLetters: return "/admin/dead-letters"
+        case .adminDeadLettersReplay: return "/admin/dead-letters/replay"
+        case .adminDeadLettersDrop: return "/admin/dead-letters/drop"
         case .invalidID: return "invalid"
         case .notFound: return "unknown"
         }
@@ -49,7 +57,8 @@ enum APIRoute: Equatable {
         switch self {
         case .healthz, .readyz, .notFound: return .open
         case .like, .toggle, .post, .query, .invalidID: return .api
-        case .adminFlush, .adminStats, .adminInspect: return .admin
+        case .adminFlush, .adminStats, .adminInspect, .adminReconcile, .adminDeadLetters, .adminDeadLettersReplay,
+             .adminDeadLettersDrop: return .admin
         case .metrics: return .any
         }
     }
@@ -70,6 +79,14 @@ enum APIRoute: Equatable {
             switch parts[1] {
             case "flush": return .adminFlush
             case "stats": return .adminStats
+            case "reconcile": return .adminReconcile
+            case "dead-letters": return .adminDeadLetters
+            default: return .notFound
+            }
+        case 3 where parts[0] == "admin" && parts[1] == "dead-letters":
+            switch parts[2] {
+            case "replay": return .adminDeadLettersReplay
+            case "drop": return .adminDeadLettersDrop
             default: return .notFound
             }
         case 3 where parts[0] == "admin" && parts[1] == "posts":

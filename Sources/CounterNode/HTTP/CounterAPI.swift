@@ -14,6 +14,8 @@ public final class CounterAPI: HTTPHandler {
     let tokens: AccessTokens
     let metrics = HTTPMetrics()
     let inspector: PostInspector
+    let reconciler: Reconciler
+    let deadLetters: DeadLetters
     private let readiness: ReadinessProbe
 
     public init(service: CounterService, tokens: AccessTokens, postgres: PostgresPool, redis: RedisConfiguration) {
@@ -23,6 +25,9 @@ public final class CounterAPI: HTTPHandler {
         self.inspector = PostInspector(service: service, postgres: postgres, redis: connection,
                                        layout: RedisKeyLayout(prefix: service.configuration.keyPrefix))
         self.readiness = ReadinessProbe(postgres: postgres, redis: connection)
+        self.reconciler = Reconciler(postgres: postgres)
+        self.deadLetters = DeadLetters(service: service, redis: connection,
+                                       layout: RedisKeyLayout(prefix: service.configuration.keyPrefix))
     }
 
     public func immediateResponse(to request: HTTPRequest) -> HTTPResponse? {
@@ -113,6 +118,15 @@ public final class CounterAPI: HTTPHandler {
                     user = nil
                 }
                 return HTTPResponse(status: 200, body: try await inspector.inspect(post: post, user: user).json)
+            case .adminReconcile:
+                return try await AdminAnswers.reconcile(request.body, reconciler)
+            case .adminDeadLetters:
+                let count = request.query["count"].flatMap { Int($0) } ?? 100
+                return AdminAnswers.letters(try await deadLetters.list(count: count))
+            case .adminDeadLettersReplay:
+                return try await AdminAnswers.replay(request.body, deadLetters)
+            case .adminDeadLettersDrop:
+                return try await AdminAnswers.drop(request.body, deadLetters)
             case .healthz, .invalidID, .notFound:
                 return immediate(route, request) ?? .error(500, code: "internal", message: "unroutable request")
             }

@@ -232,10 +232,10 @@ private func accessHandler(
     return server.dispatch(request, state: state, connection: connection)
 }
 
-/// The decoded query arguments the library parsed (`user` is the only one used).
+/// The decoded query arguments the library parsed, for the names the API uses.
 private func queryArguments(_ connection: OpaquePointer) -> [String: String] {
     var arguments: [String: String] = [:]
-    for name in ["user"] {
+    for name in ["user", "count"] {
         if let value = MHD_lookup_connection_value(connection, .GET_ARGUMENT_KIND, name) {
             arguments[name] = String(cString: value)
         }

@@ -123,6 +123,12 @@ public final class CounterService: Sendable {
         return result
     }
 
+    /// Forgets that `posts` were found missing, so the next operation asks PostgreSQL again
+    /// (for an operator who has just restored them).
+    public func recheckExistence(of posts: [Int64]) async {
+        for post in posts { await shards[shardMap.shard(forPost: post)].recheckExistence(of: [post]) }
+    }
+
     /// The count the owning shard holds in memory for `postID`, if it holds the post.
     public func cachedCount(of postID: Int64) async -> Int64? {
         await shards[shardMap.shard(forPost: postID)].cachedCount(of: postID)

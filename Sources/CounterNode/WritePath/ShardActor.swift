@@ -106,6 +106,11 @@ actor ShardActor {
         }
     }
 
+    /// Drops the memory that posts do not exist, so the next touch asks PostgreSQL again.
+    func recheckExistence(of posts: [Int64]) {
+        for post in posts { unknownPosts[post] = nil }
+    }
+
     /// The count this shard holds in memory for `postID`, if it holds the post.
     func cachedCount(of postID: Int64) -> Int64? {
         counts.peek(postID)

@@ -1,0 +1,66 @@
+import Persistence
+
+/// The dead-letter stream for operators: list, replay (apply again through the write path, then
+/// remove), drop.
+struct DeadLetters: Sendable {
+    struct Letter: Sendable, Equatable {
+        let id: StreamEntryID
+        let fields: [String: String]
+
+        var change: LikeChange? {
+            guard let user = fields["u"].flatMap({ Int64($0) }), let post = fields["p"].flatMap({ Int64($0) }),
+                  let liked = fields["l"] else { return nil }
+            return LikeChange(userID: user, postID: post, liked: liked == "1")
+        }
+    }
+
+    struct ReplayOutcome: Sendable, Equatable {
+        var replayed: [StreamEntryID] = []
+        /// Letters that failed again, with why; they stay in the stream.
+        var failed: [(StreamEntryID, String)] = []
+
+        static func == (lhs: ReplayOutcome, rhs: ReplayOutcome) -> Bool {
+            lhs.replayed == rhs.replayed && lhs.failed.map(\.0) == rhs.failed.map(\.0)
+        }
+    }
+
+    let service: CounterService
+    let redis: RedisConnection
+    let layout: RedisKeyLayout
+
+    func list(count: Int) async throws -> [Letter] {
+        let entries = try await redis.send(.xrange(layout.deadLetters, count: min(max(count, 1), 10_000))).streamEntries()
+        return entries.map { entry in
+            Letter(id: entry.id, fields: entry.fields.mapValues { String(decoding: $0, as: UTF8.self) })
+        }
+    }
+
+    /// Applies the letters `ids` (or all, up to 10,000) again as likes/unlikes; removes each one
+    /// that succeeds.
+    func replay(ids: [StreamEntryID]?) async throws -> ReplayOutcome {
+        let letters = try await list(count: 10_000).filter { ids == nil || ids!.contains($0.id) }
+        // The operator may have just restored the posts: do not trust the memory that they are gone.
+        await service.recheckExistence(of: Array(Set(letters.compactMap { $0.change?.postID })))
+        var outcome = ReplayOutcome()
+        for letter in letters {
+            guard let change = letter.change else {
+                outcome.failed.append((letter.id, "the letter holds no change (u, p, l)"))
+                continue
+            }
+            do {
+                _ = try await service.perform(change.liked ? .like : .unlike, post: change.postID, user: change.userID)
+                try await redis.send(.xdel(layout.deadLetters, ids: [letter.id]))
+                outcome.replayed.append(letter.id)
+            } catch {
+                outcome.failed.append((letter.id, "\(error)"))
+            }
+        }
+        return outcome
+    }
+
+    /// Removes the letters `ids`; returns how many were there.
+    func drop(ids: [StreamEntryID]) async throws -> Int {
+        guard !ids.isEmpty else { return 0 }
+        return Int(try await redis.send(.xdel(layout.deadLetters, ids: ids)).integer ?? 0)
+    }
+}

@@ -1,0 +1,66 @@
+import Persistence
+
+/// Recounts `posts.likes_count` from `likes` rows and, if asked, repairs drift — safely while the
+/// node runs: each repair locks the post's row first, so a flush transaction for the post either
+/// committed before (its rows are counted) or waits and then moves the repaired count by its own
+/// delta.
+struct Reconciler: Sendable {
+    /// One post whose count disagrees with its rows.
+    struct Drift: Sendable, Equatable {
+        let postID: Int64
+        let likesCount: Int64
+        let likesRows: Int64
+    }
+
+    struct Report: Sendable, Equatable {
+        var checked = 0
+        var drifted: [Drift] = []
+        var repaired = 0
+        /// For paging through all posts: the last post id checked, when more may follow.
+        var nextAfter: Int64?
+    }
+
+    /// Most posts one call checks.
+    static let maximumBatch = 10_000
+
+    let postgres: PostgresPool
+
+    /// Checks `posts` (or, with `posts == nil`, up to `limit` posts with ids above `after`).
+    func reconcile(posts: [Int64]?, after: Int64, limit: Int, repair: Bool) async throws -> Report {
+        let limit = min(max(limit, 1), Self.maximumBatch)
+        let rows: PostgresRows
+        if let posts {
+            rows = try await postgres.query("""
+                SELECT p.id, p.likes_count, (SELECT count(*) FROM likes l WHERE l.post_id = p.id)
+                FROM posts p WHERE p.id = ANY($1::bigint[]) ORDER BY p.id
+                """, [.int64Array(posts)])
+        } else {
+            rows = try await postgres.query("""
+                SELECT p.id, p.likes_count, (SELECT count(*) FROM likes l WHERE l.post_id = p.id)
+                FROM posts p WHERE p.id > $1 ORDER BY p.id LIMIT $2
+                """, [.int64(after), .int64(Int64(limit))])
+        }
+        var report = Report()
+        for row in rows {
+            report.checked += 1
+            let drift = Drift(postID: try row.int64(0), likesCount: try row.int64(1), likesRows: try row.int64(2))
+            if drift.likesCount != drift.likesRows { report.drifted.append(drift) }
+        }
+        if posts == nil, report.checked == limit, let last = rows.rows.last?.first.flatMap({ $0 }).flatMap({ Int64($0) }) {
+            report.nextAfter = last
+        }
+        if repair {
+            for drift in report.drifted {
+                try await postgres.withTransaction { connection in
+                    let locked = try connection.query("SELECT id FROM posts WHERE id = $1 FOR UPDATE", [.int64(drift.postID)])
+                    guard !locked.isEmpty else { return }
+                    try connection.query(
+                        "UPDATE posts SET likes_count = (SELECT count(*) FROM likes WHERE post_id = $1) WHERE id = $1",
+                        [.int64(drift.postID)])
+                }
+                report.repaired += 1
+            }
+        }
+        return report
+    }
+}

@@ -1,0 +1,76 @@
+import CounterNode
+import Persistence
+import Testing
+import TestSupport
+
+@Suite("Admin API: reconcile and dead letters")
+struct HTTPAdminTests {
+    @Test("reconcile finds a drift planted in PostgreSQL and repairs it while writes continue")
+    func reconcileRepairsDrift() async throws {
+        let http = try await HTTPHarness.start(posts: 2)
+        let post = http.posts[0]
+        for user in 1...10 { _ = try await http.send("PUT", "/v1/posts/\(post)/likes/\(user)") }
+        _ = try await http.send("POST", "/admin/flush", token: HTTPHarness.adminToken)
+        try await http.writePath.pool.query("UPDATE posts SET likes_count = likes_count + 5 WHERE id = $1", [.int64(post)])
+
+        let report = try await http.send("POST", "/admin/reconcile", token: HTTPHarness.adminToken, body: #"{"post_ids":[\#(post),\#(http.posts[1])]}"#)
+        #expect(report.status == 200)
+        #expect(report.text == #"{"checked":2,"drifted":[{"post_id":\#(post),"likes_count":15,"likes_rows":10}],"repaired":0,"next_after":null}"#)
+
+        // Repair while likes keep arriving and flushing.
+        let writer = Task {
+            for user in 11...60 { _ = try await http.send("PUT", "/v1/posts/\(post)/likes/\(user)") }
+        }
+        let repaired = try await http.send("POST", "/admin/reconcile", token: HTTPHarness.adminToken, body: #"{"post_ids":[\#(post)],"repair":true}"#)
+        #expect(repaired.text.contains(#""repaired":1"#))
+        try await writer.value
+        _ = try await http.send("POST", "/admin/flush", token: HTTPHarness.adminToken)
+        let counts = try await http.writePath.postgresCounts()
+        #expect(counts[post]?.count == 60 && counts[post]?.rows == 60)
+        #expect(try await http.writePath.redisCount(post) == 60)
+        await http.stop()
+    }
+
+    @Test("reconcile pages through all posts")
+    func reconcilePages() async throws {
+        let http = try await HTTPHarness.start(posts: 3)
+        let first = http.posts[0] - 1
+        let page = try await http.send("POST", "/admin/reconcile", token: HTTPHarness.adminToken, body: #"{"after":\#(first),"limit":2}"#)
+        #expect(page.text.contains(#""checked":2"#))
+        #expect(page.text.contains(#""next_after":\#(http.posts[1])"#))
+        let bad = try await http.send("POST", "/admin/reconcile", token: HTTPHarness.adminToken, body: #"{"limit":0}"#)
+        #expect(bad.status == 400)
+        await http.stop()
+    }
+
+    @Test("dead letters: listed with the reason, replayed once the cause is fixed, then gone")
+    func deadLetterReplay() async throws {
+        let http = try await HTTPHarness.start(posts: 2)
+        let post = http.posts[1]
+        _ = try await http.send("PUT", "/v1/posts/\(post)/likes/42")
+        try await http.writePath.pool.query("DELETE FROM posts WHERE id = $1", [.int64(post)])
+        _ = try await http.send("POST", "/admin/flush", token: HTTPHarness.adminToken)
+
+        let listed = try await http.send("GET", "/admin/dead-letters?count=10", token: HTTPHarness.adminToken)
+        #expect(listed.status == 200)
+        #expect(listed.text.contains(#""p":"\#(post)""#) && listed.text.contains(#""reason":"post does not exist in posts""#))
+        #expect(listed.text.contains(#""u":"42""#))
+
+        // Replaying while the post is still missing fails and keeps the letter.
+        let early = try await http.send("POST", "/admin/dead-letters/replay", token: HTTPHarness.adminToken)
+        #expect(early.text.contains(#""replayed":[]"#))
+        #expect(early.text.contains("does not exist"))
+
+        try await http.writePath.pool.query("INSERT INTO posts (id) VALUES ($1)", [.int64(post)])
+        let replayed = try await http.send("POST", "/admin/dead-letters/replay", token: HTTPHarness.adminToken)
+        #expect(replayed.status == 200)
+        #expect(replayed.text.contains(#""failed":[]"#))
+        _ = try await http.send("POST", "/admin/flush", token: HTTPHarness.adminToken)
+        #expect(try await http.writePath.postgresMembers([post]) == [Pair(user: 42, post: post)])
+        #expect(try await http.send("GET", "/admin/dead-letters", token: HTTPHarness.adminToken).text == #"{"dead_letters":[]}"#)
+
+        let badDrop = try await http.send("POST", "/admin/dead-letters/drop", token: HTTPHarness.adminToken, body: #"{"ids":["nope"]}"#)
+        #expect(badDrop.status == 400)
+        await http.stop()
+    }
+}
