@@ -33,6 +33,7 @@ struct WritePathFailureTests {
         #expect(during.reduce(0) { $0 + $1.pendingChanges } == 300)
         #expect(during.reduce(0) { $0 + $1.flushRetries } > 0)
         #expect(during.compactMap(\.lastFlushError).first?.contains("PostgreSQL") == true)
+        #expect(during.reduce(0) { $0 + $1.postgresErrors } > 0)
 
         try servers.run("start", only: "postgres")
         try await harness.service.flush()
@@ -63,6 +64,7 @@ struct WritePathFailureTests {
         }
         #expect(error?.code == .unavailable)
         #expect(error?.message.contains("Redis") == true)
+        #expect(await harness.service.stats().reduce(0) { $0 + $1.redisErrors } > 0)
         #expect(ContinuousClock.now - started < .seconds(3))
 
         try servers.run("start", only: "redis")

@@ -30,6 +30,8 @@ enum StatsJSON {
             sum.flushRetries += stats.flushRetries
             sum.lastFlushError = sum.lastFlushError ?? stats.lastFlushError
             sum.deadLetters += stats.deadLetters
+            sum.redisErrors += stats.redisErrors
+            sum.postgresErrors += stats.postgresErrors
             sum.lostMemoryAcknowledgements += stats.lostMemoryAcknowledgements
         }
         return sum
@@ -52,6 +54,8 @@ enum StatsJSON {
         writer.field("flush_retries", stats.flushRetries)
         if let error = stats.lastFlushError { writer.field("last_flush_error", error) } else { writer.nullField("last_flush_error") }
         writer.field("dead_letters", stats.deadLetters)
+        writer.field("redis_errors", stats.redisErrors)
+        writer.field("postgres_errors", stats.postgresErrors)
         writer.field("lost_memory_acknowledgements", stats.lostMemoryAcknowledgements)
         writer.objectEnd()
     }

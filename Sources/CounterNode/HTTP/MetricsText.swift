@@ -16,6 +16,8 @@ enum MetricsText {
         family("counter_flush_largest", "gauge", "Largest flush so far, in changes.") { "\($0.largestFlush)" }
         family("counter_flush_retries_total", "counter", "Flush attempts that failed (PostgreSQL or Redis errors) and were retried.") { "\($0.flushRetries)" }
         family("counter_dead_letters_total", "counter", "Changes moved to the dead-letter stream.") { "\($0.deadLetters)" }
+        family("counter_redis_errors_total", "counter", "Redis calls that failed.") { "\($0.redisErrors)" }
+        family("counter_postgres_errors_total", "counter", "PostgreSQL calls that failed.") { "\($0.postgresErrors)" }
         family("counter_cached_posts", "gauge", "Posts held in shard memory.") { "\($0.cachedPosts)" }
     }
 }

@@ -118,6 +118,8 @@ public final class CounterService: Sendable {
             stats.groupCommittedChanges = shardStats.groupCommittedChanges
             stats.largestGroupCommit = shardStats.largestGroupCommit
             stats.lostMemoryAcknowledgements = shardStats.lostMemoryAcknowledgements
+            stats.redisErrors += shardStats.redisErrors
+            stats.postgresErrors += shardStats.postgresErrors
             result.append(stats)
         }
         return result

@@ -194,6 +194,7 @@ actor ShardActor {
                 for post in posts { counts.remove(post) }
                 await flusher.noteUncertain(Set(posts.map { HashSlot(post: $0).rawValue }))
                 if configuration.acknowledgement == .memory {
+                    countFailure(error)
                     stats.lostMemoryAcknowledgements += decision.changes.count
                 } else {
                     fail(live, with: error)
@@ -248,9 +249,15 @@ actor ShardActor {
     }
 
     private func fail(_ pendings: [Pending], with error: Error) {
+        countFailure(error)
         let counterError = (error as? CounterError)
             ?? CounterError(code: .unavailable, message: "\(error)", retryAfterSeconds: 1)
         for pending in pendings { pending.resume(throwing: counterError) }
+    }
+
+    private func countFailure(_ error: Error) {
+        if error is RedisError { stats.redisErrors += 1 }
+        if error is PostgresError { stats.postgresErrors += 1 }
     }
 
     // MARK: - Redis and PostgreSQL

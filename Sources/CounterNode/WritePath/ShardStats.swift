@@ -19,6 +19,9 @@ public struct ShardStats: Sendable, Equatable {
     /// Flush attempts that failed and were retried, and the last reason.
     public var flushRetries: Int = 0
     public var lastFlushError: String? = nil
+    /// Calls to Redis and PostgreSQL that failed (shard and flusher together).
+    public var redisErrors: Int = 0
+    public var postgresErrors: Int = 0
     /// Changes moved to the dead-letter stream.
     public var deadLetters: Int = 0
     /// Changes acknowledged in `memory` mode whose Redis write then failed (lost).

@@ -141,6 +141,8 @@ actor WriteBehindFlusher {
             } catch {
                 stats.flushRetries += 1
                 stats.lastFlushError = "\(error)"
+                if error is RedisError { stats.redisErrors += 1 }
+                if error is PostgresError { stats.postgresErrors += 1 }
                 try? await Task.sleep(for: retryBackoff.nextDelay())
             }
         }
