@@ -47,27 +47,21 @@ enum BenchCommand {
             print(usage)
             return 0
         }
-        if mode == "writepath" {
-            do {
-                let options = try WritePathBenchOptions(arguments: Array(arguments.dropFirst()), environment: environment)
-                try await WritePathBench(options: options).run()
-                return 0
-            } catch let error as BenchUsageError {
-                FileHandle.standardError.write(Data("counter-bench: \(error.message)\n".utf8))
-                return error.message.hasPrefix("correctness") ? 1 : 2
-            } catch {
-                FileHandle.standardError.write(Data("counter-bench: \(error)\n".utf8))
-                return 1
-            }
-        }
-        guard mode == "persistence" else {
-            FileHandle.standardError.write(Data("counter-bench: unknown mode \"\(mode)\" (see --help)\n".utf8))
-            return 2
-        }
         do {
-            let options = try PersistenceBenchOptions(arguments: Array(arguments.dropFirst()), environment: environment)
-            try await PersistenceBench(options: options).run()
+            let rest = Array(arguments.dropFirst())
+            switch mode {
+            case "persistence":
+                try await PersistenceBench(options: PersistenceBenchOptions(arguments: rest, environment: environment)).run()
+            case "writepath":
+                try await WritePathBench(options: WritePathBenchOptions(arguments: rest, environment: environment)).run()
+            default:
+                FileHandle.standardError.write(Data("counter-bench: unknown mode \"\(mode)\" (see --help)\n".utf8))
+                return 2
+            }
             return 0
+        } catch let error as BenchCheckFailure {
+            FileHandle.standardError.write(Data("counter-bench: \(error.message)\n".utf8))
+            return 1
         } catch let error as BenchUsageError {
             FileHandle.standardError.write(Data("counter-bench: \(error.message) (see --help)\n".utf8))
             return 2
@@ -78,6 +72,12 @@ enum BenchCommand {
     }
 }
 
+/// A command line the bench cannot use.
 struct BenchUsageError: Error {
+    let message: String
+}
+
+/// A run whose correctness check failed.
+struct BenchCheckFailure: Error {
     let message: String
 }

@@ -13,29 +13,17 @@ struct PersistenceBenchOptions {
     init(arguments: [String], environment: [String: String]) throws {
         postgresURL = environment["COUNTER_POSTGRES_URL"] ?? postgresURL
         redisURL = environment["COUNTER_REDIS_URL"] ?? redisURL
-        var index = 0
-        func value(_ flag: String) throws -> String {
-            index += 1
-            guard index < arguments.count else { throw BenchUsageError(message: "\(flag) needs a value") }
-            return arguments[index]
-        }
-        func number(_ flag: String, _ range: ClosedRange<Int>) throws -> Int {
-            let text = try value(flag)
-            guard let number = Int(text), range.contains(number) else {
-                throw BenchUsageError(message: "\(flag) \(text): must be a whole number from \(range.lowerBound) to \(range.upperBound)")
+        var reader = BenchArguments(arguments)
+        try reader.forEachFlag { flag, reader in
+            switch flag {
+            case "--changes": changes = try reader.number(flag, 1...1_000_000)
+            case "--posts": posts = try reader.number(flag, 1...100_000)
+            case "--repeat": repetitions = try reader.number(flag, 1...1_000)
+            case "--postgres-url": postgresURL = try reader.value(flag)
+            case "--redis-url": redisURL = try reader.value(flag)
+            default: return false
             }
-            return number
-        }
-        while index < arguments.count {
-            switch arguments[index] {
-            case "--changes": changes = try number("--changes", 1...1_000_000)
-            case "--posts": posts = try number("--posts", 1...100_000)
-            case "--repeat": repetitions = try number("--repeat", 1...1_000)
-            case "--postgres-url": postgresURL = try value("--postgres-url")
-            case "--redis-url": redisURL = try value("--redis-url")
-            default: throw BenchUsageError(message: "unknown option \"\(arguments[index])\"")
-            }
-            index += 1
+            return true
         }
     }
 }

@@ -15,30 +15,18 @@ struct WritePathBenchOptions {
     init(arguments: [String], environment: [String: String]) throws {
         postgresURL = environment["COUNTER_POSTGRES_URL"] ?? postgresURL
         redisURL = environment["COUNTER_REDIS_URL"] ?? redisURL
-        var index = 0
-        func value(_ flag: String) throws -> String {
-            index += 1
-            guard index < arguments.count else { throw BenchUsageError(message: "\(flag) needs a value") }
-            return arguments[index]
-        }
-        func number(_ flag: String, _ range: ClosedRange<Int>) throws -> Int {
-            let text = try value(flag)
-            guard let number = Int(text), range.contains(number) else {
-                throw BenchUsageError(message: "\(flag) \(text): must be a whole number from \(range.lowerBound) to \(range.upperBound)")
+        var reader = BenchArguments(arguments)
+        try reader.forEachFlag { flag, reader in
+            switch flag {
+            case "--callers": callers = try reader.number(flag, 1...100_000)
+            case "--seconds": seconds = Double(try reader.number(flag, 1...3_600))
+            case "--shards": shards = try reader.number(flag, 1...256)
+            case "--posts": spreadPosts = try reader.number(flag, 1...1_000_000)
+            case "--postgres-url": postgresURL = try reader.value(flag)
+            case "--redis-url": redisURL = try reader.value(flag)
+            default: return false
             }
-            return number
-        }
-        while index < arguments.count {
-            switch arguments[index] {
-            case "--callers": callers = try number("--callers", 1...100_000)
-            case "--seconds": seconds = Double(try number("--seconds", 1...3_600))
-            case "--shards": shards = try number("--shards", 1...256)
-            case "--posts": spreadPosts = try number("--posts", 1...1_000_000)
-            case "--postgres-url": postgresURL = try value("--postgres-url")
-            case "--redis-url": redisURL = try value("--redis-url")
-            default: throw BenchUsageError(message: "unknown option \"\(arguments[index])\"")
-            }
-            index += 1
+            return true
         }
     }
 }
@@ -125,7 +113,7 @@ struct WritePathBench {
         await service.shutdown()
         try await cleanUp(posts: posts, prefix: configuration.keyPrefix, pool: pool, redis: redis)
         guard countSum == rowSum && rowSum == completed else {
-            throw BenchUsageError(message: "correctness check failed: counts and acknowledgements disagree")
+            throw BenchCheckFailure(message: "correctness check failed: counts and acknowledgements disagree")
         }
     }
 

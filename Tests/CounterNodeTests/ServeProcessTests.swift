@@ -19,7 +19,7 @@ struct ServeProcessTests {
         let pool = try await TestEnvironment.migratedPool()
         let posts = try await TestEnvironment.createPosts(2, in: pool)
         let prefix = TestEnvironment.uniqueKeyPrefix("serve").replacingOccurrences(of: ":", with: "-")
-        let port = try freePort()
+        let port = try PrivateServers.freePort()
         let node = try ChildProcess([ChildProcess.builtProduct("counter-node"), "serve",
                                      "--listen", "127.0.0.1:\(port)", "--postgres-url", TestEnvironment.postgresURL,
                                      "--redis-url", TestEnvironment.redisURL, "--key-prefix", prefix,
@@ -57,7 +57,7 @@ struct ServeProcessTests {
     func secondSignalExitsAtOnce() async throws {
         let servers = try PrivateServers()
         defer { try? servers.tearDown() }
-        let port = try freePort()
+        let port = try PrivateServers.freePort()
         let node = try ChildProcess([ChildProcess.builtProduct("counter-node"), "serve", "--listen", "127.0.0.1:\(port)",
                                      "--postgres-url", servers.postgresURL, "--redis-url", servers.redisURL, "--demo-posts", "3",
                                      "--flush-interval-ms", "3600000", "--flush-max-age-ms", "3600000", "--flush-batch-size", "1000000"])
@@ -83,18 +83,5 @@ struct ServeProcessTests {
         let node = try ChildProcess([ChildProcess.builtProduct("counter-node"), "serve", "--listen", "0.0.0.0:0",
                                      "--postgres-url", "postgresql://nobody@127.0.0.1:1/none"])
         #expect(try await node.waitForExit() == 2)
-    }
-
-    private func freePort() throws -> Int {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(descriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0 }
-        }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 }

@@ -12,28 +12,19 @@ public final class ChildProcess: Sendable {
     public init(_ arguments: [String]) throws {
         var pipeEnds: [Int32] = [0, 0]
         guard pipe(&pipeEnds) == 0 else { throw PrivateServersError(message: "pipe() failed") }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, pipeEnds[1], 1)
-        posix_spawn_file_actions_addclose(&actions, pipeEnds[0])
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var emptyMask = sigset_t()
-        sigemptyset(&emptyMask)
-        posix_spawnattr_setsigmask(&attributes, &emptyMask)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK))
-        let argv = arguments.map { strdup($0) } + [nil]
-        let environment = ProcessInfo.processInfo.environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { (argv + environment).forEach { free($0) } }
-        var pid = pid_t()
-        let spawned = posix_spawn(&pid, arguments[0], &actions, &attributes, argv, environment)
-        close(pipeEnds[1])
-        guard spawned == 0 else {
+        let environment = ProcessInfo.processInfo.environment.map { "\($0.key)=\($0.value)" }
+        let pid: pid_t
+        do {
+            pid = try spawn(arguments, environment: environment) { actions in
+                posix_spawn_file_actions_adddup2(&actions, pipeEnds[1], 1)
+                posix_spawn_file_actions_addclose(&actions, pipeEnds[0])
+            }
+        } catch {
             close(pipeEnds[0])
-            throw PrivateServersError(message: "cannot start \(arguments[0]): error \(spawned)")
+            close(pipeEnds[1])
+            throw error
         }
+        close(pipeEnds[1])
         self.pid = pid
         let readEnd = pipeEnds[0]
         let thread = Thread { [self] in self.collect(from: readEnd) }
@@ -96,7 +87,7 @@ public final class ChildProcess: Sendable {
             try await Task.sleep(for: .milliseconds(20))
         }
         while !finishedReading.load(ordering: .acquiring) { try await Task.sleep(for: .milliseconds(10)) }
-        return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+        return exitStatus(status)
     }
 
     /// Where the build put the executables (next to the test bundle).

@@ -46,7 +46,7 @@ public final class PrivateServers: Sendable {
     }
 
     /// A port that was free a moment ago: bind port 0 and read what the kernel gave.
-    static func freePort() throws -> Int {
+    public static func freePort() throws -> Int {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw PrivateServersError(message: "socket() failed") }
         defer { close(descriptor) }
@@ -67,15 +67,23 @@ public final class PrivateServers: Sendable {
 
 /// Runs `arguments[0]` with its standard output sent to /dev/null and returns its exit status.
 func spawnAndWait(_ arguments: [String], environment: [String]) throws -> Int32 {
+    let pid = try spawn(arguments, environment: environment) { actions in
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+    }
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+    return exitStatus(status)
+}
+
+/// Starts `arguments[0]` with a clean signal mask and default signal handling. The test process
+/// blocks signals on its threads and a child inherits that mask: a Redis started with SIGTERM
+/// blocked would never stop.
+func spawn(_ arguments: [String], environment: [String],
+           fileActions: (inout posix_spawn_file_actions_t) -> Void) throws -> pid_t {
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-    let argv = arguments.map { strdup($0) } + [nil]
-    let envp = environment.map { strdup($0) } + [nil]
-    defer { (argv + envp).forEach { free($0) } }
-    // The test process blocks signals on its threads; a child inherits that mask, and a Redis
-    // started with SIGTERM blocked would never stop. Start the child with a clean mask.
+    fileActions(&actions)
     var attributes = posix_spawnattr_t()
     posix_spawnattr_init(&attributes)
     defer { posix_spawnattr_destroy(&attributes) }
@@ -87,13 +95,19 @@ func spawnAndWait(_ arguments: [String], environment: [String]) throws -> Int32 
     for signal in [SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGCHLD] { sigaddset(&defaults, signal) }
     posix_spawnattr_setsigdefault(&attributes, &defaults)
     posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+    let argv = arguments.map { strdup($0) } + [nil]
+    let envp = environment.map { strdup($0) } + [nil]
+    defer { (argv + envp).forEach { free($0) } }
     var pid = pid_t()
     let spawned = posix_spawn(&pid, arguments[0], &actions, &attributes, argv, envp)
     guard spawned == 0 else { throw PrivateServersError(message: "cannot start \(arguments[0]): error \(spawned)") }
-    var status: Int32 = 0
-    while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
-    // WIFEXITED / WEXITSTATUS by hand: Swift does not import the macros.
-    return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+    return pid
+}
+
+/// WIFEXITED / WEXITSTATUS by hand (Swift does not import the macros): the exit status, or
+/// 128 + the signal that ended the process.
+func exitStatus(_ status: Int32) -> Int32 {
+    (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
 }
 
 public struct PrivateServersError: Error, CustomStringConvertible {
