@@ -45,7 +45,12 @@ struct HTTPAdminTests {
 
     @Test("dead letters: listed with the reason, replayed once the cause is fixed, then gone")
     func deadLetterReplay() async throws {
-        let http = try await HTTPHarness.start(posts: 2)
+        // Nothing flushes until asked, so the like is still pending when its post is deleted.
+        let http = try await HTTPHarness.start(posts: 2, writePath: {
+            $0.flushInterval = .seconds(60)
+            $0.flushMaxAge = .seconds(60)
+            $0.flushBatchSize = 1_000_000
+        })
         let post = http.posts[1]
         _ = try await http.send("PUT", "/v1/posts/\(post)/likes/42")
         try await http.writePath.pool.query("DELETE FROM posts WHERE id = $1", [.int64(post)])

@@ -12,8 +12,9 @@ struct HTTPHarness {
     var port: Int { server.port }
     var posts: [Int64] { writePath.posts }
 
-    static func start(posts: Int = 3, configure: (inout HTTPServerConfiguration) -> Void = { _ in }) async throws -> HTTPHarness {
-        let writePath = try await WritePathHarness.start(posts: posts)
+    static func start(posts: Int = 3, configure: (inout HTTPServerConfiguration) -> Void = { _ in },
+                      writePath configureWritePath: (inout WritePathConfiguration) -> Void = { _ in }) async throws -> HTTPHarness {
+        let writePath = try await WritePathHarness.start(posts: posts, configure: configureWritePath)
         var configuration = HTTPServerConfiguration()
         configuration.port = 0
         configure(&configuration)
