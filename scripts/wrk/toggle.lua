@@ -5,6 +5,8 @@ counter = 0
 post = 1
 base = 0
 
+math.randomseed(os.time())
+
 function setup(thread)
   -- Each wrk thread (and each run) gets its own range of users.
   thread:set("base", math.random(1, 1000000) * 1000000)
