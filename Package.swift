@@ -33,10 +33,13 @@ let package = Package(
 
         // Thin executables.
         .executableTarget(name: "CounterNodeCLI", dependencies: ["CounterNode"]),
-        .executableTarget(name: "Bench", dependencies: ["CounterNode", "Persistence", "ShardRouter"]),
+        .executableTarget(name: "Bench", dependencies: ["BenchKit", "CounterNode", "Persistence", "ShardRouter"]),
+        // The bench's parts: histogram, Zipf, correctness check (pure), load generator.
+        .target(name: "BenchKit", dependencies: ["Persistence"]),
 
         // Shared by the test targets: where the test servers are, private servers for restart tests.
         .target(name: "TestSupport", dependencies: ["Persistence"], path: "Tests/TestSupport"),
+        .testTarget(name: "BenchKitTests", dependencies: ["BenchKit"]),
         .testTarget(name: "ShardRouterTests", dependencies: ["ShardRouter", "Persistence"]),
         .testTarget(name: "PersistenceTests", dependencies: ["Persistence", "ShardRouter", "TestSupport"]),
         // A child process the crash tests kill with SIGKILL mid-stream.

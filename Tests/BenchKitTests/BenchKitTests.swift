@@ -1,0 +1,122 @@
+import Testing
+@testable import BenchKit
+
+@Suite("Latency histogram")
+struct LatencyHistogramTests {
+    /// The exact quantile of sorted samples, by the same rank rule.
+    static func exact(_ sorted: [UInt64], _ q: Double) -> UInt64 {
+        sorted[max(0, Int((q * Double(sorted.count)).rounded(.up)) - 1)]
+    }
+
+    @Test("percentiles stay within 1/128 of the exact value on known distributions", arguments: ["uniform", "exponential", "bimodal", "constant"])
+    func relativeError(distribution: String) {
+        var generator = SystemRandomNumberGenerator()
+        let samples: [UInt64] = (0..<200_000).map { _ in
+            switch distribution {
+            case "uniform": return UInt64.random(in: 1...1_000_000, using: &generator)
+            case "exponential": return UInt64(-log(Double.random(in: 0.000001..<1, using: &generator)) * 2_000) + 1
+            case "bimodal": return Bool.random(using: &generator) ? UInt64.random(in: 200...300, using: &generator) : UInt64.random(in: 40_000...60_000, using: &generator)
+            default: return 4_321
+            }
+        }
+        var histogram = LatencyHistogram()
+        for sample in samples { histogram.record(sample) }
+        let sorted = samples.sorted()
+        for q in [0.5, 0.9, 0.99, 0.999] {
+            let exact = Double(Self.exact(sorted, q))
+            let estimate = Double(histogram.percentile(q))
+            #expect(abs(estimate - exact) <= exact / 128 + 1, "\(distribution) p\(q * 100): \(estimate) vs \(exact)")
+        }
+        #expect(histogram.percentile(1) == sorted.last)
+        #expect(histogram.maximum == sorted.last && histogram.minimum == sorted.first)
+        #expect(histogram.total == UInt64(samples.count))
+    }
+
+    @Test("values below 128 µs are exact; merged histograms equal one fed everything")
+    func exactAndMerge() {
+        var a = LatencyHistogram(), b = LatencyHistogram(), both = LatencyHistogram()
+        for value in 0..<128 { a.record(UInt64(value)); both.record(UInt64(value)) }
+        for value in stride(from: 1_000, to: 100_000, by: 7) { b.record(UInt64(value)); both.record(UInt64(value)) }
+        #expect(a.percentile(0.5) == 63)
+        a.merge(b)
+        #expect(a == both)
+        #expect(LatencyHistogram().percentile(0.99) == 0)
+    }
+
+    @Test("every bucket's representative maps back to that bucket")
+    func bucketsRoundTrip() {
+        for index in 0..<LatencyHistogram.bucketCount {
+            #expect(LatencyHistogram.index(of: LatencyHistogram.representative(of: index)) == index)
+        }
+    }
+}
+
+@Suite("Zipf distribution")
+struct ZipfTests {
+    @Test("sampled frequencies follow 1/rank^s", arguments: [0.0, 0.99, 1.2])
+    func frequencies(exponent: Double) {
+        let zipf = ZipfDistribution(count: 1_000, exponent: exponent)
+        var generator = SystemRandomNumberGenerator()
+        var hits = [Int](repeating: 0, count: 1_000)
+        let draws = 400_000
+        for _ in 0..<draws { hits[zipf.sample(using: &generator)] += 1 }
+        for rank in [0, 1, 2, 9, 99] {
+            let expected = zipf.probability(of: rank) * Double(draws)
+            // Five standard deviations of a binomial count.
+            let tolerance = 5 * expected.squareRoot() + 5
+            #expect(abs(Double(hits[rank]) - expected) <= tolerance, "rank \(rank): \(hits[rank]) vs \(expected)")
+        }
+        if exponent > 0 {
+            #expect(abs(zipf.probability(of: 0) / zipf.probability(of: 1) - (2.0).power(exponent)) < 1e-9)
+        }
+        #expect(abs((0..<1_000).map(zipf.probability(of:)).reduce(0, +) - 1) < 1e-9)
+    }
+}
+
+@Suite("Correctness check")
+struct CorrectnessCheckTests {
+    typealias Pair = CorrectnessCheck.Pair
+
+    static let expected: [Pair: CorrectnessCheck.Expectation] = [
+        Pair(user: 1, post: 10): .liked(true),
+        Pair(user: 2, post: 10): .liked(false),
+        Pair(user: 3, post: 10): .either,
+        Pair(user: 4, post: 11): .liked(true),
+    ]
+
+    @Test("a run whose database matches passes")
+    func passes() {
+        let report = CorrectnessCheck.run(expected: Self.expected, baseline: [Pair(user: 9, post: 11)],
+                                          members: [Pair(user: 1, post: 10), Pair(user: 3, post: 10), Pair(user: 4, post: 11), Pair(user: 9, post: 11)],
+                                          counts: [10: (2, 2), 11: (2, 2)])
+        #expect(report.passed)
+        #expect(report.undeterminedPairs == 1)
+    }
+
+    @Test("it reports a planted lost like")
+    func lostLike() {
+        let report = CorrectnessCheck.run(expected: Self.expected, baseline: [], members: [Pair(user: 1, post: 10)], counts: [10: (1, 1), 11: (0, 0)])
+        #expect(report.lost == [Pair(user: 4, post: 11)])
+        #expect(!report.passed)
+    }
+
+    @Test("it reports a planted phantom like, requested-not or never requested")
+    func phantomLike() {
+        let report = CorrectnessCheck.run(expected: Self.expected, baseline: [],
+                                          members: [Pair(user: 1, post: 10), Pair(user: 2, post: 10), Pair(user: 4, post: 11), Pair(user: 77, post: 11)],
+                                          counts: [10: (2, 2), 11: (2, 2)])
+        #expect(report.phantom == [Pair(user: 2, post: 10), Pair(user: 77, post: 11)])
+    }
+
+    @Test("it reports a planted count drift")
+    func drift() {
+        let report = CorrectnessCheck.run(expected: Self.expected, baseline: [],
+                                          members: [Pair(user: 1, post: 10), Pair(user: 4, post: 11)], counts: [10: (1, 1), 11: (3, 1)])
+        #expect(report.drift == [CorrectnessCheck.Drift(post: 11, likesCount: 3, rows: 1)])
+        #expect(!report.passed)
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#endif
