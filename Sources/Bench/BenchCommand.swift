@@ -17,8 +17,11 @@ enum BenchCommand {
                         shard), then spread over many posts (all shards). Reports changes/s, the
                         average group commit, PostgreSQL transactions per 10,000 changes, and
                         checks that PostgreSQL agrees with every acknowledgement.
-          (the HTTP load scenarios hot, zipf, storm, feed, mixed and the seed-sql baseline come
-           with the node's HTTP API)
+          http          load a running node over real sockets: keep-alive HTTP/1.1 connections
+                        driven by a few event-loop threads; progress each second; a table of
+                        throughput and p50/p90/p99/p99.9/max (histogram within 1/128); then, for
+                        write scenarios, flush and check PostgreSQL against every acknowledgement
+                        (fails loudly). Creates its own posts and deletes them afterwards.
 
         Options for persistence:
           --changes N      changes per batch / commands per pipeline (default 10000, 1-1000000)
@@ -26,6 +29,22 @@ enum BenchCommand {
           --repeat N       timed repetitions after one warm-up (default 5, 1-1000)
           --postgres-url U PostgreSQL (env COUNTER_POSTGRES_URL; default the scripts/services one)
           --redis-url U    Redis (env COUNTER_REDIS_URL; default the scripts/services one)
+
+        Options for http:
+          --scenario S     hot (one post, new user per request), zipf, storm, feed, mixed, or
+                           ceiling (GET --path on every request; default /healthz)
+          --operation O    toggle (default), like or unlike, for writes
+          --url U          the node, http://host:port (default http://127.0.0.1:8080)
+          --connections N  keep-alive connections (default 64, up to 20000)
+          --threads N      event-loop threads (default 1)
+          --duration S     measured seconds (default 10); --warmup S not counted (default 2)
+          --rate R         open loop at R requests/s in all (latency counts from the scheduled
+                           time, so queueing shows); default closed loop
+          --timeout S      a request unanswered this long fails (default 5)
+          --posts N        posts for zipf/feed/mixed (default 1000); --zipf-exponent E (0.99)
+          --read-ratio R   share of reads in mixed (default 0.9)
+          --api-token T, --admin-token T   (env COUNTER_API_TOKEN, COUNTER_ADMIN_TOKEN)
+          --no-check       skip the correctness check; --json FILE writes the result
 
         Options for writepath:
           --callers N      concurrent callers (default 1000, 1-100000)
@@ -52,6 +71,8 @@ enum BenchCommand {
             switch mode {
             case "persistence":
                 try await PersistenceBench(options: PersistenceBenchOptions(arguments: rest, environment: environment)).run()
+            case "http":
+                try await HTTPBench(options: HTTPBenchOptions(arguments: rest, environment: environment)).run()
             case "writepath":
                 try await WritePathBench(options: WritePathBenchOptions(arguments: rest, environment: environment)).run()
             default:

@@ -1,0 +1,196 @@
+import BenchKit
+import Foundation
+import Persistence
+
+/// Options of `counter-bench http`.
+struct HTTPBenchOptions {
+    var scenario = "hot"
+    var operation = WriteOperation.toggle
+    var load = LoadOptions()
+    var posts = 1_000
+    var zipfExponent = 0.99
+    var readRatio = 0.9
+    var path = "/healthz"
+    var apiToken: String?
+    var adminToken: String?
+    var check = true
+    var jsonPath: String?
+    var postgresURL = "postgresql://counter@127.0.0.1:55432/counter"
+
+    init(arguments: [String], environment: [String: String]) throws {
+        postgresURL = environment["COUNTER_POSTGRES_URL"] ?? postgresURL
+        apiToken = environment["COUNTER_API_TOKEN"]
+        adminToken = environment["COUNTER_ADMIN_TOKEN"]
+        var reader = BenchArguments(arguments)
+        try reader.forEachFlag { flag, reader in
+            switch flag {
+            case "--scenario":
+                scenario = try reader.value(flag)
+                guard Scenario(rawValue: scenario) != nil || scenario == "ceiling" else {
+                    throw BenchUsageError(message: "--scenario \(scenario): must be hot, zipf, storm, feed, mixed or ceiling")
+                }
+            case "--operation":
+                let text = try reader.value(flag)
+                guard let value = WriteOperation(rawValue: text) else { throw BenchUsageError(message: "--operation \(text): must be toggle, like or unlike") }
+                operation = value
+            case "--connections": load.connections = try reader.number(flag, 1...20_000)
+            case "--threads": load.threads = try reader.number(flag, 1...64)
+            case "--duration": load.duration = .seconds(try reader.number(flag, 1...3_600))
+            case "--warmup": load.warmup = .seconds(try reader.number(flag, 0...600))
+            case "--rate": load.rate = Double(try reader.number(flag, 1...10_000_000))
+            case "--timeout": load.timeout = .seconds(try reader.number(flag, 1...600))
+            case "--posts": posts = try reader.number(flag, 1...1_000_000)
+            case "--zipf-exponent":
+                let text = try reader.value(flag)
+                guard let value = Double(text), (0...5).contains(value) else { throw BenchUsageError(message: "--zipf-exponent \(text): must be from 0 to 5") }
+                zipfExponent = value
+            case "--read-ratio":
+                let text = try reader.value(flag)
+                guard let value = Double(text), (0...1).contains(value) else { throw BenchUsageError(message: "--read-ratio \(text): must be from 0 to 1") }
+                readRatio = value
+            case "--url":
+                let text = try reader.value(flag)
+                guard text.hasPrefix("http://"), let colon = text.dropFirst(7).lastIndex(of: ":"),
+                      let port = Int(text[text.index(after: colon)...].prefix { $0.isNumber }) else {
+                    throw BenchUsageError(message: "--url \(text): must be http://host:port")
+                }
+                load.host = String(text.dropFirst(7)[..<colon])
+                load.port = port
+            case "--path": path = try reader.value(flag)
+            case "--api-token": apiToken = try reader.value(flag)
+            case "--admin-token": adminToken = try reader.value(flag)
+            case "--no-check": check = false
+            case "--json": jsonPath = try reader.value(flag)
+            case "--postgres-url": postgresURL = try reader.value(flag)
+            default: return false
+            }
+            return true
+        }
+    }
+}
+
+/// `counter-bench http`: one scenario against a running node over real sockets, then (for
+/// write scenarios) the correctness check against PostgreSQL.
+struct HTTPBench {
+    let options: HTTPBenchOptions
+
+    func run() async throws {
+        let pool = PostgresPool(configuration: PostgresConfiguration(url: options.postgresURL))
+        defer { Task { await pool.close() } }
+        let workload: any Workload
+        var posts: [Int64] = []
+        let scenario = Scenario(rawValue: options.scenario)
+        if let scenario {
+            let count = scenario == .hot ? 1 : scenario == .storm ? 4 : options.posts
+            let base = Int64.random(in: 1_000_000_000...4_000_000_000_000_000)
+            posts = (0..<Int64(count)).map { base + $0 }
+            try await pool.query("INSERT INTO posts (id) SELECT unnest($1::bigint[])", [.int64Array(posts)])
+            workload = ScenarioWorkload(scenario: scenario, operation: options.operation, posts: posts,
+                                        zipfExponent: options.zipfExponent, readRatio: options.readRatio, token: options.apiToken,
+                                        userBase: Int64.random(in: 1...1_000_000) * 1_000_000_000)
+        } else {
+            workload = FixedPathWorkload(path: options.path, token: options.apiToken)
+        }
+        let label = scenario == nil ? "GET \(options.path)" : "\(options.scenario) (\(options.operation.rawValue))"
+        let mode = options.load.rate.map { "open loop at \(Int($0)) req/s" } ?? "closed loop"
+        print("counter-bench http: \(label), \(options.load.connections) connections, \(mode), \(Int(LoadGenerator.seconds(options.load.duration))) s after \(Int(LoadGenerator.seconds(options.load.warmup))) s warm-up")
+        let generator = LoadGenerator(options: options.load, workload: workload)
+        let warmupSeconds = Int(LoadGenerator.seconds(options.load.warmup))
+        let result = await generator.run { second, count, failures, p99 in
+            if second <= warmupSeconds {
+                print("  [\(second) s] warming up")
+            } else {
+                print(String(format: "  [%3d s] %8d req/s  failures %d  p99 so far %.2f ms", second, count, failures, Double(p99) / 1_000))
+            }
+        }
+        let summary = Summary(label: label, connections: options.load.connections, result: result)
+        summary.printTable()
+
+        var check: CorrectnessCheck.Report?
+        if options.check, let scenario, scenario.writes {
+            check = try await verify(posts: posts, expectations: result.expectations, pool: pool)
+        }
+        if let path = options.jsonPath {
+            try Data(summary.json(check: check).utf8).write(to: URL(fileURLWithPath: path))
+            print("  result written to \(path)")
+        }
+        if !posts.isEmpty { try await pool.query("DELETE FROM posts WHERE id = ANY($1::bigint[])", [.int64Array(posts)]) }
+        if let check, !check.passed { throw BenchCheckFailure(message: "correctness check FAILED") }
+    }
+
+    private func verify(posts: [Int64], expectations: [CorrectnessCheck.Pair: CorrectnessCheck.Expectation],
+                        pool: PostgresPool) async throws -> CorrectnessCheck.Report {
+        let (status, body) = try OneShotHTTP.send(host: options.load.host, port: options.load.port, method: "POST",
+                                                 path: "/admin/flush", token: options.adminToken)
+        guard status == 200 else { throw BenchCheckFailure(message: "POST /admin/flush answered \(status): \(body)") }
+        let rows = try await pool.query("SELECT user_id, post_id FROM likes WHERE post_id = ANY($1::bigint[])", [.int64Array(posts)])
+        let members = Set(try rows.map { CorrectnessCheck.Pair(user: try $0.int64(0), post: try $0.int64(1)) })
+        let countRows = try await pool.query("""
+            SELECT p.id, p.likes_count, (SELECT count(*) FROM likes l WHERE l.post_id = p.id)
+            FROM posts p WHERE p.id = ANY($1::bigint[])
+            """, [.int64Array(posts)])
+        var counts: [Int64: (likesCount: Int64, rows: Int64)] = [:]
+        for row in countRows { counts[try row.int64(0)] = (try row.int64(1), try row.int64(2)) }
+        let report = CorrectnessCheck.run(expected: expectations, baseline: [], members: members, counts: counts)
+        print("  correctness: \(report.checkedPairs) pairs (\(report.undeterminedPairs) undetermined), \(members.count) likes rows, \(posts.count) posts — "
+              + (report.passed ? "PASSED" : "FAILED: \(report.lost.count) lost, \(report.phantom.count) phantom, \(report.drift.count) count drifts"))
+        for pair in report.lost.prefix(5) { print("    lost \(pair)") }
+        for pair in report.phantom.prefix(5) { print("    phantom \(pair)") }
+        for drift in report.drift.prefix(5) { print("    drift post \(drift.post): likes_count \(drift.likesCount), rows \(drift.rows)") }
+        return report
+    }
+}
+
+/// The end-of-run table and JSON.
+struct Summary {
+    let label: String
+    let connections: Int
+    let result: LoadResult
+
+    static let header = "  " + pad("target", 34) + pad("conns", 7, left: true) + pad("req/s", 10, left: true)
+        + ["p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms"].map { pad($0, 10, left: true) }.joined() + pad("failures", 10, left: true)
+
+    var row: String {
+        let h = result.histogram
+        let latencies = [h.percentile(0.5), h.percentile(0.9), h.percentile(0.99), h.percentile(0.999), h.maximum]
+        return "  " + Self.pad(label, 34) + Self.pad(String(connections), 7, left: true)
+            + Self.pad(String(Int(result.throughput.rounded())), 10, left: true)
+            + latencies.map { Self.pad(String(format: "%.2f", Double($0) / 1_000), 10, left: true) }.joined()
+            + Self.pad(String(result.failures), 10, left: true)
+    }
+
+    static func pad(_ text: String, _ width: Int, left: Bool = false) -> String {
+        let padding = String(repeating: " ", count: max(0, width - text.count))
+        return left ? padding + text : text + padding
+    }
+
+    func printTable() {
+        let h = result.histogram
+        func ms(_ q: Double) -> String { String(format: "%.2f", Double(h.percentile(q)) / 1_000) }
+        print("")
+        print(Self.header)
+        print(row)
+        let statuses = result.statuses.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
+        let errors = result.errors.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
+        print("  answers by status: \(statuses.isEmpty ? "none" : statuses); errors: \(errors.isEmpty ? "none" : errors)")
+    }
+
+    func json(check: CorrectnessCheck.Report?) -> String {
+        let h = result.histogram
+        var fields = [
+            "\"target\":\"\(label)\"", "\"connections\":\(connections)",
+            "\"throughput\":\(result.throughput)", "\"successes\":\(result.successes)", "\"failures\":\(result.failures)",
+        ]
+        for (name, q) in [("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p999", 0.999)] {
+            fields.append("\"\(name)_us\":\(h.percentile(q))")
+        }
+        fields.append("\"max_us\":\(h.maximum)")
+        fields.append("\"throughput_timeline\":[\(result.throughputTimeline.map(String.init).joined(separator: ","))]")
+        fields.append("\"p99_timeline_us\":[\(result.p99Timeline.map(String.init).joined(separator: ","))]")
+        fields.append("\"errors\":{\(result.errors.map { "\"\($0.key)\":\($0.value)" }.joined(separator: ","))}")
+        if let check {
+            fields.append("\"check\":{\"passed\":\(check.passed),\"lost\":\(check.lost.count),\"phantom\":\(check.phantom.count),\"drift\":\(check.drift.count)}")
+        }
+        return "{" + fields.joined(separator: ",") + "}\n"
+    }
+}

@@ -1,0 +1,236 @@
+import Foundation
+
+/// One load-generator thread: non-blocking sockets, one `poll` for all of its connections.
+final class EventLoop {
+    private struct Connection {
+        let index: Int
+        var descriptor: Int32 = -1
+        var connecting = false
+        var sequence = 0
+        var output: [UInt8] = []
+        var written = 0
+        var input: [UInt8] = []
+        var inFlight = false
+        var pair: CorrectnessCheck.Pair?
+        /// When the request was due (open loop) or sent (closed loop).
+        var startedAt = ContinuousClock.now
+    }
+
+    private let generator: LoadGenerator
+    private var connections: [Connection]
+    private let measureFrom: ContinuousClock.Instant
+    private let end: ContinuousClock.Instant
+    private let interval: Duration?
+    private var nextDue: ContinuousClock.Instant
+    private var backlog: [ContinuousClock.Instant] = []
+    private var random = SystemRandomNumberGenerator()
+
+    init(generator: LoadGenerator, connections: [Int], measureFrom: ContinuousClock.Instant, end: ContinuousClock.Instant, rateShare: Double?) {
+        self.generator = generator
+        self.connections = connections.map { Connection(index: $0) }
+        self.measureFrom = measureFrom
+        self.end = end
+        self.interval = rateShare.map { .nanoseconds(Int64(1e9 / max($0, 0.001))) }
+        self.nextDue = .now
+    }
+
+    func run() {
+        for slot in connections.indices { open(slot) }
+        var descriptors: [pollfd] = []
+        while ContinuousClock.now < end {
+            scheduleSends()
+            expireTimeouts()
+            descriptors.removeAll(keepingCapacity: true)
+            for connection in connections {
+                var events = Int16(POLLIN)
+                if connection.connecting || connection.written < connection.output.count { events |= Int16(POLLOUT) }
+                descriptors.append(pollfd(fd: connection.descriptor, events: events, revents: 0))
+            }
+            let waitMilliseconds: Int32
+            if let interval, backlog.isEmpty {
+                let untilDue = nextDue - .now
+                waitMilliseconds = Int32(max(0, min(50, untilDue.components.attoseconds / 1_000_000_000_000_000 + untilDue.components.seconds * 1_000)))
+                _ = interval
+            } else {
+                waitMilliseconds = 50
+            }
+            let ready = poll(&descriptors, nfds_t(descriptors.count), waitMilliseconds)
+            guard ready > 0 else { continue }
+            for (slot, descriptor) in descriptors.enumerated() where descriptor.revents != 0 {
+                handle(slot, events: descriptor.revents)
+            }
+        }
+        for slot in connections.indices {
+            if connections[slot].inFlight, let pair = connections[slot].pair { generator.recordExpectation(pair, .either) }
+            if connections[slot].descriptor >= 0 { close(connections[slot].descriptor) }
+        }
+    }
+
+    // MARK: - Sending
+
+    private func scheduleSends() {
+        let now = ContinuousClock.now
+        if let interval {
+            while nextDue <= now {
+                backlog.append(nextDue)
+                nextDue += interval
+            }
+            for slot in connections.indices where !backlog.isEmpty && isIdle(slot) {
+                send(slot, dueAt: backlog.removeFirst())
+            }
+        } else {
+            for slot in connections.indices where isIdle(slot) { send(slot, dueAt: now) }
+        }
+    }
+
+    private func isIdle(_ slot: Int) -> Bool {
+        let connection = connections[slot]
+        return connection.descriptor >= 0 && !connection.connecting && !connection.inFlight
+    }
+
+    private func send(_ slot: Int, dueAt: ContinuousClock.Instant) {
+        let planned = generator.workload.request(connection: connections[slot].index, sequence: connections[slot].sequence, random: &random)
+        connections[slot].sequence += 1
+        connections[slot].output = planned.bytes
+        connections[slot].written = 0
+        connections[slot].inFlight = true
+        connections[slot].pair = planned.pair
+        connections[slot].startedAt = dueAt
+        flush(slot)
+    }
+
+    private func flush(_ slot: Int) {
+        while connections[slot].written < connections[slot].output.count {
+            let descriptor = connections[slot].descriptor
+            let written = connections[slot].output[connections[slot].written...].withUnsafeBytes {
+                Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+            }
+            if written > 0 { connections[slot].written += written; continue }
+            if written < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return }
+            fail(slot, "connection closed")
+            return
+        }
+    }
+
+    // MARK: - Events
+
+    private func handle(_ slot: Int, events: Int16) {
+        if connections[slot].connecting {
+            var error: Int32 = 0
+            var length = socklen_t(MemoryLayout<Int32>.size)
+            getsockopt(connections[slot].descriptor, SOL_SOCKET, SO_ERROR, &error, &length)
+            guard error == 0, events & Int16(POLLOUT) != 0 else {
+                if error != 0 || events & Int16(POLLERR | POLLHUP) != 0 { fail(slot, "connect failed") }
+                return
+            }
+            connections[slot].connecting = false
+            return
+        }
+        if events & Int16(POLLOUT) != 0 { flush(slot) }
+        if events & Int16(POLLIN | POLLHUP | POLLERR) != 0 { read(slot) }
+    }
+
+    private func read(_ slot: Int) {
+        var buffer = [UInt8](repeating: 0, count: 16_384)
+        while true {
+            let count = recv(connections[slot].descriptor, &buffer, buffer.count, 0)
+            if count > 0 {
+                connections[slot].input.append(contentsOf: buffer[0..<count])
+                continue
+            }
+            if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { break }
+            fail(slot, "connection closed")
+            return
+        }
+        while let (status, body, used) = Self.parseResponse(connections[slot].input) {
+            connections[slot].input.removeFirst(used)
+            complete(slot, status: status, body: body)
+        }
+    }
+
+    private func complete(_ slot: Int, status: Int, body: ArraySlice<UInt8>) {
+        guard connections[slot].inFlight else { return }
+        let now = ContinuousClock.now
+        let latency = now - connections[slot].startedAt
+        let microseconds = UInt64(max(0, latency.components.seconds * 1_000_000 + latency.components.attoseconds / 1_000_000_000_000))
+        generator.recordAnswer(status: status, latency: microseconds, measured: connections[slot].startedAt >= measureFrom)
+        if let pair = connections[slot].pair {
+            generator.recordExpectation(pair, Self.expectation(status: status, body: body))
+        }
+        connections[slot].inFlight = false
+        connections[slot].pair = nil
+    }
+
+    private func expireTimeouts() {
+        let now = ContinuousClock.now
+        for slot in connections.indices where connections[slot].inFlight && now - connections[slot].startedAt > generator.options.timeout {
+            fail(slot, "timeout")
+        }
+    }
+
+    /// The request in flight (if any) failed without an answer: either state is allowed for its
+    /// pair. The connection is reopened.
+    private func fail(_ slot: Int, _ kind: String) {
+        if connections[slot].inFlight {
+            generator.recordError(kind, measured: connections[slot].startedAt >= measureFrom)
+            if let pair = connections[slot].pair { generator.recordExpectation(pair, .either) }
+        } else if kind == "connect failed" {
+            generator.recordError(kind, measured: ContinuousClock.now >= measureFrom)
+        }
+        connections[slot].inFlight = false
+        connections[slot].pair = nil
+        if connections[slot].descriptor >= 0 { close(connections[slot].descriptor) }
+        open(slot)
+    }
+
+    private func open(_ slot: Int) {
+        connections[slot].input.removeAll(keepingCapacity: true)
+        connections[slot].output = []
+        connections[slot].written = 0
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        connections[slot].descriptor = descriptor
+        var one: Int32 = 1
+        setsockopt(descriptor, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(generator.options.port).bigEndian)
+        inet_pton(AF_INET, generator.options.host, &address.sin_addr)
+        let result = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        connections[slot].connecting = result != 0
+    }
+
+    // MARK: - Parsing
+
+    /// Status, body and length of one complete response at the start of `bytes`.
+    static func parseResponse(_ bytes: [UInt8]) -> (Int, ArraySlice<UInt8>, Int)? {
+        guard bytes.count >= 16 else { return nil }
+        var headerEnd: Int?
+        var index = 3
+        while index < bytes.count {
+            if bytes[index] == 10 && bytes[index - 1] == 13 && bytes[index - 2] == 10 && bytes[index - 3] == 13 { headerEnd = index + 1; break }
+            index += 1
+        }
+        guard let headerEnd else { return nil }
+        // "HTTP/1.1 200 …"
+        let status = Int(bytes[9] - 48) * 100 + Int(bytes[10] - 48) * 10 + Int(bytes[11] - 48)
+        let head = String(decoding: bytes[0..<headerEnd], as: UTF8.self).lowercased()
+        var length = 0
+        if let range = head.range(of: "content-length:") {
+            let digits = head[range.upperBound...].drop { $0 == " " }.prefix { $0.isNumber }
+            length = Int(digits) ?? 0
+        }
+        guard bytes.count >= headerEnd + length else { return nil }
+        return (status, bytes[headerEnd..<headerEnd + length], headerEnd + length)
+    }
+
+    /// What an answer says about its pair: the state in a 2xx body, otherwise unknown.
+    static func expectation(status: Int, body: ArraySlice<UInt8>) -> CorrectnessCheck.Expectation {
+        guard (200..<300).contains(status) else { return .either }
+        let text = String(decoding: body, as: UTF8.self)
+        if text.contains(#""is_liked":true"#) { return .liked(true) }
+        if text.contains(#""is_liked":false"#) { return .liked(false) }
+        return .either
+    }
+}

@@ -1,0 +1,152 @@
+import Foundation
+import Synchronization
+
+/// One request a workload wants sent, and what it means for the correctness check.
+public struct PlannedRequest: Sendable {
+    public let bytes: [UInt8]
+    /// For writes: the pair it changes (each pair belongs to one connection, so at most one
+    /// request per pair is ever in flight).
+    public let pair: CorrectnessCheck.Pair?
+
+    public init(bytes: [UInt8], pair: CorrectnessCheck.Pair? = nil) {
+        self.bytes = bytes
+        self.pair = pair
+    }
+}
+
+/// Makes the requests of one scenario. Called from the generator's threads: each connection
+/// index is only ever used by one thread, one request at a time.
+public protocol Workload: Sendable {
+    func request(connection: Int, sequence: Int, random: inout SystemRandomNumberGenerator) -> PlannedRequest
+}
+
+/// How to drive the load.
+public struct LoadOptions: Sendable {
+    public var host = "127.0.0.1"
+    public var port = 8080
+    public var connections = 64
+    /// Event-loop threads; each owns a share of the connections. Defaults to 1.
+    public var threads = 1
+    public var duration: Duration = .seconds(10)
+    /// Responses that complete during the warm-up are not counted (their pairs still are).
+    public var warmup: Duration = .seconds(2)
+    /// Open loop: requests per second in all, sent on schedule whether or not answers came
+    /// back (latency counts from the scheduled time, so queueing is measured). `nil`: closed
+    /// loop, each connection sends its next request when the previous one is answered.
+    public var rate: Double? = nil
+    /// A request unanswered this long counts as a timeout; its connection is reopened.
+    public var timeout: Duration = .seconds(5)
+
+    public init() {}
+}
+
+/// What a run measured.
+public struct LoadResult: Sendable {
+    public var histogram = LatencyHistogram()
+    /// Answers by status code (after the warm-up).
+    public var statuses: [Int: Int] = [:]
+    /// Failures without an answer: "timeout", "connection closed", "connect failed".
+    public var errors: [String: Int] = [:]
+    /// Successful answers per second of the measured part, for charts.
+    public var throughputTimeline: [Int] = []
+    /// p99 in microseconds per second of the measured part.
+    public var p99Timeline: [UInt64] = []
+    public var measuredSeconds: Double = 0
+    /// The final known state of every pair written.
+    public var expectations: [CorrectnessCheck.Pair: CorrectnessCheck.Expectation] = [:]
+
+    public var successes: Int { statuses.filter { (200..<300).contains($0.key) }.values.reduce(0, +) }
+    public var failures: Int { statuses.filter { !(200..<300).contains($0.key) }.values.reduce(0, +) + errors.values.reduce(0, +) }
+    public var throughput: Double { measuredSeconds > 0 ? Double(successes) / measuredSeconds : 0 }
+}
+
+/// An HTTP/1.1 load generator over many keep-alive connections driven by a few event-loop
+/// threads (`poll`), not a thread or task per connection.
+public final class LoadGenerator: Sendable {
+    public let options: LoadOptions
+    let workload: any Workload
+    private let shared = Mutex(LoadResult())
+    private let secondHistogram = Mutex(LatencyHistogram())
+    private let secondCount = Atomic<Int>(0)
+
+    public init(options: LoadOptions, workload: any Workload) {
+        self.options = options
+        self.workload = workload
+    }
+
+    /// Runs the load; calls `progress` once a second with (elapsed seconds, answers/s in that
+    /// second, failures so far, p99 so far in µs).
+    public func run(progress: @escaping @Sendable (Int, Int, Int, UInt64) -> Void) async -> LoadResult {
+        let started = ContinuousClock.now
+        let measureFrom = started + options.warmup
+        let end = measureFrom + options.duration
+        let threadCount = max(1, min(options.threads, options.connections))
+        await withTaskGroup(of: Void.self) { group in
+            for thread in 0..<threadCount {
+                let connections = Array(stride(from: thread, to: options.connections, by: threadCount))
+                group.addTask {
+                    await withCheckedContinuation { continuation in
+                        let worker = Thread {
+                            EventLoop(generator: self, connections: connections, measureFrom: measureFrom, end: end,
+                                      rateShare: self.options.rate.map { $0 / Double(threadCount) }).run()
+                            continuation.resume()
+                        }
+                        worker.stackSize = 1 << 20
+                        worker.start()
+                    }
+                }
+            }
+            group.addTask {
+                var second = 0
+                while ContinuousClock.now < end {
+                    try? await Task.sleep(for: .seconds(1))
+                    second += 1
+                    let count = self.secondCount.exchange(0, ordering: .relaxed)
+                    let histogram = self.secondHistogram.withLock { current in
+                        defer { current = LatencyHistogram() }
+                        return current
+                    }
+                    let (failures, p99) = self.shared.withLock { ($0.failures, $0.histogram.percentile(0.99)) }
+                    if ContinuousClock.now > measureFrom {
+                        self.shared.withLock {
+                            $0.throughputTimeline.append(count)
+                            $0.p99Timeline.append(histogram.percentile(0.99))
+                        }
+                    }
+                    progress(second, count, failures, p99)
+                }
+            }
+            await group.waitForAll()
+        }
+        return shared.withLock { result in
+            var final = result
+            final.measuredSeconds = Self.seconds(options.duration)
+            return final
+        }
+    }
+
+    // MARK: - Called by the event loops
+
+    func recordAnswer(status: Int, latency: UInt64, measured: Bool) {
+        guard measured else { return }
+        shared.withLock {
+            $0.statuses[status, default: 0] += 1
+            $0.histogram.record(latency)
+        }
+        secondHistogram.withLock { $0.record(latency) }
+        if (200..<300).contains(status) { secondCount.add(1, ordering: .relaxed) }
+    }
+
+    func recordError(_ kind: String, measured: Bool) {
+        guard measured else { return }
+        shared.withLock { $0.errors[kind, default: 0] += 1 }
+    }
+
+    func recordExpectation(_ pair: CorrectnessCheck.Pair, _ expectation: CorrectnessCheck.Expectation) {
+        shared.withLock { $0.expectations[pair] = expectation }
+    }
+
+    public static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+}

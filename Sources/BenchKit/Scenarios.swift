@@ -1,0 +1,107 @@
+/// The bench's scenarios as workloads. Writes always carry their pair; every pair belongs to one
+/// connection (users are drawn from the connection's own range), so at most one request per pair
+/// is in flight.
+public enum Scenario: String, CaseIterable, Sendable {
+    /// Every connection on one post, a new user for every request.
+    case hot
+    /// Posts drawn by Zipf (a few posts get most requests); users from the connection's range.
+    case zipf
+    /// A few users per connection toggling a few posts as fast as they can.
+    case storm
+    /// Feed pages: queries of 20–100 post ids drawn by Zipf.
+    case feed
+    /// Reads and writes in a ratio, posts drawn by Zipf.
+    case mixed
+
+    public var writes: Bool { self != .feed }
+}
+
+/// Write operations the scenarios send.
+public enum WriteOperation: String, CaseIterable, Sendable {
+    case toggle, like, unlike
+}
+
+/// Builds the HTTP requests of a scenario against a node.
+public struct ScenarioWorkload: Workload {
+    public let scenario: Scenario
+    public let operation: WriteOperation
+    public let posts: [Int64]
+    public let zipf: ZipfDistribution
+    /// Share of reads in `mixed` (0…1).
+    public let readRatio: Double
+    public let token: String?
+    /// Users are `userBase + connection * usersPerConnection + k`.
+    public let userBase: Int64
+    public let usersPerConnection: Int64
+
+    public init(scenario: Scenario, operation: WriteOperation, posts: [Int64], zipfExponent: Double, readRatio: Double,
+                token: String?, userBase: Int64, usersPerConnection: Int64 = 1_000_000) {
+        self.scenario = scenario
+        self.operation = operation
+        self.posts = posts
+        self.zipf = ZipfDistribution(count: posts.count, exponent: zipfExponent)
+        self.readRatio = readRatio
+        self.token = token
+        self.userBase = userBase
+        self.usersPerConnection = usersPerConnection
+    }
+
+    public func request(connection: Int, sequence: Int, random: inout SystemRandomNumberGenerator) -> PlannedRequest {
+        let firstUser = userBase + Int64(connection) * usersPerConnection + 1
+        switch scenario {
+        case .hot:
+            return write(post: posts[0], user: firstUser + Int64(sequence) % usersPerConnection)
+        case .zipf:
+            return write(post: posts[zipf.sample(using: &random)], user: firstUser + Int64.random(in: 0..<min(usersPerConnection, 1_000), using: &random))
+        case .storm:
+            let post = posts[Int.random(in: 0..<min(posts.count, 4), using: &random)]
+            return write(post: post, user: firstUser + Int64.random(in: 0..<3, using: &random))
+        case .feed:
+            let size = Int.random(in: 20...100, using: &random)
+            var ids: [Int64] = []
+            ids.reserveCapacity(size)
+            for _ in 0..<size { ids.append(posts[zipf.sample(using: &random)]) }
+            let body = #"{"post_ids":[\#(ids.map(String.init).joined(separator: ","))],"user_id":\#(firstUser)}"#
+            return PlannedRequest(bytes: Self.http("POST", "/v1/posts/query", token: token, body: body))
+        case .mixed:
+            let post = posts[zipf.sample(using: &random)]
+            let user = firstUser + Int64.random(in: 0..<min(usersPerConnection, 1_000), using: &random)
+            if Double.random(in: 0..<1, using: &random) < readRatio {
+                return PlannedRequest(bytes: Self.http("GET", "/v1/posts/\(post)/likes/\(user)", token: token, body: nil))
+            }
+            return write(post: post, user: user)
+        }
+    }
+
+    private func write(post: Int64, user: Int64) -> PlannedRequest {
+        let bytes: [UInt8]
+        switch operation {
+        case .toggle: bytes = Self.http("POST", "/v1/posts/\(post)/likes/\(user)/toggle", token: token, body: nil)
+        case .like: bytes = Self.http("PUT", "/v1/posts/\(post)/likes/\(user)", token: token, body: nil)
+        case .unlike: bytes = Self.http("DELETE", "/v1/posts/\(post)/likes/\(user)", token: token, body: nil)
+        }
+        return PlannedRequest(bytes: bytes, pair: CorrectnessCheck.Pair(user: user, post: post))
+    }
+
+    static func http(_ method: String, _ path: String, token: String?, body: String?) -> [UInt8] {
+        var text = "\(method) \(path) HTTP/1.1\r\nHost: bench\r\n"
+        if let token { text += "Authorization: Bearer \(token)\r\n" }
+        if let body { text += "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n" }
+        text += "\r\n"
+        if let body { text += body }
+        return Array(text.utf8)
+    }
+}
+
+/// GET of one path on every request: the HTTP ceiling (`/healthz`) or any URL.
+public struct FixedPathWorkload: Workload {
+    let bytes: [UInt8]
+
+    public init(path: String, token: String? = nil) {
+        bytes = ScenarioWorkload.http("GET", path, token: token, body: nil)
+    }
+
+    public func request(connection: Int, sequence: Int, random: inout SystemRandomNumberGenerator) -> PlannedRequest {
+        PlannedRequest(bytes: bytes)
+    }
+}
