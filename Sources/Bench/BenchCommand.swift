@@ -30,6 +30,11 @@ enum BenchCommand {
           --postgres-url U PostgreSQL (env COUNTER_POSTGRES_URL; default the scripts/services one)
           --redis-url U    Redis (env COUNTER_REDIS_URL; default the scripts/services one)
 
+          compare       the standard comparison in one invocation: node hot, seed-sql,
+                        sql-upsert and the /healthz ceiling at each level, then zipf and feed;
+                        prints every row and the ratios of this run. Options: --levels 64,256,1000
+                        --duration S --warmup S --url U --api-token T --admin-token T --postgres-url U
+
         Options for http:
           --scenario S     hot (one post, new user per request), zipf, storm, feed, mixed, or
                            ceiling (GET --path on every request; default /healthz)
@@ -71,6 +76,8 @@ enum BenchCommand {
             switch mode {
             case "persistence":
                 try await PersistenceBench(options: PersistenceBenchOptions(arguments: rest, environment: environment)).run()
+            case "compare":
+                try await CompareBench(arguments: rest, environment: environment).run()
             case "http":
                 try await HTTPBench(options: HTTPBenchOptions(arguments: rest, environment: environment)).run()
             case "writepath":

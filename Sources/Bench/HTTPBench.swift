@@ -75,6 +75,35 @@ struct HTTPBench {
     let options: HTTPBenchOptions
 
     func run() async throws {
+        let warmupSeconds = Int(LoadGenerator.seconds(options.load.warmup))
+        let (result, check) = try await measure { second, count, failures, p99 in
+            if second <= warmupSeconds {
+                print("  [\(second) s] warming up")
+            } else {
+                print(String(format: "  [%3d s] %8d req/s  failures %d  p99 so far %.2f ms", second, count, failures, Double(p99) / 1_000))
+            }
+        }
+        let summary = Summary(label: label, connections: options.load.connections, result: result)
+        print("")
+        print(Summary.header)
+        print(summary.row)
+        let statuses = result.statuses.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
+        let errors = result.errors.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
+        print("  answers by status: \(statuses.isEmpty ? "none" : statuses); errors: \(errors.isEmpty ? "none" : errors)")
+        if let path = options.jsonPath {
+            try Data(summary.json(check: check).utf8).write(to: URL(fileURLWithPath: path))
+            print("  result written to \(path)")
+        }
+        if let check, !check.passed { throw BenchCheckFailure(message: "correctness check FAILED") }
+    }
+
+    var label: String {
+        Scenario(rawValue: options.scenario) == nil ? "GET \(options.path)" : "\(options.scenario) (\(options.operation.rawValue))"
+    }
+
+    /// Runs the load (creating and afterwards deleting its posts) and, for write scenarios, the
+    /// correctness check.
+    func measure(progress: @escaping @Sendable (Int, Int, Int, UInt64) -> Void) async throws -> (LoadResult, CorrectnessCheck.Report?) {
         let pool = PostgresPool(configuration: PostgresConfiguration(url: options.postgresURL))
         defer { Task { await pool.close() } }
         let workload: any Workload
@@ -91,31 +120,15 @@ struct HTTPBench {
         } else {
             workload = FixedPathWorkload(path: options.path, token: options.apiToken)
         }
-        let label = scenario == nil ? "GET \(options.path)" : "\(options.scenario) (\(options.operation.rawValue))"
         let mode = options.load.rate.map { "open loop at \(Int($0)) req/s" } ?? "closed loop"
         print("counter-bench http: \(label), \(options.load.connections) connections, \(mode), \(Int(LoadGenerator.seconds(options.load.duration))) s after \(Int(LoadGenerator.seconds(options.load.warmup))) s warm-up")
-        let generator = LoadGenerator(options: options.load, workload: workload)
-        let warmupSeconds = Int(LoadGenerator.seconds(options.load.warmup))
-        let result = await generator.run { second, count, failures, p99 in
-            if second <= warmupSeconds {
-                print("  [\(second) s] warming up")
-            } else {
-                print(String(format: "  [%3d s] %8d req/s  failures %d  p99 so far %.2f ms", second, count, failures, Double(p99) / 1_000))
-            }
-        }
-        let summary = Summary(label: label, connections: options.load.connections, result: result)
-        summary.printTable()
-
+        let result = await LoadGenerator(options: options.load, workload: workload).run(progress: progress)
         var check: CorrectnessCheck.Report?
         if options.check, let scenario, scenario.writes {
             check = try await verify(posts: posts, expectations: result.expectations, pool: pool)
         }
-        if let path = options.jsonPath {
-            try Data(summary.json(check: check).utf8).write(to: URL(fileURLWithPath: path))
-            print("  result written to \(path)")
-        }
         if !posts.isEmpty { try await pool.query("DELETE FROM posts WHERE id = ANY($1::bigint[])", [.int64Array(posts)]) }
-        if let check, !check.passed { throw BenchCheckFailure(message: "correctness check FAILED") }
+        return (result, check)
     }
 
     private func verify(posts: [Int64], expectations: [CorrectnessCheck.Pair: CorrectnessCheck.Expectation],
@@ -162,17 +175,6 @@ struct Summary {
     static func pad(_ text: String, _ width: Int, left: Bool = false) -> String {
         let padding = String(repeating: " ", count: max(0, width - text.count))
         return left ? padding + text : text + padding
-    }
-
-    func printTable() {
-        let h = result.histogram
-        func ms(_ q: Double) -> String { String(format: "%.2f", Double(h.percentile(q)) / 1_000) }
-        print("")
-        print(Self.header)
-        print(row)
-        let statuses = result.statuses.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
-        let errors = result.errors.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
-        print("  answers by status: \(statuses.isEmpty ? "none" : statuses); errors: \(errors.isEmpty ? "none" : errors)")
     }
 
     func json(check: CorrectnessCheck.Report?) -> String {

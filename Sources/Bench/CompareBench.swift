@@ -1,0 +1,113 @@
+import BenchKit
+import Foundation
+import Persistence
+
+/// `counter-bench compare`: the standard comparison in one invocation — the node's `hot`
+/// scenario, the `seed-sql` and `sql-upsert` baselines and the `/healthz` ceiling at each
+/// concurrency level, then `zipf` and `feed` — and the ratios measured in this run.
+struct CompareBench {
+    var levels = [64, 256, 1_000]
+    var duration = 10
+    var warmup = 2
+    var http: HTTPBenchOptions
+
+    init(arguments: [String], environment: [String: String]) throws {
+        var passThrough: [String] = []
+        var reader = BenchArguments(arguments)
+        var levels = self.levels, duration = 10, warmup = 2
+        try reader.forEachFlag { flag, reader in
+            switch flag {
+            case "--levels":
+                let text = try reader.value(flag)
+                let parsed = text.split(separator: ",").compactMap { Int($0) }
+                guard !parsed.isEmpty, parsed.allSatisfy({ (1...20_000).contains($0) }) else {
+                    throw BenchUsageError(message: "--levels \(text): must be connection counts like 64,256,1000")
+                }
+                levels = parsed
+            case "--duration": duration = try reader.number(flag, 1...3_600)
+            case "--warmup": warmup = try reader.number(flag, 0...600)
+            case "--url", "--api-token", "--admin-token", "--postgres-url", "--json":
+                passThrough += [flag, try reader.value(flag)]
+            default: return false
+            }
+            return true
+        }
+        self.levels = levels
+        self.duration = duration
+        self.warmup = warmup
+        http = try HTTPBenchOptions(arguments: passThrough, environment: environment)
+        http.load.duration = .seconds(duration)
+        http.load.warmup = .seconds(warmup)
+    }
+
+    func run() async throws {
+        var rows: [(Summary, String?)] = []
+        var throughput: [String: Double] = [:]
+        let quiet: @Sendable (Int, Int, Int, UInt64) -> Void = { _, _, _, _ in }
+        for level in levels {
+            for target in ["hot", "seed-sql", "sql-upsert", "ceiling"] {
+                print("counter-bench compare: \(target) at \(level) connections …")
+                let summary: Summary
+                var verdict: String?
+                switch target {
+                case "seed-sql", "sql-upsert":
+                    let baseline = SQLBaseline(rawValue: target)!
+                    let post = try await createPost()
+                    let result = try await baseline.run(postgresURL: http.postgresURL, post: post, clients: level,
+                                                        duration: http.load.duration, warmup: http.load.warmup) { _, _ in }
+                    summary = Summary(label: target, connections: level, result: result)
+                case "ceiling":
+                    var options = http.load
+                    options.connections = level
+                    let result = await LoadGenerator(options: options, workload: FixedPathWorkload(path: "/healthz")).run(progress: quiet)
+                    summary = Summary(label: "GET /healthz (ceiling)", connections: level, result: result)
+                default:
+                    var options = http
+                    options.scenario = "hot"
+                    options.load.connections = level
+                    let (result, check) = try await HTTPBench(options: options).measure(progress: quiet)
+                    summary = Summary(label: "node hot (toggle)", connections: level, result: result)
+                    verdict = check.map { $0.passed ? "check passed" : "CHECK FAILED" }
+                    if check?.passed == false { rows.append((summary, verdict)); report(rows, throughput); throw BenchCheckFailure(message: "correctness check FAILED") }
+                }
+                throughput["\(target)@\(level)"] = summary.result.throughput
+                rows.append((summary, verdict))
+            }
+        }
+        for scenario in ["zipf", "feed"] {
+            let level = levels.contains(256) ? 256 : levels[0]
+            print("counter-bench compare: \(scenario) at \(level) connections …")
+            var options = http
+            options.scenario = scenario
+            options.load.connections = level
+            let (result, check) = try await HTTPBench(options: options).measure(progress: quiet)
+            rows.append((Summary(label: "node \(scenario)", connections: level, result: result), check.map { $0.passed ? "check passed" : "CHECK FAILED" }))
+            if check?.passed == false { report(rows, throughput); throw BenchCheckFailure(message: "correctness check FAILED") }
+        }
+        report(rows, throughput)
+    }
+
+    private func report(_ rows: [(Summary, String?)], _ throughput: [String: Double]) {
+        print("")
+        print(Summary.header + "  check")
+        for (summary, verdict) in rows { print(summary.row + "  " + (verdict ?? "")) }
+        print("")
+        print("  ratios in this run (node hot ÷ other, requests/s):")
+        for level in levels {
+            guard let node = throughput["hot@\(level)"] else { continue }
+            let parts = ["seed-sql", "sql-upsert", "ceiling"].compactMap { other -> String? in
+                guard let value = throughput["\(other)@\(level)"], value > 0 else { return nil }
+                return String(format: "%@ %.1f×", other as NSString, node / value)
+            }
+            print("    \(level) connections: " + parts.joined(separator: ", "))
+        }
+    }
+
+    private func createPost() async throws -> Int64 {
+        let pool = PostgresPool(configuration: PostgresConfiguration(url: http.postgresURL))
+        let post = Int64.random(in: 1_000_000_000...4_000_000_000_000_000)
+        try await pool.query("INSERT INTO posts (id) VALUES ($1)", [.int64(post)])
+        await pool.close()
+        return post
+    }
+}
