@@ -44,7 +44,7 @@ let package = Package(
         .testTarget(name: "PersistenceTests", dependencies: ["Persistence", "ShardRouter", "TestSupport"]),
         // A child process the crash tests kill with SIGKILL mid-stream.
         .executableTarget(name: "CrashDriver", dependencies: ["CounterNode", "Persistence"], path: "Tests/CrashDriver"),
-        .testTarget(name: "CounterNodeTests", dependencies: ["CounterNode", "Persistence", "ShardRouter", "TestSupport", "CrashDriver", "CounterNodeCLI"]),
+        .testTarget(name: "CounterNodeTests", dependencies: ["BenchKit", "CounterNode", "Persistence", "ShardRouter", "TestSupport", "CrashDriver", "CounterNodeCLI"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,0 +1,46 @@
+import BenchKit
+import Persistence
+import Testing
+import TestSupport
+
+@Suite("Load generator against a node")
+struct LoadGeneratorTests {
+    @Test("closed loop on the hot scenario: answers counted, every pair's final state checked in PostgreSQL", arguments: ["toggle", "like"])
+    func closedLoopHot(operation: String) async throws {
+        let http = try await HTTPHarness.start(posts: 1)
+        var options = LoadOptions()
+        options.port = http.port
+        options.connections = 16
+        options.duration = .seconds(1)
+        options.warmup = .milliseconds(200)
+        let workload = ScenarioWorkload(scenario: .hot, operation: WriteOperation(rawValue: operation)!, posts: http.posts,
+                                        zipfExponent: 0.99, readRatio: 0, token: HTTPHarness.apiToken, userBase: 1_000_000)
+        let result = await LoadGenerator(options: options, workload: workload).run { _, _, _, _ in }
+        #expect(result.successes > 0)
+        #expect(result.failures == 0)
+        #expect(result.histogram.total == UInt64(result.successes))
+        _ = try await http.send("POST", "/admin/flush", token: HTTPHarness.adminToken)
+        let rows = try await http.writePath.pool.query("SELECT user_id, post_id FROM likes WHERE post_id = $1", [.int64(http.posts[0])])
+        let members = Set(try rows.map { CorrectnessCheck.Pair(user: try $0.int64(0), post: try $0.int64(1)) })
+        let counts = try await http.writePath.postgresCounts().mapValues { (likesCount: $0.count, rows: $0.rows) }
+        let report = CorrectnessCheck.run(expected: result.expectations, baseline: [], members: members, counts: counts)
+        #expect(report.passed, "lost \(report.lost.count), phantom \(report.phantom.count), drift \(report.drift.count)")
+        #expect(report.checkedPairs >= result.successes)
+        await http.stop()
+    }
+
+    @Test("open loop at a fixed rate sends about that many requests")
+    func openLoopRate() async throws {
+        let http = try await HTTPHarness.start(posts: 1)
+        var options = LoadOptions()
+        options.port = http.port
+        options.connections = 8
+        options.duration = .seconds(2)
+        options.warmup = .zero
+        options.rate = 200
+        let result = await LoadGenerator(options: options, workload: FixedPathWorkload(path: "/healthz")).run { _, _, _, _ in }
+        // 200/s for 2 s: about 400 answers (the schedule, not the server, sets the pace).
+        #expect(result.successes >= 300 && result.successes <= 420, "\(result.successes) answers")
+        await http.stop()
+    }
+}
