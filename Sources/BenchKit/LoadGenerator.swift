@@ -81,43 +81,38 @@ public final class LoadGenerator: Sendable {
         let measureFrom = started + options.warmup
         let end = measureFrom + options.duration
         let threadCount = max(1, min(options.threads, options.connections))
-        await withTaskGroup(of: Void.self) { group in
-            for thread in 0..<threadCount {
-                let connections = Array(stride(from: thread, to: options.connections, by: threadCount))
-                group.addTask {
-                    await withCheckedContinuation { continuation in
-                        let worker = Thread {
-                            EventLoop(generator: self, connections: connections, measureFrom: measureFrom, end: end,
-                                      rateShare: self.options.rate.map { $0 / Double(threadCount) }).run()
-                            continuation.resume()
-                        }
-                        worker.stackSize = 1 << 20
-                        worker.start()
-                    }
-                }
+        // The event loops are plain threads, started here and now: they must not wait for a
+        // free thread of the cooperative pool, or a busy process would shorten the run.
+        let finished = FinishedThreads()
+        for thread in 0..<threadCount {
+            let connections = Array(stride(from: thread, to: options.connections, by: threadCount))
+            let worker = Thread {
+                EventLoop(generator: self, connections: connections, measureFrom: measureFrom, end: end,
+                          rateShare: self.options.rate.map { $0 / Double(threadCount) }).run()
+                finished.done()
             }
-            group.addTask {
-                var second = 0
-                while ContinuousClock.now < end {
-                    try? await Task.sleep(for: .seconds(1))
-                    second += 1
-                    let count = self.secondCount.exchange(0, ordering: .relaxed)
-                    let histogram = self.secondHistogram.withLock { current in
-                        defer { current = LatencyHistogram() }
-                        return current
-                    }
-                    let (failures, p99) = self.shared.withLock { ($0.failures, $0.histogram.percentile(0.99)) }
-                    if ContinuousClock.now > measureFrom {
-                        self.shared.withLock {
-                            $0.throughputTimeline.append(count)
-                            $0.p99Timeline.append(histogram.percentile(0.99))
-                        }
-                    }
-                    progress(second, count, failures, p99)
-                }
-            }
-            await group.waitForAll()
+            worker.stackSize = 1 << 20
+            worker.start()
         }
+        var second = 0
+        while ContinuousClock.now < end {
+            try? await Task.sleep(until: started + .seconds(second + 1))
+            second += 1
+            let count = secondCount.exchange(0, ordering: .relaxed)
+            let histogram = secondHistogram.withLock { current in
+                defer { current = LatencyHistogram() }
+                return current
+            }
+            let (failures, p99) = shared.withLock { ($0.failures, $0.histogram.percentile(0.99)) }
+            if ContinuousClock.now > measureFrom {
+                shared.withLock {
+                    $0.throughputTimeline.append(count)
+                    $0.p99Timeline.append(histogram.percentile(0.99))
+                }
+            }
+            progress(second, count, failures, p99)
+        }
+        await finished.wait(for: threadCount)
         return shared.withLock { result in
             var final = result
             final.measuredSeconds = Self.seconds(options.duration)
@@ -148,5 +143,33 @@ public final class LoadGenerator: Sendable {
 
     public static func seconds(_ duration: Duration) -> Double {
         Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+}
+
+/// Lets the caller await event-loop threads without blocking a cooperative thread.
+private final class FinishedThreads: Sendable {
+    private let state = Mutex<(count: Int, waiter: (Int, CheckedContinuation<Void, Never>)?)>((0, nil))
+
+    func done() {
+        let waiter: CheckedContinuation<Void, Never>? = state.withLock { state in
+            state.count += 1
+            if let (wanted, continuation) = state.waiter, state.count >= wanted {
+                state.waiter = nil
+                return continuation
+            }
+            return nil
+        }
+        waiter?.resume()
+    }
+
+    func wait(for count: Int) async {
+        await withCheckedContinuation { continuation in
+            let ready = state.withLock { state -> Bool in
+                if state.count >= count { return true }
+                state.waiter = (count, continuation)
+                return false
+            }
+            if ready { continuation.resume() }
+        }
     }
 }

@@ -55,27 +55,27 @@ struct ServeProcessTests {
 
     @Test("a second signal exits at once, even while the shutdown waits for PostgreSQL")
     func secondSignalExitsAtOnce() async throws {
-        let servers = try PrivateServers()
-        defer { try? servers.tearDown() }
-        let port = try PrivateServers.freePort()
-        let node = try ChildProcess([ChildProcess.builtProduct("counter-node"), "serve", "--listen", "127.0.0.1:\(port)",
-                                     "--postgres-url", servers.postgresURL, "--redis-url", servers.redisURL, "--demo-posts", "3",
-                                     "--flush-interval-ms", "3600000", "--flush-max-age-ms", "3600000", "--flush-batch-size", "1000000"])
-        #expect(try await node.waitForOutput(timeout: .seconds(30)) { $0.contains { $0.hasPrefix("counter-node listening on") } })
-        #expect(try await Self.curl(["-X", "PUT", "http://127.0.0.1:\(port)/v1/posts/1/likes/5"]).status == 200)
-        // With PostgreSQL gone, the graceful shutdown cannot finish its flush…
-        try servers.run("stop", only: "postgres")
-        node.kill(SIGTERM)
-        try await Task.sleep(for: .milliseconds(500))
-        #expect(kill(node.pid, 0) == 0, "the first signal should leave the node flushing (and retrying)")
-        // …and a second signal ends it at once.
-        node.kill(SIGTERM)
-        #expect(try await node.waitForExit(timeout: .seconds(5)) == 130)
-        // The acknowledged change is still in its Redis log, for the next start to flush.
-        let redis = RedisConnection(configuration: try RedisConfiguration(url: servers.redisURL))
-        let log = RedisKeyLayout().changeLog(of: HashSlot(post: 1))
-        #expect(try await redis.send(.xlen(log)).integer == 1)
-        try servers.run("start", only: "postgres")
+        try await PrivateServers.with { servers in
+            let port = try PrivateServers.freePort()
+            let node = try ChildProcess([ChildProcess.builtProduct("counter-node"), "serve", "--listen", "127.0.0.1:\(port)",
+                                         "--postgres-url", servers.postgresURL, "--redis-url", servers.redisURL, "--demo-posts", "3",
+                                         "--flush-interval-ms", "3600000", "--flush-max-age-ms", "3600000", "--flush-batch-size", "1000000"])
+            #expect(try await node.waitForOutput(timeout: .seconds(30)) { $0.contains { $0.hasPrefix("counter-node listening on") } })
+            #expect(try await Self.curl(["-X", "PUT", "http://127.0.0.1:\(port)/v1/posts/1/likes/5"]).status == 200)
+            // With PostgreSQL gone, the graceful shutdown cannot finish its flush…
+            try await servers.run("stop", only: "postgres")
+            node.kill(SIGTERM)
+            try await Task.sleep(for: .milliseconds(500))
+            #expect(kill(node.pid, 0) == 0, "the first signal should leave the node flushing (and retrying)")
+            // …and a second signal ends it at once.
+            node.kill(SIGTERM)
+            #expect(try await node.waitForExit(timeout: .seconds(5)) == 130)
+            // The acknowledged change is still in its Redis log, for the next start to flush.
+            let redis = RedisConnection(configuration: try RedisConfiguration(url: servers.redisURL))
+            let log = RedisKeyLayout().changeLog(of: HashSlot(post: 1))
+            #expect(try await redis.send(.xlen(log)).integer == 1)
+            try await servers.run("start", only: "postgres")
+        }
     }
 
     @Test("serve refuses a non-loopback address without tokens, before touching anything")

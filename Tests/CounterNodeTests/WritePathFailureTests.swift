@@ -8,78 +8,78 @@ import TestSupport
 struct WritePathFailureTests {
     @Test("PostgreSQL down under writes: nothing refused below the backlog limit, everything in PostgreSQL once it returns")
     func postgresDown() async throws {
-        let servers = try PrivateServers()
-        defer { try? servers.tearDown() }
-        let harness = try await WritePathHarness.start(posts: 4, postgresURL: servers.postgresURL, redisURL: servers.redisURL) {
-            $0.retryMaximumDelay = .milliseconds(200)
-        }
-        // Posts seen once are in Redis; new writes to them no longer need PostgreSQL.
-        for post in harness.posts { _ = try await harness.service.perform(.read, post: post, user: 1) }
+        try await PrivateServers.with { servers in
+            let harness = try await WritePathHarness.start(posts: 4, postgresURL: servers.postgresURL, redisURL: servers.redisURL) {
+                $0.retryMaximumDelay = .milliseconds(200)
+            }
+            // Posts seen once are in Redis; new writes to them no longer need PostgreSQL.
+            for post in harness.posts { _ = try await harness.service.perform(.read, post: post, user: 1) }
 
-        try servers.run("stop", only: "postgres")
-        var expected: Set<Pair> = []
-        for user in 1...300 {
-            let post = harness.posts[user % harness.posts.count]
-            let state = try await harness.service.perform(.like, post: post, user: Int64(user))
-            #expect(state.isLiked)
-            expected.insert(Pair(user: Int64(user), post: post))
-        }
-        // Wait (up to 10 s) until the flusher has tried and failed at least once.
-        var during = await harness.service.stats()
-        for _ in 0..<100 where during.reduce(0, { $0 + $1.flushRetries }) == 0 {
-            try await Task.sleep(for: .milliseconds(100))
-            during = await harness.service.stats()
-        }
-        #expect(during.reduce(0) { $0 + $1.pendingChanges } == 300)
-        #expect(during.reduce(0) { $0 + $1.flushRetries } > 0)
-        #expect(during.compactMap(\.lastFlushError).first?.contains("PostgreSQL") == true)
-        #expect(during.reduce(0) { $0 + $1.postgresErrors } > 0)
+            try await servers.run("stop", only: "postgres")
+            var expected: Set<Pair> = []
+            for user in 1...300 {
+                let post = harness.posts[user % harness.posts.count]
+                let state = try await harness.service.perform(.like, post: post, user: Int64(user))
+                #expect(state.isLiked)
+                expected.insert(Pair(user: Int64(user), post: post))
+            }
+            // Wait (up to 10 s) until the flusher has tried and failed at least once.
+            var during = await harness.service.stats()
+            for _ in 0..<100 where during.reduce(0, { $0 + $1.flushRetries }) == 0 {
+                try await Task.sleep(for: .milliseconds(100))
+                during = await harness.service.stats()
+            }
+            #expect(during.reduce(0) { $0 + $1.pendingChanges } == 300)
+            #expect(during.reduce(0) { $0 + $1.flushRetries } > 0)
+            #expect(during.compactMap(\.lastFlushError).first?.contains("PostgreSQL") == true)
+            #expect(during.reduce(0) { $0 + $1.postgresErrors } > 0)
 
-        try servers.run("start", only: "postgres")
-        try await harness.service.flush()
-        #expect(try await harness.postgresMembers() == expected)
-        for (_, state) in try await harness.postgresCounts() { #expect(state.count == state.rows) }
-        #expect(await harness.service.stats().reduce(0) { $0 + $1.pendingChanges } == 0)
-        await harness.stop()
+            try await servers.run("start", only: "postgres")
+            try await harness.service.flush()
+            #expect(try await harness.postgresMembers() == expected)
+            for (_, state) in try await harness.postgresCounts() { #expect(state.count == state.rows) }
+            #expect(await harness.service.stats().reduce(0) { $0 + $1.pendingChanges } == 0)
+            await harness.stop()
+        }
     }
 
     @Test("Redis down: operations fail fast with a clear error, nothing acknowledged is lost, service resumes when it returns")
     func redisDown() async throws {
-        let servers = try PrivateServers()
-        defer { try? servers.tearDown() }
-        let harness = try await WritePathHarness.start(posts: 2, postgresURL: servers.postgresURL, redisURL: servers.redisURL) {
-            $0.flushInterval = .seconds(60)
-            $0.flushMaxAge = .seconds(60)
-            $0.flushBatchSize = 1_000_000
-        }
-        var expected: Set<Pair> = []
-        for user in 1...50 {
-            _ = try await harness.service.perform(.like, post: harness.posts[0], user: Int64(user))
-            expected.insert(Pair(user: Int64(user), post: harness.posts[0]))
-        }
-        try servers.run("stop", only: "redis")
-        let started = ContinuousClock.now
-        let error = await #expect(throws: CounterError.self) {
-            try await harness.service.perform(.like, post: harness.posts[0], user: 999)
-        }
-        #expect(error?.code == .unavailable)
-        #expect(error?.message.contains("Redis") == true)
-        #expect(await harness.service.stats().reduce(0) { $0 + $1.redisErrors } > 0)
-        #expect(ContinuousClock.now - started < .seconds(3))
+        try await PrivateServers.with { servers in
+            let harness = try await WritePathHarness.start(posts: 2, postgresURL: servers.postgresURL, redisURL: servers.redisURL) {
+                $0.flushInterval = .seconds(60)
+                $0.flushMaxAge = .seconds(60)
+                $0.flushBatchSize = 1_000_000
+            }
+            var expected: Set<Pair> = []
+            for user in 1...50 {
+                _ = try await harness.service.perform(.like, post: harness.posts[0], user: Int64(user))
+                expected.insert(Pair(user: Int64(user), post: harness.posts[0]))
+            }
+            try await servers.run("stop", only: "redis")
+            let started = ContinuousClock.now
+            let error = await #expect(throws: CounterError.self) {
+                try await harness.service.perform(.like, post: harness.posts[0], user: 999)
+            }
+            #expect(error?.code == .unavailable)
+            #expect(error?.message.contains("Redis") == true)
+            #expect(await harness.service.stats().reduce(0) { $0 + $1.redisErrors } > 0)
+            #expect(ContinuousClock.now - started < .seconds(3))
 
-        try servers.run("start", only: "redis")
-        var resumed: LikeState?
-        for _ in 0..<100 where resumed == nil {
-            resumed = try? await harness.service.perform(.like, post: harness.posts[1], user: 7)
-            if resumed == nil { try await Task.sleep(for: .milliseconds(100)) }
+            try await servers.run("start", only: "redis")
+            var resumed: LikeState?
+            for _ in 0..<100 where resumed == nil {
+                resumed = try? await harness.service.perform(.like, post: harness.posts[1], user: 7)
+                if resumed == nil { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            #expect(resumed?.isLiked == true)
+            expected.insert(Pair(user: 7, post: harness.posts[1]))
+            try await harness.service.flush()
+            let members = try await harness.postgresMembers()
+            // User 999's like failed: either state is allowed for it; everything acknowledged is there.
+            #expect(members.subtracting([Pair(user: 999, post: harness.posts[0])]) == expected)
+            await harness.stop()
         }
-        #expect(resumed?.isLiked == true)
-        expected.insert(Pair(user: 7, post: harness.posts[1]))
-        try await harness.service.flush()
-        let members = try await harness.postgresMembers()
-        // User 999's like failed: either state is allowed for it; everything acknowledged is there.
-        #expect(members.subtracting([Pair(user: 999, post: harness.posts[0])]) == expected)
-        await harness.stop()
     }
 }
 

@@ -9,56 +9,56 @@ import TestSupport
 struct RestartRecoveryTests {
     @Test("idle clients reconnect by themselves after PostgreSQL and Redis restart")
     func restartWhileIdle() async throws {
-        let servers = try PrivateServers()
-        defer { try? servers.tearDown() }
-        let postgres = PostgresConnection(configuration: PostgresConfiguration(url: servers.postgresURL))
-        let pool = PostgresPool(configuration: PostgresConfiguration(url: servers.postgresURL))
-        let redis = RedisConnection(configuration: try RedisConfiguration(url: servers.redisURL))
-        let key = "restart:key"
+        try await PrivateServers.with { servers in
+            let postgres = PostgresConnection(configuration: PostgresConfiguration(url: servers.postgresURL))
+            let pool = PostgresPool(configuration: PostgresConfiguration(url: servers.postgresURL))
+            let redis = RedisConnection(configuration: try RedisConfiguration(url: servers.redisURL))
+            let key = "restart:key"
 
-        let backendBefore = try await postgres.query("SELECT pg_backend_pid()").first!.int64(0)
-        _ = try await pool.query("SELECT 1")
-        try await redis.send(.set(key, "kept"))
+            let backendBefore = try await postgres.query("SELECT pg_backend_pid()").first!.int64(0)
+            _ = try await pool.query("SELECT 1")
+            try await redis.send(.set(key, "kept"))
 
-        try servers.run("restart")
+            try await servers.run("restart")
 
-        // The same connection objects, idle across the restart, work on their next call.
-        let backendAfter = try await postgres.query("SELECT pg_backend_pid()").first!.int64(0)
-        #expect(backendAfter != backendBefore)
-        #expect(try await pool.query("SELECT 41 + 1").first?.int64(0) == 42)
-        // Redis kept the value through the restart (AOF), and the client reconnected to read it.
-        #expect(try await redis.send(.get(key)).string == "kept")
+            // The same connection objects, idle across the restart, work on their next call.
+            let backendAfter = try await postgres.query("SELECT pg_backend_pid()").first!.int64(0)
+            #expect(backendAfter != backendBefore)
+            #expect(try await pool.query("SELECT 41 + 1").first?.int64(0) == 42)
+            // Redis kept the value through the restart (AOF), and the client reconnected to read it.
+            #expect(try await redis.send(.get(key)).string == "kept")
+        }
     }
 
     @Test("while Redis is down calls fail fast with a clear error, and work again once it is back")
     func redisDownThenBack() async throws {
-        let servers = try PrivateServers()
-        defer { try? servers.tearDown() }
-        var configuration = try RedisConfiguration(url: servers.redisURL)
-        configuration.reconnectInitialDelaySeconds = 0.05
-        configuration.reconnectMaximumDelaySeconds = 0.2
-        let redis = RedisConnection(configuration: configuration)
-        try await redis.send(.set("k", "v"))
+        try await PrivateServers.with { servers in
+            var configuration = try RedisConfiguration(url: servers.redisURL)
+            configuration.reconnectInitialDelaySeconds = 0.05
+            configuration.reconnectMaximumDelaySeconds = 0.2
+            let redis = RedisConnection(configuration: configuration)
+            try await redis.send(.set("k", "v"))
 
-        try servers.run("stop")
-        let started = ContinuousClock.now
-        let error = await #expect(throws: RedisError.self) { try await redis.send(.get("k")) }
-        #expect(error?.code == .connectionFailed)
-        #expect(ContinuousClock.now - started < .seconds(2))
+            try await servers.run("stop")
+            let started = ContinuousClock.now
+            let error = await #expect(throws: RedisError.self) { try await redis.send(.get("k")) }
+            #expect(error?.code == .connectionFailed)
+            #expect(ContinuousClock.now - started < .seconds(2))
 
-        let postgres = PostgresConnection(configuration: PostgresConfiguration(url: servers.postgresURL))
-        let down = await #expect(throws: PostgresError.self) { try await postgres.query("SELECT 1") }
-        #expect(down?.code == .connectionFailed)
+            let postgres = PostgresConnection(configuration: PostgresConfiguration(url: servers.postgresURL))
+            let down = await #expect(throws: PostgresError.self) { try await postgres.query("SELECT 1") }
+            #expect(down?.code == .connectionFailed)
 
-        try servers.run("start")
-        // Within a few backoff periods the same connection answers again.
-        var answer: RedisReply?
-        for _ in 0..<50 where answer == nil {
-            answer = try? await redis.send(.get("k"))
-            if answer == nil { try await Task.sleep(for: .milliseconds(100)) }
+            try await servers.run("start")
+            // Within a few backoff periods the same connection answers again.
+            var answer: RedisReply?
+            for _ in 0..<50 where answer == nil {
+                answer = try? await redis.send(.get("k"))
+                if answer == nil { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            #expect(answer?.string == "v")
+            #expect(try await postgres.query("SELECT 1").first?.int64(0) == 1)
         }
-        #expect(answer?.string == "v")
-        #expect(try await postgres.query("SELECT 1").first?.int64(0) == 1)
     }
 
     @Test("a PostgreSQL backend ended by the server while idle: the next call reconnects")

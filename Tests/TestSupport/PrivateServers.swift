@@ -10,8 +10,7 @@ public final class PrivateServers: Sendable {
     public var postgresURL: String { "postgresql://counter@127.0.0.1:\(postgresPort)/counter" }
     public var redisURL: String { "redis://127.0.0.1:\(redisPort)" }
 
-    /// Starts both servers.
-    public init() throws {
+    private init() throws {
         let folder = URL(fileURLWithPath: NSTemporaryDirectory())
             .appendingPathComponent("counter-private-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true,
@@ -19,29 +18,44 @@ public final class PrivateServers: Sendable {
         dataDirectory = folder
         postgresPort = try Self.freePort()
         redisPort = try Self.freePort()
-        try run("start")
     }
 
-    /// Runs `scripts/services <command>` against these servers and waits for it.
-    ///
-    /// Uses posix_spawn and waitpid rather than Foundation's Process, whose waitUntilExit was seen
-    /// to hang here when called from a Swift concurrency thread.
-    public func run(_ command: String, only server: String? = nil) throws {
+    /// Starts both servers, runs `body` with them, and stops and removes them afterwards, also
+    /// when `body` throws.
+    public static func with<T>(_ body: (PrivateServers) async throws -> T) async throws -> T {
+        let servers = try PrivateServers()
+        do {
+            try await servers.run("start")
+            let value = try await body(servers)
+            try await servers.tearDown()
+            return value
+        } catch {
+            try? await servers.tearDown()
+            throw error
+        }
+    }
+
+    /// Runs `scripts/services <command>` against these servers and waits for it — on a thread
+    /// of its own, so a cooperative thread is never blocked for the seconds it takes.
+    public func run(_ command: String, only server: String? = nil) async throws {
         let script = TestEnvironment.repositoryRoot.appendingPathComponent("scripts/services").path
         var environment = ProcessInfo.processInfo.environment
         environment["COUNTER_DATA_DIR"] = dataDirectory.path
         environment["COUNTER_PG_PORT"] = String(postgresPort)
         environment["COUNTER_REDIS_PORT"] = String(redisPort)
-        let status = try spawnAndWait(["/bin/bash", script, command] + (server.map { [$0] } ?? []),
-                                      environment: environment.map { "\($0.key)=\($0.value)" })
+        let arguments = ["/bin/bash", script, command] + (server.map { [$0] } ?? [])
+        let pairs = environment.map { "\($0.key)=\($0.value)" }
+        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
+            Thread { continuation.resume(with: Result { try spawnAndWait(arguments, environment: pairs) }) }.start()
+        }
         guard status == 0 else {
             throw PrivateServersError(message: "scripts/services \(command) exited with \(status)")
         }
     }
 
     /// Stops both servers and removes their data.
-    public func tearDown() throws {
-        try run("stop")
+    public func tearDown() async throws {
+        try await run("stop")
         try? FileManager.default.removeItem(at: dataDirectory)
     }
 
