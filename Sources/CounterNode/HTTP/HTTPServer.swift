@@ -166,13 +166,13 @@ public struct HTTPServerError: Error, Sendable, CustomStringConvertible {
     public var description: String { message }
 }
 
-// @unchecked Sendable: the daemon pointer is only passed to libmicrohttpd calls that are safe from
+// Unchecked Sendable: the daemon pointer is only passed to libmicrohttpd calls that are safe from
 // any thread (quiesce, stop), and only once the server is started.
 private struct DaemonHandle: @unchecked Sendable {
     let pointer: OpaquePointer
 }
 
-// @unchecked Sendable: a suspended connection is only resumed, once, from the task answering it;
+// Unchecked Sendable: a suspended connection is only resumed, once, from the task answering it;
 // MHD_resume_connection is safe from any thread with MHD_ALLOW_SUSPEND_RESUME.
 private struct ConnectionHandle: @unchecked Sendable {
     let pointer: OpaquePointer
