@@ -34,6 +34,7 @@ enum BenchCommand {
                         sql-upsert and the /healthz ceiling at each level, then zipf and feed;
                         prints every row and the ratios of this run. Options: --levels 64,256,1000
                         --duration S --warmup S --url U --api-token T --admin-token T --postgres-url U
+                        --html FILE
 
         Options for http:
           --scenario S     hot (one post, new user per request), zipf, storm, feed, mixed, or
@@ -49,7 +50,8 @@ enum BenchCommand {
           --posts N        posts for zipf/feed/mixed (default 1000); --zipf-exponent E (0.99)
           --read-ratio R   share of reads in mixed (default 0.9)
           --api-token T, --admin-token T   (env COUNTER_API_TOKEN, COUNTER_ADMIN_TOKEN)
-          --no-check       skip the correctness check; --json FILE writes the result
+          --no-check       skip the correctness check; --json FILE writes the result;
+          --html FILE      writes a self-contained page with charts (also for compare)
 
         Options for writepath:
           --callers N      concurrent callers (default 1000, 1-100000)

@@ -26,7 +26,7 @@ struct CompareBench {
                 levels = parsed
             case "--duration": duration = try reader.number(flag, 1...3_600)
             case "--warmup": warmup = try reader.number(flag, 0...600)
-            case "--url", "--api-token", "--admin-token", "--postgres-url", "--json":
+            case "--url", "--api-token", "--admin-token", "--postgres-url", "--json", "--html":
                 passThrough += [flag, try reader.value(flag)]
             default: return false
             }
@@ -88,6 +88,17 @@ struct CompareBench {
     }
 
     private func report(_ rows: [(Summary, String?)], _ throughput: [String: Double]) {
+        if let path = http.htmlPath {
+            let page = HTMLReport.render(title: "counter-bench compare", runs: rows.map {
+                HTMLReport.Run(label: $0.0.label, connections: $0.0.connections, result: $0.0.result, verdict: $0.1)
+            })
+            do {
+                try Data(page.utf8).write(to: URL(fileURLWithPath: path))
+                print("  report written to \(path)")
+            } catch {
+                print("  cannot write the report to \(path): \(error)")
+            }
+        }
         print("")
         print(Summary.header + "  check")
         for (summary, verdict) in rows { print(summary.row + "  " + (verdict ?? "")) }

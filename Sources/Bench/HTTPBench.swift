@@ -15,6 +15,7 @@ struct HTTPBenchOptions {
     var adminToken: String?
     var check = true
     var jsonPath: String?
+    var htmlPath: String?
     var postgresURL = "postgresql://counter@127.0.0.1:55432/counter"
 
     init(arguments: [String], environment: [String: String]) throws {
@@ -61,6 +62,7 @@ struct HTTPBenchOptions {
             case "--admin-token": adminToken = try reader.value(flag)
             case "--no-check": check = false
             case "--json": jsonPath = try reader.value(flag)
+            case "--html": htmlPath = try reader.value(flag)
             case "--postgres-url": postgresURL = try reader.value(flag)
             default: return false
             }
@@ -93,6 +95,13 @@ struct HTTPBench {
         if let path = options.jsonPath {
             try Data(summary.json(check: check).utf8).write(to: URL(fileURLWithPath: path))
             print("  result written to \(path)")
+        }
+        if let path = options.htmlPath {
+            let verdict = check.map { $0.passed ? "check passed" : "CHECK FAILED" }
+            let page = HTMLReport.render(title: "counter-bench: \(label)",
+                                         runs: [HTMLReport.Run(label: label, connections: options.load.connections, result: result, verdict: verdict)])
+            try Data(page.utf8).write(to: URL(fileURLWithPath: path))
+            print("  report written to \(path)")
         }
         if let check, !check.passed { throw BenchCheckFailure(message: "correctness check FAILED") }
     }

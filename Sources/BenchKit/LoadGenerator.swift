@@ -104,7 +104,8 @@ public final class LoadGenerator: Sendable {
                 return current
             }
             let (failures, p99) = shared.withLock { ($0.failures, $0.histogram.percentile(0.99)) }
-            if ContinuousClock.now > measureFrom {
+            // Seconds that began before the warm-up ended are not part of the timeline.
+            if started + .seconds(second - 1) >= measureFrom {
                 shared.withLock {
                     $0.throughputTimeline.append(count)
                     $0.p99Timeline.append(histogram.percentile(0.99))

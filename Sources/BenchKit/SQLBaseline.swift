@@ -87,7 +87,7 @@ public enum SQLBaseline: String, CaseIterable, Sendable {
                     try await Task.sleep(for: .seconds(1))
                     second += 1
                     let count = collector.perSecond.exchange(0, ordering: .relaxed)
-                    if ContinuousClock.now > measureFrom { collector.result.withLock { $0.throughputTimeline.append(count) } }
+                    if started + .seconds(second - 1) >= measureFrom { collector.result.withLock { $0.throughputTimeline.append(count) } }
                     progress(second, count)
                 }
             }

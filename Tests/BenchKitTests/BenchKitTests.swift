@@ -120,3 +120,23 @@ struct CorrectnessCheckTests {
 #if canImport(Glibc)
 import Glibc
 #endif
+
+@Suite("HTML report")
+struct HTMLReportTests {
+    @Test("a self-contained page with the table, a chart per run, and escaped labels")
+    func page() {
+        var result = LoadResult()
+        for value in [100, 200, 5_000] as [UInt64] { result.histogram.record(value) }
+        result.statuses = [200: 3]
+        result.measuredSeconds = 1
+        result.throughputTimeline = [1, 2]
+        let html = HTMLReport.render(title: "bench <run>", runs: [HTMLReport.Run(label: "hot & <cold>", connections: 64, result: result, verdict: "check passed")])
+        #expect(html.hasPrefix("<!doctype html>"))
+        #expect(html.contains("bench &lt;run&gt;"))
+        #expect(html.contains("hot &amp; &lt;cold&gt;"))
+        #expect(!html.contains("<cold>"))
+        #expect(html.components(separatedBy: "<svg").count - 1 == 2)
+        #expect(html.contains("<td>3</td>"))
+        #expect(!html.contains("<script"))
+    }
+}
