@@ -31,6 +31,9 @@ public final class HTTPServer: Sendable {
     let handler: any HTTPHandler
     private let state = Mutex(State())
     private let inFlight = Atomic<Int>(0)
+    /// Set once `stop()` begins: requests that still arrive on open connections are answered at
+    /// once with 503 instead of being suspended, so none is left suspended when the daemon stops.
+    private let stopping = Atomic<Bool>(false)
 
     private struct State {
         var daemon: DaemonHandle?
@@ -82,10 +85,11 @@ public final class HTTPServer: Sendable {
     /// answered, then stops the server.
     public func stop(timeout: Duration = .seconds(10)) async {
         guard let daemon = state.withLock({ $0.daemon }) else { return }
+        stopping.store(true, ordering: .sequentiallyConsistent)
         let socket = MHD_quiesce_daemon(daemon.pointer)
         if socket >= 0 { close(socket) }
         let deadline = ContinuousClock.now + timeout
-        while inFlight.load(ordering: .acquiring) > 0 && ContinuousClock.now < deadline {
+        while inFlight.load(ordering: .sequentiallyConsistent) > 0 && ContinuousClock.now < deadline {
             try? await Task.sleep(for: .milliseconds(10))
         }
         // Give resumed connections a moment to send their answers before the daemon goes.
@@ -100,7 +104,11 @@ public final class HTTPServer: Sendable {
         if let response = handler.immediateResponse(to: request) {
             return Self.queue(response, on: connection)
         }
-        inFlight.add(1, ordering: .relaxed)
+        inFlight.add(1, ordering: .sequentiallyConsistent)
+        if stopping.load(ordering: .sequentiallyConsistent) {
+            inFlight.add(-1, ordering: .sequentiallyConsistent)
+            return Self.queue(.error(503, code: "shutting_down", message: "the node is shutting down", retryAfterSeconds: 1), on: connection)
+        }
         MHD_suspend_connection(connection)
         let handle = ConnectionHandle(pointer: connection)
         let handler = self.handler
@@ -108,7 +116,7 @@ public final class HTTPServer: Sendable {
             let response = await handler.handle(request)
             requestState.response.withLock { $0 = response }
             MHD_resume_connection(handle.pointer)
-            self.inFlight.add(-1, ordering: .releasing)
+            self.inFlight.add(-1, ordering: .sequentiallyConsistent)
         }
         return .YES
     }
