@@ -38,6 +38,34 @@ public final class CounterAPI: HTTPHandler {
         return response
     }
 
+    /// The hot routes (like, unlike, toggle, read) go straight into the shard's queue; the
+    /// answer is built in the shard's completion. No task per request.
+    public func start(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void) -> Bool {
+        let route = APIRoute.match(request.path)
+        let operation: LikeOperation
+        let post: Int64, user: Int64
+        switch route {
+        case .toggle(let p, let u):
+            (operation, post, user) = (.toggle, p, u)
+        case .like(let p, let u):
+            (operation, post, user) = (request.method == "PUT" ? .like : request.method == "DELETE" ? .unlike : .read, p, u)
+        default:
+            return false
+        }
+        let started = ContinuousClock.now
+        service.submit(operation, post: post, user: user) { result in
+            let response: HTTPResponse
+            switch result {
+            case .success(let state): response = Self.likeResponse(state)
+            case .failure(let error as CounterError): response = Self.response(for: error)
+            case .failure(let error): response = .error(503, code: "unavailable", message: "\(error)", retryAfterSeconds: 1)
+            }
+            self.record(route, response, since: started)
+            respond(response)
+        }
+        return true
+    }
+
     public func handle(_ request: HTTPRequest) async -> HTTPResponse {
         let started = ContinuousClock.now
         let route = APIRoute.match(request.path)

@@ -52,10 +52,15 @@ public struct HTTPResponse: Sendable, Equatable {
 public protocol HTTPHandler: Sendable {
     func handle(_ request: HTTPRequest) async -> HTTPResponse
     /// An answer that needs no waiting (health checks), given on the HTTP thread itself; `nil`
-    /// sends the request to `handle`.
+    /// sends the request on.
     func immediateResponse(to request: HTTPRequest) -> HTTPResponse?
+    /// Takes the request without a task of its own: returns `true` and later calls `respond`
+    /// exactly once (from any thread), or returns `false` to have `handle` run on a task. Called
+    /// on the HTTP thread: it must not block.
+    func start(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void) -> Bool
 }
 
 extension HTTPHandler {
     public func immediateResponse(to request: HTTPRequest) -> HTTPResponse? { nil }
+    public func start(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void) -> Bool { false }
 }

@@ -111,13 +111,14 @@ public final class HTTPServer: Sendable {
         }
         MHD_suspend_connection(connection)
         let handle = ConnectionHandle(pointer: connection)
-        let handler = self.handler
-        Task {
-            let response = await handler.handle(request)
+        let respond: @Sendable (HTTPResponse) -> Void = { response in
             requestState.response.withLock { $0 = response }
             MHD_resume_connection(handle.pointer)
             self.inFlight.add(-1, ordering: .sequentiallyConsistent)
         }
+        if handler.start(request, respond: respond) { return .YES }
+        let handler = self.handler
+        Task { respond(await handler.handle(request)) }
         return .YES
     }
 

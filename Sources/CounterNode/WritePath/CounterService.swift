@@ -71,6 +71,19 @@ public final class CounterService: Sendable {
         return try await shard.perform(ShardDecider.Request(operation: operation, postID: postID, userID: userID))
     }
 
+    /// Queues `operation` and calls `completion` with the answer, without waiting: for callers on
+    /// threads of their own (the HTTP thread). `completion` runs on the shard's executor, or at
+    /// once when the operation is refused.
+    public func submit(_ operation: LikeOperation, post postID: Int64, user userID: Int64,
+                       completion: @escaping @Sendable (Result<LikeState, Error>) -> Void) {
+        guard postID > 0, userID > 0 || operation == .count else {
+            completion(.failure(CounterError(code: .invalidArgument, message: "ids must be positive 64-bit integers (post \(postID), user \(userID))")))
+            return
+        }
+        shards[shardMap.shard(forPost: postID)].submit(ShardDecider.Request(operation: operation, postID: postID, userID: userID),
+                                                      completion: completion)
+    }
+
     /// Performs many operations (a feed page, say) with one batch per shard; one result per
     /// request, in order. Invalid ids fail alone.
     public func performMany(_ requests: [(operation: LikeOperation, post: Int64, user: Int64)]) async -> [Result<LikeState, Error>] {

@@ -31,9 +31,16 @@ actor ShardActor {
 
     private var counts: LRUCache<Int64, Int64>
     private var unknownPosts: [Int64: ContinuousClock.Instant] = [:]
-    private var queue: [Pending] = []
-    private var draining = false
-    private var accepting = true
+    /// Operations waiting for the next batch. A lock, not actor isolation, guards it, so callers
+    /// on any thread (the HTTP thread included) can add to it without a hop; the drain task is
+    /// started once per busy period, not once per operation.
+    private let inbox = Mutex(Inbox())
+    private let accepting = Atomic<Bool>(true)
+
+    private struct Inbox {
+        var pending: [Pending] = []
+        var draining = false
+    }
     private var stats = ShardStats()
 
     init(index: Int, redis: RedisConnection, pool: PostgresPool, layout: RedisKeyLayout,
@@ -52,9 +59,19 @@ actor ShardActor {
     /// configured.
     /// - Throws: `CounterError` — `.unknownPost`, `.backlogFull`, `.unavailable`, `.shuttingDown`.
     func perform(_ request: ShardDecider.Request) async throws -> LikeState {
-        try admit(request)
-        return try await withCheckedThrowingContinuation { continuation in
-            enqueue(Pending(request: request) { continuation.resume(with: $0) })
+        try await withCheckedThrowingContinuation { continuation in
+            submit(request) { continuation.resume(with: $0) }
+        }
+    }
+
+    /// Queues one operation; `completion` runs once it is answered (on the shard's executor, or
+    /// at once when the operation is refused). Callable from any thread, without waiting.
+    nonisolated func submit(_ request: ShardDecider.Request, completion: @escaping @Sendable (Result<LikeState, Error>) -> Void) {
+        do {
+            try admit(request)
+            enqueue(Pending(request: request, completion: completion))
+        } catch {
+            completion(.failure(error))
         }
     }
 
@@ -65,18 +82,13 @@ actor ShardActor {
         return await withCheckedContinuation { continuation in
             collector.onComplete { continuation.resume(returning: $0) }
             for (offset, request) in requests.enumerated() {
-                do {
-                    try admit(request)
-                    enqueue(Pending(request: request) { collector.set(offset, $0) })
-                } catch {
-                    collector.set(offset, .failure(error))
-                }
+                submit(request) { collector.set(offset, $0) }
             }
         }
     }
 
-    private func admit(_ request: ShardDecider.Request) throws {
-        guard accepting else { throw CounterError(code: .shuttingDown, message: "the node is shutting down") }
+    private nonisolated func admit(_ request: ShardDecider.Request) throws {
+        guard accepting.load(ordering: .relaxed) else { throw CounterError(code: .shuttingDown, message: "the node is shutting down") }
         if request.operation.mayWrite && gauge.value >= configuration.backlogLimitPerShard {
             throw CounterError(code: .backlogFull,
                                message: "\(gauge.value) changes of this shard wait for PostgreSQL (limit \(configuration.backlogLimitPerShard)); retry later",
@@ -84,17 +96,19 @@ actor ShardActor {
         }
     }
 
-    private func enqueue(_ pending: Pending) {
-        queue.append(pending)
-        if !draining {
-            draining = true
-            Task { await self.drain() }
+    private nonisolated func enqueue(_ pending: Pending) {
+        let startDrain = inbox.withLock { inbox in
+            inbox.pending.append(pending)
+            if inbox.draining { return false }
+            inbox.draining = true
+            return true
         }
+        if startDrain { Task { await self.drain() } }
     }
 
     /// Refuses new operations from now on; queued ones are still answered.
     func stopAccepting() {
-        accepting = false
+        accepting.store(false, ordering: .relaxed)
     }
 
     /// Forgets posts that turned out not to exist (deleted from `posts`).
@@ -125,12 +139,20 @@ actor ShardActor {
     // MARK: - Batches
 
     private func drain() async {
-        while !queue.isEmpty {
-            let batch = queue
-            queue.removeAll(keepingCapacity: true)
+        while true {
+            // Take everything queued, or, when nothing is, end this busy period — atomically, so
+            // an operation added meanwhile always finds a drain running or starts one.
+            let batch: [Pending] = inbox.withLock { inbox in
+                if inbox.pending.isEmpty {
+                    inbox.draining = false
+                    return []
+                }
+                defer { inbox.pending.removeAll(keepingCapacity: true) }
+                return inbox.pending
+            }
+            if batch.isEmpty { return }
             await process(batch)
         }
-        draining = false
     }
 
     private func process(_ batch: [Pending]) async {
