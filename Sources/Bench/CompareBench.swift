@@ -4,7 +4,7 @@ import Persistence
 
 /// `counter-bench compare`: the standard comparison in one invocation — the node's `hot`
 /// scenario, the `seed-sql` and `sql-upsert` baselines and the `/healthz` ceiling at each
-/// concurrency level, then `zipf` and `feed` — and the ratios measured in this run.
+/// concurrency level, then `zipf`, `feed`, `storm` and `mixed` — and the ratios measured in this run.
 struct CompareBench {
     var levels = [64, 256, 1_000]
     var duration = 10
@@ -74,7 +74,7 @@ struct CompareBench {
                 rows.append((summary, verdict))
             }
         }
-        for scenario in ["zipf", "feed"] {
+        for scenario in ["zipf", "feed", "storm", "mixed"] {
             let level = levels.contains(256) ? 256 : levels[0]
             print("counter-bench compare: \(scenario) at \(level) connections …")
             var options = http
