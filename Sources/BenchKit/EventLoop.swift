@@ -46,13 +46,11 @@ final class EventLoop {
                 if connection.connecting || connection.written < connection.output.count { events |= Int16(POLLOUT) }
                 descriptors.append(pollfd(fd: connection.descriptor, events: events, revents: 0))
             }
-            let waitMilliseconds: Int32
-            if let interval, backlog.isEmpty {
+            // Open loop: wake for the next scheduled send; closed loop: answers wake us.
+            var waitMilliseconds: Int32 = 50
+            if interval != nil && backlog.isEmpty {
                 let untilDue = nextDue - .now
-                waitMilliseconds = Int32(max(0, min(50, untilDue.components.attoseconds / 1_000_000_000_000_000 + untilDue.components.seconds * 1_000)))
-                _ = interval
-            } else {
-                waitMilliseconds = 50
+                waitMilliseconds = Int32(max(0, min(50, untilDue.components.seconds * 1_000 + untilDue.components.attoseconds / 1_000_000_000_000_000)))
             }
             let ready = poll(&descriptors, nfds_t(descriptors.count), waitMilliseconds)
             guard ready > 0 else { continue }
