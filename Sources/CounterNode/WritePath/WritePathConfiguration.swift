@@ -13,8 +13,11 @@ public struct WritePathConfiguration: Sendable, Equatable {
     public var backlogLimitPerShard: Int = 1_000_000
     /// A flush runs at least this often while changes wait. Defaults to 200 ms.
     public var flushInterval: Duration = .milliseconds(200)
-    /// A flush runs as soon as this many changes wait; also the most one flush reads. Defaults to `5_000`.
-    public var flushBatchSize: Int = 5_000
+    /// A flush runs as soon as this many changes wait; also about the most one flush reads.
+    /// Defaults to `1_000`: larger flushes hold Redis and the CPU longer at a time, which shows in
+    /// the latency tail (measured at 64 connections: p99 20 ms with 1,000, 25 ms with 5,000,
+    /// 54 ms with 20,000, throughput alike).
+    public var flushBatchSize: Int = 1_000
     /// A change waits at most about this long, counted from when its post first became dirty.
     /// Defaults to 1 s.
     public var flushMaxAge: Duration = .seconds(1)
