@@ -182,14 +182,13 @@ actor WriteBehindFlusher {
         // What was known before the read: appends noted while it is in flight stay unaccounted here.
         let before = backlog
         let readStarted = ContinuousClock.now
-        let replies = try await redis.pipeline(dirty.map { .xrange(logKey($0), count: perSlot) })
+        let reads = try await readLogs(dirty, perSlot: perSlot)
 
         var entries: [LoggedLikeChange] = []
         var malformed: [(slot: UInt16, entry: StreamEntry)] = []
         var newestRead: [UInt16: StreamEntryID] = [:]
         var fullReads: Set<UInt16> = []
-        for (slot, reply) in zip(dirty, replies) {
-            let read = try reply.streamEntries()
+        for (slot, read) in zip(dirty, reads) {
             if read.count >= perSlot { fullReads.insert(slot) }
             for entry in read {
                 newestRead[slot] = entry.id
@@ -230,6 +229,32 @@ actor WriteBehindFlusher {
             _ = try? await redis.pipeline(keys.map { .del([$0]) })
             await onMissingPosts(Array(missing))
         }
+    }
+
+    /// Most entries one Redis command returns: Redis is single-threaded, and one huge `XRANGE`
+    /// makes every shard's round trip wait behind it.
+    static let readSlice = 500
+
+    /// Up to `perSlot` of the oldest entries of each slot's log, read in slices of at most
+    /// `readSlice` entries, one round trip per slice round.
+    private func readLogs(_ slots: [UInt16], perSlot: Int) async throws -> [[StreamEntry]] {
+        var reads = [[StreamEntry]](repeating: [], count: slots.count)
+        var open = Array(slots.indices)
+        while !open.isEmpty {
+            let commands = open.map { index -> RedisCommand in
+                let start = reads[index].last.map { "(" + $0.id.description } ?? "-"
+                return .xrange(logKey(slots[index]), start: start, count: min(Self.readSlice, perSlot - reads[index].count))
+            }
+            let replies = try await redis.pipeline(commands)
+            var stillOpen: [Int] = []
+            for (index, reply) in zip(open, replies) {
+                let slice = try reply.streamEntries()
+                reads[index] += slice
+                if slice.count == Self.readSlice && reads[index].count < perSlot { stillOpen.append(index) }
+            }
+            open = stillOpen
+        }
+        return reads
     }
 
     /// Applies `entries` in one transaction; posts found missing get their changes dead-lettered
