@@ -53,7 +53,7 @@ struct CompareBench {
                 case "seed-sql", "sql-upsert":
                     let baseline = SQLBaseline(rawValue: target)!
                     let post = try await createPost()
-                    let result = try await baseline.run(postgresURL: http.postgresURL, post: post, clients: level,
+                    let result = try await baseline.run(postgresURL: http.servers.postgresURL, post: post, clients: level,
                                                         duration: http.load.duration, warmup: http.load.warmup) { _, _ in }
                     summary = Summary(label: target, connections: level, result: result)
                 case "ceiling":
@@ -115,7 +115,7 @@ struct CompareBench {
     }
 
     private func createPost() async throws -> Int64 {
-        let pool = PostgresPool(configuration: PostgresConfiguration(url: http.postgresURL))
+        let pool = PostgresPool(configuration: PostgresConfiguration(url: http.servers.postgresURL))
         let post = Int64.random(in: 1_000_000_000...4_000_000_000_000_000)
         try await pool.query("INSERT INTO posts (id) VALUES ($1)", [.int64(post)])
         await pool.close()

@@ -16,10 +16,10 @@ struct HTTPBenchOptions {
     var check = true
     var jsonPath: String?
     var htmlPath: String?
-    var postgresURL = "postgresql://counter@127.0.0.1:55432/counter"
+    var servers: BenchServers
 
     init(arguments: [String], environment: [String: String]) throws {
-        postgresURL = environment["COUNTER_POSTGRES_URL"] ?? postgresURL
+        servers = BenchServers(environment: environment)
         apiToken = environment["COUNTER_API_TOKEN"]
         adminToken = environment["COUNTER_ADMIN_TOKEN"]
         var reader = BenchArguments(arguments)
@@ -63,8 +63,7 @@ struct HTTPBenchOptions {
             case "--no-check": check = false
             case "--json": jsonPath = try reader.value(flag)
             case "--html": htmlPath = try reader.value(flag)
-            case "--postgres-url": postgresURL = try reader.value(flag)
-            default: return false
+            default: return try servers.take(flag, from: &reader)
             }
             return true
         }
@@ -113,7 +112,7 @@ struct HTTPBench {
     /// Runs the load (creating and afterwards deleting its posts) and, for write scenarios, the
     /// correctness check.
     func measure(progress: @escaping @Sendable (Int, Int, Int, UInt64) -> Void) async throws -> (LoadResult, CorrectnessCheck.Report?) {
-        let pool = PostgresPool(configuration: PostgresConfiguration(url: options.postgresURL))
+        let pool = PostgresPool(configuration: PostgresConfiguration(url: options.servers.postgresURL))
         defer { Task { await pool.close() } }
         let workload: any Workload
         var posts: [Int64] = []

@@ -7,21 +7,17 @@ struct PersistenceBenchOptions {
     var changes = 10_000
     var posts = 100
     var repetitions = 5
-    var postgresURL = "postgresql://counter@127.0.0.1:55432/counter"
-    var redisURL = "redis://127.0.0.1:56379"
+    var servers: BenchServers
 
     init(arguments: [String], environment: [String: String]) throws {
-        postgresURL = environment["COUNTER_POSTGRES_URL"] ?? postgresURL
-        redisURL = environment["COUNTER_REDIS_URL"] ?? redisURL
+        servers = BenchServers(environment: environment)
         var reader = BenchArguments(arguments)
         try reader.forEachFlag { flag, reader in
             switch flag {
             case "--changes": changes = try reader.number(flag, 1...1_000_000)
             case "--posts": posts = try reader.number(flag, 1...100_000)
             case "--repeat": repetitions = try reader.number(flag, 1...1_000)
-            case "--postgres-url": postgresURL = try reader.value(flag)
-            case "--redis-url": redisURL = try reader.value(flag)
-            default: return false
+            default: return try servers.take(flag, from: &reader)
             }
             return true
         }
@@ -33,8 +29,8 @@ struct PersistenceBench {
     let options: PersistenceBenchOptions
 
     func run() async throws {
-        let pool = PostgresPool(configuration: PostgresConfiguration(url: options.postgresURL))
-        let redis = RedisConnection(configuration: try RedisConfiguration(url: options.redisURL))
+        let pool = PostgresPool(configuration: PostgresConfiguration(url: options.servers.postgresURL))
+        let redis = RedisConnection(configuration: try RedisConfiguration(url: options.servers.redisURL))
         _ = try await SchemaMigrator.migrate(pool)
         let base = Int64.random(in: 1_000_000_000...4_000_000_000_000_000)
         let posts = (0..<Int64(options.posts)).map { base + $0 }

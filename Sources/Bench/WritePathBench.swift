@@ -9,12 +9,10 @@ struct WritePathBenchOptions {
     var seconds = 5.0
     var shards = 4
     var spreadPosts = 10_000
-    var postgresURL = "postgresql://counter@127.0.0.1:55432/counter"
-    var redisURL = "redis://127.0.0.1:56379"
+    var servers: BenchServers
 
     init(arguments: [String], environment: [String: String]) throws {
-        postgresURL = environment["COUNTER_POSTGRES_URL"] ?? postgresURL
-        redisURL = environment["COUNTER_REDIS_URL"] ?? redisURL
+        servers = BenchServers(environment: environment)
         var reader = BenchArguments(arguments)
         try reader.forEachFlag { flag, reader in
             switch flag {
@@ -22,9 +20,7 @@ struct WritePathBenchOptions {
             case "--seconds": seconds = Double(try reader.number(flag, 1...3_600))
             case "--shards": shards = try reader.number(flag, 1...256)
             case "--posts": spreadPosts = try reader.number(flag, 1...1_000_000)
-            case "--postgres-url": postgresURL = try reader.value(flag)
-            case "--redis-url": redisURL = try reader.value(flag)
-            default: return false
+            default: return try servers.take(flag, from: &reader)
             }
             return true
         }
@@ -38,9 +34,9 @@ struct WritePathBench {
     let options: WritePathBenchOptions
 
     func run() async throws {
-        let pool = PostgresPool(configuration: PostgresConfiguration(url: options.postgresURL))
+        let pool = PostgresPool(configuration: PostgresConfiguration(url: options.servers.postgresURL))
         _ = try await SchemaMigrator.migrate(pool)
-        let redis = try RedisConfiguration(url: options.redisURL)
+        let redis = try RedisConfiguration(url: options.servers.redisURL)
         print("counter-bench writepath: \(options.callers) concurrent callers, \(Int(options.seconds)) s per run, \(options.shards) shards, release build expected")
         try await scenario("hot: one post (one shard)", posts: 1, pool: pool, redis: redis)
         try await scenario("spread: \(options.spreadPosts) posts (all shards)", posts: options.spreadPosts, pool: pool, redis: redis)

@@ -86,8 +86,14 @@ struct WritePathTests {
         let error = await #expect(throws: CounterError.self) { try await harness.service.perform(.like, post: ghost, user: 1) }
         #expect(error?.code == .unknownPost)
         #expect(try await harness.redis.send(.exists([harness.layout.likers(ofPost: ghost), harness.layout.hydratedMarker(ofPost: ghost)])).integer == 0)
-        // Remembered: the second refusal does not ask PostgreSQL (the answer is the same either way).
-        await #expect(throws: CounterError.self) { try await harness.service.perform(.read, post: ghost, user: 1) }
+        // Remembered: once the post exists, the node still refuses it until its memory of the
+        // refusal expires (5 s by default) — it did not ask PostgreSQL again.
+        try await harness.pool.query("INSERT INTO posts (id) VALUES ($1)", [.int64(ghost)])
+        let remembered = await #expect(throws: CounterError.self) { try await harness.service.perform(.read, post: ghost, user: 1) }
+        #expect(remembered?.code == .unknownPost)
+        // An operator's re-check makes it ask again.
+        await harness.service.recheckExistence(of: [ghost])
+        #expect(try await harness.service.perform(.read, post: ghost, user: 1).likesCount == 0)
         let invalid = await #expect(throws: CounterError.self) { try await harness.service.perform(.like, post: 0, user: 1) }
         #expect(invalid?.code == .invalidArgument)
         await harness.stop()

@@ -5,7 +5,7 @@ import Synchronization
 
 /// The HTTP API of SPEC.md on top of a `CounterService`: routes, auth, JSON, error mapping,
 /// metrics. Requests that need no I/O (health, routing and auth errors) are answered on the HTTP
-/// thread; the rest on tasks.
+/// thread; likes go straight to the shards; the rest run on tasks.
 public final class CounterAPI: HTTPHandler {
     /// Most post ids one feed query may carry.
     public static let maximumQueryPosts = 1_000
@@ -30,48 +30,46 @@ public final class CounterAPI: HTTPHandler {
                                        layout: RedisKeyLayout(prefix: service.configuration.keyPrefix))
     }
 
-    public func immediateResponse(to request: HTTPRequest) -> HTTPResponse? {
+    /// Routes once: refusals and health are answered at once; like/unlike/toggle/read go straight
+    /// into the shard's queue (the answer is built in the shard's completion, no task per
+    /// request); everything else runs on a task.
+    public func dispatch(_ request: HTTPRequest) -> HTTPDisposition {
         let started = ContinuousClock.now
         let route = APIRoute.match(request.path)
-        guard let response = immediate(route, request) else { return nil }
-        record(route, response, since: started)
-        return response
-    }
-
-    /// The hot routes (like, unlike, toggle, read) go straight into the shard's queue; the
-    /// answer is built in the shard's completion. No task per request.
-    public func start(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void) -> Bool {
-        let route = APIRoute.match(request.path)
-        let operation: LikeOperation
-        let post: Int64, user: Int64
-        switch route {
-        case .toggle(let p, let u):
-            (operation, post, user) = (.toggle, p, u)
-        case .like(let p, let u):
-            (operation, post, user) = (request.method == "PUT" ? .like : request.method == "DELETE" ? .unlike : .read, p, u)
-        default:
-            return false
+        if let response = immediate(route, request) {
+            record(route, response, since: started)
+            return .respond(response)
         }
-        let started = ContinuousClock.now
-        service.submit(operation, post: post, user: user) { result in
-            let response: HTTPResponse
-            switch result {
-            case .success(let state): response = Self.likeResponse(state)
-            case .failure(let error as CounterError): response = Self.response(for: error)
-            case .failure(let error): response = .error(503, code: "unavailable", message: "\(error)", retryAfterSeconds: 1)
+        if let (operation, post, user) = Self.likeOperation(route, method: request.method) {
+            return .later { respond in
+                self.service.submit(operation, post: post, user: user) { result in
+                    let response: HTTPResponse
+                    switch result {
+                    case .success(let state): response = Self.likeResponse(state)
+                    case .failure(let error as CounterError): response = Self.response(for: error)
+                    case .failure(let error): response = .error(503, code: "unavailable", message: "\(error)", retryAfterSeconds: 1)
+                    }
+                    self.record(route, response, since: started)
+                    respond(response)
+                }
             }
-            self.record(route, response, since: started)
-            respond(response)
         }
-        return true
+        return .later { respond in
+            Task {
+                let response = await self.answer(route, request)
+                self.record(route, response, since: started)
+                respond(response)
+            }
+        }
     }
 
-    public func handle(_ request: HTTPRequest) async -> HTTPResponse {
-        let started = ContinuousClock.now
-        let route = APIRoute.match(request.path)
-        let response = await answer(route, request)
-        record(route, response, since: started)
-        return response
+    /// The operation a like route asks for: toggle, or like/unlike/read by method.
+    static func likeOperation(_ route: APIRoute, method: String) -> (LikeOperation, Int64, Int64)? {
+        switch route {
+        case .toggle(let post, let user): return (.toggle, post, user)
+        case .like(let post, let user): return (method == "PUT" ? .like : method == "DELETE" ? .unlike : .read, post, user)
+        default: return nil
+        }
     }
 
     private func record(_ route: APIRoute, _ response: HTTPResponse, since started: ContinuousClock.Instant) {
@@ -105,11 +103,6 @@ public final class CounterAPI: HTTPHandler {
     private func answer(_ route: APIRoute, _ request: HTTPRequest) async -> HTTPResponse {
         do {
             switch route {
-            case .toggle(let post, let user):
-                return Self.likeResponse(try await service.perform(.toggle, post: post, user: user))
-            case .like(let post, let user):
-                let operation: LikeOperation = request.method == "PUT" ? .like : request.method == "DELETE" ? .unlike : .read
-                return Self.likeResponse(try await service.perform(operation, post: post, user: user))
             case .post(let post):
                 let state = try await service.perform(.count, post: post, user: 0)
                 var writer = JSONWriter()
@@ -155,8 +148,9 @@ public final class CounterAPI: HTTPHandler {
                 return try await AdminAnswers.replay(request.body, deadLetters)
             case .adminDeadLettersDrop:
                 return try await AdminAnswers.drop(request.body, deadLetters)
-            case .healthz, .invalidID, .notFound:
-                return immediate(route, request) ?? .error(500, code: "internal", message: "unroutable request")
+            case .toggle, .like, .healthz, .invalidID, .notFound:
+                // Answered in `dispatch`, never here.
+                return .error(500, code: "internal", message: "route \(route.label) is answered elsewhere")
             }
         } catch let error as CounterError {
             return Self.response(for: error)

@@ -48,19 +48,17 @@ public struct HTTPResponse: Sendable, Equatable {
     }
 }
 
-/// Answers requests. Called on a task, never on the HTTP library's threads.
-public protocol HTTPHandler: Sendable {
-    func handle(_ request: HTTPRequest) async -> HTTPResponse
-    /// An answer that needs no waiting (health checks), given on the HTTP thread itself; `nil`
-    /// sends the request on.
-    func immediateResponse(to request: HTTPRequest) -> HTTPResponse?
-    /// Takes the request without a task of its own: returns `true` and later calls `respond`
-    /// exactly once (from any thread), or returns `false` to have `handle` run on a task. Called
-    /// on the HTTP thread: it must not block.
-    func start(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void) -> Bool
+/// What a handler does with a request.
+public enum HTTPDisposition: Sendable {
+    /// Answer at once, on the HTTP thread (health checks, refusals: nothing to wait for).
+    case respond(HTTPResponse)
+    /// Answer later: the server suspends the connection and calls the closure with a `respond`
+    /// that must be called exactly once, from any thread.
+    case later(@Sendable (_ respond: @escaping @Sendable (HTTPResponse) -> Void) -> Void)
 }
 
-extension HTTPHandler {
-    public func immediateResponse(to request: HTTPRequest) -> HTTPResponse? { nil }
-    public func start(_ request: HTTPRequest, respond: @escaping @Sendable (HTTPResponse) -> Void) -> Bool { false }
+/// Answers requests.
+public protocol HTTPHandler: Sendable {
+    /// Decides what to do with `request`. Called on the HTTP library's thread: it must not block.
+    func dispatch(_ request: HTTPRequest) -> HTTPDisposition
 }

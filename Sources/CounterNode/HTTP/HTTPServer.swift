@@ -24,7 +24,7 @@ public struct HTTPServerConfiguration: Sendable, Equatable {
 }
 
 /// An HTTP/1.1 server on libmicrohttpd in poll mode (its epoll mode stalls, see NOTES.md), with
-/// suspend/resume so handlers run on Swift tasks and never block the library's thread. Keep-alive
+/// suspend/resume so answers that need waiting never block the library's thread. Keep-alive
 /// and pipelining are the library's.
 public final class HTTPServer: Sendable {
     public let configuration: HTTPServerConfiguration
@@ -101,8 +101,12 @@ public final class HTTPServer: Sendable {
     // MARK: - Called from the library's thread
 
     fileprivate func dispatch(_ request: HTTPRequest, state requestState: RequestState, connection: OpaquePointer) -> MHD_Result {
-        if let response = handler.immediateResponse(to: request) {
+        let start: @Sendable (@escaping @Sendable (HTTPResponse) -> Void) -> Void
+        switch handler.dispatch(request) {
+        case .respond(let response):
             return Self.queue(response, on: connection)
+        case .later(let begin):
+            start = begin
         }
         inFlight.add(1, ordering: .sequentiallyConsistent)
         if stopping.load(ordering: .sequentiallyConsistent) {
@@ -111,14 +115,11 @@ public final class HTTPServer: Sendable {
         }
         MHD_suspend_connection(connection)
         let handle = ConnectionHandle(pointer: connection)
-        let respond: @Sendable (HTTPResponse) -> Void = { response in
+        start { response in
             requestState.response.withLock { $0 = response }
             MHD_resume_connection(handle.pointer)
             self.inFlight.add(-1, ordering: .sequentiallyConsistent)
         }
-        if handler.start(request, respond: respond) { return .YES }
-        let handler = self.handler
-        Task { respond(await handler.handle(request)) }
         return .YES
     }
 
