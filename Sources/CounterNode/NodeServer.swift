@@ -41,7 +41,7 @@ public enum NodeServer {
             service = try CounterService(configuration: configuration.writePath, postgres: pool, redis: redis)
             try await service.start()
             let api = CounterAPI(service: service, tokens: configuration.tokens, postgres: pool, redis: redis)
-            server = HTTPServer(configuration: configuration.http, handler: api)
+            server = try HTTPServer(configuration: configuration.http, handler: api)
             try server.start()
         } catch {
             output.error("cannot start: \(error)")

@@ -20,7 +20,7 @@ struct HTTPHarness {
         configure(&configuration)
         let api = CounterAPI(service: writePath.service, tokens: AccessTokens(api: apiToken, admin: adminToken),
                              postgres: writePath.pool, redis: writePath.redis.configuration)
-        let server = HTTPServer(configuration: configuration, handler: api)
+        let server = try HTTPServer(configuration: configuration, handler: api)
         try server.start()
         return HTTPHarness(writePath: writePath, server: server)
     }

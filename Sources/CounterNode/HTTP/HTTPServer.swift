@@ -23,14 +23,15 @@ public struct HTTPServerConfiguration: Sendable, Equatable {
     public init() {}
 }
 
-/// An HTTP/1.1 server on libmicrohttpd in poll mode (its epoll mode stalls, see NOTES.md), with
-/// suspend/resume so answers that need waiting never block the library's thread. Keep-alive
-/// and pipelining are the library's.
+/// An HTTP/1.1 server on libmicrohttpd in external epoll mode, driven by one thread of ours
+/// (`EventLoopThread`), with suspend/resume so answers that need waiting never block that thread.
+/// Keep-alive and pipelining are the library's.
 public final class HTTPServer: Sendable {
     public let configuration: HTTPServerConfiguration
     let handler: any HTTPHandler
     private let state = Mutex(State())
     private let inFlight = Atomic<Int>(0)
+    private let loop: EventLoopThread
     /// Set once `stop()` begins: requests that still arrive on open connections are answered at
     /// once with 503 instead of being suspended, so none is left suspended when the daemon stops.
     private let stopping = Atomic<Bool>(false)
@@ -44,9 +45,12 @@ public final class HTTPServer: Sendable {
     /// The port the server listens on (useful with port `0`).
     public var port: Int { state.withLock { $0.port } }
 
-    public init(configuration: HTTPServerConfiguration, handler: any HTTPHandler) {
+    /// - Throws: `HTTPServerError` when the event loop's wake-up pipe cannot be made (no file
+    ///   descriptors left).
+    public init(configuration: HTTPServerConfiguration, handler: any HTTPHandler) throws {
         self.configuration = configuration
         self.handler = handler
+        self.loop = try EventLoopThread()
     }
 
     /// Binds and starts serving.
@@ -54,7 +58,9 @@ public final class HTTPServer: Sendable {
     public func start() throws {
         let socket = try Self.listeningSocket(host: configuration.host, port: configuration.port)
         let boundPort = Self.boundPort(socket)
-        let flags = MHD_USE_POLL_INTERNAL_THREAD.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
+        // External epoll mode: our own thread waits on the library's epoll descriptor and calls
+        // MHD_run, which never blocks (see `EventLoopThread`).
+        let flags = MHD_USE_EPOLL.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
             | MHD_USE_SUPPRESS_DATE_NO_CLOCK.rawValue
         let context = Unmanaged.passUnretained(self).toOpaque()
         let completed: MHD_RequestCompletedCallback = requestCompleted
@@ -74,11 +80,19 @@ public final class HTTPServer: Sendable {
             close(socket)
             throw HTTPServerError(message: "libmicrohttpd refused to start on \(configuration.host):\(configuration.port)")
         }
+        let epollDescriptor = counter_mhd_epoll_fd(daemon)
+        guard epollDescriptor >= 0 else {
+            MHD_stop_daemon(daemon)
+            close(socket)
+            throw HTTPServerError(message: "libmicrohttpd started without an epoll descriptor")
+        }
+        let handle = DaemonHandle(pointer: daemon)
         state.withLock {
-            $0.daemon = DaemonHandle(pointer: daemon)
+            $0.daemon = handle
             $0.listeningSocket = socket
             $0.port = boundPort
         }
+        loop.start(daemon: handle, epollDescriptor: epollDescriptor)
     }
 
     /// Stops accepting connections, waits (up to `timeout`) for requests being handled to be
@@ -86,7 +100,7 @@ public final class HTTPServer: Sendable {
     public func stop(timeout: Duration = .seconds(10)) async {
         guard let daemon = state.withLock({ $0.daemon }) else { return }
         stopping.store(true, ordering: .sequentiallyConsistent)
-        let socket = MHD_quiesce_daemon(daemon.pointer)
+        let socket = await loop.quiesce()
         if socket >= 0 { close(socket) }
         let deadline = ContinuousClock.now + timeout
         while inFlight.load(ordering: .sequentiallyConsistent) > 0 && ContinuousClock.now < deadline {
@@ -95,6 +109,7 @@ public final class HTTPServer: Sendable {
         // Give resumed connections a moment to send their answers before the daemon goes.
         try? await Task.sleep(for: .milliseconds(50))
         state.withLock { $0.daemon = nil }
+        await loop.stop()
         MHD_stop_daemon(daemon.pointer)
     }
 
@@ -118,6 +133,7 @@ public final class HTTPServer: Sendable {
         start { response in
             requestState.response.withLock { $0 = response }
             MHD_resume_connection(handle.pointer)
+            self.loop.connectionResumed()
             self.inFlight.add(-1, ordering: .sequentiallyConsistent)
         }
         return .YES
@@ -176,9 +192,9 @@ public struct HTTPServerError: Error, Sendable, CustomStringConvertible {
     public var description: String { message }
 }
 
-// Unchecked Sendable: the daemon pointer is only passed to libmicrohttpd calls that are safe from
-// any thread (quiesce, stop), and only once the server is started.
-private struct DaemonHandle: @unchecked Sendable {
+// Unchecked Sendable: the daemon pointer is only used by the event loop thread, and by
+// MHD_stop_daemon once that thread has ended.
+struct DaemonHandle: @unchecked Sendable {
     let pointer: OpaquePointer
 }
 
