@@ -11,9 +11,9 @@ public struct RedisCommand: Sendable, Hashable, CustomStringConvertible {
         self.name = name
         var bytes: [UInt8] = []
         bytes.reserveCapacity(16 + name.utf8.count + arguments.count * 24)
-        Self.appendDecimal(prefix: UInt8(ascii: "*"), arguments.count + 1, to: &bytes)
-        Self.appendBulk(Array(name.utf8), to: &bytes)
-        for argument in arguments { Self.appendBulk(argument.redisBytes, to: &bytes) }
+        RESPEncoding.appendDecimal(prefix: UInt8(ascii: "*"), arguments.count + 1, to: &bytes)
+        name.appendBulk(to: &bytes)
+        for argument in arguments { argument.appendBulk(to: &bytes) }
         self.encoded = bytes
     }
 
@@ -21,18 +21,38 @@ public struct RedisCommand: Sendable, Hashable, CustomStringConvertible {
         self.init(name, arguments)
     }
 
-    public var description: String { name }
+    /// A command whose RESP encoding the caller wrote (with `RESPEncoding`), for hot paths that
+    /// should not build an argument array.
+    public init(name: String, encoded: [UInt8]) {
+        self.name = name
+        self.encoded = encoded
+    }
 
-    private static func appendBulk(_ payload: [UInt8], to bytes: inout [UInt8]) {
-        appendDecimal(prefix: UInt8(ascii: "$"), payload.count, to: &bytes)
-        bytes.append(contentsOf: payload)
+    public var description: String { name }
+}
+
+/// Writing RESP by hand: array headers, bulk strings and decimal integers, without allocating.
+public enum RESPEncoding {
+    /// Appends `<prefix><value>\r\n` (`*3\r\n`, `$5\r\n`, …).
+    public static func appendDecimal(prefix: UInt8, _ value: Int, to bytes: inout [UInt8]) {
+        bytes.append(prefix)
+        DecimalText.append(Int64(value), to: &bytes)
         bytes.append(13)
         bytes.append(10)
     }
 
-    private static func appendDecimal(prefix: UInt8, _ value: Int, to bytes: inout [UInt8]) {
-        bytes.append(prefix)
-        bytes.append(contentsOf: String(value).utf8)
+    /// Appends `value` as a bulk string: `$<digits>\r\n<digits>\r\n`.
+    public static func appendBulk(_ value: Int64, to bytes: inout [UInt8]) {
+        appendDecimal(prefix: UInt8(ascii: "$"), DecimalText.byteCount(value), to: &bytes)
+        DecimalText.append(value, to: &bytes)
+        bytes.append(13)
+        bytes.append(10)
+    }
+
+    /// Appends `payload` as a bulk string.
+    public static func appendBulk<Payload: Collection>(bytes payload: Payload, to bytes: inout [UInt8]) where Payload.Element == UInt8 {
+        appendDecimal(prefix: UInt8(ascii: "$"), payload.count, to: &bytes)
+        bytes.append(contentsOf: payload)
         bytes.append(13)
         bytes.append(10)
     }
@@ -40,12 +60,22 @@ public struct RedisCommand: Sendable, Hashable, CustomStringConvertible {
 
 /// Something that can be a Redis command argument.
 public protocol RedisArgument: Sendable {
-    /// The argument's bytes as Redis receives them.
-    var redisBytes: [UInt8] { get }
+    /// Appends the argument as a RESP bulk string (`$<length>\r\n<bytes>\r\n`).
+    func appendBulk(to bytes: inout [UInt8])
 }
 
-extension String: RedisArgument { public var redisBytes: [UInt8] { Array(utf8) } }
-extension Substring: RedisArgument { public var redisBytes: [UInt8] { Array(utf8) } }
-extension Int: RedisArgument { public var redisBytes: [UInt8] { Array(String(self).utf8) } }
-extension Int64: RedisArgument { public var redisBytes: [UInt8] { Array(String(self).utf8) } }
-extension Array: RedisArgument where Element == UInt8 { public var redisBytes: [UInt8] { self } }
+extension String: RedisArgument {
+    public func appendBulk(to bytes: inout [UInt8]) { RESPEncoding.appendBulk(bytes: utf8, to: &bytes) }
+}
+extension Substring: RedisArgument {
+    public func appendBulk(to bytes: inout [UInt8]) { RESPEncoding.appendBulk(bytes: utf8, to: &bytes) }
+}
+extension Int: RedisArgument {
+    public func appendBulk(to bytes: inout [UInt8]) { RESPEncoding.appendBulk(Int64(self), to: &bytes) }
+}
+extension Int64: RedisArgument {
+    public func appendBulk(to bytes: inout [UInt8]) { RESPEncoding.appendBulk(self, to: &bytes) }
+}
+extension Array: RedisArgument where Element == UInt8 {
+    public func appendBulk(to bytes: inout [UInt8]) { RESPEncoding.appendBulk(bytes: self, to: &bytes) }
+}

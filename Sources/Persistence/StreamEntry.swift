@@ -10,9 +10,31 @@ public struct StreamEntryID: Sendable, Hashable, Comparable, CustomStringConvert
 
     /// Parses `1700000000000-3`; `nil` for anything else.
     public init?(_ text: String) {
-        let parts = text.split(separator: "-", omittingEmptySubsequences: false)
-        guard parts.count == 2, let ms = UInt64(parts[0]), let seq = UInt64(parts[1]) else { return nil }
-        self.init(milliseconds: ms, sequence: seq)
+        self.init(bytes: text.utf8)
+    }
+
+    /// Parses the ASCII bytes of `1700000000000-3`; `nil` for anything else.
+    public init?<Bytes: Collection>(bytes: Bytes) where Bytes.Element == UInt8 {
+        var parts: (UInt64, UInt64) = (0, 0)
+        var digits = 0
+        var inSequence = false
+        for byte in bytes {
+            if byte == UInt8(ascii: "-") {
+                guard !inSequence, digits > 0 else { return nil }
+                inSequence = true
+                digits = 0
+                continue
+            }
+            guard byte >= 48 && byte <= 57 else { return nil }
+            let current = inSequence ? parts.1 : parts.0
+            let (times10, overflow1) = current.multipliedReportingOverflow(by: 10)
+            let (sum, overflow2) = times10.addingReportingOverflow(UInt64(byte - 48))
+            guard !overflow1 && !overflow2 else { return nil }
+            if inSequence { parts.1 = sum } else { parts.0 = sum }
+            digits += 1
+        }
+        guard inSequence, digits > 0 else { return nil }
+        self.init(milliseconds: parts.0, sequence: parts.1)
     }
 
     /// The smallest id after this one.
@@ -33,9 +55,20 @@ public struct StreamEntry: Sendable, Hashable {
     public let id: StreamEntryID
     public let fields: [String: [UInt8]]
 
+    public init(id: StreamEntryID, fields: [String: [UInt8]]) {
+        self.id = id
+        self.fields = fields
+    }
+
     /// A field's value as text.
     public func string(_ field: String) -> String? {
         fields[field].map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// A field's value as a decimal integer (ASCII digits with an optional leading `-`), or
+    /// `nil` when it is missing or anything else.
+    public func integer(_ field: String) -> Int64? {
+        fields[field].flatMap(DecimalText.parse)
     }
 }
 
@@ -53,8 +86,8 @@ extension RedisReply {
             return try pair[1].streamEntries()
         }
         return try elements.map { (element) throws(RedisError) -> StreamEntry in
-            guard let pair = element.array, pair.count == 2, let idText = pair[0].string,
-                  let id = StreamEntryID(idText), let flat = pair[1].array, flat.count % 2 == 0 else {
+            guard let pair = element.array, pair.count == 2, case .bulkString(let idBytes) = pair[0],
+                  let id = StreamEntryID(bytes: idBytes), let flat = pair[1].array, flat.count % 2 == 0 else {
                 throw Self.notAStream(element)
             }
             var fields: [String: [UInt8]] = [:]

@@ -175,6 +175,25 @@ struct HTTPPieceTests {
     ] as [(String, Int64?)])
     func ids(text: String, expected: Int64?) {
         #expect(EntityID.parse(text) == expected)
+        #expect(EntityID.parse(bytes: Array(text.utf8)) == expected)
+    }
+
+    @Test("paths map to their routes; a malformed id names itself; anything else is not found")
+    func routes() {
+        let expected: [(String, APIRoute)] = [
+            ("/healthz", .healthz), ("/readyz", .readyz), ("/metrics", .metrics),
+            ("/v1/posts/7/likes/9", .like(post: 7, user: 9)), ("/v1/posts/7/likes/9/toggle", .toggle(post: 7, user: 9)),
+            ("/v1/posts/7", .post(7)), ("/v1/posts/query", .query),
+            ("/admin/flush", .adminFlush), ("/admin/stats", .adminStats), ("/admin/reconcile", .adminReconcile),
+            ("/admin/posts/12", .adminInspect(post: 12)), ("/admin/dead-letters", .adminDeadLetters),
+            ("/admin/dead-letters/replay", .adminDeadLettersReplay), ("/admin/dead-letters/drop", .adminDeadLettersDrop),
+            ("/v1/posts/x/likes/9", .invalidID("post id \"x\"")), ("/v1/posts/7/likes/0", .invalidID("user id \"0\"")),
+            ("/v1/posts/-1", .invalidID("post id \"-1\"")), ("/admin/posts/", .invalidID("post id \"\"")),
+            ("", .notFound), ("healthz", .notFound), ("/", .notFound), ("/healthz/", .notFound), ("/v1/posts/7/likes/9/toggle/x", .notFound),
+            ("/v1/posts/7/likes/9/flip", .notFound), ("/v2/posts/7", .notFound), ("/admin/nothing", .notFound),
+            ("/v1/posts/7/likes/9/toggle/x/y/z", .notFound), ("//healthz", .notFound),
+        ]
+        for (path, route) in expected { #expect(APIRoute.match(path) == route, "\(path)") }
     }
 
     @Test("the JSON parser takes what RFC 8259 allows and refuses the rest")

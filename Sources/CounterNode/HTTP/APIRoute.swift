@@ -1,3 +1,5 @@
+import Persistence
+
 /// The routes of the HTTP API, matched from a path. Pure.
 enum APIRoute: Equatable {
     case like(post: Int64, user: Int64)
@@ -63,43 +65,46 @@ enum APIRoute: Equatable {
         }
     }
 
+    /// The route `path` names. Works on the path's bytes: it runs once per request.
     static func match(_ path: String) -> APIRoute {
-        let segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
-        guard path.hasPrefix("/") else { return .notFound }
-        let parts = Array(segments)
+        let bytes = path.utf8
+        guard bytes.first == UInt8(ascii: "/") else { return .notFound }
+        let parts = bytes.dropFirst().split(separator: UInt8(ascii: "/"), maxSplits: 6, omittingEmptySubsequences: false)
+        func part(_ index: Int, is text: StaticString) -> Bool {
+            let expected = UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount)
+            return parts[index].elementsEqual(expected)
+        }
+        func id(_ index: Int) -> Int64? { EntityID.parse(bytes: parts[index]) }
+        func invalid(_ index: Int, _ what: String) -> APIRoute {
+            .invalidID("\(what) id \"\(String(decoding: parts[index], as: UTF8.self))\"")
+        }
         switch parts.count {
         case 1:
-            switch parts[0] {
-            case "healthz": return .healthz
-            case "readyz": return .readyz
-            case "metrics": return .metrics
-            default: return .notFound
-            }
-        case 2 where parts[0] == "admin":
-            switch parts[1] {
-            case "flush": return .adminFlush
-            case "stats": return .adminStats
-            case "reconcile": return .adminReconcile
-            case "dead-letters": return .adminDeadLetters
-            default: return .notFound
-            }
-        case 3 where parts[0] == "admin" && parts[1] == "dead-letters":
-            switch parts[2] {
-            case "replay": return .adminDeadLettersReplay
-            case "drop": return .adminDeadLettersDrop
-            default: return .notFound
-            }
-        case 3 where parts[0] == "admin" && parts[1] == "posts":
-            guard let post = EntityID.parse(parts[2]) else { return .invalidID("post id \"\(parts[2])\"") }
+            if part(0, is: "healthz") { return .healthz }
+            if part(0, is: "readyz") { return .readyz }
+            if part(0, is: "metrics") { return .metrics }
+            return .notFound
+        case 2 where part(0, is: "admin"):
+            if part(1, is: "flush") { return .adminFlush }
+            if part(1, is: "stats") { return .adminStats }
+            if part(1, is: "reconcile") { return .adminReconcile }
+            if part(1, is: "dead-letters") { return .adminDeadLetters }
+            return .notFound
+        case 3 where part(0, is: "admin") && part(1, is: "dead-letters"):
+            if part(2, is: "replay") { return .adminDeadLettersReplay }
+            if part(2, is: "drop") { return .adminDeadLettersDrop }
+            return .notFound
+        case 3 where part(0, is: "admin") && part(1, is: "posts"):
+            guard let post = id(2) else { return invalid(2, "post") }
             return .adminInspect(post: post)
-        case 3 where parts[0] == "v1" && parts[1] == "posts":
-            if parts[2] == "query" { return .query }
-            guard let post = EntityID.parse(parts[2]) else { return .invalidID("post id \"\(parts[2])\"") }
+        case 3 where part(0, is: "v1") && part(1, is: "posts"):
+            if part(2, is: "query") { return .query }
+            guard let post = id(2) else { return invalid(2, "post") }
             return .post(post)
-        case 5 where parts[0] == "v1" && parts[1] == "posts" && parts[3] == "likes",
-             6 where parts[0] == "v1" && parts[1] == "posts" && parts[3] == "likes" && parts[5] == "toggle":
-            guard let post = EntityID.parse(parts[2]) else { return .invalidID("post id \"\(parts[2])\"") }
-            guard let user = EntityID.parse(parts[4]) else { return .invalidID("user id \"\(parts[4])\"") }
+        case 5 where part(0, is: "v1") && part(1, is: "posts") && part(3, is: "likes"),
+             6 where part(0, is: "v1") && part(1, is: "posts") && part(3, is: "likes") && part(5, is: "toggle"):
+            guard let post = id(2) else { return invalid(2, "post") }
+            guard let user = id(4) else { return invalid(4, "user") }
             return parts.count == 5 ? .like(post: post, user: user) : .toggle(post: post, user: user)
         default:
             return .notFound
@@ -114,5 +119,11 @@ public enum EntityID {
         guard !text.isEmpty, text.utf8.count <= 19, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }),
               let value = Int64(text), value > 0 else { return nil }
         return value
+    }
+
+    /// The id `digits` (ASCII bytes) names, or `nil`; the same rules as `parse(_:)`.
+    public static func parse<Digits: Collection>(bytes digits: Digits) -> Int64? where Digits.Element == UInt8 {
+        guard digits.count <= 19, digits.first != UInt8(ascii: "-"), let value = DecimalText.parse(digits) else { return nil }
+        return value > 0 ? value : nil
     }
 }

@@ -9,6 +9,12 @@ final class HTTPMetrics: Sendable {
         var buckets = [Int](repeating: 0, count: HTTPMetrics.bucketBounds.count)
         var count = 0
         var sum = 0.0
+
+        mutating func record(_ seconds: Double) {
+            if let bucket = HTTPMetrics.bucketBounds.firstIndex(where: { seconds <= $0 }) { buckets[bucket] += 1 }
+            count += 1
+            sum += seconds
+        }
     }
 
     private struct State {
@@ -21,11 +27,8 @@ final class HTTPMetrics: Sendable {
     func record(route: String, status: Int, seconds: Double) {
         state.withLock { state in
             state.requests[route, default: [:]][status, default: 0] += 1
-            var histogram = state.latency[route, default: Histogram()]
-            if let bucket = HTTPMetrics.bucketBounds.firstIndex(where: { seconds <= $0 }) { histogram.buckets[bucket] += 1 }
-            histogram.count += 1
-            histogram.sum += seconds
-            state.latency[route] = histogram
+            // In place: copying the histogram out and back would copy its buckets every time.
+            state.latency[route, default: Histogram()].record(seconds)
         }
     }
 

@@ -1,3 +1,5 @@
+import Persistence
+
 /// Writes compact JSON straight into bytes: the hot responses are tiny, and Foundation's
 /// `JSONEncoder` is slow on Linux.
 public struct JSONWriter {
@@ -34,7 +36,7 @@ public struct JSONWriter {
 
     public mutating func value(_ value: Int64) {
         separator()
-        bytes.append(contentsOf: String(value).utf8)
+        DecimalText.append(value, to: &bytes)
         needsComma = true
     }
 

@@ -362,9 +362,10 @@ actor ShardActor {
         return missing
     }
 
-    /// Writes `changes` (membership + one log entry each) in one pipeline of per-slot
-    /// transactions. Returns each change's log entry id, or `nil` where its slot's transaction
-    /// failed.
+    /// Writes `changes` in one pipeline of per-slot transactions: per post, one `SADD` of the
+    /// users whose last change in the batch is a like and one `SREM` of those whose last change is
+    /// an unlike, then one log entry per change. Returns each change's log entry id, or `nil`
+    /// where its slot's transaction failed.
     private func write(_ changes: [LikeChange]) async throws -> [StreamEntryID?] {
         var groups: [UInt16: [Int]] = [:]
         var slotOrder: [UInt16] = []
@@ -374,29 +375,55 @@ actor ShardActor {
             groups[slot, default: []].append(offset)
         }
         var commands: [RedisCommand] = []
-        commands.reserveCapacity(changes.count * 2 + slotOrder.count * 2)
-        var execs: [(slot: UInt16, position: Int)] = []
+        commands.reserveCapacity(changes.count + slotOrder.count * 4)
+        var execs: [(slot: UInt16, position: Int, membershipCommands: Int)] = []
         for slot in slotOrder {
+            let offsets = groups[slot]!
             let log = layout.changeLog(of: HashSlot(rawValue: slot)!)
             commands.append(RedisCommand("MULTI"))
-            for offset in groups[slot]! {
-                let change = changes[offset]
-                let likers = layout.likers(ofPost: change.postID)
-                commands.append(change.liked ? .sadd(likers, [change.userID]) : .srem(likers, [change.userID]))
-                commands.append(.xadd(log, fields: [("u", change.userID), ("p", change.postID), ("l", change.liked ? "1" : "0")]))
-            }
+            let membership = Self.membershipCommands(offsets.map { changes[$0] }, layout: layout)
+            commands += membership
+            for offset in offsets { commands.append(ChangeLogEntry.append(changes[offset], to: log)) }
             commands.append(RedisCommand("EXEC"))
-            execs.append((slot, commands.count - 1))
+            execs.append((slot, commands.count - 1, membership.count))
         }
         let replies = try await redis.pipeline(commands)
         var ids = [StreamEntryID?](repeating: nil, count: changes.count)
-        for (slot, position) in execs {
+        for (slot, position, membershipCommands) in execs {
             guard let results = replies[position].array else { continue }
-            for (index, offset) in groups[slot]!.enumerated() where 2 * index + 1 < results.count {
-                ids[offset] = results[2 * index + 1].string.flatMap(StreamEntryID.init)
+            for (index, offset) in groups[slot]!.enumerated() where membershipCommands + index < results.count {
+                ids[offset] = results[membershipCommands + index].string.flatMap(StreamEntryID.init)
             }
         }
         return ids
+    }
+
+    /// The `SADD`/`SREM` commands that bring each post's likers set to the state of the last
+    /// change per user among `changes` (in order): at most one of each per post.
+    static func membershipCommands(_ changes: [LikeChange], layout: RedisKeyLayout) -> [RedisCommand] {
+        struct Pair: Hashable { let post: Int64; let user: Int64 }
+        var last: [Pair: Bool] = [:]
+        last.reserveCapacity(changes.count)
+        var postOrder: [Int64] = []
+        var seenPosts: Set<Int64> = []
+        var pairOrder: [Pair] = []
+        for change in changes {
+            let pair = Pair(post: change.postID, user: change.userID)
+            if last.updateValue(change.liked, forKey: pair) == nil { pairOrder.append(pair) }
+            if seenPosts.insert(change.postID).inserted { postOrder.append(change.postID) }
+        }
+        var added: [Int64: [RedisArgument]] = [:]
+        var removed: [Int64: [RedisArgument]] = [:]
+        for pair in pairOrder {
+            if last[pair]! { added[pair.post, default: []].append(pair.user) } else { removed[pair.post, default: []].append(pair.user) }
+        }
+        var commands: [RedisCommand] = []
+        for post in postOrder {
+            let likers = layout.likers(ofPost: post)
+            if let users = added[post] { commands.append(.sadd(likers, users)) }
+            if let users = removed[post] { commands.append(.srem(likers, users)) }
+        }
+        return commands
     }
 }
 

@@ -192,7 +192,7 @@ actor WriteBehindFlusher {
             if read.count >= perSlot { fullReads.insert(slot) }
             for entry in read {
                 newestRead[slot] = entry.id
-                if let change = Self.change(from: entry) {
+                if let change = ChangeLogEntry.change(from: entry) {
                     entries.append(LoggedLikeChange(log: logKey(slot), entryID: entry.id, change: change))
                 } else {
                     malformed.append((slot, entry))
@@ -292,7 +292,7 @@ actor WriteBehindFlusher {
                 ("log", logKey(letter.slot)), ("entry", letter.id.description), ("reason", reason), ("at", at),
             ]
             if let change = letter.change {
-                fields += [("u", change.userID), ("p", change.postID), ("l", change.liked ? "1" : "0")]
+                fields += ChangeLogEntry.fields(of: change)
             } else {
                 fields.append(("raw", letter.summary))
             }
@@ -370,16 +370,5 @@ actor WriteBehindFlusher {
         // The tag between the braces names the slot.
         guard let open = log.firstIndex(of: "{"), let close = log.firstIndex(of: "}") else { return 0 }
         return HashSlot(key: Array(log[log.index(after: open)..<close].utf8)).rawValue
-    }
-
-    /// The change an entry records: fields `u` (user), `p` (post), `l` (`1` liked, `0` not).
-    static func change(from entry: StreamEntry) -> LikeChange? {
-        guard let user = entry.string("u").flatMap({ Int64($0) }), user > 0,
-              let post = entry.string("p").flatMap({ Int64($0) }), post > 0 else { return nil }
-        switch entry.string("l") {
-        case "1": return LikeChange(userID: user, postID: post, liked: true)
-        case "0": return LikeChange(userID: user, postID: post, liked: false)
-        default: return nil
-        }
     }
 }

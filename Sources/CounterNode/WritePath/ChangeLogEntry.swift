@@ -1,0 +1,39 @@
+import Persistence
+
+/// The format of a write-behind log entry: one stream entry per change, with fields `u` (user),
+/// `p` (post) and `l` (`1` liked, `0` not). The shard writes it, the flusher and dead letters
+/// read it.
+enum ChangeLogEntry {
+    /// `XADD <log> * u <user> p <post> l <0|1>`, encoded straight into RESP (this runs once per
+    /// change on the hot path).
+    static func append(_ change: LikeChange, to log: String) -> RedisCommand {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(80 + log.utf8.count)
+        RESPEncoding.appendDecimal(prefix: UInt8(ascii: "*"), 9, to: &bytes)
+        RESPEncoding.appendBulk(bytes: "XADD".utf8, to: &bytes)
+        RESPEncoding.appendBulk(bytes: log.utf8, to: &bytes)
+        RESPEncoding.appendBulk(bytes: "*".utf8, to: &bytes)
+        RESPEncoding.appendBulk(bytes: "u".utf8, to: &bytes)
+        RESPEncoding.appendBulk(change.userID, to: &bytes)
+        RESPEncoding.appendBulk(bytes: "p".utf8, to: &bytes)
+        RESPEncoding.appendBulk(change.postID, to: &bytes)
+        RESPEncoding.appendBulk(bytes: "l".utf8, to: &bytes)
+        RESPEncoding.appendBulk(bytes: (change.liked ? "1" : "0").utf8, to: &bytes)
+        return RedisCommand(name: "XADD", encoded: bytes)
+    }
+
+    /// The fields of `change`, for other streams that carry a change (dead letters).
+    static func fields(of change: LikeChange) -> [(String, RedisArgument)] {
+        [("u", change.userID), ("p", change.postID), ("l", change.liked ? "1" : "0")]
+    }
+
+    /// The change an entry records, or `nil` when the entry is not a well-formed change.
+    static func change(from entry: StreamEntry) -> LikeChange? {
+        guard let user = entry.integer("u"), user > 0, let post = entry.integer("p"), post > 0 else { return nil }
+        switch entry.fields["l"] {
+        case [UInt8(ascii: "1")]: return LikeChange(userID: user, postID: post, liked: true)
+        case [UInt8(ascii: "0")]: return LikeChange(userID: user, postID: post, liked: false)
+        default: return nil
+        }
+    }
+}
