@@ -31,7 +31,8 @@ enum BenchCommand {
           --redis-url U    Redis (env COUNTER_REDIS_URL; default the scripts/services one)
 
           compare       the standard comparison in one invocation: node hot, seed-sql,
-                        sql-upsert and the /healthz ceiling at each level, then zipf, feed,
+                        sql-upsert and the /healthz ceiling at each level, node hot in open
+                        loop at half its measured rate at the largest level, then zipf, feed,
                         storm and mixed;
                         prints every row and the ratios of this run. Options: --levels 64,256,1000
                         --duration S --warmup S --url U --api-token T --admin-token T --postgres-url U

@@ -74,6 +74,20 @@ struct CompareBench {
                 rows.append((summary, verdict))
             }
         }
+        // Closed loop, latency at N connections is N ÷ throughput (Little's law) however fast each
+        // request is; open loop at half the measured rate shows the latency of a node with room.
+        if let level = levels.max(), let closed = throughput["hot@\(level)"], closed > 0 {
+            let rate = (closed / 2).rounded()
+            print("counter-bench compare: hot, open loop at \(Int(rate))/s over \(level) connections …")
+            var options = http
+            options.scenario = "hot"
+            options.load.connections = level
+            options.load.rate = rate
+            let (result, check) = try await HTTPBench(options: options).measure(progress: quiet)
+            let summary = Summary(label: "node hot, open loop \(Int(rate))/s", connections: level, result: result)
+            rows.append((summary, check.map { $0.passed ? "check passed" : "CHECK FAILED" }))
+            if check?.passed == false { report(rows, throughput); throw BenchCheckFailure(message: "correctness check FAILED") }
+        }
         for scenario in ["zipf", "feed", "storm", "mixed"] {
             let level = levels.contains(256) ? 256 : levels[0]
             print("counter-bench compare: \(scenario) at \(level) connections …")

@@ -10,8 +10,14 @@ public enum NodeCommand {
         case failure = 1
         /// The command line or a setting is invalid; nothing was done.
         case usage = 2
-        /// The subcommand exists in the specification but is not built yet.
-        case notBuilt = 3
+        /// An operator command found no node at `--node`.
+        case unreachable = 3
+        /// The node refused the admin token.
+        case unauthorized = 4
+        /// `inspect` or `reconcile` found drift (and `reconcile` left some unrepaired).
+        case driftFound = 5
+        /// `flush --wait` ran out of time; the node goes on flushing.
+        case timedOut = 6
     }
 
     /// Where a command writes: results to `standard`, problems to `error`.
@@ -56,6 +62,16 @@ public enum NodeCommand {
             printError("\(error.message)\n(see counter-node --help)")
             return .usage
         }
+        if ["flush", "inspect", "stats", "reconcile", "dead-letters"].contains(subcommand) {
+            let command: OperatorCommand
+            do {
+                command = try OperatorCommand(subcommand: subcommand, operands: operands, configuration: configuration, output: output)
+            } catch {
+                printError("\(error.message)\n(see counter-node --help)")
+                return .usage
+            }
+            return await command.run()
+        }
         if let unknown = operands.first {
             printError("unknown argument \"\(unknown)\" for \(subcommand)\n(see counter-node --help)")
             return .usage
@@ -65,9 +81,6 @@ public enum NodeCommand {
             return await migrate(configuration, output: output)
         case "serve":
             return await NodeServer.run(configuration, output: output)
-        case "flush", "inspect", "stats", "reconcile", "dead-letters":
-            printError("counter-node \(subcommand) is not built yet (operator commands come next); the admin API of `serve` answers /admin/flush, /admin/stats and /admin/posts/{post} today.")
-            return .notBuilt
         default:
             printError("unknown subcommand \"\(subcommand)\"\n\n\(usage)")
             return .usage
@@ -101,13 +114,35 @@ public enum NodeCommand {
                          service's bookkeeping); safe to run again and on an app's database
           serve          run the node: HTTP API, write path, flusher; SIGTERM/SIGINT stop it
                          after flushing everything to PostgreSQL (a second signal exits at once)
-          flush, inspect, stats, reconcile, dead-letters
-                         operator commands (not built yet)
+
+        Operator commands (talk to a running node: --node, --admin-token; add --json for the
+        node's JSON instead of text; progress goes to standard error):
+          flush [--wait] [--timeout S]
+                         flush everything acknowledged so far to PostgreSQL; --wait returns once
+                         PostgreSQL has it (showing the backlog every half second), or after S
+                         seconds (default 60) with status 6
+          inspect <post> [--user U]
+                         the post in memory, Redis and PostgreSQL side by side (count, membership
+                         of user U, pending changes, last flush) and a verdict: agree, pending
+                         (differences explained by changes waiting for the flusher) or drift
+          stats          per shard and in total: pending changes, oldest pending age, seconds
+                         since the last flush, group-commit and flush sizes, retries, dead
+                         letters, cached posts; and the node's resident memory
+          reconcile --post P | --all [--repair]
+                         recount likes_count from the likes rows and compare Redis with them;
+                         --all goes through every post in batches of 1,000 with progress;
+                         --repair sets likes_count from the rows, each post locked so it cannot
+                         race the flusher
+          dead-letters list | replay [--id ID …] | drop --id ID [--id ID …]
+                         changes PostgreSQL refused for good, with the reason; replay puts them
+                         back into the write path (all, or the given ids); drop deletes them
 
         Settings (flags win over environment variables):
         \(NodeConfiguration.settingsHelp)
 
         Exit status: 0 success; 1 the command failed (see its message); 2 invalid command line or
-        setting, nothing done; 3 subcommand not built yet.
+        setting, nothing done; 3 no node answered at --node; 4 the node refused the admin token;
+        5 inspect or reconcile found drift (reconcile: drift left unrepaired); 6 flush --wait
+        timed out.
         """
 }

@@ -19,6 +19,8 @@ public struct NodeConfiguration: Sendable, Equatable {
     public var migrateOnStart: Bool = true
     /// `serve` creates posts 1…N if they are missing, for trying the node out. Defaults to `0`.
     public var demoPosts: Int = 0
+    /// The running node the operator commands talk to. Defaults to `--listen`'s address.
+    public var nodeURLSetting: String?
     /// Least important log level written: debug, info, warn, error. Defaults to `info`.
     public var logLevel: LogLevel = .info
 
@@ -101,6 +103,16 @@ public struct NodeConfiguration: Sendable, Equatable {
                 }),
         integer("--max-connections", "COUNTER_MAX_CONNECTIONS", "open HTTP connections at most", 1...1_000_000,
                 get: { $0.http.maximumConnections }, set: { $0.http.maximumConnections = $1 }),
+        Setting(flag: "--node", environment: "COUNTER_NODE_URL",
+                summary: "the running node that flush, inspect, stats, reconcile and dead-letters talk to",
+                defaultValue: { $0.nodeURL },
+                apply: { configuration, value in
+                    guard value.hasPrefix("http://") || value.hasPrefix("https://"), value.count > 8 else {
+                        return "must be a URL like http://127.0.0.1:8080"
+                    }
+                    configuration.nodeURLSetting = value.hasSuffix("/") ? String(value.dropLast()) : value
+                    return nil
+                }),
         integer("--idle-timeout", "COUNTER_IDLE_TIMEOUT", "seconds an idle or slow HTTP connection is kept", 1...3_600,
                 get: { $0.http.idleTimeoutSeconds }, set: { $0.http.idleTimeoutSeconds = $1 }),
         Setting(flag: "--migrate", environment: "COUNTER_MIGRATE", summary: "whether serve runs migrate first: true or false",
@@ -205,6 +217,11 @@ public struct NodeConfiguration: Sendable, Equatable {
             return "listening on \(http.host) (not loopback) needs --api-token and --admin-token"
         }
         return nil
+    }
+
+    /// The node the operator commands talk to: `--node`, or the `--listen` address.
+    public var nodeURL: String {
+        nodeURLSetting ?? "http://\(http.host):\(http.port)"
     }
 
     /// The PostgreSQL pool configuration these settings describe.

@@ -75,7 +75,7 @@ struct NodeCommandTests {
         }
     }
 
-    @Test("usage errors exit 2; unbuilt subcommands exit 3; help exits 0")
+    @Test("usage errors exit 2; an operator command without a node exits 3; help exits 0")
     func exitStatuses() async {
         func run(_ arguments: [String]) async -> (NodeCommand.ExitStatus, String) {
             let transcript = Transcript()
@@ -92,7 +92,7 @@ struct NodeCommandTests {
         #expect(badFlag == .usage)
         #expect(badFlagText.contains("--no-such-flag"))
         #expect(await run(["migrate", "--postgres-pool-size", "0"]).0 == .usage)
-        #expect(await run(["stats"]).0 == .notBuilt)
+        #expect(await run(["stats", "--node", "http://127.0.0.1:1"]).0 == .unreachable)
         let (refused, refusedText) = await run(["serve", "--listen", "0.0.0.0:8080"])
         #expect(refused == .usage)
         #expect(refusedText.contains("--api-token"))

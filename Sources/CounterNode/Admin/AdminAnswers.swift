@@ -46,6 +46,17 @@ enum AdminAnswers {
             writer.objectEnd()
         }
         writer.arrayEnd()
+        writer.key("redis_drifted")
+        writer.arrayStart()
+        for drift in report.redisDrifted {
+            writer.objectStart()
+            writer.field("post_id", drift.postID)
+            writer.field("redis_count", drift.redisCount)
+            writer.field("likes_rows", drift.likesRows)
+            writer.objectEnd()
+        }
+        writer.arrayEnd()
+        writer.field("redis_pending", report.redisPending)
         writer.field("repaired", report.repaired)
         if let next = report.nextAfter { writer.field("next_after", next) } else { writer.nullField("next_after") }
         writer.objectEnd()

@@ -15,6 +15,8 @@ struct PostInspection: Sendable, Equatable {
     var user: Int64?
     var redisMember: Bool?
     var postgresMember: Bool?
+    /// Seconds since the flusher of the post's shard last committed.
+    var secondsSinceFlush: Double = 0
 
     /// `agree`, `pending` (differences explained by waiting changes), `drift`, or `unknown`.
     var verdict: String {
@@ -40,6 +42,7 @@ struct PostInspection: Sendable, Equatable {
         writer.field("hydrated", redisHydrated)
         writer.field("likes_count", redisCount)
         writer.field("pending_changes", pendingChanges)
+        writer.field("seconds_since_flush", secondsSinceFlush)
         if let redisMember { writer.field("is_liked", redisMember) }
         writer.objectEnd()
         writer.key("postgres")
@@ -88,6 +91,7 @@ struct PostInspector: Sendable {
             pendingChanges: pending,
             user: user,
             redisMember: user == nil ? nil : replies[3].integer == 1,
-            postgresMember: user == nil ? nil : (try row?.int64(2) ?? 0) > 0)
+            postgresMember: user == nil ? nil : (try row?.int64(2) ?? 0) > 0,
+            secondsSinceFlush: await service.stats()[service.shardMap.shard(forPost: post)].secondsSinceFlush)
     }
 }

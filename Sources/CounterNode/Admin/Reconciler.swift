@@ -3,7 +3,8 @@ import Persistence
 /// Recounts `posts.likes_count` from `likes` rows and, if asked, repairs drift — safely while the
 /// node runs: each repair locks the post's row first, so a flush transaction for the post either
 /// committed before (its rows are counted) or waits and then moves the repaired count by its own
-/// delta.
+/// delta. It also compares Redis's count with the rows: a difference while the post's slot has
+/// changes waiting for PostgreSQL is expected (pending), one without is reported as Redis drift.
 struct Reconciler: Sendable {
     /// One post whose count disagrees with its rows.
     struct Drift: Sendable, Equatable {
@@ -12,9 +13,19 @@ struct Reconciler: Sendable {
         let likesRows: Int64
     }
 
+    /// One post whose Redis count differs from its PostgreSQL rows with nothing pending.
+    struct RedisDrift: Sendable, Equatable {
+        let postID: Int64
+        let redisCount: Int64
+        let likesRows: Int64
+    }
+
     struct Report: Sendable, Equatable {
         var checked = 0
         var drifted: [Drift] = []
+        var redisDrifted: [RedisDrift] = []
+        /// Posts whose Redis count differs from the rows only because changes are still pending.
+        var redisPending = 0
         var repaired = 0
         /// For paging through all posts: the last post id checked, when more may follow.
         var nextAfter: Int64?
@@ -24,6 +35,9 @@ struct Reconciler: Sendable {
     static let maximumBatch = 10_000
 
     let postgres: PostgresPool
+    let redis: RedisConnection
+    let layout: RedisKeyLayout
+    let service: CounterService
 
     /// Checks `posts` (or, with `posts == nil`, up to `limit` posts with ids above `after`).
     func reconcile(posts: [Int64]?, after: Int64, limit: Int, repair: Bool) async throws -> Report {
@@ -46,6 +60,7 @@ struct Reconciler: Sendable {
             let drift = Drift(postID: try row.int64(0), likesCount: try row.int64(1), likesRows: try row.int64(2))
             if drift.likesCount != drift.likesRows { report.drifted.append(drift) }
         }
+        try await compareRedis(rows, into: &report)
         if posts == nil, report.checked == limit, let last = rows.rows.last?.first.flatMap({ $0 }).flatMap({ Int64($0) }) {
             report.nextAfter = last
         }
@@ -62,5 +77,26 @@ struct Reconciler: Sendable {
             }
         }
         return report
+    }
+
+    /// Redis's count of every checked post Redis holds, against its PostgreSQL rows.
+    private func compareRedis(_ rows: PostgresRows, into report: inout Report) async throws {
+        let checked = try rows.map { (post: try $0.int64(0), rows: try $0.int64(2)) }
+        guard !checked.isEmpty else { return }
+        var commands: [RedisCommand] = []
+        for post in checked {
+            commands.append(.exists([layout.hydratedMarker(ofPost: post.post)]))
+            commands.append(.scard(layout.likers(ofPost: post.post)))
+        }
+        let replies = try await redis.pipeline(commands)
+        for (index, post) in checked.enumerated() where replies[2 * index].integer == 1 {
+            let count = replies[2 * index + 1].integer ?? 0
+            guard count != post.rows else { continue }
+            if await service.hasPendingChanges(forPost: post.post) {
+                report.redisPending += 1
+            } else {
+                report.redisDrifted.append(RedisDrift(postID: post.post, redisCount: count, likesRows: post.rows))
+            }
+        }
     }
 }

@@ -1,3 +1,5 @@
+import Foundation
+
 /// `ShardStats` as the admin API's JSON: `{"shards":[…],"total":{…}}`.
 enum StatsJSON {
     static func encode(_ shards: [ShardStats]) -> [UInt8] {
@@ -9,6 +11,7 @@ enum StatsJSON {
         writer.arrayEnd()
         writer.key("total")
         write(total(shards), into: &writer, shard: nil)
+        if let resident = residentMemoryBytes() { writer.field("resident_memory_bytes", resident) }
         writer.objectEnd()
         return writer.bytes
     }
@@ -27,6 +30,7 @@ enum StatsJSON {
             sum.flushTransactions += stats.flushTransactions
             sum.flushedEntries += stats.flushedEntries
             sum.largestFlush = max(sum.largestFlush, stats.largestFlush)
+            sum.secondsSinceFlush = max(sum.secondsSinceFlush, stats.secondsSinceFlush)
             sum.flushRetries += stats.flushRetries
             sum.lastFlushError = sum.lastFlushError ?? stats.lastFlushError
             sum.deadLetters += stats.deadLetters
@@ -48,6 +52,7 @@ enum StatsJSON {
         writer.field("largest_group_commit", stats.largestGroupCommit)
         writer.field("pending_changes", stats.pendingChanges)
         writer.field("oldest_pending_age_seconds", stats.oldestPendingAgeSeconds)
+        writer.field("seconds_since_flush", stats.secondsSinceFlush)
         writer.field("flush_transactions", stats.flushTransactions)
         writer.field("flushed_entries", stats.flushedEntries)
         writer.field("largest_flush", stats.largestFlush)
@@ -58,5 +63,13 @@ enum StatsJSON {
         writer.field("postgres_errors", stats.postgresErrors)
         writer.field("lost_memory_acknowledgements", stats.lostMemoryAcknowledgements)
         writer.objectEnd()
+    }
+
+    /// The node's resident memory (`/proc/self/statm`), or `nil` where that is not readable.
+    static func residentMemoryBytes() -> Int64? {
+        guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return nil }
+        let fields = text.split(separator: " ")
+        guard fields.count > 1, let pages = Int64(fields[1]) else { return nil }
+        return pages * Int64(sysconf(Int32(_SC_PAGESIZE)))
     }
 }

@@ -25,7 +25,8 @@ public final class CounterAPI: HTTPHandler {
         self.inspector = PostInspector(service: service, postgres: postgres, redis: connection,
                                        layout: RedisKeyLayout(prefix: service.configuration.keyPrefix))
         self.readiness = ReadinessProbe(postgres: postgres, redis: connection)
-        self.reconciler = Reconciler(postgres: postgres)
+        self.reconciler = Reconciler(postgres: postgres, redis: connection,
+                                     layout: RedisKeyLayout(prefix: service.configuration.keyPrefix), service: service)
         self.deadLetters = DeadLetters(service: service, redis: connection,
                                        layout: RedisKeyLayout(prefix: service.configuration.keyPrefix))
     }
@@ -118,11 +119,19 @@ public final class CounterAPI: HTTPHandler {
             case .metrics:
                 return await metricsResponse()
             case .adminFlush:
-                try await service.flush()
+                // `?wait=false` starts the flush and answers at once; by default the answer waits
+                // until PostgreSQL has everything acknowledged before the request.
+                let wait = request.query["wait"] != "false"
+                if wait {
+                    try await service.flush()
+                } else {
+                    let service = self.service
+                    Task { try? await service.flush() }
+                }
                 let pending = await service.stats().reduce(0) { $0 + $1.pendingChanges }
                 var writer = JSONWriter()
                 writer.objectStart()
-                writer.field("flushed", true)
+                writer.field("flushed", wait)
                 writer.field("pending_changes", pending)
                 writer.objectEnd()
                 return HTTPResponse(status: 200, body: writer.bytes)

@@ -261,7 +261,7 @@ private func accessHandler(
 /// The decoded query arguments the library parsed, for the names the API uses.
 private func queryArguments(_ connection: OpaquePointer) -> [String: String] {
     var arguments: [String: String] = [:]
-    for name in ["user", "count"] {
+    for name in ["user", "count", "wait"] {
         if let value = MHD_lookup_connection_value(connection, .GET_ARGUMENT_KIND, name) {
             arguments[name] = String(cString: value)
         }

@@ -13,6 +13,30 @@ public indirect enum JSONValue: Equatable, Sendable {
         return nil
     }
 
+    /// The value as text, if it is a string.
+    public var string: String? {
+        if case .string(let text) = self { return text }
+        return nil
+    }
+
+    /// The value as a number, if it is one.
+    public var double: Double? {
+        if case .number(let text) = self { return Double(text) }
+        return nil
+    }
+
+    /// The value as a Boolean, if it is one.
+    public var bool: Bool? {
+        if case .bool(let flag) = self { return flag }
+        return nil
+    }
+
+    /// The elements, if the value is an array.
+    public var array: [JSONValue]? {
+        if case .array(let elements) = self { return elements }
+        return nil
+    }
+
     public subscript(key: String) -> JSONValue? {
         if case .object(let members) = self { return members[key] }
         return nil

@@ -119,6 +119,11 @@ public final class CounterService: Sendable {
         }
     }
 
+    /// Whether changes to `postID`'s slot may still be waiting for PostgreSQL.
+    public func hasPendingChanges(forPost postID: Int64) async -> Bool {
+        await flushers[shardMap.shard(forPost: postID)].hasPendingChanges(inSlot: HashSlot(post: postID).rawValue)
+    }
+
     /// Per shard: memory, group commits, backlog, flushes, retries, dead letters.
     public func stats() async -> [ShardStats] {
         var result: [ShardStats] = []

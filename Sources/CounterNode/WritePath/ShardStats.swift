@@ -16,6 +16,8 @@ public struct ShardStats: Sendable, Equatable {
     public var flushTransactions: Int = 0
     public var flushedEntries: Int = 0
     public var largestFlush: Int = 0
+    /// Seconds since the flusher last committed (or, before its first flush, since it started).
+    public var secondsSinceFlush: Double = 0
     /// Flush attempts that failed and were retried, and the last reason.
     public var flushRetries: Int = 0
     public var lastFlushError: String? = nil

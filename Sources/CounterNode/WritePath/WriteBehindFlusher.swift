@@ -348,16 +348,25 @@ actor WriteBehindFlusher {
         waiters = remaining
     }
 
+    /// Whether `slot`'s log may hold changes PostgreSQL does not have yet.
+    func hasPendingChanges(inSlot slot: UInt16) -> Bool {
+        backlog[slot]?.hasWork ?? false
+    }
+
     /// Stats with the backlog figures of this moment.
     func currentStats() -> ShardStats {
         var current = stats
         current.shard = shardIndex
         current.pendingChanges = gauge.value
+        current.secondsSinceFlush = Self.seconds(ContinuousClock.now - lastFlush)
         if let oldest = backlog.values.compactMap(\.dirtySince).min() {
-            let age = ContinuousClock.now - oldest
-            current.oldestPendingAgeSeconds = Double(age.components.seconds) + Double(age.components.attoseconds) / 1e18
+            current.oldestPendingAgeSeconds = Self.seconds(ContinuousClock.now - oldest)
         }
         return current
+    }
+
+    private static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
     // MARK: - Log entries

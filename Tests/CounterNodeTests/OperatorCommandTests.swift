@@ -1,0 +1,189 @@
+@testable import CounterNode
+import Foundation
+import Persistence
+import Testing
+import TestSupport
+
+/// `counter-node flush | inspect | stats | reconcile | dead-letters` against a running node on the
+/// test servers, through `NodeCommand.run` exactly as the executable calls it.
+@Suite("Operator commands")
+struct OperatorCommandTests {
+    typealias Transcript = NodeCommandTests.Transcript
+
+    static func run(_ arguments: [String], node: HTTPHarness?, token: String? = HTTPHarness.adminToken) async -> (NodeCommand.ExitStatus, String) {
+        let transcript = Transcript()
+        var environment: [String: String] = [:]
+        if let node { environment["COUNTER_NODE_URL"] = "http://127.0.0.1:\(node.port)" }
+        if let token { environment["COUNTER_ADMIN_TOKEN"] = token }
+        let status = await NodeCommand.run(arguments: arguments, environment: environment, output: transcript.output)
+        return (status, transcript.text)
+    }
+
+    @Test("invalid arguments exit 2 and name the problem; nothing is sent", arguments: [
+        (["inspect"], "inspect needs one post id"),
+        (["inspect", "abc"], "not a positive 64-bit integer"),
+        (["inspect", "5", "--user", "0"], "--user 0"),
+        (["reconcile"], "exactly one of --post P or --all"),
+        (["reconcile", "--post", "1", "--all"], "exactly one of --post P or --all"),
+        (["dead-letters"], "dead-letters needs list"),
+        (["dead-letters", "drop"], "at least one --id"),
+        (["dead-letters", "replay", "--id", "nope"], "--id nope"),
+        (["flush", "--timeout", "-1"], "--timeout -1"),
+        (["stats", "--wait"], "unknown option --wait for stats"),
+        (["stats", "--node", "ftp://x"], "must be a URL"),
+    ])
+    func usageErrors(arguments: [String], message: String) async {
+        let (status, text) = await Self.run(arguments, node: nil)
+        #expect(status == .usage, "\(arguments)")
+        #expect(text.contains(message), "\(arguments): \(text)")
+    }
+
+    @Test("no node at the address exits 3; a wrong admin token exits 4")
+    func unreachableAndUnauthorized() async throws {
+        let (down, downText) = await Self.run(["stats", "--node", "http://127.0.0.1:1"], node: nil)
+        #expect(down == .unreachable)
+        #expect(downText.contains("no node answered at http://127.0.0.1:1"))
+        let http = try await HTTPHarness.start(posts: 1)
+        let (refused, refusedText) = await Self.run(["stats"], node: http, token: "wrong-token-0123456789")
+        #expect(refused == .unauthorized)
+        #expect(refusedText.contains("refused the admin token"))
+        #expect(await Self.run(["stats"], node: http, token: nil).0 == .unauthorized)
+        await http.stop()
+    }
+
+    @Test("inspect says pending before a flush and agree after flush --wait; stats shows the backlog")
+    func inspectAndFlush() async throws {
+        let http = try await HTTPHarness.start(posts: 1, writePath: {
+            $0.flushInterval = .seconds(60)
+            $0.flushMaxAge = .seconds(60)
+            $0.flushBatchSize = 1_000_000
+        })
+        let post = http.posts[0]
+        for user in 1...5 { _ = try await http.send("PUT", "/v1/posts/\(post)/likes/\(user)") }
+
+        let (stats, statsText) = await Self.run(["stats"], node: http)
+        #expect(stats == .success)
+        #expect(statsText.contains("pending") && statsText.contains("total"))
+        let totalRow = statsText.split(separator: "\n").first { $0.hasPrefix("total") }
+        #expect(totalRow?.split(separator: " ").dropFirst().first == "5", "\(statsText)")
+        #expect(statsText.contains("memory in use"))
+
+        let (pending, pendingText) = await Self.run(["inspect", String(post), "--user", "3"], node: http)
+        #expect(pending == .success)
+        #expect(pendingText.contains("verdict: pending"), "\(pendingText)")
+        #expect(pendingText.contains("pending changes in the write-behind log: 5"))
+        #expect(pendingText.contains("user 3 likes"))
+
+        let (flushed, flushedText) = await Self.run(["flush", "--wait", "--timeout", "30"], node: http)
+        #expect(flushed == .success)
+        #expect(flushedText.contains("flushed: PostgreSQL has every change"))
+
+        let (agree, agreeText) = await Self.run(["inspect", String(post), "--user", "3"], node: http)
+        #expect(agree == .success)
+        #expect(agreeText.contains("verdict: in agreement"), "\(agreeText)")
+        let (_, json) = await Self.run(["inspect", String(post), "--json"], node: http)
+        let parsed = try JSONParser.parse(Array(json.utf8))
+        #expect(parsed["verdict"]?.string == "agree")
+        #expect(parsed["postgres"]?["likes_rows"]?.int64 == 5)
+
+        let (started, startedText) = await Self.run(["flush"], node: http)
+        #expect(started == .success && startedText.contains("flush started"))
+        await http.stop()
+    }
+
+    @Test("reconcile finds drift planted in PostgreSQL, repairs it while writes continue, and then finds none")
+    func reconcileRepairs() async throws {
+        let http = try await HTTPHarness.start(posts: 3)
+        let post = http.posts[0]
+        for user in 1...10 { _ = try await http.send("PUT", "/v1/posts/\(post)/likes/\(user)") }
+        #expect(await Self.run(["flush", "--wait"], node: http).0 == .success)
+        try await http.writePath.pool.query("UPDATE posts SET likes_count = likes_count - 4 WHERE id = $1", [.int64(post)])
+
+        let (found, foundText) = await Self.run(["reconcile", "--post", String(post)], node: http)
+        #expect(found == .driftFound)
+        #expect(foundText.contains("1 with likes_count ≠ likes rows"), "\(foundText)")
+        #expect(foundText.contains("--repair"))
+        let (inspected, inspectText) = await Self.run(["inspect", String(post)], node: http)
+        #expect(inspected == .driftFound)
+        #expect(inspectText.contains("DRIFT"))
+
+        // --all pages through every post of the (shared) test database with progress and finds
+        // this one among them. Read-only: other tests' posts are theirs to repair.
+        let (everything, everythingJSON) = await Self.run(["reconcile", "--all", "--json"], node: http)
+        #expect(everything == .driftFound)
+        let pages = try JSONParser.parse(Array(everythingJSON.split(separator: "\n").last.map(String.init)!.utf8)).array ?? []
+        #expect(!pages.isEmpty)
+        #expect(pages.flatMap { $0["drifted"]?.array ?? [] }.contains { $0["post_id"]?.int64 == post && $0["likes_count"]?.int64 == 6 })
+        #expect(everythingJSON.contains("reconcile: "))  // progress on standard error
+
+        let writer = Task {
+            for user in 11...80 { _ = try await http.send("PUT", "/v1/posts/\(post)/likes/\(user)") }
+        }
+        try await Task.sleep(for: .milliseconds(20))
+        let (repaired, repairedText) = await Self.run(["reconcile", "--post", String(post), "--repair"], node: http)
+        try await writer.value
+        #expect(repaired == .success, "\(repairedText)")
+        #expect(repairedText.contains("repaired 1 post(s)"))
+
+        #expect(await Self.run(["flush", "--wait"], node: http).0 == .success)
+        let counts = try await http.writePath.postgresCounts()
+        #expect(counts[post]?.count == 80 && counts[post]?.rows == 80)
+        #expect(try await http.writePath.redisCount(post) == 80)
+        let (clean, cleanText) = await Self.run(["reconcile", "--post", String(post)], node: http)
+        #expect(clean == .success, "\(cleanText)")
+        #expect(cleanText.contains("0 with likes_count ≠ likes rows"))
+        #expect(cleanText.contains("Redis: 0 post(s) differ"))
+        await http.stop()
+    }
+
+    @Test("reconcile reports a Redis count that differs from PostgreSQL with nothing pending")
+    func reconcileRedisDrift() async throws {
+        let http = try await HTTPHarness.start(posts: 1)
+        let post = http.posts[0]
+        for user in 1...3 { _ = try await http.send("PUT", "/v1/posts/\(post)/likes/\(user)") }
+        #expect(await Self.run(["flush", "--wait"], node: http).0 == .success)
+        let layout = RedisKeyLayout(prefix: http.writePath.service.configuration.keyPrefix)
+        _ = try await http.writePath.redis.send(.sadd(layout.likers(ofPost: post), [Int64(999)]))
+        let (status, text) = await Self.run(["reconcile", "--post", String(post)], node: http)
+        #expect(status == .driftFound)
+        #expect(text.contains("Redis: 1 post(s) differ"), "\(text)")
+        await http.stop()
+    }
+
+    @Test("dead-letters list shows the reason; replay applies the change once the post exists again; drop removes")
+    func deadLetters() async throws {
+        let http = try await HTTPHarness.start(posts: 2, writePath: {
+            $0.flushInterval = .seconds(60)
+            $0.flushMaxAge = .seconds(60)
+            $0.flushBatchSize = 1_000_000
+        })
+        let post = http.posts[1]
+        _ = try await http.send("PUT", "/v1/posts/\(post)/likes/42")
+        _ = try await http.send("PUT", "/v1/posts/\(post)/likes/43")
+        try await http.writePath.pool.query("DELETE FROM posts WHERE id = $1", [.int64(post)])
+        #expect(await Self.run(["flush", "--wait"], node: http).0 == .success)
+
+        let (listed, listText) = await Self.run(["dead-letters", "list"], node: http)
+        #expect(listed == .success)
+        #expect(listText.contains("2 dead letter(s)") && listText.contains("post does not exist in posts"), "\(listText)")
+        let (_, json) = await Self.run(["dead-letters", "list", "--json"], node: http)
+        let letters = try JSONParser.parse(Array(json.utf8))["dead_letters"]?.array ?? []
+        let byUser = Dictionary(uniqueKeysWithValues: letters.compactMap { letter in
+            letter["u"]?.string.flatMap { user in letter["id"]?.string.map { (user, $0) } }
+        })
+        let (early, earlyText) = await Self.run(["dead-letters", "replay", "--id", byUser["42"]!], node: http)
+        #expect(early == .failure)
+        #expect(earlyText.contains("not replayed"))
+
+        try await http.writePath.pool.query("INSERT INTO posts (id) VALUES ($1)", [.int64(post)])
+        let (replayed, replayText) = await Self.run(["dead-letters", "replay", "--id", byUser["42"]!], node: http)
+        #expect(replayed == .success, "\(replayText)")
+        #expect(replayText.contains("replayed 1 change(s)"))
+        let (dropped, dropText) = await Self.run(["dead-letters", "drop", "--id", byUser["43"]!], node: http)
+        #expect(dropped == .success && dropText.contains("dropped 1"))
+        #expect(await Self.run(["flush", "--wait"], node: http).0 == .success)
+        #expect(try await http.writePath.postgresMembers([post]) == [Pair(user: 42, post: post)])
+        #expect(await Self.run(["dead-letters", "list"], node: http).1.contains("no dead letters"))
+        await http.stop()
+    }
+}
