@@ -85,9 +85,7 @@ struct CrashRecoveryTests {
     @Test("a restart without a final flush: the new service recovers the logs, flushes them, and reads its state from Redis")
     func restartWithoutFlush() async throws {
         let harness = try await WritePathHarness.start(posts: 3) { configuration in
-            configuration.flushInterval = .seconds(60)
-            configuration.flushMaxAge = .seconds(60)
-            configuration.flushBatchSize = 1_000_000
+            configuration.flushOnlyWhenAsked()
         }
         for user in 1...40 {
             for post in harness.posts { _ = try await harness.service.perform(.like, post: post, user: Int64(user)) }

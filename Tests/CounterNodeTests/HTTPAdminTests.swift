@@ -47,9 +47,7 @@ struct HTTPAdminTests {
     func deadLetterReplay() async throws {
         // Nothing flushes until asked, so the like is still pending when its post is deleted.
         let http = try await HTTPHarness.start(posts: 2, writePath: {
-            $0.flushInterval = .seconds(60)
-            $0.flushMaxAge = .seconds(60)
-            $0.flushBatchSize = 1_000_000
+            $0.flushOnlyWhenAsked()
         })
         let post = http.posts[1]
         _ = try await http.send("PUT", "/v1/posts/\(post)/likes/42")

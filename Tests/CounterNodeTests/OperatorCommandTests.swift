@@ -54,9 +54,7 @@ struct OperatorCommandTests {
     @Test("inspect says pending before a flush and agree after flush --wait; stats shows the backlog")
     func inspectAndFlush() async throws {
         let http = try await HTTPHarness.start(posts: 1, writePath: {
-            $0.flushInterval = .seconds(60)
-            $0.flushMaxAge = .seconds(60)
-            $0.flushBatchSize = 1_000_000
+            $0.flushOnlyWhenAsked()
         })
         let post = http.posts[0]
         for user in 1...5 { _ = try await http.send("PUT", "/v1/posts/\(post)/likes/\(user)") }
@@ -153,9 +151,7 @@ struct OperatorCommandTests {
     @Test("dead-letters list shows the reason; replay applies the change once the post exists again; drop removes")
     func deadLetters() async throws {
         let http = try await HTTPHarness.start(posts: 2, writePath: {
-            $0.flushInterval = .seconds(60)
-            $0.flushMaxAge = .seconds(60)
-            $0.flushBatchSize = 1_000_000
+            $0.flushOnlyWhenAsked()
         })
         let post = http.posts[1]
         _ = try await http.send("PUT", "/v1/posts/\(post)/likes/42")

@@ -47,9 +47,7 @@ struct WritePathFailureTests {
     func redisDown() async throws {
         try await PrivateServers.with { servers in
             let harness = try await WritePathHarness.start(posts: 2, postgresURL: servers.postgresURL, redisURL: servers.redisURL) {
-                $0.flushInterval = .seconds(60)
-                $0.flushMaxAge = .seconds(60)
-                $0.flushBatchSize = 1_000_000
+                $0.flushOnlyWhenAsked()
             }
             var expected: Set<Pair> = []
             for user in 1...50 {
@@ -88,9 +86,7 @@ struct WritePathBehaviourTests {
     @Test("a post deleted with pending likes: its changes reach the dead-letter stream with the reason; other posts are applied")
     func deadLetters() async throws {
         let harness = try await WritePathHarness.start(posts: 2) {
-            $0.flushInterval = .seconds(60)
-            $0.flushMaxAge = .seconds(60)
-            $0.flushBatchSize = 1_000_000
+            $0.flushOnlyWhenAsked()
             $0.shardCount = 1
         }
         let (kept, deleted) = (harness.posts[0], harness.posts[1])
@@ -150,9 +146,7 @@ struct WritePathBehaviourTests {
         let harness = try await WritePathHarness.start(posts: 1) {
             $0.shardCount = 1
             $0.backlogLimitPerShard = 20
-            $0.flushInterval = .seconds(60)
-            $0.flushMaxAge = .seconds(60)
-            $0.flushBatchSize = 1_000_000
+            $0.flushOnlyWhenAsked()
         }
         let post = harness.posts[0]
         for user in 1...20 { _ = try await harness.service.perform(.like, post: post, user: Int64(user)) }

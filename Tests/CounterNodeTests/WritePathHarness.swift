@@ -82,3 +82,13 @@ struct Pair: Hashable, CustomStringConvertible {
     let post: Int64
     var description: String { "(user \(user), post \(post))" }
 }
+
+extension WritePathConfiguration {
+    /// No flush starts on its own (interval, age and size far out of reach): changes wait in the
+    /// logs until a test asks (`flush()`, `/admin/flush`, `counter-node flush`, shutdown).
+    mutating func flushOnlyWhenAsked() {
+        flushInterval = .seconds(60)
+        flushMaxAge = .seconds(60)
+        flushBatchSize = 1_000_000
+    }
+}
