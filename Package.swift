@@ -9,6 +9,8 @@ let package = Package(
         .executable(name: "counter-node", targets: ["CounterNodeCLI"]),
         .executable(name: "counter-bench", targets: ["Bench"]),
         .library(name: "ShardRouter", targets: ["ShardRouter"]),
+        // For apps: the HTTP client and the optimistic like button model (Foundation only).
+        .library(name: "CounterClient", targets: ["CounterClient"]),
     ],
     targets: [
         // C libraries from Debian's -dev packages, one system-library target each.
@@ -31,6 +33,10 @@ let package = Package(
         // The node: configuration, commands, and (later) shards, flusher and HTTP API.
         .target(name: "CounterNode", dependencies: ["ShardRouter", "Persistence", "CMicroHTTPD"]),
 
+        // The client library apps add: HTTP client, optimistic like state machine, @Observable
+        // models. Foundation and Observation only; it depends on nothing of the server.
+        .target(name: "CounterClient"),
+
         // Thin executables.
         .executableTarget(name: "CounterNodeCLI", dependencies: ["CounterNode"]),
         .executableTarget(name: "Bench", dependencies: ["BenchKit", "CounterNode", "Persistence", "ShardRouter"]),
@@ -40,11 +46,12 @@ let package = Package(
         // Shared by the test targets: where the test servers are, private servers for restart tests.
         .target(name: "TestSupport", dependencies: ["Persistence"], path: "Tests/TestSupport"),
         .testTarget(name: "BenchKitTests", dependencies: ["BenchKit"]),
+        .testTarget(name: "CounterClientTests", dependencies: ["CounterClient"]),
         .testTarget(name: "ShardRouterTests", dependencies: ["ShardRouter", "Persistence"]),
         .testTarget(name: "PersistenceTests", dependencies: ["Persistence", "ShardRouter", "TestSupport"]),
         // A child process the crash tests kill with SIGKILL mid-stream.
         .executableTarget(name: "CrashDriver", dependencies: ["CounterNode", "Persistence"], path: "Tests/CrashDriver"),
-        .testTarget(name: "CounterNodeTests", dependencies: ["BenchKit", "CounterNode", "Persistence", "ShardRouter", "TestSupport", "CrashDriver", "CounterNodeCLI"]),
+        .testTarget(name: "CounterNodeTests", dependencies: ["BenchKit", "CounterClient", "CounterNode", "Persistence", "ShardRouter", "TestSupport", "CrashDriver", "CounterNodeCLI"]),
     ],
     swiftLanguageModes: [.v6]
 )

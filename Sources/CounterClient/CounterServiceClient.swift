@@ -1,0 +1,245 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// An async client for CounterService's HTTP API: likes, counts, feed pages, health, metrics and
+/// the admin routes.
+///
+/// Idempotent calls (`like`, `unlike`, `setLiked`, reads, feed queries, health, stats, inspect)
+/// are retried on `503`/`429` (after `Retry-After`) and on connection failures, per `retry`.
+/// `toggle` and the admin calls that change things are never retried: a toggle sent twice would
+/// undo itself. Prefer `setLiked` — it says what the user wants, so repeating it is harmless.
+public struct CounterServiceClient: Sendable {
+    /// Where the service is and how to talk to it.
+    public struct Configuration: Sendable {
+        /// The node, e.g. `http://127.0.0.1:8080`.
+        public var baseURL: URL
+        /// Bearer token for `/v1` (and `/metrics`); `nil` when the node has none (loopback).
+        public var apiToken: String?
+        /// Bearer token for `/admin`; `nil` for apps, which never need it.
+        public var adminToken: String?
+        /// Seconds one attempt may take. Defaults to 10.
+        public var timeoutSeconds: Double = 10
+        /// Retries of idempotent calls.
+        public var retry = RetryPolicy()
+
+        public init(baseURL: URL, apiToken: String? = nil, adminToken: String? = nil) {
+            self.baseURL = baseURL
+            self.apiToken = apiToken
+            self.adminToken = adminToken
+        }
+    }
+
+    public let configuration: Configuration
+    private let transport: any HTTPTransport
+
+    public init(configuration: Configuration, transport: any HTTPTransport = URLSessionTransport()) {
+        self.configuration = configuration
+        self.transport = transport
+    }
+
+    // MARK: - Likes
+
+    /// The seed's toggle. Not idempotent, so never retried; see `setLiked`.
+    public func toggle(post: Int64, user: Int64) async throws(CounterClientError) -> LikeStatus {
+        try await call("POST", try likePath(post, user) + "/toggle", idempotent: false)
+    }
+
+    /// Like (idempotent).
+    public func like(post: Int64, user: Int64) async throws(CounterClientError) -> LikeStatus {
+        try await call("PUT", try likePath(post, user), idempotent: true)
+    }
+
+    /// Unlike (idempotent).
+    public func unlike(post: Int64, user: Int64) async throws(CounterClientError) -> LikeStatus {
+        try await call("DELETE", try likePath(post, user), idempotent: true)
+    }
+
+    /// Sends the state the user wants: `like` or `unlike`.
+    public func setLiked(_ liked: Bool, post: Int64, user: Int64) async throws(CounterClientError) -> LikeStatus {
+        liked ? try await like(post: post, user: user) : try await unlike(post: post, user: user)
+    }
+
+    /// Whether `user` likes `post`, and its count.
+    public func status(post: Int64, user: Int64) async throws(CounterClientError) -> LikeStatus {
+        try await call("GET", try likePath(post, user), idempotent: true)
+    }
+
+    /// A post's count.
+    public func count(post: Int64) async throws(CounterClientError) -> PostCount {
+        try Self.positive(post, "post id")
+        return try await call("GET", "/v1/posts/\(post)", idempotent: true)
+    }
+
+    /// A feed page: counts and the user's likes of up to 1,000 posts in one request. Posts that
+    /// do not exist are left out. Read-only, so retried like a read.
+    public func feed(posts: [Int64], user: Int64) async throws(CounterClientError) -> [FeedEntry] {
+        guard !posts.isEmpty, posts.count <= 1_000 else {
+            throw .invalidArgument("a feed page holds 1 to 1,000 posts, not \(posts.count)")
+        }
+        for post in posts { try Self.positive(post, "post id") }
+        try Self.positive(user, "user id")
+        let body = try Self.encode(FeedQueryBody(postIDs: posts, userID: user))
+        let page: FeedPage = try await call("POST", "/v1/posts/query", body: body, idempotent: true)
+        return page.posts
+    }
+
+    // MARK: - Health and metrics
+
+    /// `true` when the node answers `/healthz`.
+    public func isAlive() async -> Bool {
+        (try? await raw("GET", "/healthz", token: nil, idempotent: false)) != nil
+    }
+
+    /// `true` when the node answers `/readyz` (its Redis and PostgreSQL answer).
+    public func isReady() async -> Bool {
+        (try? await raw("GET", "/readyz", token: nil, idempotent: false)) != nil
+    }
+
+    /// The Prometheus text of `/metrics`.
+    public func metrics() async throws(CounterClientError) -> String {
+        String(decoding: try await raw("GET", "/metrics", token: configuration.apiToken ?? configuration.adminToken, idempotent: true), as: UTF8.self)
+    }
+
+    // MARK: - Admin (needs `adminToken`)
+
+    /// Flushes everything acknowledged so far; with `wait`, returns once PostgreSQL has it.
+    public func flush(wait: Bool = true) async throws(CounterClientError) -> FlushResult {
+        try await call("POST", "/admin/flush" + (wait ? "" : "?wait=false"), admin: true, idempotent: false)
+    }
+
+    public func statistics() async throws(CounterClientError) -> ServiceStatistics {
+        try await call("GET", "/admin/stats", admin: true, idempotent: true)
+    }
+
+    public func inspect(post: Int64, user: Int64? = nil) async throws(CounterClientError) -> PostInspection {
+        try Self.positive(post, "post id")
+        if let user { try Self.positive(user, "user id") }
+        return try await call("GET", "/admin/posts/\(post)" + (user.map { "?user=\($0)" } ?? ""), admin: true, idempotent: true)
+    }
+
+    /// Recounts `posts` (or a page of all posts after `after`) and, with `repair`, fixes drift.
+    public func reconcile(posts: [Int64]? = nil, after: Int64 = 0, limit: Int = 1_000, repair: Bool = false) async throws(CounterClientError) -> ReconcileReport {
+        let body = posts.map { #"{"post_ids":[\#($0.map(String.init).joined(separator: ","))],"repair":\#(repair)}"# }
+            ?? #"{"after":\#(after),"limit":\#(limit),"repair":\#(repair)}"#
+        return try await call("POST", "/admin/reconcile", body: Data(body.utf8), admin: true, idempotent: !repair)
+    }
+
+    public func deadLetters(count: Int = 100) async throws(CounterClientError) -> [DeadLetter] {
+        let data = try await raw("GET", "/admin/dead-letters?count=\(count)", token: configuration.adminToken, idempotent: true)
+        guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+              let letters = object["dead_letters"] as? [[String: Any]] else {
+            throw .invalidResponse("dead letters: \(String(decoding: data.prefix(200), as: UTF8.self))")
+        }
+        return letters.map { letter in
+            var fields: [String: String] = [:]
+            for (key, value) in letter where key != "id" { fields[key] = "\(value)" }
+            return DeadLetter(id: letter["id"] as? String ?? "", fields: fields)
+        }
+    }
+
+    /// Puts dead letters back into the write path: the given ids, or all of them.
+    public func replayDeadLetters(ids: [String]? = nil) async throws(CounterClientError) -> ReplayResult {
+        let body = ids.map { Data(#"{"ids":[\#($0.map { "\"\($0)\"" }.joined(separator: ","))]}"#.utf8) }
+        return try await call("POST", "/admin/dead-letters/replay", body: body, admin: true, idempotent: false)
+    }
+
+    /// Deletes dead letters; returns how many went.
+    public func dropDeadLetters(ids: [String]) async throws(CounterClientError) -> Int {
+        struct Dropped: Decodable { let dropped: Int }
+        let body = Data(#"{"ids":[\#(ids.map { "\"\($0)\"" }.joined(separator: ","))]}"#.utf8)
+        let answer: Dropped = try await call("POST", "/admin/dead-letters/drop", body: body, admin: true, idempotent: false)
+        return answer.dropped
+    }
+
+    // MARK: - Sending
+
+    private func likePath(_ post: Int64, _ user: Int64) throws(CounterClientError) -> String {
+        try Self.positive(post, "post id")
+        try Self.positive(user, "user id")
+        return "/v1/posts/\(post)/likes/\(user)"
+    }
+
+    private static func positive(_ id: Int64, _ what: String) throws(CounterClientError) {
+        guard id > 0 else { throw .invalidArgument("\(what) \(id) is not a positive 64-bit integer") }
+    }
+
+    private static func encode<Body: Encodable>(_ body: Body) throws(CounterClientError) -> Data {
+        do { return try JSONEncoder().encode(body) } catch { throw .invalidArgument("cannot encode the request: \(error)") }
+    }
+
+    private func call<Answer: Decodable>(_ method: String, _ path: String, body: Data? = nil, admin: Bool = false,
+                                         idempotent: Bool) async throws(CounterClientError) -> Answer {
+        let data = try await raw(method, path, body: body, token: admin ? configuration.adminToken : configuration.apiToken,
+                                 idempotent: idempotent)
+        do {
+            return try JSONDecoder().decode(Answer.self, from: data)
+        } catch {
+            throw .invalidResponse("\(method) \(path): \(error) in \(String(decoding: data.prefix(200), as: UTF8.self))")
+        }
+    }
+
+    /// Sends with retries (idempotent calls only) and returns the body of a 2xx answer.
+    private func raw(_ method: String, _ path: String, body: Data? = nil, token: String?,
+                     idempotent: Bool) async throws(CounterClientError) -> Data {
+        guard let url = URL(string: path, relativeTo: configuration.baseURL) else {
+            throw .invalidArgument("\(path) does not make a URL with \(configuration.baseURL)")
+        }
+        // The deadline is enforced here (`sendWithDeadline`); URLSession's own timeout is only a
+        // backstop, as FoundationNetworking on Linux counts it in whole seconds.
+        var request = URLRequest(url: url, timeoutInterval: configuration.timeoutSeconds.rounded(.up) + 1)
+        request.httpMethod = method
+        request.httpBody = body
+        if body != nil { request.setValue("application/json", forHTTPHeaderField: "Content-Type") }
+        if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
+        var attempt = 1
+        while true {
+            let failure: CounterClientError
+            do {
+                return try await once(request)
+            } catch {
+                failure = error
+            }
+            guard let delay = configuration.retry.delay(after: failure, attempt: attempt, idempotent: idempotent) else {
+                throw failure
+            }
+            try? await Task.sleep(for: .milliseconds(Int(delay * 1_000)))
+            attempt += 1
+        }
+    }
+
+    private func once(_ request: URLRequest) async throws(CounterClientError) -> Data {
+        let (data, response) = try await sendWithDeadline(request)
+        guard (200..<300).contains(response.statusCode) else {
+            let retryAfter = response.value(forHTTPHeaderField: "Retry-After").flatMap(Double.init)
+            if let error = try? JSONDecoder().decode(ErrorBody.self, from: data) {
+                throw .server(status: response.statusCode, code: error.error.code, message: error.error.message, retryAfterSeconds: retryAfter)
+            }
+            throw .server(status: response.statusCode, code: "http_\(response.statusCode)",
+                          message: String(decoding: data.prefix(200), as: UTF8.self), retryAfterSeconds: retryAfter)
+        }
+        return data
+    }
+
+    /// The transport's answer, or `.timedOut` once `timeoutSeconds` have passed (the request is
+    /// then cancelled).
+    private func sendWithDeadline(_ request: URLRequest) async throws(CounterClientError) -> (Data, HTTPURLResponse) {
+        let transport = self.transport
+        let timeout = configuration.timeoutSeconds
+        let outcome = await withTaskGroup(of: Result<(Data, HTTPURLResponse), CounterClientError>?.self) { group in
+            group.addTask {
+                do throws(CounterClientError) { return .success(try await transport.send(request)) } catch { return .failure(error) }
+            }
+            group.addTask {
+                try? await Task.sleep(for: .milliseconds(Int(timeout * 1_000)))
+                return Task.isCancelled ? nil : .failure(.timedOut(seconds: timeout))
+            }
+            var first: Result<(Data, HTTPURLResponse), CounterClientError>?
+            while first == nil, let next = await group.next() { first = next }
+            group.cancelAll()
+            return first ?? .failure(.timedOut(seconds: timeout))
+        }
+        return try outcome.get()
+    }
+}

@@ -1,0 +1,125 @@
+import CounterClient
+import Foundation
+import Synchronization
+import Testing
+
+/// A stand-in for the service that holds each request until the test answers it, so a test can
+/// tap while requests are in flight. (Pure logic under test: the model's plumbing.)
+final class HeldRequests: Sendable {
+    private struct Held {
+        let kind: LikeStateMachine.Request.Kind
+        let continuation: CheckedContinuation<Result<LikeStateMachine.Confirmed, CounterClientError>, Never>
+    }
+    private let held = Mutex<[Held]>([])
+    private let arrivals = Mutex<Int>(0)
+
+    var sender: LikeButtonModel.Sender {
+        { kind in
+            await withCheckedContinuation { continuation in
+                self.held.withLock { $0.append(Held(kind: kind, continuation: continuation)) }
+                self.arrivals.withLock { $0 += 1 }
+            }
+        }
+    }
+
+    /// How many requests have arrived in all.
+    var count: Int { arrivals.withLock { $0 } }
+
+    /// Waits until `count` requests have arrived.
+    func waitFor(_ count: Int) async {
+        while self.count < count { try? await Task.sleep(for: .milliseconds(1)) }
+    }
+
+    /// Answers the oldest held request and returns what it asked for.
+    @discardableResult
+    func answer(_ result: Result<LikeStateMachine.Confirmed, CounterClientError>) -> LikeStateMachine.Request.Kind? {
+        guard let first = held.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) else { return nil }
+        first.continuation.resume(returning: result)
+        return first.kind
+    }
+}
+
+@Suite("Like button model")
+@MainActor
+struct LikeButtonModelTests {
+    @Test("taps show at once; taps during a request are coalesced; the answer is reconciled; events reach onEvent")
+    func coalescing() async {
+        let service = HeldRequests()
+        let model = LikeButtonModel(post: 1, user: 7, isLiked: false, likesCount: 10, send: service.sender)
+        var events: [LikeButtonModel.Event] = []
+        model.onEvent = { events.append($0) }
+        model.tap()
+        #expect(model.isLiked && model.likesCount == 11 && model.isSending)
+        model.tap()
+        model.tap()
+        model.tap()
+        #expect(!model.isLiked && model.likesCount == 10)
+        await service.waitFor(1)
+        #expect(service.answer(.success(.init(isLiked: true, likesCount: 15))) == .setLiked(true))
+        await service.waitFor(2)
+        #expect(!model.isLiked && model.likesCount == 14)           // others liked meanwhile; the unlike still shows
+        #expect(service.answer(.success(.init(isLiked: false, likesCount: 14))) == .setLiked(false))
+        await model.settled()
+        #expect(service.count == 2)
+        #expect(!model.isLiked && model.likesCount == 14 && !model.isSending)
+        #expect(events == [.succeeded(.init(isLiked: false, likesCount: 14))])
+        #expect(model.lastEvent == events.last && model.eventCount == 1)
+    }
+
+    @Test("a failure rolls back and reports .failed for the haptic")
+    func rollback() async {
+        let service = HeldRequests()
+        let model = LikeButtonModel(post: 1, user: 7, isLiked: true, likesCount: 3, send: service.sender)
+        model.tap()
+        #expect(!model.isLiked && model.likesCount == 2)
+        await service.waitFor(1)
+        service.answer(.failure(.server(status: 404, code: "post_not_found", message: "gone", retryAfterSeconds: nil)))
+        await model.settled()
+        #expect(model.isLiked && model.likesCount == 3)
+        #expect(model.lastEvent == .failed(.server(status: 404, code: "post_not_found", message: "gone", retryAfterSeconds: nil)))
+    }
+
+    @Test("a timed-out request against a server that never answers: rollback, error event, then a read")
+    func realTimeout() async throws {
+        // A listening socket that accepts nothing and answers nothing.
+        let listener = try SilentListener()
+        var configuration = CounterServiceClient.Configuration(baseURL: URL(string: "http://127.0.0.1:\(listener.port)")!)
+        configuration.timeoutSeconds = 0.5
+        configuration.retry = .never
+        let client = CounterServiceClient(configuration: configuration)
+        let model = LikeButtonModel(post: 1, user: 7, isLiked: false, likesCount: 0, client: client)
+        model.tap()
+        #expect(model.isLiked)
+        await model.settled()           // the PUT times out, then the read times out too
+        #expect(!model.isLiked && model.likesCount == 0)
+        guard case .failed(let error)? = model.lastEvent else { Issue.record("no failure event"); return }
+        #expect(error.outcomeUnknown, "\(error)")
+    }
+}
+
+/// A TCP listener on a free loopback port that never accepts: connections complete in the
+/// kernel's backlog, requests get no answer.
+final class SilentListener {
+    let descriptor: Int32
+    let port: Int
+
+    init() throws {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        self.descriptor = descriptor
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(descriptor, 16) == 0 else { throw CounterClientError.invalidArgument("cannot listen") }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+        }
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    deinit { close(descriptor) }
+}
