@@ -1,0 +1,48 @@
+#if canImport(SwiftUI)
+import CounterClient
+import SwiftUI
+
+/// A small feed: one `POST /v1/posts/query` loads counts and the user's likes for every row, then
+/// each row's heart is its own `LikeButtonModel`. Pull to refresh reloads them (rows with a
+/// request in flight keep their state).
+public struct FeedScreen: View {
+    @State private var feed: LikeFeedModel
+    @State private var failure: String?
+    private let posts: [Int64]
+
+    public init(posts: [Int64], user: Int64, client: CounterServiceClient) {
+        self.posts = posts
+        _feed = State(initialValue: LikeFeedModel(user: user, client: client))
+    }
+
+    public var body: some View {
+        List(posts, id: \.self) { post in
+            HStack {
+                Text("Post \(post)")
+                Spacer()
+                if let button = feed.buttons[post] {
+                    HeartButton(model: button)
+                } else {
+                    ProgressView()
+                }
+            }
+        }
+        .overlay(alignment: .bottom) {
+            if let failure {
+                Text(failure).font(.footnote).padding(8).background(.thinMaterial, in: Capsule()).padding()
+            }
+        }
+        .task { await load() }
+        .refreshable { await load() }
+    }
+
+    private func load() async {
+        do {
+            try await feed.load(posts: posts)
+            failure = nil
+        } catch {
+            failure = "Could not load likes: \(error)"
+        }
+    }
+}
+#endif
