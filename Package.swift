@@ -5,6 +5,9 @@ import PackageDescription
 /// by Redis, and writes membership and counts to PostgreSQL in batches. See docs/ARCHITECTURE.md.
 let package = Package(
     name: "CounterService",
+    // Linux ignores this. On Apple platforms: CounterClient's models need Observation (iOS 17,
+    // macOS 14); the server's targets use Synchronization's Mutex and Atomic (macOS 15).
+    platforms: [.macOS(.v15), .iOS(.v17)],
     products: [
         .executable(name: "counter-node", targets: ["CounterNodeCLI"]),
         .executable(name: "counter-bench", targets: ["Bench"]),

@@ -6,7 +6,7 @@ import PackageDescription
 /// it is not part of the main package, so `swift build` at the root does not even look at it.
 let package = Package(
     name: "LikeButtonExample",
-    platforms: [.iOS(.v17), .macOS(.v14)],
+    platforms: [.iOS(.v17), .macOS(.v15)],
     products: [
         .library(name: "LikeButtonUI", targets: ["LikeButtonUI"]),
     ],

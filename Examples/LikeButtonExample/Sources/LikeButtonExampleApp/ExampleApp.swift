@@ -25,7 +25,7 @@ struct LikeButtonExampleApp: App {
 @main
 struct LikeButtonExampleApp {
     static func main() {
-        print("LikeButtonExample needs SwiftUI (iOS 17 / macOS 14); see Examples/LikeButtonExample/README.md")
+        print("LikeButtonExample needs SwiftUI (iOS 17 / macOS 15); see Examples/LikeButtonExample/README.md")
     }
 }
 #endif
