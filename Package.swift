@@ -26,6 +26,8 @@ let package = Package(
         .systemLibrary(
             name: "CMicroHTTPD", pkgConfig: "libmicrohttpd",
             providers: [.apt(["libmicrohttpd-dev"])]),
+        // Linux's epoll, which Glibc's module leaves out (header only, nothing to link).
+        .systemLibrary(name: "CLinuxEvents"),
 
         // Pure routing: post -> logical slot -> shard, and Redis-Cluster-compatible hash tags.
         .target(name: "ShardRouter"),
@@ -44,7 +46,7 @@ let package = Package(
         .executableTarget(name: "CounterNodeCLI", dependencies: ["CounterNode"]),
         .executableTarget(name: "Bench", dependencies: ["BenchKit", "CounterNode", "Persistence", "ShardRouter"]),
         // The bench's parts: histogram, Zipf, correctness check (pure), load generator.
-        .target(name: "BenchKit", dependencies: ["Persistence"]),
+        .target(name: "BenchKit", dependencies: ["Persistence", "CLinuxEvents"]),
 
         // Shared by the test targets: where the test servers are, private servers for restart tests.
         .target(name: "TestSupport", dependencies: ["Persistence"], path: "Tests/TestSupport"),

@@ -1,0 +1,2 @@
+/* Linux event APIs the Glibc module leaves out (NOTES.md): epoll, for the bench's event loop. */
+#include <sys/epoll.h>
