@@ -17,7 +17,9 @@ let package = Package(
         // The button and a small feed screen; add this to an app.
         .target(name: "LikeButtonUI", dependencies: [.product(name: "CounterClient", package: "CounterService")]),
         // A runnable demo (`swift run` on a Mac, or as the code of an iOS app target).
-        .executableTarget(name: "LikeButtonExampleApp", dependencies: ["LikeButtonUI"]),
+        .executableTarget(name: "LikeButtonExampleApp", dependencies: [
+            "LikeButtonUI", .product(name: "CounterClient", package: "CounterService"),
+        ]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -122,7 +122,8 @@ struct CompareBench {
             guard let node = throughput["hot@\(level)"] else { continue }
             let parts = ["seed-sql", "sql-upsert", "ceiling"].compactMap { other -> String? in
                 guard let value = throughput["\(other)@\(level)"], value > 0 else { return nil }
-                return String(format: "%@ %.1f×", other as NSString, node / value)
+                let ratio = node / value
+                return String(format: ratio < 10 ? "%@ %.2f×" : "%@ %.1f×", other as NSString, ratio)
             }
             print("    \(level) connections: " + parts.joined(separator: ", "))
         }

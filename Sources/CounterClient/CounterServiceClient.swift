@@ -201,7 +201,9 @@ public struct CounterServiceClient: Sendable {
             } catch {
                 failure = error
             }
-            guard let delay = configuration.retry.delay(after: failure, attempt: attempt, idempotent: idempotent) else {
+            // A cancelled caller (a view that went away) gets its failure at once, not retries.
+            guard !Task.isCancelled,
+                  let delay = configuration.retry.delay(after: failure, attempt: attempt, idempotent: idempotent) else {
                 throw failure
             }
             try? await Task.sleep(for: .milliseconds(Int(delay * 1_000)))

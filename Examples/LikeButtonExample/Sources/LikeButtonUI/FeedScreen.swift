@@ -8,6 +8,7 @@ import SwiftUI
 public struct FeedScreen: View {
     @State private var feed: LikeFeedModel
     @State private var failure: String?
+    @State private var loaded = false
     private let posts: [Int64]
 
     public init(posts: [Int64], user: Int64, client: CounterServiceClient) {
@@ -22,6 +23,8 @@ public struct FeedScreen: View {
                 Spacer()
                 if let button = feed.buttons[post] {
                     HeartButton(model: button)
+                } else if loaded {
+                    Text("–").foregroundStyle(.secondary)   // not known to the service, or not loaded
                 } else {
                     ProgressView()
                 }
@@ -41,8 +44,11 @@ public struct FeedScreen: View {
             try await feed.load(posts: posts)
             failure = nil
         } catch {
+            // Leaving the screen cancels the load: not a failure to show.
+            guard !Task.isCancelled else { return }
             failure = "Could not load likes: \(error)"
         }
+        loaded = true
     }
 }
 #endif

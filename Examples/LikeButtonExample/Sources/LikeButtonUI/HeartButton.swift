@@ -1,7 +1,7 @@
 #if canImport(SwiftUI)
 import CounterClient
 import SwiftUI
-#if canImport(UIKit)
+#if os(iOS)
 import UIKit
 #endif
 
@@ -9,7 +9,7 @@ import UIKit
 /// a medium impact haptic, sends the *wanted* state in the background (taps during a request are
 /// coalesced), and on a failure the model rolls back and the button plays the error haptic.
 public struct HeartButton: View {
-    @Bindable var model: LikeButtonModel
+    let model: LikeButtonModel
     @State private var bounceScale: CGFloat = 1.0
 
     public init(model: LikeButtonModel) {
@@ -50,18 +50,18 @@ public struct HeartButton: View {
     }
 }
 
-/// The seed's haptics: a medium impact on tap, an error notification on rollback. Silent where
-/// there is no Taptic Engine (macOS).
+/// The seed's haptics: a medium impact on tap, an error notification on rollback. iOS only (the
+/// feedback generators exist on iOS, iPadOS and Mac Catalyst); silent elsewhere.
 @MainActor
 enum Haptics {
     static func impact() {
-        #if canImport(UIKit) && !os(tvOS)
+        #if os(iOS)
         UIImpactFeedbackGenerator(style: .medium).impactOccurred()
         #endif
     }
 
     static func error() {
-        #if canImport(UIKit) && !os(tvOS)
+        #if os(iOS)
         UINotificationFeedbackGenerator().notificationOccurred(.error)
         #endif
     }
