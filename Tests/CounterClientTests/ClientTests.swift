@@ -90,6 +90,16 @@ struct ClientTests {
         #expect(missing.sent.count == 1)
     }
 
+    @Test("a cancelled caller gets its failure at once, without retries")
+    func cancelledCaller() async {
+        let reset = CannedTransport([])   // every attempt: connection reset
+        let client = Self.client(reset, retry: RetryPolicy(maximumAttempts: 5, initialDelaySeconds: 0.2))
+        let task = Task { try await client.status(post: 1, user: 7) }
+        task.cancel()
+        await #expect(throws: CounterClientError.self) { try await task.value }
+        #expect(reset.sent.count <= 1)
+    }
+
     @Test("bad arguments fail before anything is sent")
     func invalidArguments() async {
         let transport = CannedTransport([])
