@@ -65,10 +65,13 @@ final class EventLoopThread: Sendable {
     /// Call after every `MHD_resume_connection`, from any thread.
     func connectionResumed() {
         resumes.add(1, ordering: .sequentiallyConsistent)
-        if sleeping.exchange(false, ordering: .sequentiallyConsistent) {
-            var byte: UInt8 = 1
-            _ = write(wakeWrite, &byte, 1)
-        }
+        if sleeping.exchange(false, ordering: .sequentiallyConsistent) { wake() }
+    }
+
+    /// Ends the loop's current wait.
+    private func wake() {
+        var byte: UInt8 = 1
+        _ = write(wakeWrite, &byte, 1)
     }
 
     /// Stops accepting new connections (on the loop thread, where the library wants it) and
@@ -80,13 +83,14 @@ final class EventLoopThread: Sendable {
                 requests.quiesce = continuation
                 return false
             }
-            if ended { continuation.resume(returning: -1) }
+            if ended { continuation.resume(returning: -1) } else { wake() }
         }
     }
 
     /// Ends the loop and returns once the thread no longer touches the daemon.
     func stop() async {
         running.store(false, ordering: .sequentiallyConsistent)
+        wake()
         await withCheckedContinuation { continuation in
             let ended = requests.withLock { requests in
                 if requests.ended { return true }

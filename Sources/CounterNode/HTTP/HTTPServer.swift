@@ -30,11 +30,19 @@ public final class HTTPServer: Sendable {
     public let configuration: HTTPServerConfiguration
     let handler: any HTTPHandler
     private let state = Mutex(State())
-    private let inFlight = Atomic<Int>(0)
     private let loop: EventLoopThread
-    /// Set once `stop()` begins: requests that still arrive on open connections are answered at
-    /// once with 503 instead of being suspended, so none is left suspended when the daemon stops.
-    private let stopping = Atomic<Bool>(false)
+    /// Requests suspended until their answer comes. The lock also orders every suspend and
+    /// resume against `stop()`: once it has answered what is left, no late answer can reach a
+    /// connection or daemon that is gone, and libmicrohttpd never sees a suspended connection
+    /// at `MHD_stop_daemon` (it aborts the process then).
+    private let suspended = Mutex(SuspendedRequests())
+
+    private struct SuspendedRequests {
+        var entries: [ObjectIdentifier: (connection: ConnectionHandle, state: RequestState)] = [:]
+        /// Set when `stop()` begins: requests that still arrive on open connections are answered
+        /// at once with 503 instead of being suspended.
+        var closed = false
+    }
 
     private struct State {
         var daemon: DaemonHandle?
@@ -82,8 +90,7 @@ public final class HTTPServer: Sendable {
         }
         let epollDescriptor = counter_mhd_epoll_fd(daemon)
         guard epollDescriptor >= 0 else {
-            MHD_stop_daemon(daemon)
-            close(socket)
+            MHD_stop_daemon(daemon)   // closes the listening socket too
             throw HTTPServerError(message: "libmicrohttpd started without an epoll descriptor")
         }
         let handle = DaemonHandle(pointer: daemon)
@@ -96,19 +103,30 @@ public final class HTTPServer: Sendable {
     }
 
     /// Stops accepting connections, waits (up to `timeout`) for requests being handled to be
-    /// answered, then stops the server.
+    /// answered, answers whatever is still waiting with 503, then stops the server. Safe to call
+    /// more than once; later calls return at once.
     public func stop(timeout: Duration = .seconds(10)) async {
-        guard let daemon = state.withLock({ $0.daemon }) else { return }
-        stopping.store(true, ordering: .sequentiallyConsistent)
+        guard let daemon = state.withLock({ state in defer { state.daemon = nil }; return state.daemon }) else { return }
+        suspended.withLock { $0.closed = true }
         let socket = await loop.quiesce()
         if socket >= 0 { close(socket) }
         let deadline = ContinuousClock.now + timeout
-        while inFlight.load(ordering: .sequentiallyConsistent) > 0 && ContinuousClock.now < deadline {
+        while suspended.withLock({ !$0.entries.isEmpty }) && ContinuousClock.now < deadline {
             try? await Task.sleep(for: .milliseconds(10))
         }
+        let late = suspended.withLock { table in
+            for (_, entry) in table.entries {
+                entry.state.response.withLock {
+                    $0 = .error(503, code: "shutting_down", message: "the node is shutting down", retryAfterSeconds: 1)
+                }
+                MHD_resume_connection(entry.connection.pointer)
+            }
+            defer { table.entries.removeAll() }
+            return table.entries.count
+        }
+        if late > 0 { loop.connectionResumed() }
         // Give resumed connections a moment to send their answers before the daemon goes.
-        try? await Task.sleep(for: .milliseconds(50))
-        state.withLock { $0.daemon = nil }
+        try? await Task.sleep(for: .milliseconds(100))
         await loop.stop()
         MHD_stop_daemon(daemon.pointer)
     }
@@ -123,20 +141,30 @@ public final class HTTPServer: Sendable {
         case .later(let begin):
             start = begin
         }
-        inFlight.add(1, ordering: .sequentiallyConsistent)
-        if stopping.load(ordering: .sequentiallyConsistent) {
-            inFlight.add(-1, ordering: .sequentiallyConsistent)
+        let key = ObjectIdentifier(requestState)
+        let admitted = suspended.withLock { table in
+            guard !table.closed else { return false }
+            MHD_suspend_connection(connection)
+            table.entries[key] = (ConnectionHandle(pointer: connection), requestState)
+            return true
+        }
+        guard admitted else {
             return Self.queue(.error(503, code: "shutting_down", message: "the node is shutting down", retryAfterSeconds: 1), on: connection)
         }
-        MHD_suspend_connection(connection)
-        let handle = ConnectionHandle(pointer: connection)
-        start { response in
-            requestState.response.withLock { $0 = response }
-            MHD_resume_connection(handle.pointer)
-            self.loop.connectionResumed()
-            self.inFlight.add(-1, ordering: .sequentiallyConsistent)
-        }
+        start { response in self.answer(key, with: response) }
         return .YES
+    }
+
+    /// Stores the answer of a suspended request and resumes its connection — unless `stop()`
+    /// has already answered it.
+    private func answer(_ key: ObjectIdentifier, with response: HTTPResponse) {
+        let resumed = suspended.withLock { table in
+            guard let entry = table.entries.removeValue(forKey: key) else { return false }
+            entry.state.response.withLock { $0 = response }
+            MHD_resume_connection(entry.connection.pointer)
+            return true
+        }
+        if resumed { loop.connectionResumed() }
     }
 
     fileprivate static func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> MHD_Result {
@@ -159,7 +187,7 @@ public final class HTTPServer: Sendable {
         guard inet_pton(AF_INET, host, &address.sin_addr) == 1 else {
             throw HTTPServerError(message: "listen address \"\(host)\" is not an IPv4 address")
         }
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else { throw HTTPServerError(message: "socket() failed: \(String(cString: strerror(errno)))") }
         var one: Int32 = 1
         setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
@@ -198,8 +226,9 @@ struct DaemonHandle: @unchecked Sendable {
     let pointer: OpaquePointer
 }
 
-// Unchecked Sendable: a suspended connection is only resumed, once, from the task answering it;
-// MHD_resume_connection is safe from any thread with MHD_ALLOW_SUSPEND_RESUME.
+// Unchecked Sendable: a suspended connection is resumed once, under the server's `suspended`
+// lock, by whoever removes it from the table (its answer, or `stop()`); MHD_resume_connection is
+// safe from any thread with MHD_ALLOW_SUSPEND_RESUME.
 private struct ConnectionHandle: @unchecked Sendable {
     let pointer: OpaquePointer
 }
