@@ -49,6 +49,10 @@ public enum NodeCommand {
             print(usage)
             return .success
         }
+        guard ["migrate", "serve", "flush", "inspect", "stats", "reconcile", "dead-letters"].contains(subcommand) else {
+            printError("unknown subcommand \"\(subcommand)\"\n\n\(usage)")
+            return .usage
+        }
         let rest = Array(arguments.dropFirst())
         if rest.contains("--help") || rest.contains("-h") {
             print(usage)
@@ -89,9 +93,9 @@ public enum NodeCommand {
 
     static func migrate(_ configuration: NodeConfiguration, output: Output) async -> ExitStatus {
         let pool = PostgresPool(configuration: configuration.postgres)
-        defer { Task { await pool.close() } }
         do {
             let report = try await SchemaMigrator.migrate(pool)
+            await pool.close()
             if report.applied.isEmpty {
                 output.standard("schema is current (version \(report.currentVersion)); nothing to do")
             } else {
@@ -99,6 +103,7 @@ public enum NodeCommand {
             }
             return .success
         } catch {
+            await pool.close()
             output.error("migrate failed: \(error)")
             return .failure
         }

@@ -1,3 +1,4 @@
+import Foundation
 import Persistence
 
 /// Everything a node is configured with. Each setting has a default, a `COUNTER_*` environment
@@ -107,7 +108,9 @@ public struct NodeConfiguration: Sendable, Equatable {
                 summary: "the running node that flush, inspect, stats, reconcile and dead-letters talk to",
                 defaultValue: { $0.nodeURL },
                 apply: { configuration, value in
-                    guard value.hasPrefix("http://") || value.hasPrefix("https://"), value.count > 8 else {
+                    guard value.hasPrefix("http://") || value.hasPrefix("https://"),
+                          let components = URLComponents(string: value), let host = components.host, !host.isEmpty,
+                          components.url != nil else {
                         return "must be a URL like http://127.0.0.1:8080"
                     }
                     configuration.nodeURLSetting = value.hasSuffix("/") ? String(value.dropLast()) : value

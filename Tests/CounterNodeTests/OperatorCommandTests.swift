@@ -31,6 +31,12 @@ struct OperatorCommandTests {
         (["flush", "--timeout", "-1"], "--timeout -1"),
         (["stats", "--wait"], "unknown option --wait for stats"),
         (["stats", "--node", "ftp://x"], "must be a URL"),
+        (["stats", "--node", "http://"], "must be a URL"),
+        (["flush", "--timeout", "5"], "--timeout only applies with --wait"),
+        (["flush", "--wait", "--timeout=0"], "--timeout 0"),
+        (["inspect", "-5"], "not a positive 64-bit integer"),
+        (["inspect", "5", "--user=x"], "--user x"),
+        (["flsh", "--x"], "unknown subcommand \"flsh\""),
     ])
     func usageErrors(arguments: [String], message: String) async {
         let (status, text) = await Self.run(arguments, node: nil)
@@ -86,6 +92,30 @@ struct OperatorCommandTests {
 
         let (started, startedText) = await Self.run(["flush"], node: http)
         #expect(started == .success && startedText.contains("flush started"))
+        await http.stop()
+    }
+
+    @Test("flush --wait gives up at its --timeout (status 6) while the node's flush is blocked, and succeeds once it is not")
+    func flushTimeout() async throws {
+        let http = try await HTTPHarness.start(posts: 1, writePath: { $0.flushOnlyWhenAsked() })
+        let post = http.posts[0]
+        _ = try await http.send("PUT", "/v1/posts/\(post)/likes/1")
+        // Another session holds the post's row: the flush transaction waits for it.
+        let blocker = PostgresConnection(configuration: PostgresConfiguration(url: TestEnvironment.postgresURL))
+        try await blocker.connect()
+        try await blocker.query("BEGIN")
+        try await blocker.query("SELECT id FROM posts WHERE id = $1 FOR UPDATE", [.int64(post)])
+        let started = ContinuousClock.now
+        let (status, text) = await Self.run(["flush", "--wait", "--timeout=1"], node: http)
+        let elapsed = ContinuousClock.now - started
+        #expect(status == .timedOut, "\(text)")
+        #expect(text.contains("did not finish within 1 s"))
+        #expect(elapsed < .seconds(4), "returned after \(elapsed), not at its timeout")
+        try await blocker.query("ROLLBACK")
+        await blocker.close()
+        let (done, doneText) = await Self.run(["flush", "--wait", "--timeout", "30"], node: http)
+        #expect(done == .success, "\(doneText)")
+        #expect(try await http.writePath.postgresCounts()[post]?.rows == 1)
         await http.stop()
     }
 

@@ -16,6 +16,8 @@ struct AdminClient: Sendable {
         case refused(status: Int, code: String, message: String)
         /// The answer was not the JSON the command expects.
         case invalidAnswer(String)
+        /// The node took longer than the timeout to answer.
+        case timedOut(String)
     }
 
     /// An answer: parsed, and as the node sent it (what `--json` prints).
@@ -53,6 +55,8 @@ struct AdminClient: Sendable {
         let response: URLResponse
         do {
             (data, response) = try await URLSession.shared.data(for: request)
+        } catch let error as URLError where error.code == .timedOut {
+            throw .timedOut("\(method) \(path) got no answer within \(Int(timeoutSeconds)) s")
         } catch {
             throw .unreachable("no node answered at \(baseURL): \(error.localizedDescription)")
         }

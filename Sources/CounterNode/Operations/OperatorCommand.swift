@@ -1,5 +1,6 @@
 import Foundation
 import Persistence
+import Synchronization
 
 /// The operator subcommands — `flush`, `inspect`, `stats`, `reconcile`, `dead-letters` — which
 /// talk to a running node's admin API (`--node`, `--admin-token`). Human-readable output by
@@ -32,7 +33,10 @@ struct OperatorCommand {
         self.output = output
         var index = 0
         var positional: [String] = []
+        var inlineValue: String?
+        var timeoutGiven = false
         func value(_ flag: String) throws(UsageError) -> String {
+            if let inlineValue { return inlineValue }
             index += 1
             guard index < operands.count else { throw UsageError(message: "\(flag) needs a value") }
             return operands[index]
@@ -42,16 +46,23 @@ struct OperatorCommand {
             return id
         }
         while index < operands.count {
-            let argument = operands[index]
+            // `--flag value` or `--flag=value`, as for the settings.
+            var argument = operands[index]
+            inlineValue = nil
+            if argument.hasPrefix("--"), let equals = argument.firstIndex(of: "=") {
+                inlineValue = String(argument[argument.index(after: equals)...])
+                argument = String(argument[..<equals])
+            }
             switch argument {
             case "--json": json = true
             case "--wait" where subcommand == "flush": wait = true
             case "--timeout" where subcommand == "flush":
                 let text = try value(argument)
                 guard let seconds = Double(text), seconds > 0, seconds <= 86_400 else {
-                    throw UsageError(message: "--timeout \(text): must be seconds from 0 to 86400")
+                    throw UsageError(message: "--timeout \(text): must be more than 0 and at most 86400 seconds")
                 }
                 timeoutSeconds = seconds
+                timeoutGiven = true
             case "--user" where subcommand == "inspect": user = try id(argument, try value(argument))
             case "--post" where subcommand == "reconcile": post = try id(argument, try value(argument))
             case "--all" where subcommand == "reconcile": all = true
@@ -61,11 +72,14 @@ struct OperatorCommand {
                 guard StreamEntryID(text) != nil else { throw UsageError(message: "--id \(text): not a dead letter id like 1700000000000-0") }
                 ids.append(text)
             default:
-                if argument.hasPrefix("-") { throw UsageError(message: "unknown option \(argument) for \(subcommand)") }
-                positional.append(argument)
+                if argument.hasPrefix("-") && Int64(argument) == nil {
+                    throw UsageError(message: "unknown option \(argument) for \(subcommand)")
+                }
+                positional.append(argument)   // a negative number is refused below as an id
             }
             index += 1
         }
+        if timeoutGiven && !wait { throw UsageError(message: "--timeout only applies with --wait") }
         switch subcommand {
         case "inspect":
             guard positional.count == 1 else { throw UsageError(message: "inspect needs one post id: counter-node inspect <post> [--user U]") }
@@ -110,6 +124,9 @@ struct OperatorCommand {
             case .invalidAnswer(let why):
                 output.error(why)
                 return .failure
+            case .timedOut(let why):
+                output.error("the node is there but slow: \(why)")
+                return .failure
             }
         }
     }
@@ -128,31 +145,28 @@ struct OperatorCommand {
         let flush = Task { () -> Result<AdminClient.Answer, AdminClient.Failure> in
             do throws(AdminClient.Failure) { return .success(try await client.post("/admin/flush")) } catch { return .failure(error) }
         }
-        let deadline = started + .seconds(timeoutSeconds)
         // Progress while the node flushes: the backlog, from /admin/stats, every half second.
         let progress = Task {
             while !Task.isCancelled {
                 try? await Task.sleep(for: .milliseconds(500))
                 if Task.isCancelled { break }
-                if let stats = try? await client.get("/admin/stats") {
+                if let stats = try? await client.get("/admin/stats"), !Task.isCancelled {
                     let pending = stats.json["total"]?["pending_changes"]?.int64 ?? 0
                     output.error("flushing: \(pending) change(s) still waiting for PostgreSQL")
                 }
             }
         }
-        defer { progress.cancel() }
-        let outcome = await withTaskGroup(of: Result<AdminClient.Answer, AdminClient.Failure>?.self) { group in
-            group.addTask { await flush.value }
-            group.addTask {
-                try? await Task.sleep(until: deadline, clock: .continuous)
-                return nil
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
-        }
+        // Whichever comes first: the node's answer or the deadline.
+        let first = FirstOf<Result<AdminClient.Answer, AdminClient.Failure>?>()
+        let timeout = timeoutSeconds
+        let outcome = await first.wait(for: [
+            { await flush.value },
+            { try? await Task.sleep(for: .milliseconds(Int(timeout * 1_000))); return nil },
+        ])
+        progress.cancel()
         guard let outcome else {
-            output.error("flush did not finish within \(Int(timeoutSeconds)) s; the node goes on flushing (see counter-node stats)")
+            flush.cancel()
+            output.error("flush did not finish within \(Self.format(timeoutSeconds)) s; the node goes on flushing (see counter-node stats)")
             return .timedOut
         }
         let answer = try outcome.get()
@@ -227,5 +241,46 @@ struct OperatorCommand {
 
     private static func body(_ members: [String]) -> [UInt8] {
         Array(("{" + members.joined(separator: ",") + "}").utf8)
+    }
+
+    private static func format(_ seconds: Double) -> String {
+        seconds == seconds.rounded() ? String(Int(seconds)) : String(seconds)
+    }
+}
+
+/// Runs several operations and returns the result of whichever finishes first, without waiting
+/// for the others: they are cancelled (an operation that ignores cancellation goes on until it
+/// ends, unobserved).
+final class FirstOf<Value: Sendable>: Sendable {
+    private struct State {
+        var continuation: CheckedContinuation<Value, Never>?
+        var done = false
+        var tasks: [Task<Void, Never>] = []
+    }
+    private let state = Mutex(State())
+
+    func wait(for operations: [@Sendable () async -> Value]) async -> Value {
+        await withCheckedContinuation { continuation in
+            state.withLock { $0.continuation = continuation }
+            for operation in operations {
+                let task = Task { self.finish(await operation()) }
+                let cancelNow = state.withLock { state in
+                    state.tasks.append(task)
+                    return state.done
+                }
+                if cancelNow { task.cancel() }
+            }
+        }
+    }
+
+    private func finish(_ value: Value) {
+        let (continuation, others) = state.withLock { state -> (CheckedContinuation<Value, Never>?, [Task<Void, Never>]) in
+            guard !state.done else { return (nil, []) }
+            state.done = true
+            defer { state.continuation = nil }
+            return (state.continuation, state.tasks)
+        }
+        continuation?.resume(returning: value)
+        for task in others { task.cancel() }
     }
 }
