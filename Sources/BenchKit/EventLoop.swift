@@ -33,6 +33,8 @@ final class EventLoop {
     /// Slots that may be idle (connected, nothing in flight); checked again when taken.
     private var idle: [Int] = []
     private var lastTimeoutCheck = ContinuousClock.now
+    /// Slots whose socket could not be made; tried again at the next timeout check.
+    private var reopen: [Int] = []
 
     init(generator: LoadGenerator, connections: [Int], measureFrom: ContinuousClock.Instant, end: ContinuousClock.Instant, rateShare: Double?) {
         self.generator = generator
@@ -46,6 +48,10 @@ final class EventLoop {
     }
 
     func run() {
+        guard epoll >= 0 else {
+            generator.recordError("epoll_create1 failed", measured: true)
+            return
+        }
         for slot in connections.indices { open(slot) }
         var events = [epoll_event](repeating: epoll_event(), count: 512)
         while ContinuousClock.now < end {
@@ -176,6 +182,7 @@ final class EventLoop {
 
     private func read(_ slot: Int) {
         var buffer = [UInt8](repeating: 0, count: 16_384)
+        var closed = false
         while true {
             let count = recv(connections[slot].descriptor, &buffer, buffer.count, 0)
             if count > 0 {
@@ -183,13 +190,16 @@ final class EventLoop {
                 continue
             }
             if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { break }
-            fail(slot, "connection closed")
-            return
+            closed = true
+            break
         }
+        // Answers that arrived before a close count as answers (an error answer followed by the
+        // server closing the connection, say).
         while let (status, body, used) = Self.parseResponse(connections[slot].input) {
             connections[slot].input.removeFirst(used)
             complete(slot, status: status, body: body)
         }
+        if closed { fail(slot, "connection closed") }
     }
 
     private func complete(_ slot: Int, status: Int, body: ArraySlice<UInt8>) {
@@ -209,6 +219,9 @@ final class EventLoop {
     private func expireTimeouts() {
         let now = ContinuousClock.now
         lastTimeoutCheck = now
+        let retry = reopen
+        reopen.removeAll()
+        for slot in retry { open(slot) }
         for slot in connections.indices where connections[slot].inFlight && now - connections[slot].startedAt > generator.options.timeout {
             fail(slot, "timeout")
         }
@@ -235,6 +248,13 @@ final class EventLoop {
         connections[slot].written = 0
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         connections[slot].descriptor = descriptor
+        guard descriptor >= 0 else {
+            // Out of descriptors, say: count it and try again at the next timeout check.
+            generator.recordError("socket failed", measured: ContinuousClock.now >= measureFrom)
+            connections[slot].connecting = false
+            reopen.append(slot)
+            return
+        }
         var one: Int32 = 1
         setsockopt(descriptor, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
         var address = sockaddr_in()
