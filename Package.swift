@@ -35,8 +35,9 @@ let package = Package(
         // PostgreSQL and Redis clients, the Redis key layout, the flusher's SQL, migrations.
         .target(name: "Persistence", dependencies: ["CLibPQ", "CHiredis", "ShardRouter"]),
 
-        // The node: configuration, commands, and (later) shards, flusher and HTTP API.
-        .target(name: "CounterNode", dependencies: ["ShardRouter", "Persistence", "CMicroHTTPD"]),
+        // The node: configuration, commands (the operator ones call the admin API through
+        // CounterClient), shards, flusher and HTTP API.
+        .target(name: "CounterNode", dependencies: ["ShardRouter", "Persistence", "CMicroHTTPD", "CounterClient"]),
 
         // The client library apps add: HTTP client, optimistic like state machine, @Observable
         // models. Foundation and Observation only; it depends on nothing of the server.

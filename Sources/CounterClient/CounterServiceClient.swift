@@ -6,8 +6,8 @@ import FoundationNetworking
 /// An async client for CounterService's HTTP API: likes, counts, feed pages, health, metrics and
 /// the admin routes.
 ///
-/// Idempotent calls (`like`, `unlike`, `setLiked`, reads, feed queries, health, stats, inspect)
-/// are retried on `503`/`429` (after `Retry-After`) and on connection failures, per `retry`.
+/// Idempotent calls (`like`, `unlike`, `setLiked`, reads, feed queries, metrics, stats,
+/// inspect) are retried on `503`/`429` (after `Retry-After`) and on connection failures, per `retry`.
 /// `toggle` and the admin calls that change things are never retried: a toggle sent twice would
 /// undo itself. Prefer `setLiked` — it says what the user wants, so repeating it is harmless.
 public struct CounterServiceClient: Sendable {
@@ -151,6 +151,19 @@ public struct CounterServiceClient: Sendable {
         let body = Data(#"{"ids":[\#(ids.map { "\"\($0)\"" }.joined(separator: ","))]}"#.utf8)
         let answer: Dropped = try await call("POST", "/admin/dead-letters/drop", body: body, admin: true, idempotent: false)
         return answer.dropped
+    }
+
+    /// Any admin route, answered with the service's JSON as sent — for tools that show or pass
+    /// it on as it is (the operator commands' `--json`). Retried only when `idempotent`.
+    public func adminRequest(_ method: String, _ path: String, query: [(String, String)] = [], body: Data? = nil,
+                             idempotent: Bool = false) async throws(CounterClientError) -> Data {
+        var components = URLComponents()
+        components.path = path
+        if !query.isEmpty { components.queryItems = query.map { URLQueryItem(name: $0.0, value: $0.1) } }
+        guard let relative = components.string, path.hasPrefix("/") else {
+            throw .invalidArgument("\(path) is not an absolute path")
+        }
+        return try await raw(method, relative, body: body, token: configuration.adminToken, idempotent: idempotent)
     }
 
     // MARK: - Sending

@@ -1,20 +1,18 @@
+import CounterClient
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 
-/// Talks to a running node's admin API for the operator subcommands (`flush`, `inspect`,
-/// `stats`, `reconcile`, `dead-letters`), with the admin token as a bearer token.
+/// The operator subcommands' view of a running node's admin API: `CounterServiceClient` for the
+/// calls, with its failures sorted into what the commands report (and exit with).
 struct AdminClient: Sendable {
     /// Why a call did not give an answer the command can use.
     enum Failure: Error, Sendable, Equatable {
-        /// No node answered at the address (refused, unresolvable, timed out).
+        /// No node answered at the address (connection refused, name not found).
         case unreachable(String)
         /// The node refused the admin token (401).
         case unauthorized(String)
         /// The node answered with an error (`status`, its error code and message).
         case refused(status: Int, code: String, message: String)
-        /// The answer was not the JSON the command expects.
+        /// The answer was not the JSON the command expects, or the connection broke mid-call.
         case invalidAnswer(String)
         /// The node took longer than the timeout to answer.
         case timedOut(String)
@@ -26,11 +24,18 @@ struct AdminClient: Sendable {
         let text: String
     }
 
-    let baseURL: String
-    let token: String?
-    let timeoutSeconds: Double
+    let client: CounterServiceClient
 
-    /// `GET path` (with `query` appended), the answer's JSON.
+    /// - Parameter timeoutSeconds: how long one call may take.
+    init(baseURL: String, token: String?, timeoutSeconds: Double) throws(Failure) {
+        guard let url = URL(string: baseURL) else { throw .unreachable("\(baseURL) is not a URL") }
+        var configuration = CounterServiceClient.Configuration(baseURL: url, adminToken: token)
+        configuration.timeoutSeconds = timeoutSeconds
+        configuration.retry = .never
+        client = CounterServiceClient(configuration: configuration)
+    }
+
+    /// `GET path` (with `query`), the answer's JSON.
     func get(_ path: String, query: [(String, String)] = []) async throws(Failure) -> Answer {
         try await send("GET", path, query: query, body: nil)
     }
@@ -41,36 +46,26 @@ struct AdminClient: Sendable {
     }
 
     private func send(_ method: String, _ path: String, query: [(String, String)], body: [UInt8]?) async throws(Failure) -> Answer {
-        var components = URLComponents(string: baseURL + path)
-        if !query.isEmpty { components?.queryItems = query.map { URLQueryItem(name: $0.0, value: $0.1) } }
-        guard let url = components?.url else { throw .unreachable("\(baseURL)\(path) is not a valid URL") }
-        var request = URLRequest(url: url, timeoutInterval: timeoutSeconds)
-        request.httpMethod = method
-        if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
-        if let body {
-            request.httpBody = Data(body)
-            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        }
         let data: Data
-        let response: URLResponse
         do {
-            (data, response) = try await URLSession.shared.data(for: request)
-        } catch let error as URLError where error.code == .timedOut {
-            throw .timedOut("\(method) \(path) got no answer within \(Int(timeoutSeconds)) s")
+            data = try await client.adminRequest(method, path, query: query, body: body.map { Data($0) })
         } catch {
-            throw .unreachable("no node answered at \(baseURL): \(error.localizedDescription)")
+            throw Self.failure(error, method: method, path: path, node: client.configuration.baseURL)
         }
-        let status = (response as? HTTPURLResponse)?.statusCode ?? 0
-        let value = try? JSONParser.parse(Array(data))
-        guard (200..<300).contains(status) else {
-            let code = value?["error"]?["code"]?.string ?? "http_\(status)"
-            let message = value?["error"]?["message"]?.string ?? String(decoding: data.prefix(200), as: UTF8.self)
-            if status == 401 { throw .unauthorized(message) }
-            throw .refused(status: status, code: code, message: message)
+        guard let json = try? JSONParser.parse(Array(data)) else {
+            throw .invalidAnswer("\(method) \(path) answered with a body that is not JSON")
         }
-        guard let value else {
-            throw .invalidAnswer("\(method) \(path) answered \(status) with a body that is not JSON")
+        return Answer(json: json, text: String(decoding: data, as: UTF8.self))
+    }
+
+    static func failure(_ error: CounterClientError, method: String, path: String, node: URL) -> Failure {
+        switch error {
+        case .server(401, _, let message, _): return .unauthorized(message)
+        case .server(let status, let code, let message, _): return .refused(status: status, code: code, message: message)
+        case .connection(let message, false): return .unreachable("no node answered at \(node.absoluteString): \(message)")
+        case .connection(let message, true): return .invalidAnswer("\(method) \(path): the connection broke (\(message)); its effect is unknown")
+        case .timedOut(let seconds): return .timedOut("\(method) \(path) got no answer within \(Int(seconds.rounded())) s")
+        case .invalidResponse(let why), .invalidArgument(let why): return .invalidAnswer(why)
         }
-        return Answer(json: value, text: String(decoding: data, as: UTF8.self))
     }
 }

@@ -1,6 +1,5 @@
 import Foundation
 import Persistence
-import Synchronization
 
 /// The operator subcommands — `flush`, `inspect`, `stats`, `reconcile`, `dead-letters` — which
 /// talk to a running node's admin API (`--node`, `--admin-token`). Human-readable output by
@@ -100,9 +99,10 @@ struct OperatorCommand {
     }
 
     func run() async -> ExitStatus {
-        let client = AdminClient(baseURL: configuration.nodeURL, token: configuration.tokens.admin,
-                                 timeoutSeconds: subcommand == "flush" && wait ? timeoutSeconds + 5 : 30)
         do {
+            // flush --wait's deadline is its client's timeout; other calls get 30 s.
+            let client = try AdminClient(baseURL: configuration.nodeURL, token: configuration.tokens.admin,
+                                         timeoutSeconds: subcommand == "flush" && wait ? timeoutSeconds : 30)
             switch subcommand {
             case "flush": return try await flush(client)
             case "inspect": return try await inspect(client)
@@ -142,34 +142,26 @@ struct OperatorCommand {
             return .success
         }
         let started = ContinuousClock.now
-        let flush = Task { () -> Result<AdminClient.Answer, AdminClient.Failure> in
-            do throws(AdminClient.Failure) { return .success(try await client.post("/admin/flush")) } catch { return .failure(error) }
-        }
         // Progress while the node flushes: the backlog, from /admin/stats, every half second.
+        let progressClient = try AdminClient(baseURL: configuration.nodeURL, token: configuration.tokens.admin, timeoutSeconds: 5)
         let progress = Task {
             while !Task.isCancelled {
                 try? await Task.sleep(for: .milliseconds(500))
                 if Task.isCancelled { break }
-                if let stats = try? await client.get("/admin/stats"), !Task.isCancelled {
+                if let stats = try? await progressClient.get("/admin/stats"), !Task.isCancelled {
                     let pending = stats.json["total"]?["pending_changes"]?.int64 ?? 0
                     output.error("flushing: \(pending) change(s) still waiting for PostgreSQL")
                 }
             }
         }
-        // Whichever comes first: the node's answer or the deadline.
-        let first = FirstOf<Result<AdminClient.Answer, AdminClient.Failure>?>()
-        let timeout = timeoutSeconds
-        let outcome = await first.wait(for: [
-            { await flush.value },
-            { try? await Task.sleep(for: .milliseconds(Int(timeout * 1_000))); return nil },
-        ])
-        progress.cancel()
-        guard let outcome else {
-            flush.cancel()
+        defer { progress.cancel() }
+        let answer: AdminClient.Answer
+        do {
+            answer = try await client.post("/admin/flush")
+        } catch .timedOut {
             output.error("flush did not finish within \(Self.format(timeoutSeconds)) s; the node goes on flushing (see counter-node stats)")
             return .timedOut
         }
-        let answer = try outcome.get()
         let elapsed = ContinuousClock.now - started
         if json { output.standard(answer.text) } else {
             output.standard("flushed: PostgreSQL has every change acknowledged before the flush (\(String(format: "%.1f", Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)) s); \(answer.json["pending_changes"]?.int64 ?? 0) newer change(s) waiting")
@@ -245,42 +237,5 @@ struct OperatorCommand {
 
     private static func format(_ seconds: Double) -> String {
         seconds == seconds.rounded() ? String(Int(seconds)) : String(seconds)
-    }
-}
-
-/// Runs several operations and returns the result of whichever finishes first, without waiting
-/// for the others: they are cancelled (an operation that ignores cancellation goes on until it
-/// ends, unobserved).
-final class FirstOf<Value: Sendable>: Sendable {
-    private struct State {
-        var continuation: CheckedContinuation<Value, Never>?
-        var done = false
-        var tasks: [Task<Void, Never>] = []
-    }
-    private let state = Mutex(State())
-
-    func wait(for operations: [@Sendable () async -> Value]) async -> Value {
-        await withCheckedContinuation { continuation in
-            state.withLock { $0.continuation = continuation }
-            for operation in operations {
-                let task = Task { self.finish(await operation()) }
-                let cancelNow = state.withLock { state in
-                    state.tasks.append(task)
-                    return state.done
-                }
-                if cancelNow { task.cancel() }
-            }
-        }
-    }
-
-    private func finish(_ value: Value) {
-        let (continuation, others) = state.withLock { state -> (CheckedContinuation<Value, Never>?, [Task<Void, Never>]) in
-            guard !state.done else { return (nil, []) }
-            state.done = true
-            defer { state.continuation = nil }
-            return (state.continuation, state.tasks)
-        }
-        continuation?.resume(returning: value)
-        for task in others { task.cancel() }
     }
 }
