@@ -79,24 +79,48 @@ struct Reconciler: Sendable {
         return report
     }
 
-    /// Redis's count of every checked post Redis holds, against its PostgreSQL rows.
+    /// Redis's count of every checked post Redis holds, against its PostgreSQL rows. A post
+    /// that differs is looked at again in an order that cannot mistake a change in flight for
+    /// drift: Redis's count, then whether changes wait for the flusher, then the rows — so a
+    /// change counted in Redis and not pending is in the rows. A change appended and flushed
+    /// between the last two steps can still show, so drift must hold three times in a row.
     private func compareRedis(_ rows: PostgresRows, into report: inout Report) async throws {
         let checked = try rows.map { (post: try $0.int64(0), rows: try $0.int64(2)) }
         guard !checked.isEmpty else { return }
-        var commands: [RedisCommand] = []
+        let counts = try await redisCounts(checked.map(\.post))
         for post in checked {
-            commands.append(.exists([layout.hydratedMarker(ofPost: post.post)]))
-            commands.append(.scard(layout.likers(ofPost: post.post)))
-        }
-        let replies = try await redis.pipeline(commands)
-        for (index, post) in checked.enumerated() where replies[2 * index].integer == 1 {
-            let count = replies[2 * index + 1].integer ?? 0
-            guard count != post.rows else { continue }
-            if await service.hasPendingChanges(forPost: post.post) {
+            guard let count = counts[post.post], count != post.rows else { continue }
+            var verdict: (pending: Bool, redis: Int64, rows: Int64)? = nil
+            for attempt in 0..<3 {
+                if attempt > 0 { try await Task.sleep(for: .milliseconds(50)) }
+                guard let redisCount = try await redisCounts([post.post])[post.post] else { verdict = nil; break }
+                if await service.hasPendingChanges(forPost: post.post) { verdict = (true, redisCount, 0); break }
+                let fresh = try await postgres.query("SELECT count(*) FROM likes WHERE post_id = $1", [.int64(post.post)])
+                let rowCount = try fresh.first?.int64(0) ?? 0
+                if redisCount == rowCount { verdict = nil; break }
+                verdict = (false, redisCount, rowCount)
+            }
+            guard let verdict else { continue }
+            if verdict.pending {
                 report.redisPending += 1
             } else {
-                report.redisDrifted.append(RedisDrift(postID: post.post, redisCount: count, likesRows: post.rows))
+                report.redisDrifted.append(RedisDrift(postID: post.post, redisCount: verdict.redis, likesRows: verdict.rows))
             }
         }
+    }
+
+    /// `SCARD` of the likers set of each post Redis holds (hydrated); others are left out.
+    private func redisCounts(_ posts: [Int64]) async throws -> [Int64: Int64] {
+        var commands: [RedisCommand] = []
+        for post in posts {
+            commands.append(.exists([layout.hydratedMarker(ofPost: post)]))
+            commands.append(.scard(layout.likers(ofPost: post)))
+        }
+        let replies = try await redis.pipeline(commands)
+        var counts: [Int64: Int64] = [:]
+        for (index, post) in posts.enumerated() where replies[2 * index].integer == 1 {
+            counts[post] = replies[2 * index + 1].integer ?? 0
+        }
+        return counts
     }
 }
