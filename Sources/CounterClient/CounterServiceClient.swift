@@ -237,24 +237,21 @@ public struct CounterServiceClient: Sendable {
         return data
     }
 
-    /// The transport's answer, or `.timedOut` once `timeoutSeconds` have passed (the request is
-    /// then cancelled).
+    /// The transport's answer, or `.timedOut` once `timeoutSeconds` have passed. The request is
+    /// then cancelled but not waited for: how fast a transport gives up is its own business
+    /// (URLSession on Linux took seconds under load), the caller's deadline is not.
     private func sendWithDeadline(_ request: URLRequest) async throws(CounterClientError) -> (Data, HTTPURLResponse) {
         let transport = self.transport
         let timeout = configuration.timeoutSeconds
-        let outcome = await withTaskGroup(of: Result<(Data, HTTPURLResponse), CounterClientError>?.self) { group in
-            group.addTask {
+        let race = FirstResult<Result<(Data, HTTPURLResponse), CounterClientError>>()
+        let outcome = await race.first(
+            {
                 do throws(CounterClientError) { return .success(try await transport.send(request)) } catch { return .failure(error) }
-            }
-            group.addTask {
+            },
+            {
                 try? await Task.sleep(for: .milliseconds(Int(timeout * 1_000)))
-                return Task.isCancelled ? nil : .failure(.timedOut(seconds: timeout))
-            }
-            var first: Result<(Data, HTTPURLResponse), CounterClientError>?
-            while first == nil, let next = await group.next() { first = next }
-            group.cancelAll()
-            return first ?? .failure(.timedOut(seconds: timeout))
-        }
+                return .failure(.timedOut(seconds: timeout))
+            })
         return try outcome.get()
     }
 }

@@ -88,9 +88,13 @@ struct LikeButtonModelTests {
         configuration.retry = .never
         let client = CounterServiceClient(configuration: configuration)
         let model = LikeButtonModel(post: 1, user: 7, isLiked: false, likesCount: 0, client: client)
+        let started = ContinuousClock.now
         model.tap()
         #expect(model.isLiked)
         await model.settled()           // the PUT times out, then the read times out too
+        // Two attempts of 0.5 s each by the client's own deadline (about 1 s; seconds more on a
+        // machine busy with the other tests), not URLSession's default of 60 s each.
+        #expect(ContinuousClock.now - started < .seconds(30))
         #expect(!model.isLiked && model.likesCount == 0)
         guard case .failed(let error)? = model.lastEvent else { Issue.record("no failure event"); return }
         #expect(error.outcomeUnknown, "\(error)")
