@@ -49,7 +49,7 @@ public enum NodeCommand {
             print(usage)
             return .success
         }
-        guard ["migrate", "serve", "flush", "inspect", "stats", "reconcile", "dead-letters"].contains(subcommand) else {
+        guard ["migrate", "serve"].contains(subcommand) || OperatorCommand.subcommands.contains(subcommand) else {
             printError("unknown subcommand \"\(subcommand)\"\n\n\(usage)")
             return .usage
         }
@@ -66,7 +66,7 @@ public enum NodeCommand {
             printError("\(error.message)\n(see counter-node --help)")
             return .usage
         }
-        if ["flush", "inspect", "stats", "reconcile", "dead-letters"].contains(subcommand) {
+        if OperatorCommand.subcommands.contains(subcommand) {
             let command: OperatorCommand
             do {
                 command = try OperatorCommand(subcommand: subcommand, operands: operands, configuration: configuration, output: output)
@@ -80,15 +80,8 @@ public enum NodeCommand {
             printError("unknown argument \"\(unknown)\" for \(subcommand)\n(see counter-node --help)")
             return .usage
         }
-        switch subcommand {
-        case "migrate":
-            return await migrate(configuration, output: output)
-        case "serve":
-            return await NodeServer.run(configuration, output: output)
-        default:
-            printError("unknown subcommand \"\(subcommand)\"\n\n\(usage)")
-            return .usage
-        }
+        if subcommand == "migrate" { return await migrate(configuration, output: output) }
+        return await NodeServer.run(configuration, output: output)
     }
 
     static func migrate(_ configuration: NodeConfiguration, output: Output) async -> ExitStatus {

@@ -21,13 +21,6 @@ public struct RedisCommand: Sendable, Hashable, CustomStringConvertible {
         self.init(name, arguments)
     }
 
-    /// A command whose RESP encoding the caller wrote (with `RESPEncoding`), for hot paths that
-    /// should not build an argument array.
-    public init(name: String, encoded: [UInt8]) {
-        self.name = name
-        self.encoded = encoded
-    }
-
     public var description: String { name }
 }
 

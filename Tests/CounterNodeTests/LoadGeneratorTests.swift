@@ -47,7 +47,8 @@ struct LoadGeneratorTests {
         await http.stop()
     }
 
-    @Test("the HTTP loop never waits for its periodic wake-up: 128 and 256 ready connections (libmicrohttpd's internal epoll stall) and resumed answers", arguments: [1, 128, 256])
+    @Test("the HTTP loop never waits for its periodic wake-up: 128 and 256 ready connections (libmicrohttpd's internal epoll stall) and resumed answers",
+          .serialized, arguments: [1, 128, 256])
     func noStalls(connections: Int) async throws {
         let http = try await HTTPHarness.start(posts: 1)
         #expect(try await http.send("GET", "/v1/posts/\(http.posts[0])").status == 200)
@@ -64,8 +65,9 @@ struct LoadGeneratorTests {
         #expect(result.failures == 0, "\(result.errors)")
         #expect(result.successes >= connections)
         // Suspended requests are answered when they are resumed, not at the loop's next 50 ms
-        // wake-up (a lost wake-up made every answer on one connection take 50 ms).
-        if connections == 1 { #expect(result.histogram.percentile(0.5) < 25_000, "median \(result.histogram.percentile(0.5)) µs") }
+        // wake-up: a lost wake-up made every answer on one connection take about 50 ms, so even
+        // the fastest tenth would (a machine busy with other tests slows some, not all).
+        if connections == 1 { #expect(result.histogram.percentile(0.1) < 25_000, "p10 \(result.histogram.percentile(0.1)) µs") }
         await http.stop()
     }
 }

@@ -6,12 +6,8 @@ struct DeadLetters: Sendable {
     struct Letter: Sendable, Equatable {
         let id: StreamEntryID
         let fields: [String: String]
-
-        var change: LikeChange? {
-            guard let user = fields["u"].flatMap({ Int64($0) }), let post = fields["p"].flatMap({ Int64($0) }),
-                  let liked = fields["l"] else { return nil }
-            return LikeChange(userID: user, postID: post, liked: liked == "1")
-        }
+        /// The change the letter carries (fields `u`, `p`, `l`, as in the write-behind log).
+        let change: LikeChange?
     }
 
     struct ReplayOutcome: Sendable, Equatable {
@@ -31,7 +27,8 @@ struct DeadLetters: Sendable {
     func list(count: Int) async throws -> [Letter] {
         let entries = try await redis.send(.xrange(layout.deadLetters, count: min(max(count, 1), 10_000))).streamEntries()
         return entries.map { entry in
-            Letter(id: entry.id, fields: entry.fields.mapValues { String(decoding: $0, as: UTF8.self) })
+            Letter(id: entry.id, fields: entry.fields.mapValues { String(decoding: $0, as: UTF8.self) },
+                   change: ChangeLogEntry.change(from: entry))
         }
     }
 

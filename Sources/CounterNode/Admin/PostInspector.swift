@@ -73,7 +73,7 @@ struct PostInspector: Sendable {
         ]
         if let user { commands.append(.sismember(likers, user)) }
         let replies = try await redis.pipeline(commands)
-        let pending = try replies[2].streamEntries().filter { $0.string("p") == String(post) }.count
+        let pending = try replies[2].streamEntries().filter { ChangeLogEntry.change(from: $0)?.postID == post }.count
         let rows = try await postgres.query("""
             SELECT p.likes_count, (SELECT count(*) FROM likes l WHERE l.post_id = $1),
                    (SELECT count(*) FROM likes l WHERE l.post_id = $1 AND l.user_id = $2)
@@ -92,6 +92,6 @@ struct PostInspector: Sendable {
             user: user,
             redisMember: user == nil ? nil : replies[3].integer == 1,
             postgresMember: user == nil ? nil : (try row?.int64(2) ?? 0) > 0,
-            secondsSinceFlush: await service.stats()[service.shardMap.shard(forPost: post)].secondsSinceFlush)
+            secondsSinceFlush: await service.secondsSinceFlush(forPost: post))
     }
 }

@@ -116,9 +116,7 @@ enum APIRoute: Equatable {
 public enum EntityID {
     /// The id `text` names, or `nil` for anything else (`0`, `-1`, `+1`, `abc`, 20 digits, empty).
     public static func parse<Text: StringProtocol>(_ text: Text) -> Int64? {
-        guard !text.isEmpty, text.utf8.count <= 19, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }),
-              let value = Int64(text), value > 0 else { return nil }
-        return value
+        parse(bytes: text.utf8)
     }
 
     /// The id `digits` (ASCII bytes) names, or `nil`; the same rules as `parse(_:)`.

@@ -22,6 +22,8 @@ final class EventLoopThread: Sendable {
     private let running = Atomic<Bool>(true)
     private let sleeping = Atomic<Bool>(false)
     private let resumes = Atomic<Int>(0)
+    /// Set with `requests.quiesce`, so the loop need not take the lock on every pass.
+    private let quiesceRequested = Atomic<Bool>(false)
     private let requests = Mutex<Requests>(Requests())
 
     private struct Requests {
@@ -83,7 +85,12 @@ final class EventLoopThread: Sendable {
                 requests.quiesce = continuation
                 return false
             }
-            if ended { continuation.resume(returning: -1) } else { wake() }
+            if ended {
+                continuation.resume(returning: -1)
+            } else {
+                quiesceRequested.store(true, ordering: .releasing)
+                wake()
+            }
         }
     }
 
@@ -107,7 +114,9 @@ final class EventLoopThread: Sendable {
         var drain = [UInt8](repeating: 0, count: 64)
         var resumesSeen = 0
         while running.load(ordering: .sequentiallyConsistent) {
-            if let quiesce = requests.withLock({ requests in defer { requests.quiesce = nil }; return requests.quiesce }) {
+            if quiesceRequested.load(ordering: .acquiring),
+               let quiesce = requests.withLock({ requests in defer { requests.quiesce = nil }; return requests.quiesce }) {
+                quiesceRequested.store(false, ordering: .relaxed)
                 quiesce.resume(returning: MHD_quiesce_daemon(daemon.pointer))
             }
             var timeout: CUnsignedLongLong = 0

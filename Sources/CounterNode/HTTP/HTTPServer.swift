@@ -46,7 +46,6 @@ public final class HTTPServer: Sendable {
 
     private struct State {
         var daemon: DaemonHandle?
-        var listeningSocket: Int32 = -1
         var port: Int = 0
     }
 
@@ -96,7 +95,6 @@ public final class HTTPServer: Sendable {
         let handle = DaemonHandle(pointer: daemon)
         state.withLock {
             $0.daemon = handle
-            $0.listeningSocket = socket
             $0.port = boundPort
         }
         loop.start(daemon: handle, epollDescriptor: epollDescriptor)
@@ -281,13 +279,14 @@ private func accessHandler(
     let request = HTTPRequest(
         method: method.map { String(cString: $0) } ?? "",
         path: fullPath,
-        query: queryArguments(connection),
+        // Only admin routes read query arguments; the hot routes skip the lookups.
+        query: fullPath.hasPrefix("/admin/") ? queryArguments(connection) : [:],
         authorization: MHD_lookup_connection_value(connection, .HEADER_KIND, "Authorization").map { String(cString: $0) },
         body: state.body.withLock { $0 })
     return server.dispatch(request, state: state, connection: connection)
 }
 
-/// The decoded query arguments the library parsed, for the names the API uses.
+/// The decoded query arguments the library parsed, for the names the admin API uses.
 private func queryArguments(_ connection: OpaquePointer) -> [String: String] {
     var arguments: [String: String] = [:]
     for name in ["user", "count", "wait"] {

@@ -7,6 +7,9 @@ import Persistence
 struct OperatorCommand {
     typealias ExitStatus = NodeCommand.ExitStatus
 
+    /// The subcommands this type runs.
+    static let subcommands: Set<String> = ["flush", "inspect", "stats", "reconcile", "dead-letters"]
+
     let subcommand: String
     let configuration: NodeConfiguration
     let output: NodeCommand.Output

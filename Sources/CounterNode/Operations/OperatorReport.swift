@@ -9,8 +9,8 @@ enum OperatorReport {
                        "flushes", "flushed", "max flush", "retries", "dead", "cached"]
         var rows: [[String]] = []
         func row(_ name: String, _ value: JSONValue) -> [String] {
-            [name, int(value["pending_changes"]), seconds(value["oldest_pending_age_seconds"]),
-             seconds(value["seconds_since_flush"]), int(value["group_commits"]),
+            [name, int(value["pending_changes"]), decimal(value["oldest_pending_age_seconds"]),
+             decimal(value["seconds_since_flush"]), int(value["group_commits"]),
              decimal(value["average_group_commit"]), int(value["largest_group_commit"]), int(value["flush_transactions"]),
              int(value["flushed_entries"]), int(value["largest_flush"]), int(value["flush_retries"]),
              int(value["dead_letters"]), int(value["cached_posts"])]
@@ -32,8 +32,8 @@ enum OperatorReport {
         let post = int(json["post_id"])
         let memory = json["memory"], redis = json["redis"], postgres = json["postgres"]
         var rows: [[String]] = [
-            ["likes_count", optionalInt(memory?["likes_count"]), (redis?["hydrated"]?.bool ?? false) ? int(redis?["likes_count"]) : "not loaded",
-             (postgres?["exists"]?.bool ?? false) ? optionalInt(postgres?["likes_count"]) : "no such post"],
+            ["likes_count", int(memory?["likes_count"]), (redis?["hydrated"]?.bool ?? false) ? int(redis?["likes_count"]) : "not loaded",
+             (postgres?["exists"]?.bool ?? false) ? int(postgres?["likes_count"]) : "no such post"],
             ["likes rows", "", "", int(postgres?["likes_rows"])],
         ]
         if let user = json["user_id"]?.int64 {
@@ -41,7 +41,7 @@ enum OperatorReport {
         }
         var text = "post \(post)\n" + table(["", "memory", "redis", "postgres"], rows)
         text += "\npending changes in the write-behind log: \(int(redis?["pending_changes"]))"
-        text += "\nlast flush of its shard: \(seconds(redis?["seconds_since_flush"])) s ago"
+        text += "\nlast flush of its shard: \(decimal(redis?["seconds_since_flush"])) s ago"
         text += "\nverdict: " + verdictExplanation(json)
         return text
     }
@@ -55,7 +55,7 @@ enum OperatorReport {
         case "pending":
             return "pending — they differ only by \(pending) change(s) waiting for the flusher; PostgreSQL catches up at the next flush (counter-node flush --wait)"
         case "drift":
-            let count = optionalInt(json["postgres"]?["likes_count"]), rows = int(json["postgres"]?["likes_rows"])
+            let count = int(json["postgres"]?["likes_count"]), rows = int(json["postgres"]?["likes_rows"])
             if count != rows {
                 return "DRIFT — posts.likes_count is \(count) but likes holds \(rows) rows; repair with: counter-node reconcile --post \(post) --repair"
             }
@@ -130,8 +130,6 @@ enum OperatorReport {
     }
 
     private static func int(_ value: JSONValue?) -> String { value?.int64.map(String.init) ?? "-" }
-    private static func optionalInt(_ value: JSONValue?) -> String { value?.int64.map(String.init) ?? "-" }
     private static func decimal(_ value: JSONValue?) -> String { value?.double.map { String(format: "%.1f", $0) } ?? "-" }
-    private static func seconds(_ value: JSONValue?) -> String { value?.double.map { String(format: "%.1f", $0) } ?? "-" }
     private static func yesNo(_ value: JSONValue?) -> String { value?.bool.map { $0 ? "yes" : "no" } ?? "-" }
 }

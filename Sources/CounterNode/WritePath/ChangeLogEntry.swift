@@ -4,22 +4,9 @@ import Persistence
 /// `p` (post) and `l` (`1` liked, `0` not). The shard writes it, the flusher and dead letters
 /// read it.
 enum ChangeLogEntry {
-    /// `XADD <log> * u <user> p <post> l <0|1>`, encoded straight into RESP (this runs once per
-    /// change on the hot path).
+    /// `XADD <log> * u <user> p <post> l <0|1>`.
     static func append(_ change: LikeChange, to log: String) -> RedisCommand {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(80 + log.utf8.count)
-        RESPEncoding.appendDecimal(prefix: UInt8(ascii: "*"), 9, to: &bytes)
-        RESPEncoding.appendBulk(bytes: "XADD".utf8, to: &bytes)
-        RESPEncoding.appendBulk(bytes: log.utf8, to: &bytes)
-        RESPEncoding.appendBulk(bytes: "*".utf8, to: &bytes)
-        RESPEncoding.appendBulk(bytes: "u".utf8, to: &bytes)
-        RESPEncoding.appendBulk(change.userID, to: &bytes)
-        RESPEncoding.appendBulk(bytes: "p".utf8, to: &bytes)
-        RESPEncoding.appendBulk(change.postID, to: &bytes)
-        RESPEncoding.appendBulk(bytes: "l".utf8, to: &bytes)
-        RESPEncoding.appendBulk(bytes: (change.liked ? "1" : "0").utf8, to: &bytes)
-        return RedisCommand(name: "XADD", encoded: bytes)
+        .xadd(log, fields: fields(of: change))
     }
 
     /// The fields of `change`, for other streams that carry a change (dead letters).

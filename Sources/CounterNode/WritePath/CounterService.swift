@@ -124,6 +124,11 @@ public final class CounterService: Sendable {
         await flushers[shardMap.shard(forPost: postID)].hasPendingChanges(inSlot: HashSlot(post: postID).rawValue)
     }
 
+    /// Seconds since the flusher of `postID`'s shard last committed.
+    public func secondsSinceFlush(forPost postID: Int64) async -> Double {
+        await flushers[shardMap.shard(forPost: postID)].currentStats().secondsSinceFlush
+    }
+
     /// Per shard: memory, group commits, backlog, flushes, retries, dead letters.
     public func stats() async -> [ShardStats] {
         var result: [ShardStats] = []

@@ -392,7 +392,7 @@ actor ShardActor {
         for (slot, position, membershipCommands) in execs {
             guard let results = replies[position].array else { continue }
             for (index, offset) in groups[slot]!.enumerated() where membershipCommands + index < results.count {
-                ids[offset] = results[membershipCommands + index].string.flatMap(StreamEntryID.init)
+                if case .bulkString(let bytes) = results[membershipCommands + index] { ids[offset] = StreamEntryID(bytes: bytes) }
             }
         }
         return ids
