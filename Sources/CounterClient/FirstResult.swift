@@ -3,8 +3,8 @@ import Foundation
 /// Runs two operations and returns whichever result comes first, without waiting for the other:
 /// it is cancelled and left to end on its own. (Foundation's lock, not `Mutex`: the library
 /// runs on iOS 17.)
+// Unchecked Sendable: every stored property is read and written under `lock` only.
 final class FirstResult<Value: Sendable>: @unchecked Sendable {
-    // @unchecked: every stored property is read and written under `lock` only.
     private let lock = NSLock()
     private var continuation: CheckedContinuation<Value, Never>?
     private var done = false
