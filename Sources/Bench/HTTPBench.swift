@@ -76,7 +76,7 @@ struct HTTPBench {
     let options: HTTPBenchOptions
 
     func run() async throws {
-        let warmupSeconds = Int(LoadGenerator.seconds(options.load.warmup))
+        let warmupSeconds = Int(options.load.warmup.inSeconds)
         let (result, check) = try await measure { second, count, failures, p99 in
             if second <= warmupSeconds {
                 print("  [\(second) s] warming up")
@@ -129,7 +129,7 @@ struct HTTPBench {
             workload = FixedPathWorkload(path: options.path, token: options.apiToken)
         }
         let mode = options.load.rate.map { "open loop at \(Int($0)) req/s" } ?? "closed loop"
-        print("counter-bench http: \(label), \(options.load.connections) connections, \(mode), \(Int(LoadGenerator.seconds(options.load.duration))) s after \(Int(LoadGenerator.seconds(options.load.warmup))) s warm-up")
+        print("counter-bench http: \(label), \(options.load.connections) connections, \(mode), \(Int(options.load.duration.inSeconds)) s after \(Int(options.load.warmup.inSeconds)) s warm-up")
         let result = await LoadGenerator(options: options.load, workload: workload).run(progress: progress)
         var check: CorrectnessCheck.Report?
         if options.check, let scenario, scenario.writes {

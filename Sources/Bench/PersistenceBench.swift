@@ -103,7 +103,7 @@ struct PersistenceBench {
             let start = ContinuousClock.now
             try await work(input)
             let elapsed = ContinuousClock.now - start
-            seconds.append(Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+            seconds.append(elapsed.inSeconds)
         }
         seconds.sort()
         let median = seconds[seconds.count / 2]

@@ -81,10 +81,10 @@ struct WritePathBench {
             }
             return try await group.reduce(0, +)
         }
-        let elapsed = seconds(ContinuousClock.now - started)
+        let elapsed = (ContinuousClock.now - started).inSeconds
         let flushStarted = ContinuousClock.now
         try await service.flush()
-        let flushSeconds = seconds(ContinuousClock.now - flushStarted)
+        let flushSeconds = (ContinuousClock.now - flushStarted).inSeconds
         let after = await service.stats()
         func total(_ key: KeyPath<ShardStats, Int>, _ stats: [ShardStats]) -> Int { stats.reduce(0) { $0 + $1[keyPath: key] } }
         let commits = total(\.groupCommits, after) - total(\.groupCommits, before)
@@ -125,7 +125,4 @@ struct WritePathBench {
         }
     }
 
-    private func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-    }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Persistence
 import Synchronization
 
 /// One request a workload wants sent, and what it means for the correctness check.
@@ -116,7 +117,7 @@ public final class LoadGenerator: Sendable {
         await finished.wait(for: threadCount)
         return shared.withLock { result in
             var final = result
-            final.measuredSeconds = Self.seconds(options.duration)
+            final.measuredSeconds = options.duration.inSeconds
             return final
         }
     }
@@ -142,9 +143,6 @@ public final class LoadGenerator: Sendable {
         shared.withLock { $0.expectations[pair] = expectation }
     }
 
-    public static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-    }
 }
 
 /// Lets the caller await event-loop threads without blocking a cooperative thread.

@@ -41,7 +41,7 @@ public enum SQLBaseline: String, CaseIterable, Sendable {
         configuration.applicationName = "counter-bench-\(rawValue)"
         let connections = (0..<clients).map { _ in PostgresConnection(configuration: configuration) }
         // Requests still waiting for a lock when the run ends are cut off rather than waited for.
-        let limit = Int(LoadGenerator.seconds(warmup + duration) * 1_000) + 2_000
+        let limit = Int((warmup + duration).inSeconds * 1_000) + 2_000
         for connection in connections {
             try await connection.query("SELECT set_config('statement_timeout', $1, false), set_config('lock_timeout', $1, false)",
                                        [.text(String(limit))])
@@ -95,7 +95,7 @@ public enum SQLBaseline: String, CaseIterable, Sendable {
         }
         return collector.result.withLock { result in
             var final = result
-            final.measuredSeconds = LoadGenerator.seconds(duration)
+            final.measuredSeconds = duration.inSeconds
             return final
         }
     }

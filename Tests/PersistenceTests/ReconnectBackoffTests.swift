@@ -43,6 +43,14 @@ struct PostgresValueTests {
         #expect(String(decoding: command.encoded, as: UTF8.self) == "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$4\r\na\r\nb\r\n")
     }
 
+    @Test("durations read as seconds")
+    func durationSeconds() {
+        #expect(Duration.milliseconds(1_500).inSeconds == 1.5)
+        #expect(Duration.seconds(3).inSeconds == 3)
+        #expect(Duration.microseconds(250).inSeconds == 0.00025)
+        #expect(Duration.zero.inSeconds == 0)
+    }
+
     @Test("Integers are written as their decimal digits, whatever their size and sign")
     func integerEncoding() {
         for value: Int64 in [0, 7, 10, 99, 100, 12_345, -1, -10, .max, .min, 1_000_000_000_000_000_000] {

@@ -76,7 +76,7 @@ public final class CounterAPI: HTTPHandler {
     private func record(_ route: APIRoute, _ response: HTTPResponse, since started: ContinuousClock.Instant) {
         let elapsed = ContinuousClock.now - started
         metrics.record(route: route.label, status: response.status,
-                       seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+                       seconds: elapsed.inSeconds)
     }
 
     /// Answers that need no waiting: health, unknown routes, wrong methods, bad ids, auth.

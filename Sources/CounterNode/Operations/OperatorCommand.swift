@@ -167,7 +167,7 @@ struct OperatorCommand {
         }
         let elapsed = ContinuousClock.now - started
         if json { output.standard(answer.text) } else {
-            output.standard("flushed: PostgreSQL has every change acknowledged before the flush (\(String(format: "%.1f", Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)) s); \(answer.json["pending_changes"]?.int64 ?? 0) newer change(s) waiting")
+            output.standard("flushed: PostgreSQL has every change acknowledged before the flush (\(String(format: "%.1f", elapsed.inSeconds)) s); \(answer.json["pending_changes"]?.int64 ?? 0) newer change(s) waiting")
         }
         return .success
     }

@@ -358,16 +358,13 @@ actor WriteBehindFlusher {
         var current = stats
         current.shard = shardIndex
         current.pendingChanges = gauge.value
-        current.secondsSinceFlush = Self.seconds(ContinuousClock.now - lastFlush)
+        current.secondsSinceFlush = (ContinuousClock.now - lastFlush).inSeconds
         if let oldest = backlog.values.compactMap(\.dirtySince).min() {
-            current.oldestPendingAgeSeconds = Self.seconds(ContinuousClock.now - oldest)
+            current.oldestPendingAgeSeconds = (ContinuousClock.now - oldest).inSeconds
         }
         return current
     }
 
-    private static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-    }
 
     // MARK: - Log entries
 
