@@ -37,15 +37,30 @@ public enum NodeServer {
 
         let service: CounterService
         let server: HTTPServer
+        let adminRedis: RedisClient
         do {
             service = try CounterService(configuration: configuration.writePath, postgres: pool, redis: redis)
+        } catch {
+            output.error("cannot start: \(error)")
+            await pool.close()
+            return .failure
+        }
+        adminRedis = RedisClient(topology: service.redisTopology)
+        do {
             try await service.start()
-            let api = CounterAPI(service: service, tokens: configuration.tokens, postgres: pool, redis: redis)
+            if service.redisTopology.isCluster {
+                let masters = service.redisTopology.map.slotCounts.keys.sorted().map(\.description)
+                log.log(.info, "redis_cluster", ["masters": masters.joined(separator: ",")])
+            }
+            let api = CounterAPI(service: service, tokens: configuration.tokens, postgres: pool, redis: adminRedis)
             server = try HTTPServer(configuration: configuration.http, handler: api)
             try server.start()
         } catch {
             output.error("cannot start: \(error)")
+            await service.shutdown(drain: false)
+            await adminRedis.close()
             await pool.close()
+            if let error = error as? RedisError, error.code == .clusterConfiguration { return .usage }
             return .failure
         }
 
@@ -69,6 +84,7 @@ public enum NodeServer {
         }
         await server.stop()
         await service.shutdown(drain: true)
+        await adminRedis.close()
         await pool.close()
         impatient.cancel()
         log.log(.info, "stopped", ["flushed": "true"])

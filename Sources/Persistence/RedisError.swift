@@ -14,6 +14,12 @@ public struct RedisError: Error, Sendable, CustomStringConvertible {
         public static let invalidArgument = Code(name: "invalidArgument")
         /// A reply did not have the shape the command promises.
         public static let unexpectedReply = Code(name: "unexpectedReply")
+        /// Redis Cluster cannot serve the slot now — no master for it, `CLUSTERDOWN`, a slot
+        /// migration that did not settle, too many redirects — and the commands did not run.
+        public static let clusterUnavailable = Code(name: "clusterUnavailable")
+        /// The seed nodes do not describe a usable cluster: not a cluster node, slots that no
+        /// master serves, no seed reachable at start. A configuration problem.
+        public static let clusterConfiguration = Code(name: "clusterConfiguration")
         public var description: String { name }
     }
 
@@ -36,7 +42,7 @@ public struct RedisError: Error, Sendable, CustomStringConvertible {
     /// `LOADING`, `BUSY`, `TRYAGAIN`, `MASTERDOWN` and `CLUSTERDOWN` replies.
     public var isRetryable: Bool {
         switch code {
-        case .connectionFailed, .connectionLost: return true
+        case .connectionFailed, .connectionLost, .clusterUnavailable: return true
         case .server:
             let text = message.dropFirst("(Redis) ".count)
             return ["LOADING", "BUSY", "TRYAGAIN", "MASTERDOWN", "CLUSTERDOWN"].contains { text.hasPrefix($0) }

@@ -27,6 +27,14 @@ public struct RedisKeyLayout: Sendable, Hashable {
         "\(prefix):{\(slot.hashTag)}:log"
     }
 
-    /// Where changes PostgreSQL refused for good are kept, with the reason: `cs:dead-letters`.
-    public var deadLetters: String { "\(prefix):dead-letters" }
+    /// Where changes PostgreSQL refused for good are kept, with the reason:
+    /// `cs:{dead-letters}`. Its hash tag puts it in one known slot (`deadLettersSlot`).
+    public var deadLetters: String { "\(prefix):{dead-letters}" }
+
+    /// The slot of `deadLetters`.
+    public var deadLettersSlot: HashSlot { HashSlot(key: "dead-letters".utf8) }
+
+    /// Where versions before the cluster support kept dead letters (no hash tag):
+    /// `cs:dead-letters`. Moved to `deadLetters` at start.
+    public var legacyDeadLetters: String { "\(prefix):dead-letters" }
 }

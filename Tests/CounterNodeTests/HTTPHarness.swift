@@ -12,14 +12,14 @@ struct HTTPHarness {
     var port: Int { server.port }
     var posts: [Int64] { writePath.posts }
 
-    static func start(posts: Int = 3, configure: (inout HTTPServerConfiguration) -> Void = { _ in },
+    static func start(posts: Int = 3, redis target: RedisTarget = .single, configure: (inout HTTPServerConfiguration) -> Void = { _ in },
                       writePath configureWritePath: (inout WritePathConfiguration) -> Void = { _ in }) async throws -> HTTPHarness {
-        let writePath = try await WritePathHarness.start(posts: posts, configure: configureWritePath)
+        let writePath = try await WritePathHarness.start(posts: posts, redis: target, configure: configureWritePath)
         var configuration = HTTPServerConfiguration()
         configuration.port = 0
         configure(&configuration)
         let api = CounterAPI(service: writePath.service, tokens: AccessTokens(api: apiToken, admin: adminToken),
-                             postgres: writePath.pool, redis: writePath.redis.configuration)
+                             postgres: writePath.pool, redis: writePath.redis)
         let server = try HTTPServer(configuration: configuration, handler: api)
         try server.start()
         return HTTPHarness(writePath: writePath, server: server)

@@ -1,6 +1,7 @@
 @testable import CounterNode
 import Foundation
 import Persistence
+import ShardRouter
 import Testing
 import TestSupport
 
@@ -170,7 +171,7 @@ struct OperatorCommandTests {
         for user in 1...3 { _ = try await http.send("PUT", "/v1/posts/\(post)/likes/\(user)") }
         #expect(await Self.run(["flush", "--wait"], node: http).0 == .success)
         let layout = RedisKeyLayout(prefix: http.writePath.service.configuration.keyPrefix)
-        _ = try await http.writePath.redis.send(.sadd(layout.likers(ofPost: post), [Int64(999)]))
+        _ = try await http.writePath.redis.send(.sadd(layout.likers(ofPost: post), [Int64(999)]), slot: HashSlot(post: post))
         let (status, text) = await Self.run(["reconcile", "--post", String(post)], node: http)
         #expect(status == .driftFound)
         #expect(text.contains("Redis: 1 post(s) differ"), "\(text)")

@@ -1,5 +1,6 @@
 import CounterNode
 import Persistence
+import ShardRouter
 import Testing
 import TestSupport
 
@@ -99,7 +100,7 @@ struct WritePathBehaviourTests {
 
         #expect(try await harness.postgresMembers([kept]).count == 5)
         #expect(try await harness.postgresCounts()[kept]?.count == 5)
-        let letters = try await harness.redis.send(.xrange(harness.layout.deadLetters, count: 100)).streamEntries()
+        let letters = try await harness.redis.send(.xrange(harness.layout.deadLetters, count: 100), slot: harness.layout.deadLettersSlot).streamEntries()
         #expect(letters.count == 5)
         #expect(letters.allSatisfy { $0.string("p") == String(deleted) && $0.string("reason") == "post does not exist in posts" })
         #expect(Set(letters.compactMap { $0.string("u") }) == ["1", "2", "3", "4", "5"])
@@ -108,7 +109,7 @@ struct WritePathBehaviourTests {
         // of it expires: Redis forgot it too, so the next touch asks PostgreSQL again.
         let error = await #expect(throws: CounterError.self) { try await harness.service.perform(.like, post: deleted, user: 9) }
         #expect(error?.code == .unknownPost)
-        #expect(try await harness.redis.send(.exists([harness.layout.hydratedMarker(ofPost: deleted)])).integer == 0)
+        #expect(try await harness.redis.send(.exists([harness.layout.hydratedMarker(ofPost: deleted)]), slot: HashSlot(post: deleted)).integer == 0)
         let restarted = try await harness.restarted()
         let afterRestart = await #expect(throws: CounterError.self) { try await restarted.service.perform(.like, post: deleted, user: 9) }
         #expect(afterRestart?.code == .unknownPost)

@@ -1,19 +1,22 @@
 import CounterNode
 import Persistence
+import ShardRouter
 import TestSupport
 
 /// A write path on the test servers with a key prefix of its own, and ways to look at what
 /// memory, Redis and PostgreSQL hold.
 struct WritePathHarness {
     let pool: PostgresPool
-    let redis: RedisConnection
+    /// A client of the service's own slot map, for looking at what Redis holds.
+    let redis: RedisClient
     let layout: RedisKeyLayout
     let service: CounterService
     let posts: [Int64]
 
     /// Creates `postCount` posts and starts a service over them.
     static func start(posts postCount: Int, postgresURL: String = TestEnvironment.postgresURL,
-                      redisURL: String = TestEnvironment.redisURL,
+                      redis target: RedisTarget = .single,
+                      redisURL: String? = nil,
                       configure: (inout WritePathConfiguration) -> Void = { _ in }) async throws -> WritePathHarness {
         var postgres = PostgresConfiguration(url: postgresURL)
         postgres.maximumConnections = 4
@@ -24,10 +27,10 @@ struct WritePathHarness {
         configuration.keyPrefix = TestEnvironment.uniqueKeyPrefix("wp")
         configuration.shardCount = 2
         configure(&configuration)
-        let redisConfiguration = try RedisConfiguration(url: redisURL)
+        let redisConfiguration = try RedisConfiguration(url: redisURL ?? target.url)
         let service = try CounterService(configuration: configuration, postgres: pool, redis: redisConfiguration)
         try await service.start()
-        return WritePathHarness(pool: pool, redis: RedisConnection(configuration: redisConfiguration),
+        return WritePathHarness(pool: pool, redis: RedisClient(topology: service.redisTopology),
                                 layout: RedisKeyLayout(prefix: configuration.keyPrefix), service: service, posts: posts)
     }
 
@@ -35,7 +38,7 @@ struct WritePathHarness {
     func restarted(configure: (inout WritePathConfiguration) -> Void = { _ in }) async throws -> WritePathHarness {
         var configuration = service.configuration
         configure(&configuration)
-        let service = try CounterService(configuration: configuration, postgres: pool, redis: redis.configuration)
+        let service = try CounterService(configuration: configuration, postgres: pool, redis: redis.topology.configuration)
         try await service.start()
         return WritePathHarness(pool: pool, redis: redis, layout: layout, service: service, posts: posts)
     }
@@ -59,11 +62,11 @@ struct WritePathHarness {
     }
 
     func redisCount(_ post: Int64) async throws -> Int64 {
-        try await redis.send(.scard(layout.likers(ofPost: post))).integer ?? -1
+        try await redis.send(.scard(layout.likers(ofPost: post)), slot: HashSlot(post: post)).integer ?? -1
     }
 
     func redisIsMember(_ post: Int64, _ user: Int64) async throws -> Bool {
-        try await redis.send(.sismember(layout.likers(ofPost: post), user)).integer == 1
+        try await redis.send(.sismember(layout.likers(ofPost: post), user), slot: HashSlot(post: post)).integer == 1
     }
 
     /// Transactions the flushers committed, summed over shards.
@@ -73,6 +76,7 @@ struct WritePathHarness {
 
     func stop() async {
         await service.shutdown()
+        await redis.close()
         await pool.close()
     }
 }

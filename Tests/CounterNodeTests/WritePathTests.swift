@@ -1,5 +1,6 @@
 import CounterNode
 import Persistence
+import ShardRouter
 import Testing
 import TestSupport
 
@@ -85,7 +86,7 @@ struct WritePathTests {
         let ghost = harness.posts[0] + 1_000_000_000_000
         let error = await #expect(throws: CounterError.self) { try await harness.service.perform(.like, post: ghost, user: 1) }
         #expect(error?.code == .unknownPost)
-        #expect(try await harness.redis.send(.exists([harness.layout.likers(ofPost: ghost), harness.layout.hydratedMarker(ofPost: ghost)])).integer == 0)
+        #expect(try await harness.redis.send(.exists([harness.layout.likers(ofPost: ghost), harness.layout.hydratedMarker(ofPost: ghost)]), slot: HashSlot(post: ghost)).integer == 0)
         // Remembered: once the post exists, the node still refuses it until its memory of the
         // refusal expires (5 s by default) — it did not ask PostgreSQL again.
         try await harness.pool.query("INSERT INTO posts (id) VALUES ($1)", [.int64(ghost)])

@@ -1,8 +1,9 @@
 import Foundation
 import Persistence
 
-/// Where the integration tests find their servers: `COUNTER_TEST_POSTGRES_URL` and
-/// `COUNTER_TEST_REDIS_URL`, defaulting to the local servers `scripts/services start` runs.
+/// Where the integration tests find their servers: `COUNTER_TEST_POSTGRES_URL`,
+/// `COUNTER_TEST_REDIS_URL` and `COUNTER_TEST_REDIS_CLUSTER_URL`, defaulting to the local servers
+/// `scripts/services start` runs (the cluster with `COUNTER_REDIS_MODE=cluster`).
 public enum TestEnvironment {
     public static var postgresURL: String {
         ProcessInfo.processInfo.environment["COUNTER_TEST_POSTGRES_URL"]
@@ -11,6 +12,12 @@ public enum TestEnvironment {
 
     public static var redisURL: String {
         ProcessInfo.processInfo.environment["COUNTER_TEST_REDIS_URL"] ?? "redis://127.0.0.1:56379"
+    }
+
+    /// The seed nodes of the test Redis Cluster.
+    public static var redisClusterURL: String {
+        ProcessInfo.processInfo.environment["COUNTER_TEST_REDIS_CLUSTER_URL"]
+            ?? "redis-cluster://127.0.0.1:45001,127.0.0.1:45002,127.0.0.1:45003"
     }
 
     public static func postgres(poolSize: Int = 4) -> PostgresConfiguration {

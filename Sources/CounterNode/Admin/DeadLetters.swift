@@ -21,11 +21,11 @@ struct DeadLetters: Sendable {
     }
 
     let service: CounterService
-    let redis: RedisConnection
+    let redis: RedisClient
     let layout: RedisKeyLayout
 
     func list(count: Int) async throws -> [Letter] {
-        let entries = try await redis.send(.xrange(layout.deadLetters, count: min(max(count, 1), 10_000))).streamEntries()
+        let entries = try await redis.send(.xrange(layout.deadLetters, count: min(max(count, 1), 10_000)), slot: layout.deadLettersSlot).streamEntries()
         return entries.map { entry in
             Letter(id: entry.id, fields: entry.fields.mapValues { String(decoding: $0, as: UTF8.self) },
                    change: ChangeLogEntry.change(from: entry))
@@ -46,7 +46,7 @@ struct DeadLetters: Sendable {
             }
             do {
                 _ = try await service.perform(change.liked ? .like : .unlike, post: change.postID, user: change.userID)
-                try await redis.send(.xdel(layout.deadLetters, ids: [letter.id]))
+                try await redis.send(.xdel(layout.deadLetters, ids: [letter.id]), slot: layout.deadLettersSlot)
                 outcome.replayed.append(letter.id)
             } catch {
                 outcome.failed.append((letter.id, "\(error)"))
@@ -58,6 +58,6 @@ struct DeadLetters: Sendable {
     /// Removes the letters `ids`; returns how many were there.
     func drop(ids: [StreamEntryID]) async throws -> Int {
         guard !ids.isEmpty else { return 0 }
-        return Int(try await redis.send(.xdel(layout.deadLetters, ids: ids)).integer ?? 0)
+        return Int(try await redis.send(.xdel(layout.deadLetters, ids: ids), slot: layout.deadLettersSlot).integer ?? 0)
     }
 }

@@ -62,7 +62,7 @@ struct PostInspection: Sendable, Equatable {
 struct PostInspector: Sendable {
     let service: CounterService
     let postgres: PostgresPool
-    let redis: RedisConnection
+    let redis: RedisClient
     let layout: RedisKeyLayout
 
     func inspect(post: Int64, user: Int64?) async throws -> PostInspection {
@@ -72,7 +72,7 @@ struct PostInspector: Sendable {
             .xrange(layout.changeLog(of: HashSlot(post: post)), count: 10_000),
         ]
         if let user { commands.append(.sismember(likers, user)) }
-        let replies = try await redis.pipeline(commands)
+        let replies = try await redis.pipeline(commands, slot: HashSlot(post: post))
         let pending = try replies[2].streamEntries().filter { ChangeLogEntry.change(from: $0)?.postID == post }.count
         let rows = try await postgres.query("""
             SELECT p.likes_count, (SELECT count(*) FROM likes l WHERE l.post_id = $1),

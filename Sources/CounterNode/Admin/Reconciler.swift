@@ -1,4 +1,5 @@
 import Persistence
+import ShardRouter
 
 /// Recounts `posts.likes_count` from `likes` rows and, if asked, repairs drift — safely while the
 /// node runs: each repair locks the post's row first, so a flush transaction for the post either
@@ -35,7 +36,7 @@ struct Reconciler: Sendable {
     static let maximumBatch = 10_000
 
     let postgres: PostgresPool
-    let redis: RedisConnection
+    let redis: RedisClient
     let layout: RedisKeyLayout
     let service: CounterService
 
@@ -111,15 +112,13 @@ struct Reconciler: Sendable {
 
     /// `SCARD` of the likers set of each post Redis holds (hydrated); others are left out.
     private func redisCounts(_ posts: [Int64]) async throws -> [Int64: Int64] {
-        var commands: [RedisCommand] = []
-        for post in posts {
-            commands.append(.exists([layout.hydratedMarker(ofPost: post)]))
-            commands.append(.scard(layout.likers(ofPost: post)))
-        }
-        let replies = try await redis.pipeline(commands)
+        let replies = try await redis.executeAll(posts.map { post in
+            SlotCommands(slot: HashSlot(post: post),
+                         commands: [.exists([layout.hydratedMarker(ofPost: post)]), .scard(layout.likers(ofPost: post))])
+        })
         var counts: [Int64: Int64] = [:]
-        for (index, post) in posts.enumerated() where replies[2 * index].integer == 1 {
-            counts[post] = replies[2 * index + 1].integer ?? 0
+        for (post, reply) in zip(posts, replies) where reply[0].integer == 1 {
+            counts[post] = reply[1].integer ?? 0
         }
         return counts
     }

@@ -18,17 +18,16 @@ public final class CounterAPI: HTTPHandler {
     let deadLetters: DeadLetters
     private let readiness: ReadinessProbe
 
-    public init(service: CounterService, tokens: AccessTokens, postgres: PostgresPool, redis: RedisConfiguration) {
+    /// - Parameter redis: the client the admin routes and `/readyz` use (the caller closes it);
+    ///   give it the service's topology (`RedisClient(topology: service.redisTopology)`).
+    public init(service: CounterService, tokens: AccessTokens, postgres: PostgresPool, redis: RedisClient) {
         self.service = service
         self.tokens = tokens
-        let connection = RedisConnection(configuration: redis)
-        self.inspector = PostInspector(service: service, postgres: postgres, redis: connection,
-                                       layout: RedisKeyLayout(prefix: service.configuration.keyPrefix))
-        self.readiness = ReadinessProbe(postgres: postgres, redis: connection)
-        self.reconciler = Reconciler(postgres: postgres, redis: connection,
-                                     layout: RedisKeyLayout(prefix: service.configuration.keyPrefix), service: service)
-        self.deadLetters = DeadLetters(service: service, redis: connection,
-                                       layout: RedisKeyLayout(prefix: service.configuration.keyPrefix))
+        let layout = RedisKeyLayout(prefix: service.configuration.keyPrefix)
+        self.inspector = PostInspector(service: service, postgres: postgres, redis: redis, layout: layout)
+        self.readiness = ReadinessProbe(postgres: postgres, redis: redis)
+        self.reconciler = Reconciler(postgres: postgres, redis: redis, layout: layout, service: service)
+        self.deadLetters = DeadLetters(service: service, redis: redis, layout: layout)
     }
 
     /// Routes once: refusals and health are answered at once; like/unlike/toggle/read go straight
@@ -270,13 +269,14 @@ struct FeedQuery: Equatable {
     }
 }
 
-/// `/readyz`: Redis and PostgreSQL both answer. Cached for a second so probes cost little.
+/// `/readyz`: PostgreSQL and Redis (every master, for a cluster with every slot served) answer.
+/// Cached for a second so probes cost little.
 actor ReadinessProbe {
     private let postgres: PostgresPool
-    private let redis: RedisConnection
+    private let redis: RedisClient
     private var last: (at: ContinuousClock.Instant, response: HTTPResponse)?
 
-    init(postgres: PostgresPool, redis: RedisConnection) {
+    init(postgres: PostgresPool, redis: RedisClient) {
         self.postgres = postgres
         self.redis = redis
     }
@@ -284,7 +284,7 @@ actor ReadinessProbe {
     func check() async -> HTTPResponse {
         if let last, ContinuousClock.now - last.at < .seconds(1) { return last.response }
         var problems: [String] = []
-        do { _ = try await redis.send(.ping()) } catch { problems.append("redis: \(error)") }
+        do { try await redis.pingMasters() } catch { problems.append("redis: \(error)") }
         do { _ = try await postgres.query("SELECT 1") } catch { problems.append("postgres: \(error)") }
         let response: HTTPResponse
         if problems.isEmpty {

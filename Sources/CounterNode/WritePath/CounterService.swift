@@ -4,9 +4,10 @@ import Synchronization
 
 /// The write path of one node: its shard actors and their write-behind flushers.
 ///
-/// `start()` first recovers what the logs still hold from before a crash or restart, then starts
-/// the flushers; operations are routed to the shard that owns the post's slot. `shutdown()`
-/// refuses new operations, flushes everything to PostgreSQL and stops the flushers.
+/// `start()` first reads where Redis keeps each slot (one server, or the masters of a Redis
+/// Cluster), recovers what the logs still hold from before a crash or restart, then starts the
+/// flushers; operations are routed to the shard that owns the post's slot. `shutdown()` refuses
+/// new operations, flushes everything to PostgreSQL and stops the flushers.
 public final class CounterService: Sendable {
     /// How the shards and flushers behave.
     public let configuration: WritePathConfiguration
@@ -14,12 +15,20 @@ public final class CounterService: Sendable {
     public let shardMap: ShardMap
     private let shards: [ShardActor]
     private let flushers: [WriteBehindFlusher]
-    private let connections: [RedisConnection]
+    private let clients: [RedisClient]
     private let flusherTasks = Mutex<[Task<Void, Never>]>([])
+    /// Where Redis keeps each slot, shared by every Redis client of this service.
+    public let redisTopology: RedisTopology
 
     /// Builds the shards; nothing connects or runs until `start()`.
     /// - Throws: `CounterError(.invalidArgument)` for an unusable configuration.
-    public init(configuration: WritePathConfiguration, postgres: PostgresPool, redis: RedisConfiguration) throws {
+    public convenience init(configuration: WritePathConfiguration, postgres: PostgresPool, redis: RedisConfiguration) throws {
+        try self.init(configuration: configuration, postgres: postgres, topology: RedisTopology(configuration: redis))
+    }
+
+    /// Builds the shards over `topology` (discovered, for a cluster, in `start()`).
+    /// - Throws: `CounterError(.invalidArgument)` for an unusable configuration.
+    public init(configuration: WritePathConfiguration, postgres: PostgresPool, topology: RedisTopology) throws {
         guard let map = try? ShardMap(shardCount: configuration.shardCount) else {
             throw CounterError(code: .invalidArgument, message: "shard count must be between 1 and \(HashSlot.count)")
         }
@@ -32,31 +41,38 @@ public final class CounterService: Sendable {
         let layout = RedisKeyLayout(prefix: configuration.keyPrefix)
         var shards: [ShardActor] = []
         var flushers: [WriteBehindFlusher] = []
-        var connections: [RedisConnection] = []
+        var clients: [RedisClient] = []
         for index in 0..<configuration.shardCount {
             let gauge = BacklogGauge()
-            let flusherRedis = RedisConnection(configuration: redis)
-            let shardRedis = RedisConnection(configuration: redis)
+            let flusherRedis = RedisClient(topology: topology)
+            let shardRedis = RedisClient(topology: topology)
             let flusher = WriteBehindFlusher(shardIndex: index, slots: map.slots(ofShard: index), redis: flusherRedis,
                                              pool: postgres, layout: layout, configuration: configuration, gauge: gauge)
             shards.append(ShardActor(index: index, redis: shardRedis, pool: postgres, layout: layout,
                                      configuration: configuration, flusher: flusher, gauge: gauge))
             flushers.append(flusher)
-            connections += [flusherRedis, shardRedis]
+            clients += [flusherRedis, shardRedis]
         }
         self.shards = shards
         self.flushers = flushers
-        self.connections = connections
+        self.clients = clients
+        self.redisTopology = topology
     }
 
-    /// Recovers each shard's unflushed log entries, then starts the flushers.
-    /// - Throws: when Redis cannot be read (nothing is started then).
+    /// Reads the Redis Cluster's slot map (for a cluster), moves dead letters kept under an
+    /// older key, recovers each shard's unflushed log entries, then starts the flushers and the
+    /// slot map's periodic refresh.
+    /// - Throws: `RedisError(.clusterConfiguration)` when the seeds are not a usable cluster;
+    ///   other errors when Redis cannot be read (nothing is started then).
     public func start() async throws {
+        try await redisTopology.discover()
+        try await DeadLetterKeyUpgrade.run(clients[0], layout: RedisKeyLayout(prefix: configuration.keyPrefix))
         for (shard, flusher) in zip(shards, flushers) {
             try await flusher.recover()
             await flusher.setMissingPostsHandler { [shard] posts in await shard.forget(posts: posts) }
         }
-        let tasks = flushers.map { flusher in Task { await flusher.run() } }
+        let topology = redisTopology
+        let tasks = flushers.map { flusher in Task { await flusher.run() } } + [Task { await topology.run() }]
         flusherTasks.withLock { $0 = tasks }
     }
 
@@ -165,7 +181,9 @@ public final class CounterService: Sendable {
         for shard in shards { await shard.stopAccepting() }
         for flusher in flushers { await flusher.stop(drain: drain) }
         let tasks = flusherTasks.withLock { $0 }
+        tasks.last?.cancel()
         for task in tasks { await task.value }
-        for connection in connections { await connection.close() }
+        for client in clients { await client.close() }
+        await redisTopology.close()
     }
 }

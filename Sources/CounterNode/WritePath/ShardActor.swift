@@ -22,7 +22,7 @@ actor ShardActor {
     }
 
     let index: Int
-    private let redis: RedisConnection
+    private let redis: RedisClient
     private let pool: PostgresPool
     private let layout: RedisKeyLayout
     private let configuration: WritePathConfiguration
@@ -43,7 +43,7 @@ actor ShardActor {
     }
     private var stats = ShardStats()
 
-    init(index: Int, redis: RedisConnection, pool: PostgresPool, layout: RedisKeyLayout,
+    init(index: Int, redis: RedisClient, pool: PostgresPool, layout: RedisKeyLayout,
          configuration: WritePathConfiguration, flusher: WriteBehindFlusher, gauge: BacklogGauge) {
         self.index = index
         self.redis = redis
@@ -172,25 +172,31 @@ actor ShardActor {
         }
         guard !live.isEmpty else { return }
 
-        // 1. Read what Redis knows, hydrating posts it has never seen.
+        // 1. Read what Redis knows, hydrating posts it has never seen. A post whose Redis node
+        //    failed is answered with the failure; the others go on.
         var views: [Int64: ShardDecider.PostView]
         do {
-            views = try await readViews(live.map(\.request))
+            var read = await readViews(live.map(\.request))
+            fail(&live, read.failures)
+            views = read.views
             let unhydrated = Set(live.map(\.request.postID)).subtracting(views.keys)
             if !unhydrated.isEmpty {
-                let missing = try await hydrate(Array(unhydrated))
-                forget(posts: Array(missing))
+                let hydration = try await hydrate(Array(unhydrated))
+                forget(posts: Array(hydration.missing))
                 live = live.filter { pending in
-                    guard missing.contains(pending.request.postID) else { return true }
+                    guard hydration.missing.contains(pending.request.postID) else { return true }
                     pending.resume(throwing: CounterError.unknownPost(pending.request.postID))
                     return false
                 }
-                let hydrated = unhydrated.subtracting(missing)
-                let reread = try await readViews(live.map(\.request).filter { hydrated.contains($0.postID) })
-                views.merge(reread) { _, new in new }
-                guard hydrated.isSubset(of: views.keys) else {
-                    throw CounterError(code: .unavailable, message: "posts were hydrated but Redis does not show them")
-                }
+                fail(&live, hydration.failures)
+                let hydrated = unhydrated.subtracting(hydration.missing).subtracting(hydration.failures.keys)
+                read = await readViews(live.map(\.request).filter { hydrated.contains($0.postID) })
+                fail(&live, read.failures)
+                views.merge(read.views) { _, new in new }
+                let unseen = hydrated.subtracting(read.failures.keys).subtracting(views.keys)
+                fail(&live, Dictionary(uniqueKeysWithValues: unseen.map {
+                    ($0, CounterError(code: .unavailable, message: "post \($0) was hydrated but Redis does not show it", retryAfterSeconds: 1) as Error)
+                }))
             }
         } catch {
             fail(live, with: error)
@@ -205,50 +211,46 @@ actor ShardActor {
             for (pending, answer) in zip(live, decision.answers) { pending.resume(returning: answer) }
         }
 
-        // 3. Write the changes with their log entries, atomically per slot.
+        // 3. Write the changes with their log entries, atomically per slot. A slot whose write
+        //    failed has its posts answered with the failure; one whose outcome is unknown (the
+        //    connection broke mid-way) also makes memory forget those posts and the flusher
+        //    re-read the slot's log.
         var entryIDs: [StreamEntryID?] = []
+        var writeFailures: [Int64: Error] = [:]
         if !decision.changes.isEmpty {
-            do {
-                entryIDs = try await write(decision.changes)
-            } catch {
-                // Unknown outcome: forget what memory believed and let the flusher re-read the logs.
-                let posts = Set(decision.changes.map(\.postID))
-                for post in posts { counts.remove(post) }
-                await flusher.noteUncertain(Set(posts.map { HashSlot(post: $0).rawValue }))
-                if configuration.acknowledgement == .memory {
-                    countFailure(error)
-                    stats.lostMemoryAcknowledgements += decision.changes.count
-                } else {
-                    fail(live, with: error)
-                }
-                return
+            let written = await write(decision.changes)
+            entryIDs = written.entryIDs
+            if !written.uncertainSlots.isEmpty { await flusher.noteUncertain(written.uncertainSlots) }
+            writeFailures = written.failures
+            if let error = written.failures.values.first { countFailure(error) }
+            let committed = decision.changes.count - entryIDs.filter { $0 == nil }.count
+            if committed > 0 {
+                stats.groupCommits += 1
+                stats.groupCommittedChanges += committed
+                stats.largestGroupCommit = max(stats.largestGroupCommit, committed)
             }
-            stats.groupCommits += 1
-            stats.groupCommittedChanges += decision.changes.count
-            stats.largestGroupCommit = max(stats.largestGroupCommit, decision.changes.count)
         }
 
         // 4. Remember counts, tell the flusher, answer.
-        var failedPosts: Set<Int64> = []
         var appended: [UInt16: (count: Int, newest: StreamEntryID)] = [:]
         for (change, id) in zip(decision.changes, entryIDs) {
-            guard let id else { failedPosts.insert(change.postID); continue }
+            guard let id else { continue }
             let slot = HashSlot(post: change.postID).rawValue
             let current = appended[slot]
             appended[slot] = ((current?.count ?? 0) + 1, max(current?.newest ?? id, id))
         }
-        for (post, view) in views where !failedPosts.contains(post) { counts.set(post, view.likesCount) }
-        for post in failedPosts { counts.remove(post) }
+        for (post, view) in views where writeFailures[post] == nil { counts.set(post, view.likesCount) }
+        for post in writeFailures.keys { counts.remove(post) }
         if !appended.isEmpty { await flusher.noteAppended(appended) }
         if configuration.acknowledgement == .memory {
-            stats.lostMemoryAcknowledgements += zip(decision.changes, entryIDs).filter { $0.1 == nil }.count
+            stats.lostMemoryAcknowledgements += entryIDs.filter { $0 == nil }.count
             return
         }
 
         var answered: [(Pending, LikeState)] = []
         for (offset, pending) in live.enumerated() {
-            if failedPosts.contains(pending.request.postID) {
-                pending.resume(throwing: CounterError(code: .unavailable, message: "Redis refused the write of post \(pending.request.postID)"))
+            if let error = writeFailures[pending.request.postID] {
+                pending.resume(throwing: Self.counterError(error))
             } else {
                 answered.append((pending, decision.answers[offset]))
             }
@@ -272,9 +274,23 @@ actor ShardActor {
 
     private func fail(_ pendings: [Pending], with error: Error) {
         countFailure(error)
-        let counterError = (error as? CounterError)
-            ?? CounterError(code: .unavailable, message: "\(error)", retryAfterSeconds: 1)
+        let counterError = Self.counterError(error)
         for pending in pendings { pending.resume(throwing: counterError) }
+    }
+
+    /// Answers the operations on `failures`' posts with their post's failure and drops them.
+    private func fail(_ live: inout [Pending], _ failures: [Int64: Error]) {
+        guard !failures.isEmpty else { return }
+        if let error = failures.values.first { countFailure(error) }
+        live = live.filter { pending in
+            guard let error = failures[pending.request.postID] else { return true }
+            pending.resume(throwing: Self.counterError(error))
+            return false
+        }
+    }
+
+    private static func counterError(_ error: Error) -> CounterError {
+        (error as? CounterError) ?? CounterError(code: .unavailable, message: "\(error)", retryAfterSeconds: 1)
     }
 
     private func countFailure(_ error: Error) {
@@ -284,9 +300,10 @@ actor ShardActor {
 
     // MARK: - Redis and PostgreSQL
 
-    /// One pipeline: per post, the hydration marker, the count, and the membership of the batch's
-    /// users. Posts without the marker are left out of the result.
-    private func readViews(_ requests: [ShardDecider.Request]) async throws -> [Int64: ShardDecider.PostView] {
+    /// One pipeline (per Redis node): per post, the hydration marker, the count, and the
+    /// membership of the batch's users. Posts without the marker are left out of `views`; posts
+    /// whose node failed are in `failures`.
+    private func readViews(_ requests: [ShardDecider.Request]) async -> (views: [Int64: ShardDecider.PostView], failures: [Int64: Error]) {
         var usersByPost: [Int64: [Int64]] = [:]
         var order: [Int64] = []
         var seen: Set<ShardDecider.Request> = []
@@ -300,73 +317,79 @@ actor ShardActor {
                 usersByPost[request.postID]!.append(request.userID)
             }
         }
-        guard !order.isEmpty else { return [:] }
-        var commands: [RedisCommand] = []
-        commands.reserveCapacity(order.count * 3)
-        var firstReply: [Int] = []
-        for post in order {
+        guard !order.isEmpty else { return ([:], [:]) }
+        let groups = order.map { post -> SlotCommands in
             let likers = layout.likers(ofPost: post)
-            firstReply.append(commands.count)
-            commands.append(.exists([layout.hydratedMarker(ofPost: post)]))
-            commands.append(.scard(likers))
+            var commands: [RedisCommand] = [.exists([layout.hydratedMarker(ofPost: post)]), .scard(likers)]
             if !usersByPost[post]!.isEmpty { commands.append(.smismember(likers, usersByPost[post]!)) }
+            return SlotCommands(slot: HashSlot(post: post), commands: commands)
         }
-        let replies = try await redis.pipeline(commands)
         var views: [Int64: ShardDecider.PostView] = [:]
-        for (offset, post) in order.enumerated() {
-            let first = firstReply[offset]
-            guard try replies[first].throwingServerError().integer == 1 else { continue }
-            let count = try replies[first + 1].throwingServerError().integer ?? 0
-            let users = usersByPost[post]!
-            let flags = users.isEmpty ? [] : try replies[first + 2].throwingServerError().array ?? []
-            guard flags.count == users.count else {
-                throw RedisError(code: .unexpectedReply, message: "SMISMEMBER returned \(flags.count) flags for \(users.count) users")
+        var failures: [Int64: Error] = [:]
+        for (post, result) in zip(order, await redis.execute(groups)) {
+            do {
+                let replies = try result.get()
+                guard try replies[0].throwingServerError().integer == 1 else { continue }
+                let count = try replies[1].throwingServerError().integer ?? 0
+                let users = usersByPost[post]!
+                let flags = users.isEmpty ? [] : try replies[2].throwingServerError().array ?? []
+                guard flags.count == users.count else {
+                    throw RedisError(code: .unexpectedReply, message: "SMISMEMBER returned \(flags.count) flags for \(users.count) users")
+                }
+                var members: [Int64: Bool] = [:]
+                for (user, flag) in zip(users, flags) { members[user] = flag.integer == 1 }
+                views[post] = ShardDecider.PostView(likesCount: count, members: members)
+            } catch {
+                failures[post] = error
             }
-            var members: [Int64: Bool] = [:]
-            for (user, flag) in zip(users, flags) { members[user] = flag.integer == 1 }
-            views[post] = ShardDecider.PostView(likesCount: count, members: members)
         }
-        return views
+        return (views, failures)
     }
 
     /// Loads posts Redis has never seen from PostgreSQL (existence, then their likers) into
     /// Redis, each in one `MULTI` that also sets its hydration marker.
-    /// - Returns: the posts that do not exist.
-    private func hydrate(_ posts: [Int64]) async throws -> Set<Int64> {
+    /// - Returns: the posts that do not exist, and those whose Redis write failed.
+    /// - Throws: PostgreSQL's errors.
+    private func hydrate(_ posts: [Int64]) async throws -> (missing: Set<Int64>, failures: [Int64: Error]) {
         let found = try await pool.query("SELECT id FROM posts WHERE id = ANY($1::bigint[])", [.int64Array(posts)])
-        let existing = Set(try found.map { try $0.int64(0) })
+        let existing = try found.map { try $0.int64(0) }
         let missing = Set(posts).subtracting(existing)
-        guard !existing.isEmpty else { return missing }
+        guard !existing.isEmpty else { return (missing, [:]) }
         let rows = try await pool.query("SELECT post_id, user_id FROM likes WHERE post_id = ANY($1::bigint[])",
-                                        [.int64Array(Array(existing))])
+                                        [.int64Array(existing)])
         var likers: [Int64: [Int64]] = [:]
         for row in rows { likers[try row.int64(0), default: []].append(try row.int64(1)) }
-        var commands: [RedisCommand] = []
-        var execs: [Int] = []
-        for post in existing {
+        let groups = existing.map { post -> SlotCommands in
             let key = layout.likers(ofPost: post)
-            commands.append(RedisCommand("MULTI"))
-            commands.append(.del([key]))
+            var commands: [RedisCommand] = [.del([key])]
             let users = likers[post] ?? []
             for start in stride(from: 0, to: users.count, by: 10_000) {
                 commands.append(.sadd(key, Array(users[start..<min(start + 10_000, users.count)])))
             }
             commands.append(.set(layout.hydratedMarker(ofPost: post), "1"))
-            commands.append(RedisCommand("EXEC"))
-            execs.append(commands.count - 1)
+            return SlotCommands(slot: HashSlot(post: post), commands: commands, atomic: true)
         }
-        let replies = try await redis.pipeline(commands)
-        for exec in execs where replies[exec].array == nil {
-            throw RedisError(code: .server, message: "hydration transaction failed: \(replies[exec])")
+        var failures: [Int64: Error] = [:]
+        for (post, result) in zip(existing, await redis.execute(groups)) {
+            if case .failure(let error) = result { failures[post] = error }
         }
-        return missing
+        return (missing, failures)
     }
 
-    /// Writes `changes` in one pipeline of per-slot transactions: per post, one `SADD` of the
-    /// users whose last change in the batch is a like and one `SREM` of those whose last change is
-    /// an unlike, then one log entry per change. Returns each change's log entry id, or `nil`
-    /// where its slot's transaction failed.
-    private func write(_ changes: [LikeChange]) async throws -> [StreamEntryID?] {
+    /// What a group commit's Redis write did.
+    private struct WriteOutcome {
+        /// Each change's log entry id, or `nil` where its slot's transaction failed.
+        var entryIDs: [StreamEntryID?]
+        /// Why, per post of a failed slot.
+        var failures: [Int64: Error] = [:]
+        /// Slots whose transaction may or may not have run (the connection broke mid-way).
+        var uncertainSlots: Set<UInt16> = []
+    }
+
+    /// Writes `changes` as one transaction per slot (split by Redis node): per post, one `SADD`
+    /// of the users whose last change in the batch is a like and one `SREM` of those whose last
+    /// change is an unlike, then one log entry per change.
+    private func write(_ changes: [LikeChange]) async -> WriteOutcome {
         var groups: [UInt16: [Int]] = [:]
         var slotOrder: [UInt16] = []
         for (offset, change) in changes.enumerated() {
@@ -374,28 +397,38 @@ actor ShardActor {
             if groups[slot] == nil { slotOrder.append(slot) }
             groups[slot, default: []].append(offset)
         }
-        var commands: [RedisCommand] = []
-        commands.reserveCapacity(changes.count + slotOrder.count * 4)
-        var execs: [(slot: UInt16, position: Int, membershipCommands: Int)] = []
-        for slot in slotOrder {
+        var membershipCounts: [Int] = []
+        let transactions = slotOrder.map { slot -> SlotCommands in
             let offsets = groups[slot]!
-            let log = layout.changeLog(of: HashSlot(rawValue: slot)!)
-            commands.append(RedisCommand("MULTI"))
-            let membership = Self.membershipCommands(offsets.map { changes[$0] }, layout: layout)
-            commands += membership
+            let hashSlot = HashSlot(rawValue: slot)!
+            let log = layout.changeLog(of: hashSlot)
+            var commands = Self.membershipCommands(offsets.map { changes[$0] }, layout: layout)
+            membershipCounts.append(commands.count)
             for offset in offsets { commands.append(ChangeLogEntry.append(changes[offset], to: log)) }
-            commands.append(RedisCommand("EXEC"))
-            execs.append((slot, commands.count - 1, membership.count))
+            return SlotCommands(slot: hashSlot, commands: commands, atomic: true)
         }
-        let replies = try await redis.pipeline(commands)
-        var ids = [StreamEntryID?](repeating: nil, count: changes.count)
-        for (slot, position, membershipCommands) in execs {
-            guard let results = replies[position].array else { continue }
-            for (index, offset) in groups[slot]!.enumerated() where membershipCommands + index < results.count {
-                if case .bulkString(let bytes) = results[membershipCommands + index] { ids[offset] = StreamEntryID(bytes: bytes) }
+        var outcome = WriteOutcome(entryIDs: [StreamEntryID?](repeating: nil, count: changes.count))
+        for ((slot, membershipCommands), result) in zip(zip(slotOrder, membershipCounts), await redis.execute(transactions)) {
+            switch result {
+            case .success(let results):
+                for (index, offset) in groups[slot]!.enumerated() where membershipCommands + index < results.count {
+                    if case .bulkString(let bytes) = results[membershipCommands + index] { outcome.entryIDs[offset] = StreamEntryID(bytes: bytes) }
+                }
+            case .failure(let error):
+                if error.code == .connectionLost { outcome.uncertainSlots.insert(slot) }
+            }
+            for offset in groups[slot]! where outcome.entryIDs[offset] == nil {
+                let post = changes[offset].postID
+                if outcome.failures[post] == nil {
+                    let why: Error
+                    if case .failure(let error) = result { why = error } else {
+                        why = CounterError(code: .unavailable, message: "Redis refused the write of post \(post)", retryAfterSeconds: 1)
+                    }
+                    outcome.failures[post] = why
+                }
             }
         }
-        return ids
+        return outcome
     }
 
     /// The `SADD`/`SREM` commands that bring each post's likers set to the state of the last

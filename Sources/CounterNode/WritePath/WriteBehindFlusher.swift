@@ -41,7 +41,7 @@ actor WriteBehindFlusher {
 
     let shardIndex: Int
     private let slots: Range<Int>
-    private let redis: RedisConnection
+    private let redis: RedisClient
     private let pool: PostgresPool
     private let layout: RedisKeyLayout
     private let configuration: WritePathConfiguration
@@ -57,7 +57,7 @@ actor WriteBehindFlusher {
     private var retryBackoff: ReconnectBackoff
     private(set) var stats = ShardStats()
 
-    init(shardIndex: Int, slots: Range<Int>, redis: RedisConnection, pool: PostgresPool,
+    init(shardIndex: Int, slots: Range<Int>, redis: RedisClient, pool: PostgresPool,
          layout: RedisKeyLayout, configuration: WritePathConfiguration, gauge: BacklogGauge) {
         self.shardIndex = shardIndex
         self.slots = slots
@@ -106,7 +106,7 @@ actor WriteBehindFlusher {
 
     /// Returns once everything appended so far is in PostgreSQL.
     func flushAll() async throws {
-        try await rescanUncertainSlots()
+        if let failure = try await rescanUncertainSlots() { throw failure }
         var marks: [UInt16: StreamEntryID] = [:]
         for (slot, state) in backlog where state.hasWork { if let id = state.appended { marks[slot] = id } }
         try await waitUntilApplied(marks)
@@ -122,7 +122,7 @@ actor WriteBehindFlusher {
     /// flushed before anything else. Call before the shard takes writes.
     func recover() async throws {
         uncertainSlots.formUnion(slots.map { UInt16($0) })
-        try await rescanUncertainSlots()
+        if let failure = try await rescanUncertainSlots() { throw failure }
     }
 
     // MARK: - The loop
@@ -169,9 +169,11 @@ actor WriteBehindFlusher {
         return oldest.map { now - $0 >= configuration.flushMaxAge } ?? false
     }
 
-    /// One flush: read, apply in one transaction, dead-letter, trim.
+    /// One flush: read, apply in one transaction, dead-letter, trim. Slots whose Redis node
+    /// failed are left for the next attempt while the others are flushed; the failure is thrown
+    /// afterwards, so the loop backs off.
     private func flushOnce() async throws {
-        try await rescanUncertainSlots()
+        var nodeFailure = try await rescanUncertainSlots()
         // The oldest dirty slots first, at most about `flushBatchSize` entries in all (at least
         // 64 per slot, so a backlog spread over many slots still moves in sizeable steps).
         let allDirty = backlog.filter { $0.value.hasWork }
@@ -182,13 +184,15 @@ actor WriteBehindFlusher {
         // What was known before the read: appends noted while it is in flight stay unaccounted here.
         let before = backlog
         let readStarted = ContinuousClock.now
-        let reads = try await readLogs(dirty, perSlot: perSlot)
+        let (reads, readFailure) = try await readLogs(dirty, perSlot: perSlot)
+        nodeFailure = nodeFailure ?? readFailure
 
         var entries: [LoggedLikeChange] = []
         var malformed: [(slot: UInt16, entry: StreamEntry)] = []
         var newestRead: [UInt16: StreamEntryID] = [:]
         var fullReads: Set<UInt16> = []
         for (slot, read) in zip(dirty, reads) {
+            guard let read else { continue }
             if read.count >= perSlot { fullReads.insert(slot) }
             for entry in read {
                 newestRead[slot] = entry.id
@@ -200,10 +204,13 @@ actor WriteBehindFlusher {
             }
         }
         // Slots whose logs were empty: whatever was appended there has been applied and trimmed.
-        for slot in dirty where newestRead[slot] == nil {
+        for (slot, read) in zip(dirty, reads) where read != nil && newestRead[slot] == nil {
             settle(slot, removed: before[slot]?.pending ?? 0, applied: before[slot]?.appended, stillDirtySince: nil)
         }
-        guard !newestRead.isEmpty else { return }
+        guard !newestRead.isEmpty else {
+            if let nodeFailure { throw nodeFailure }
+            return
+        }
 
         if !malformed.isEmpty {
             try await addDeadLetters(malformed.map { ($0.slot, $0.entry.id, $0.entry.fields.description, nil) },
@@ -211,11 +218,14 @@ actor WriteBehindFlusher {
         }
         let missing = entries.isEmpty ? [] : try await apply(entries)
 
-        // Applied: trim the logs up to what was read, and account for it.
+        // Applied: trim the logs up to what was read, and account for it. A trim that failed is
+        // harmless: the next read skips what the recorded progress shows applied.
         let trimmed = Array(newestRead)
-        let trimReplies = try? await redis.pipeline(trimmed.map { .xtrim(logKey($0.key), olderThan: $0.value.successor) })
-        for (index, (slot, newest)) in trimmed.enumerated() {
-            let removed = trimReplies.flatMap { Int($0[index].integer ?? 0) } ?? 0
+        let trimResults = await redis.execute(trimmed.map { slot, newest in
+            SlotCommands(slot: HashSlot(rawValue: slot)!, commands: [.xtrim(logKey(slot), olderThan: newest.successor)])
+        })
+        for ((slot, newest), result) in zip(trimmed, trimResults) {
+            let removed = (try? result.get()).flatMap { Int($0[0].integer ?? 0) } ?? 0
             settle(slot, removed: removed, applied: newest, stillDirtySince: fullReads.contains(slot) ? nil : readStarted)
         }
         stats.flushTransactions += entries.isEmpty ? 0 : 1
@@ -225,10 +235,13 @@ actor WriteBehindFlusher {
         resolveWaiters()
         if !missing.isEmpty {
             // Forget the posts in Redis too, so the next touch asks PostgreSQL again (and is refused).
-            let keys = missing.flatMap { [layout.hydratedMarker(ofPost: $0), layout.likers(ofPost: $0)] }
-            _ = try? await redis.pipeline(keys.map { .del([$0]) })
+            _ = await redis.execute(missing.map { post in
+                SlotCommands(slot: HashSlot(post: post),
+                             commands: [.del([layout.hydratedMarker(ofPost: post)]), .del([layout.likers(ofPost: post)])])
+            })
             await onMissingPosts(Array(missing))
         }
+        if let nodeFailure { throw nodeFailure }
     }
 
     /// Most entries one Redis command returns: Redis is single-threaded, and one huge `XRANGE`
@@ -236,25 +249,34 @@ actor WriteBehindFlusher {
     static let readSlice = 500
 
     /// Up to `perSlot` of the oldest entries of each slot's log, read in slices of at most
-    /// `readSlice` entries, one round trip per slice round.
-    private func readLogs(_ slots: [UInt16], perSlot: Int) async throws -> [[StreamEntry]] {
-        var reads = [[StreamEntry]](repeating: [], count: slots.count)
+    /// `readSlice` entries, one round trip (per Redis node) per slice round. A slot whose node
+    /// failed reads as `nil`, and the first such failure is returned.
+    private func readLogs(_ slots: [UInt16], perSlot: Int) async throws -> (reads: [[StreamEntry]?], failure: Error?) {
+        var reads = [[StreamEntry]?](repeating: [], count: slots.count)
+        var failure: Error?
         var open = Array(slots.indices)
         while !open.isEmpty {
-            let commands = open.map { index -> RedisCommand in
-                let start = reads[index].last.map { "(" + $0.id.description } ?? "-"
-                return .xrange(logKey(slots[index]), start: start, count: min(Self.readSlice, perSlot - reads[index].count))
+            let groups = open.map { index -> SlotCommands in
+                let start = reads[index]!.last.map { "(" + $0.id.description } ?? "-"
+                return SlotCommands(slot: HashSlot(rawValue: slots[index])!, commands: [
+                    .xrange(logKey(slots[index]), start: start, count: min(Self.readSlice, perSlot - reads[index]!.count)),
+                ])
             }
-            let replies = try await redis.pipeline(commands)
             var stillOpen: [Int] = []
-            for (index, reply) in zip(open, replies) {
-                let slice = try reply.streamEntries()
-                reads[index] += slice
-                if slice.count == Self.readSlice && reads[index].count < perSlot { stillOpen.append(index) }
+            for (index, result) in zip(open, await redis.execute(groups)) {
+                switch result {
+                case .success(let replies):
+                    let slice = try replies[0].streamEntries()
+                    reads[index]! += slice
+                    if slice.count == Self.readSlice && reads[index]!.count < perSlot { stillOpen.append(index) }
+                case .failure(let error):
+                    reads[index] = nil
+                    failure = failure ?? error
+                }
             }
             open = stillOpen
         }
-        return reads
+        return (reads, failure)
     }
 
     /// Applies `entries` in one transaction; posts found missing get their changes dead-lettered
@@ -298,22 +320,34 @@ actor WriteBehindFlusher {
             }
             return .xadd(layout.deadLetters, fields: fields)
         }
-        for reply in try await redis.pipeline(commands) { _ = try reply.throwingServerError() }
+        for reply in try await redis.pipeline(commands, slot: layout.deadLettersSlot) { _ = try reply.throwingServerError() }
         stats.deadLetters += letters.count
     }
 
-    /// Reads the length and newest entry of every uncertain slot's log, in pipelines of 4,096
-    /// slots, and takes them as the truth about what waits there.
-    private func rescanUncertainSlots() async throws {
-        guard !uncertainSlots.isEmpty else { return }
+    /// Reads the length and newest entry of every uncertain slot's log, 4,096 slots per call
+    /// (one pipeline per Redis node), and takes them as the truth about what waits there. Slots
+    /// whose node failed stay uncertain; the first such failure is returned.
+    @discardableResult
+    private func rescanUncertainSlots() async throws -> Error? {
+        guard !uncertainSlots.isEmpty else { return nil }
+        var failure: Error?
         let all = uncertainSlots.sorted()
         for start in stride(from: 0, to: all.count, by: 4_096) {
             let part = Array(all[start..<min(start + 4_096, all.count)])
-            let replies = try await redis.pipeline(part.flatMap { [.xlen(logKey($0)), .xrevrange(logKey($0), count: 1)] })
+            let results = await redis.execute(part.map { slot in
+                SlotCommands(slot: HashSlot(rawValue: slot)!, commands: [.xlen(logKey(slot)), .xrevrange(logKey(slot), count: 1)])
+            })
             let now = ContinuousClock.now
-            for (index, slot) in part.enumerated() {
-                let length = Int(try replies[2 * index].throwingServerError().integer ?? 0)
-                let newest = try replies[2 * index + 1].streamEntries().first?.id
+            for (slot, result) in zip(part, results) {
+                let reply: [RedisReply]
+                switch result {
+                case .success(let replies): reply = replies
+                case .failure(let error):
+                    failure = failure ?? error
+                    continue
+                }
+                let length = Int(try reply[0].throwingServerError().integer ?? 0)
+                let newest = try reply[1].streamEntries().first?.id
                 var state = backlog[slot, default: SlotBacklog()]
                 gauge.add(length - state.pending)
                 state.pending = length
@@ -323,6 +357,7 @@ actor WriteBehindFlusher {
                 uncertainSlots.remove(slot)
             }
         }
+        return failure
     }
 
     /// Accounts for a flushed slot: `removed` entries left the log; `applied` is in PostgreSQL.

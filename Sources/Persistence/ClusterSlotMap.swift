@@ -1,0 +1,94 @@
+import ShardRouter
+
+/// Which master serves each of the 16,384 hash slots of a Redis Cluster. Pure: built from a
+/// `CLUSTER SLOTS` reply (or one server for every slot), changed by `MOVED` redirects.
+public struct ClusterSlotMap: Sendable, Equatable {
+    /// The masters, in the order first seen.
+    public private(set) var masters: [RedisEndpoint] = []
+    /// Per slot, an index into `masters`, or -1 when no master serves it.
+    private var owners: [Int16]
+
+    /// A map in which no slot is served.
+    public init() {
+        owners = [Int16](repeating: -1, count: HashSlot.count)
+    }
+
+    /// One server that serves every slot (a Redis that is not a cluster).
+    public init(single endpoint: RedisEndpoint) {
+        masters = [endpoint]
+        owners = [Int16](repeating: 0, count: HashSlot.count)
+    }
+
+    /// Reads a `CLUSTER SLOTS` reply: `[[start, end, [host, port, id, …], replicas…], …]`.
+    /// A master listed with an empty host (or `?`) is on the host that was asked (`askedHost`).
+    /// - Throws: `RedisError(.unexpectedReply)` when the reply has another shape.
+    public init(clusterSlots reply: RedisReply, askedHost: String) throws(RedisError) {
+        self.init()
+        guard let ranges = reply.array else { throw Self.unexpected(reply) }
+        for range in ranges {
+            guard let fields = range.array, fields.count >= 3,
+                  let start = fields[0].integer, let end = fields[1].integer,
+                  (0..<Int64(HashSlot.count)).contains(start), (start..<Int64(HashSlot.count)).contains(end),
+                  let master = fields[2].array, master.count >= 2,
+                  let host = master[0].string, let port = master[1].integer, (1...65535).contains(port) else {
+                throw Self.unexpected(range)
+            }
+            let endpoint = RedisEndpoint(host: host.isEmpty || host == "?" ? askedHost : host, port: Int(port))
+            for slot in Int(start)...Int(end) { assign(slot, to: endpoint) }
+        }
+    }
+
+    /// The master that serves `slot`, or `nil` when none does.
+    public func master(of slot: HashSlot) -> RedisEndpoint? {
+        let owner = owners[Int(slot.rawValue)]
+        return owner < 0 ? nil : masters[Int(owner)]
+    }
+
+    /// Records that `endpoint` now serves `slot` (a `MOVED` redirect).
+    public mutating func move(_ slot: HashSlot, to endpoint: RedisEndpoint) {
+        assign(Int(slot.rawValue), to: endpoint)
+    }
+
+    /// Slots no master serves, as ranges of slot numbers.
+    public var uncoveredSlots: [ClosedRange<Int>] {
+        var ranges: [ClosedRange<Int>] = []
+        var start: Int?
+        for slot in 0...HashSlot.count {
+            let uncovered = slot < HashSlot.count && owners[slot] < 0
+            if uncovered, start == nil { start = slot }
+            if !uncovered, let first = start {
+                ranges.append(first...(slot - 1))
+                start = nil
+            }
+        }
+        return ranges
+    }
+
+    /// How many slots each master serves (masters that serve none are left out).
+    public var slotCounts: [RedisEndpoint: Int] {
+        var counts: [RedisEndpoint: Int] = [:]
+        for owner in owners where owner >= 0 { counts[masters[Int(owner)], default: 0] += 1 }
+        return counts
+    }
+
+    /// `0-5460, 5462` for messages.
+    public static func describe(_ ranges: [ClosedRange<Int>]) -> String {
+        let shown = ranges.prefix(5).map { $0.count == 1 ? "\($0.lowerBound)" : "\($0.lowerBound)-\($0.upperBound)" }
+        return shown.joined(separator: ", ") + (ranges.count > 5 ? " and \(ranges.count - 5) more ranges" : "")
+    }
+
+    private mutating func assign(_ slot: Int, to endpoint: RedisEndpoint) {
+        let index: Int
+        if let known = masters.firstIndex(of: endpoint) {
+            index = known
+        } else {
+            masters.append(endpoint)
+            index = masters.count - 1
+        }
+        owners[slot] = Int16(index)
+    }
+
+    private static func unexpected(_ reply: RedisReply) -> RedisError {
+        RedisError(code: .unexpectedReply, message: "not a CLUSTER SLOTS reply: \(reply)")
+    }
+}

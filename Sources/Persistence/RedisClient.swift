@@ -1,0 +1,150 @@
+import ShardRouter
+import Synchronization
+
+/// Sends commands to the Redis node that serves their slot: one server, or the masters of a
+/// Redis Cluster. Keeps one `RedisConnection` per node it talks to; give each concurrent user
+/// (a shard, a flusher) a client of its own so their pipelines never queue behind each other.
+///
+/// `execute(_:)` splits a pipeline of slot groups by master, sends one pipeline per master
+/// (concurrently when there are several), and follows the cluster's answers (`SlotDispatch`):
+/// `MOVED`, `ASK`, `TRYAGAIN`, `CLUSTERDOWN`. Against one server it sends exactly the pipeline
+/// it was given. A connection that broke mid-pipeline leaves its groups' outcome unknown: they
+/// fail with `.connectionLost`, never retried.
+public final class RedisClient: Sendable {
+    /// The slot map this client routes by, shared with the process's other clients.
+    public let topology: RedisTopology
+    private let connections = Mutex<[RedisEndpoint: RedisConnection]>([:])
+
+    public init(topology: RedisTopology) {
+        self.topology = topology
+    }
+
+    /// A client of its own topology: one server or a cluster (which then still needs
+    /// `topology.discover()`).
+    public convenience init(configuration: RedisConfiguration) {
+        self.init(topology: RedisTopology(configuration: configuration))
+    }
+
+    /// Sends `groups` and returns one result per group, in order: the replies of its commands
+    /// (for an atomic group, those inside `EXEC`; error replies stay in their place), or why it
+    /// did not run (or, for `.connectionLost`, may or may not have run).
+    public func execute(_ groups: [SlotCommands]) async -> [Result<[RedisReply], RedisError>] {
+        guard !groups.isEmpty else { return [] }
+        var dispatch = SlotDispatch(groups, followsRedirects: topology.isCluster)
+        while true {
+            let map = topology.map
+            let sends = dispatch.nextRound { map.master(of: $0) }
+            if sends.isEmpty { break }
+            let outcomes = await perform(sends)
+            var refresh = false
+            for (send, outcome) in zip(sends, outcomes) {
+                for event in dispatch.receive(send, outcome) {
+                    switch event {
+                    case .moved(let slot, let endpoint): topology.noteMoved(slot, to: endpoint)
+                    case .refreshMap: refresh = true
+                    }
+                }
+            }
+            for (endpoint, counters) in dispatch.counters { topology.record(endpoint, counters: counters) }
+            if dispatch.isFinished { break }
+            if refresh { await topology.refresh() }
+            if let backoff = dispatch.backoff { try? await Task.sleep(for: backoff) }
+        }
+        return dispatch.results
+    }
+
+    /// Sends `groups` and returns their replies, or throws the first group's failure.
+    public func executeAll(_ groups: [SlotCommands]) async throws(RedisError) -> [[RedisReply]] {
+        var replies: [[RedisReply]] = []
+        replies.reserveCapacity(groups.count)
+        for result in await execute(groups) {
+            switch result {
+            case .success(let groupReplies): replies.append(groupReplies)
+            case .failure(let error): throw error
+            }
+        }
+        return replies
+    }
+
+    /// Sends `commands`, all of `slot`'s keys, in one pipeline; error replies stay in their place.
+    public func pipeline(_ commands: [RedisCommand], slot: HashSlot) async throws(RedisError) -> [RedisReply] {
+        try await executeAll([SlotCommands(slot: slot, commands: commands)])[0]
+    }
+
+    /// Runs `commands`, all of `slot`'s keys, as one `MULTI … EXEC` and returns their replies.
+    public func transaction(_ commands: [RedisCommand], slot: HashSlot) async throws(RedisError) -> [RedisReply] {
+        try await executeAll([SlotCommands(slot: slot, commands: commands, atomic: true)])[0]
+    }
+
+    /// Sends one command on `slot`'s node and returns its reply.
+    /// - Throws: `RedisError(.server)` with Redis's text for an error reply; connection errors.
+    @discardableResult
+    public func send(_ command: RedisCommand, slot: HashSlot) async throws(RedisError) -> RedisReply {
+        try await pipeline([command], slot: slot)[0].throwingServerError()
+    }
+
+    /// `PING` to every master of the map (the one server, for a Redis that is not a cluster).
+    /// - Throws: the first failure; `.clusterUnavailable` when slots have no master.
+    public func pingMasters() async throws(RedisError) {
+        let map = topology.map
+        let uncovered = map.uncoveredSlots
+        guard uncovered.isEmpty else {
+            throw RedisError(code: .clusterUnavailable, message: "no master serves slots \(ClusterSlotMap.describe(uncovered))")
+        }
+        let masters = Array(map.slotCounts.keys).sorted()
+        let sends = masters.map { SlotDispatch.Send(endpoint: $0, commands: [RedisCommand.ping()]) }
+        for (send, outcome) in zip(sends, await perform(sends)) {
+            switch outcome {
+            case .success(let replies): _ = try replies[0].throwingServerError()
+            case .failure(let error):
+                throw RedisError(code: error.code, message: "\(send.endpoint): \(error.message)")
+            }
+        }
+    }
+
+    /// Closes every connection; the next call opens new ones.
+    public func close() async {
+        let open = connections.withLock { connections in
+            defer { connections = [:] }
+            return Array(connections.values)
+        }
+        for connection in open { await connection.close() }
+    }
+
+    // MARK: - I/O
+
+    /// One pipeline per endpoint, concurrently when there are several.
+    private func perform(_ sends: [SlotDispatch.Send]) async -> [Result<[RedisReply], RedisError>] {
+        if sends.count == 1 { return [await perform(sends[0])] }
+        return await withTaskGroup(of: (Int, Result<[RedisReply], RedisError>).self) { group in
+            for (index, send) in sends.enumerated() {
+                group.addTask { (index, await self.perform(send)) }
+            }
+            var outcomes = [Result<[RedisReply], RedisError>](repeating: .success([]), count: sends.count)
+            for await (index, outcome) in group { outcomes[index] = outcome }
+            return outcomes
+        }
+    }
+
+    private func perform(_ send: SlotDispatch.Send) async -> Result<[RedisReply], RedisError> {
+        let connection = self.connection(send.endpoint)
+        do {
+            let replies = try await connection.pipeline(send.commands)
+            topology.record(send.endpoint, pipelines: 1)
+            return .success(replies)
+        } catch {
+            topology.record(send.endpoint, pipelines: 1, error: error)
+            if error.code == .connectionLost || error.code == .connectionFailed { topology.requestRefresh() }
+            return .failure(error)
+        }
+    }
+
+    private func connection(_ endpoint: RedisEndpoint) -> RedisConnection {
+        connections.withLock { connections in
+            if let known = connections[endpoint] { return known }
+            let connection = RedisConnection(configuration: topology.configuration.node(endpoint))
+            connections[endpoint] = connection
+            return connection
+        }
+    }
+}

@@ -1,0 +1,249 @@
+import ShardRouter
+import Synchronization
+
+/// Where each hash slot lives: one Redis for all of them, or the masters of a Redis Cluster —
+/// shared by every `RedisClient` of a process, with per-node statistics.
+///
+/// For a cluster, `discover()` reads the slot map from the seed nodes (`CLUSTER SLOTS`) and
+/// refuses a seed that is not a cluster node or a map with slots no master serves. Afterwards the
+/// map is read again after redirects and connection failures (`refresh()`), and every
+/// `topologyRefreshSeconds` while `run()` runs; a `MOVED` answer updates its slot at once.
+public final class RedisTopology: Sendable {
+    /// The deployment: one server or a cluster, its seeds, timeouts and limits.
+    public let configuration: RedisConfiguration
+    private let state: Mutex<State>
+    private let control: TopologyReader
+
+    private struct State {
+        var map: ClusterSlotMap
+        var nodes: [RedisEndpoint: RedisNodeState] = [:]
+        var refreshes = 0
+        var lastRefresh: ContinuousClock.Instant?
+        var lastRefreshError: String?
+        var refreshWanted = false
+    }
+
+    /// A topology for `configuration`. One server serves every slot at once; a cluster serves
+    /// none until `discover()`.
+    public init(configuration: RedisConfiguration) {
+        self.configuration = configuration
+        let map = configuration.mode == .single
+            ? ClusterSlotMap(single: RedisEndpoint(host: configuration.host, port: configuration.port))
+            : ClusterSlotMap()
+        state = Mutex(State(map: map))
+        control = TopologyReader(configuration: configuration)
+    }
+
+    /// Whether this is a Redis Cluster (redirects are followed) rather than one server.
+    public var isCluster: Bool { configuration.mode == .cluster }
+
+    /// The slot map of this moment.
+    public var map: ClusterSlotMap { state.withLock { $0.map } }
+
+    /// Reads the cluster's slot map from the seed nodes; for one server, does nothing.
+    /// - Throws: `RedisError(.clusterConfiguration)` when a seed answers but is not a cluster
+    ///   node, or the cluster leaves slots without a master; `.connectionFailed` when no seed
+    ///   can be reached.
+    public func discover() async throws(RedisError) {
+        guard isCluster else { return }
+        let found = try await control.read(candidates: configuration.seeds, strict: true)
+        install(found)
+    }
+
+    /// Reads the slot map again (cluster only), at most once per 50 ms however many callers
+    /// ask; keeps the old map when no node answers.
+    public func refresh() async {
+        guard isCluster else { return }
+        if let last = state.withLock({ $0.lastRefresh }), ContinuousClock.now - last < .milliseconds(50) { return }
+        let candidates = state.withLock { state in state.map.masters } + configuration.seeds
+        do {
+            install(try await control.read(candidates: candidates, strict: false))
+        } catch {
+            state.withLock { state in
+                state.lastRefresh = .now
+                state.lastRefreshError = error.message
+            }
+        }
+    }
+
+    /// Asks `run()` to read the map soon, without waiting for it.
+    func requestRefresh() {
+        state.withLock { $0.refreshWanted = true }
+    }
+
+    /// Until cancelled: reads the cluster's map every `topologyRefreshSeconds`, and within
+    /// 100 ms of a `requestRefresh()`. Returns at once for one server.
+    public func run() async {
+        guard isCluster else { return }
+        let period = Duration.seconds(configuration.topologyRefreshSeconds)
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .milliseconds(100))
+            let due = state.withLock { state in
+                state.refreshWanted || state.lastRefresh.map { ContinuousClock.now - $0 >= period } ?? true
+            }
+            if due { await refresh() }
+        }
+    }
+
+    /// Closes the connections used to read the map.
+    public func close() async {
+        await control.close()
+    }
+
+    /// Every node this process knows of — the masters of the map, and nodes that answered or
+    /// failed — with what it saw of each.
+    public func nodeStates() -> [RedisNodeState] {
+        state.withLock { state in
+            var nodes = state.nodes
+            for (endpoint, slots) in state.map.slotCounts {
+                nodes[endpoint, default: RedisNodeState(endpoint: endpoint)].slots = slots
+            }
+            for endpoint in nodes.keys where state.map.slotCounts[endpoint] == nil { nodes[endpoint]!.slots = 0 }
+            return nodes.values.sorted { $0.endpoint < $1.endpoint }
+        }
+    }
+
+    /// The map's refresh history: how many reads, how long since the last, its last failure.
+    public func refreshState() -> (refreshes: Int, secondsSinceRefresh: Double?, lastError: String?) {
+        state.withLock { state in
+            (state.refreshes, state.lastRefresh.map { (ContinuousClock.now - $0).inSeconds }, state.lastRefreshError)
+        }
+    }
+
+    // MARK: - What clients report
+
+    func noteMoved(_ slot: HashSlot, to endpoint: RedisEndpoint) {
+        state.withLock { state in
+            state.map.move(slot, to: endpoint)
+            state.refreshWanted = true
+        }
+    }
+
+    func record(_ endpoint: RedisEndpoint, pipelines: Int = 0, error: RedisError? = nil, counters: SlotDispatch.Counters? = nil) {
+        state.withLock { state in
+            var node = state.nodes[endpoint, default: RedisNodeState(endpoint: endpoint)]
+            node.pipelines += pipelines
+            if let error {
+                node.errors += 1
+                node.lastError = error.message
+                if error.code == .connectionFailed || error.code == .connectionLost { node.connected = false }
+            } else if pipelines > 0 {
+                node.connected = true
+            }
+            if let counters {
+                node.moved += counters.moved
+                node.ask += counters.ask
+                node.tryAgain += counters.tryAgain
+                node.clusterDown += counters.clusterDown
+            }
+            state.nodes[endpoint] = node
+        }
+    }
+
+    private func install(_ map: ClusterSlotMap) {
+        state.withLock { state in
+            state.map = map
+            state.refreshes += 1
+            state.lastRefresh = .now
+            state.lastRefreshError = nil
+            state.refreshWanted = false
+        }
+    }
+}
+
+/// What one process saw of one Redis node.
+public struct RedisNodeState: Sendable, Equatable {
+    public let endpoint: RedisEndpoint
+    /// Hash slots the node serves in the current map (0 for a node that is not a master).
+    public var slots = 0
+    /// Whether the last round trip to it succeeded.
+    public var connected = false
+    /// Pipelines sent to it.
+    public var pipelines = 0
+    /// Failed round trips (connection failures included) and the last one's message.
+    public var errors = 0
+    public var lastError: String?
+    /// Cluster answers it gave: `MOVED`, `ASK`, `TRYAGAIN`/`LOADING`, `CLUSTERDOWN`.
+    public var moved = 0
+    public var ask = 0
+    public var tryAgain = 0
+    public var clusterDown = 0
+
+    public init(endpoint: RedisEndpoint) {
+        self.endpoint = endpoint
+    }
+}
+
+/// Reads `CLUSTER SLOTS` from the first node that answers, over connections of its own.
+private actor TopologyReader {
+    let configuration: RedisConfiguration
+    private var connections: [RedisEndpoint: RedisConnection] = [:]
+    /// Nodes seen in earlier answers (replicas included), asked when the others fail.
+    private var knownNodes: [RedisEndpoint] = []
+
+    init(configuration: RedisConfiguration) {
+        self.configuration = configuration
+    }
+
+    /// Asks `candidates`, then every node seen before, until one gives a map that covers every
+    /// slot; without one, the answer that covers most.
+    /// - Parameter strict: at start — a node that is not a cluster, or a map with holes, is a
+    ///   configuration error.
+    func read(candidates: [RedisEndpoint], strict: Bool) async throws(RedisError) -> ClusterSlotMap {
+        var order: [RedisEndpoint] = []
+        for endpoint in candidates + knownNodes where !order.contains(endpoint) { order.append(endpoint) }
+        var best: ClusterSlotMap?
+        var failures: [String] = []
+        for endpoint in order {
+            let connection = self.connection(endpoint)
+            let reply: RedisReply
+            do {
+                reply = try await connection.send(RedisCommand("CLUSTER", "SLOTS"))
+            } catch {
+                if error.code == .server && error.message.contains("cluster support disabled") {
+                    throw RedisError(code: .clusterConfiguration,
+                                     message: "Redis at \(endpoint) is not a cluster node (cluster support disabled); use a redis:// URL for one server, or point redis-cluster:// at the nodes of a Redis Cluster")
+                }
+                failures.append("\(endpoint): \(error.message)")
+                continue
+            }
+            let map = try ClusterSlotMap(clusterSlots: reply, askedHost: endpoint.host)
+            remember(reply, askedHost: endpoint.host)
+            if map.uncoveredSlots.isEmpty { return map }
+            if strict {
+                throw RedisError(code: .clusterConfiguration,
+                                 message: "the Redis Cluster at \(endpoint) leaves slots without a master: \(ClusterSlotMap.describe(map.uncoveredSlots)) (cluster_state is not ok; assign every slot, e.g. redis-cli --cluster fix)")
+            }
+            if best == nil || map.uncoveredSlots.reduce(0, { $0 + $1.count }) < best!.uncoveredSlots.reduce(0, { $0 + $1.count }) {
+                best = map
+            }
+        }
+        if let best { return best }
+        throw RedisError(code: .connectionFailed,
+                         message: "no Redis Cluster node answered CLUSTER SLOTS (\(failures.joined(separator: "; ")))")
+    }
+
+    func close() async {
+        for connection in connections.values { await connection.close() }
+        connections = [:]
+    }
+
+    private func connection(_ endpoint: RedisEndpoint) -> RedisConnection {
+        if let known = connections[endpoint] { return known }
+        let connection = RedisConnection(configuration: configuration.node(endpoint))
+        connections[endpoint] = connection
+        return connection
+    }
+
+    /// Every node a `CLUSTER SLOTS` answer names, replicas included.
+    private func remember(_ reply: RedisReply, askedHost: String) {
+        for range in reply.array ?? [] {
+            for node in (range.array ?? []).dropFirst(2) {
+                guard let fields = node.array, fields.count >= 2, let host = fields[0].string,
+                      let port = fields[1].integer, (1...65535).contains(port) else { continue }
+                let endpoint = RedisEndpoint(host: host.isEmpty || host == "?" ? askedHost : host, port: Int(port))
+                if !knownNodes.contains(endpoint) { knownNodes.append(endpoint) }
+            }
+        }
+    }
+}
