@@ -32,13 +32,14 @@ struct CrashRecoveryTests {
         return expected
     }
 
-    @Test("SIGKILL in the middle of acknowledged changes: after restart and flush, PostgreSQL holds exactly the acknowledged states")
-    func killNineThenRecover() async throws {
+    @Test("SIGKILL in the middle of acknowledged changes: after restart and flush, PostgreSQL holds exactly the acknowledged states",
+          arguments: RedisTarget.allCases)
+    func killNineThenRecover(redis: RedisTarget) async throws {
         let pool = try await TestEnvironment.migratedPool()
         let posts = try await TestEnvironment.createPosts(6, in: pool)
         let prefix = TestEnvironment.uniqueKeyPrefix("crash")
         let driver = ChildProcess.builtProduct("CrashDriver")
-        let common = [TestEnvironment.postgresURL, TestEnvironment.redisURL, prefix, posts.map(String.init).joined(separator: ",")]
+        let common = [TestEnvironment.postgresURL, redis.url, prefix, posts.map(String.init).joined(separator: ",")]
 
         let child = try ChildProcess([driver, "run"] + common + ["16"])
         let enough = try await child.waitForOutput(timeout: .seconds(60)) { lines in
@@ -78,13 +79,14 @@ struct CrashRecoveryTests {
             let (post, count, rowCount) = (try row.int64(0), try row.int64(1), try row.int64(2))
             #expect(count == rowCount, "post \(post): likes_count \(count), rows \(rowCount)")
         }
-        print("crash test: \(acknowledged) acknowledged operations over \(expected.count) pairs before SIGKILL; \(undetermined) pairs in flight; lost \(lost), phantom \(phantom)")
+        print("crash test (\(redis)): \(acknowledged) acknowledged operations over \(expected.count) pairs before SIGKILL; \(undetermined) pairs in flight; lost \(lost), phantom \(phantom)")
         await pool.close()
     }
 
-    @Test("a restart without a final flush: the new service recovers the logs, flushes them, and reads its state from Redis")
-    func restartWithoutFlush() async throws {
-        let harness = try await WritePathHarness.start(posts: 3) { configuration in
+    @Test("a restart without a final flush: the new service recovers the logs, flushes them, and reads its state from Redis",
+          arguments: RedisTarget.allCases)
+    func restartWithoutFlush(redis: RedisTarget) async throws {
+        let harness = try await WritePathHarness.start(posts: 3, redis: redis) { configuration in
             configuration.flushOnlyWhenAsked()
         }
         for user in 1...40 {

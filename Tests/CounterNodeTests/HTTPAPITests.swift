@@ -7,9 +7,9 @@ import TestSupport
 
 @Suite("HTTP API over real sockets")
 struct HTTPAPITests {
-    @Test("every endpoint answers with the documented JSON")
-    func endpoints() async throws {
-        let http = try await HTTPHarness.start()
+    @Test("every endpoint answers with the documented JSON", arguments: RedisTarget.allCases)
+    func endpoints(redis: RedisTarget) async throws {
+        let http = try await HTTPHarness.start(redis: redis)
         let post = http.posts[0]
         let toggled = try await http.send("POST", "/v1/posts/\(post)/likes/7/toggle")
         #expect(toggled.status == 200)
@@ -77,9 +77,9 @@ struct HTTPAPITests {
         ("GET", "/admin/posts/POST?user=abc", HTTPHarness.adminToken, nil, 400, "invalid_id"),
     ]
 
-    @Test("bad requests get their documented status and JSON error, change nothing, and the node keeps serving")
-    func badRequests() async throws {
-        let http = try await HTTPHarness.start()
+    @Test("bad requests get their documented status and JSON error, change nothing, and the node keeps serving", arguments: RedisTarget.allCases)
+    func badRequests(redis: RedisTarget) async throws {
+        let http = try await HTTPHarness.start(redis: redis)
         let post = http.posts[0]
         _ = try await http.send("PUT", "/v1/posts/\(post)/likes/1")
         for (method, path, token, body, status, code) in Self.badRequests {
@@ -96,9 +96,9 @@ struct HTTPAPITests {
         await http.stop()
     }
 
-    @Test("oversized headers and bodies are refused; malformed request lines are answered by the HTTP library; the node keeps serving")
-    func malformedTraffic() async throws {
-        let http = try await HTTPHarness.start()
+    @Test("oversized headers and bodies are refused; malformed request lines are answered by the HTTP library; the node keeps serving", arguments: RedisTarget.allCases)
+    func malformedTraffic(redis: RedisTarget) async throws {
+        let http = try await HTTPHarness.start(redis: redis)
         let bigBody = #"{"post_ids":[1],"user_id":7,"pad":""# + String(repeating: "x", count: 70_000) + #""}"#
         let tooLarge = try await http.send("POST", "/v1/posts/query", body: bigBody)
         #expect(tooLarge.status == 413)
@@ -117,9 +117,9 @@ struct HTTPAPITests {
         await http.stop()
     }
 
-    @Test("keep-alive pipelined requests split at every byte boundary get the same answers")
-    func splitAtEveryByte() async throws {
-        let http = try await HTTPHarness.start()
+    @Test("keep-alive pipelined requests split at every byte boundary get the same answers", arguments: RedisTarget.allCases)
+    func splitAtEveryByte(redis: RedisTarget) async throws {
+        let http = try await HTTPHarness.start(redis: redis)
         let post = http.posts[0]
         let token = HTTPHarness.apiToken
         let requests = RawHTTPClient.request("PUT", "/v1/posts/\(post)/likes/3", token: token)
@@ -151,9 +151,9 @@ struct HTTPAPITests {
         await http.stop()
     }
 
-    @Test("concurrent toggles over HTTP on one post stay consistent with PostgreSQL")
-    func concurrentOverHTTP() async throws {
-        let http = try await HTTPHarness.start()
+    @Test("concurrent toggles over HTTP on one post stay consistent with PostgreSQL", arguments: RedisTarget.allCases)
+    func concurrentOverHTTP(redis: RedisTarget) async throws {
+        let http = try await HTTPHarness.start(redis: redis)
         let post = http.posts[0]
         let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
             for user in 1...200 { group.addTask { try await http.send("PUT", "/v1/posts/\(post)/likes/\(user)").status } }

@@ -5,9 +5,9 @@ import TestSupport
 
 @Suite("Admin API: reconcile and dead letters")
 struct HTTPAdminTests {
-    @Test("reconcile finds a drift planted in PostgreSQL and repairs it while writes continue")
-    func reconcileRepairsDrift() async throws {
-        let http = try await HTTPHarness.start(posts: 2)
+    @Test("reconcile finds a drift planted in PostgreSQL and repairs it while writes continue", arguments: RedisTarget.allCases)
+    func reconcileRepairsDrift(redis: RedisTarget) async throws {
+        let http = try await HTTPHarness.start(posts: 2, redis: redis)
         let post = http.posts[0]
         for user in 1...10 { _ = try await http.send("PUT", "/v1/posts/\(post)/likes/\(user)") }
         _ = try await http.send("POST", "/admin/flush", token: HTTPHarness.adminToken)
@@ -31,9 +31,9 @@ struct HTTPAdminTests {
         await http.stop()
     }
 
-    @Test("reconcile pages through all posts")
-    func reconcilePages() async throws {
-        let http = try await HTTPHarness.start(posts: 3)
+    @Test("reconcile pages through all posts", arguments: RedisTarget.allCases)
+    func reconcilePages(redis: RedisTarget) async throws {
+        let http = try await HTTPHarness.start(posts: 3, redis: redis)
         let first = http.posts[0] - 1
         let page = try await http.send("POST", "/admin/reconcile", token: HTTPHarness.adminToken, body: #"{"after":\#(first),"limit":2}"#)
         #expect(page.text.contains(#""checked":2"#))
@@ -43,10 +43,10 @@ struct HTTPAdminTests {
         await http.stop()
     }
 
-    @Test("dead letters: listed with the reason, replayed once the cause is fixed, then gone")
-    func deadLetterReplay() async throws {
+    @Test("dead letters: listed with the reason, replayed once the cause is fixed, then gone", arguments: RedisTarget.allCases)
+    func deadLetterReplay(redis: RedisTarget) async throws {
         // Nothing flushes until asked, so the like is still pending when its post is deleted.
-        let http = try await HTTPHarness.start(posts: 2, writePath: {
+        let http = try await HTTPHarness.start(posts: 2, redis: redis, writePath: {
             $0.flushOnlyWhenAsked()
         })
         let post = http.posts[1]

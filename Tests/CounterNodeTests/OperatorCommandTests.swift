@@ -58,9 +58,9 @@ struct OperatorCommandTests {
         await http.stop()
     }
 
-    @Test("inspect says pending before a flush and agree after flush --wait; stats shows the backlog")
-    func inspectAndFlush() async throws {
-        let http = try await HTTPHarness.start(posts: 1, writePath: {
+    @Test("inspect says pending before a flush and agree after flush --wait; stats shows the backlog", arguments: RedisTarget.allCases)
+    func inspectAndFlush(redis: RedisTarget) async throws {
+        let http = try await HTTPHarness.start(posts: 1, redis: redis, writePath: {
             $0.flushOnlyWhenAsked()
         })
         let post = http.posts[0]
@@ -119,9 +119,9 @@ struct OperatorCommandTests {
         await http.stop()
     }
 
-    @Test("reconcile finds drift planted in PostgreSQL, repairs it while writes continue, and then finds none")
-    func reconcileRepairs() async throws {
-        let http = try await HTTPHarness.start(posts: 3)
+    @Test("reconcile finds drift planted in PostgreSQL, repairs it while writes continue, and then finds none", arguments: RedisTarget.allCases)
+    func reconcileRepairs(redis: RedisTarget) async throws {
+        let http = try await HTTPHarness.start(posts: 3, redis: redis)
         let post = http.posts[0]
         for user in 1...10 { _ = try await http.send("PUT", "/v1/posts/\(post)/likes/\(user)") }
         #expect(await Self.run(["flush", "--wait"], node: http).0 == .success)
@@ -164,9 +164,9 @@ struct OperatorCommandTests {
         await http.stop()
     }
 
-    @Test("reconcile reports a Redis count that differs from PostgreSQL with nothing pending")
-    func reconcileRedisDrift() async throws {
-        let http = try await HTTPHarness.start(posts: 1)
+    @Test("reconcile reports a Redis count that differs from PostgreSQL with nothing pending", arguments: RedisTarget.allCases)
+    func reconcileRedisDrift(redis: RedisTarget) async throws {
+        let http = try await HTTPHarness.start(posts: 1, redis: redis)
         let post = http.posts[0]
         for user in 1...3 { _ = try await http.send("PUT", "/v1/posts/\(post)/likes/\(user)") }
         #expect(await Self.run(["flush", "--wait"], node: http).0 == .success)
@@ -178,9 +178,9 @@ struct OperatorCommandTests {
         await http.stop()
     }
 
-    @Test("dead-letters list shows the reason; replay applies the change once the post exists again; drop removes")
-    func deadLetters() async throws {
-        let http = try await HTTPHarness.start(posts: 2, writePath: {
+    @Test("dead-letters list shows the reason; replay applies the change once the post exists again; drop removes", arguments: RedisTarget.allCases)
+    func deadLetters(redis: RedisTarget) async throws {
+        let http = try await HTTPHarness.start(posts: 2, redis: redis, writePath: {
             $0.flushOnlyWhenAsked()
         })
         let post = http.posts[1]

@@ -84,9 +84,9 @@ struct WritePathFailureTests {
 
 @Suite("Write path behaviour against the shared servers")
 struct WritePathBehaviourTests {
-    @Test("a post deleted with pending likes: its changes reach the dead-letter stream with the reason; other posts are applied")
-    func deadLetters() async throws {
-        let harness = try await WritePathHarness.start(posts: 2) {
+    @Test("a post deleted with pending likes: its changes reach the dead-letter stream with the reason; other posts are applied", arguments: RedisTarget.allCases)
+    func deadLetters(redis: RedisTarget) async throws {
+        let harness = try await WritePathHarness.start(posts: 2, redis: redis) {
             $0.flushOnlyWhenAsked()
             $0.shardCount = 1
         }
@@ -117,9 +117,9 @@ struct WritePathBehaviourTests {
         await harness.stop()
     }
 
-    @Test("a post liked without pause is flushed within the maximum age, though the interval and batch size never trigger")
-    func maximumAge() async throws {
-        let harness = try await WritePathHarness.start(posts: 1) {
+    @Test("a post liked without pause is flushed within the maximum age, though the interval and batch size never trigger", arguments: RedisTarget.allCases)
+    func maximumAge(redis: RedisTarget) async throws {
+        let harness = try await WritePathHarness.start(posts: 1, redis: redis) {
             $0.flushInterval = .seconds(60)
             $0.flushBatchSize = 1_000_000
             $0.flushMaxAge = .milliseconds(250)
@@ -142,9 +142,9 @@ struct WritePathBehaviourTests {
         await harness.stop()
     }
 
-    @Test("above the backlog limit writes are refused with a retryable error; reads go on; writes resume after a flush")
-    func backlogLimit() async throws {
-        let harness = try await WritePathHarness.start(posts: 1) {
+    @Test("above the backlog limit writes are refused with a retryable error; reads go on; writes resume after a flush", arguments: RedisTarget.allCases)
+    func backlogLimit(redis: RedisTarget) async throws {
+        let harness = try await WritePathHarness.start(posts: 1, redis: redis) {
             $0.shardCount = 1
             $0.backlogLimitPerShard = 20
             $0.flushOnlyWhenAsked()
@@ -160,9 +160,9 @@ struct WritePathBehaviourTests {
         await harness.stop()
     }
 
-    @Test("memory holds at most the configured posts; evicted posts still answer correctly from Redis")
-    func memoryBound() async throws {
-        let harness = try await WritePathHarness.start(posts: 30) {
+    @Test("memory holds at most the configured posts; evicted posts still answer correctly from Redis", arguments: RedisTarget.allCases)
+    func memoryBound(redis: RedisTarget) async throws {
+        let harness = try await WritePathHarness.start(posts: 30, redis: redis) {
             $0.shardCount = 1
             $0.cachedPostsPerShard = 5
         }
@@ -180,9 +180,9 @@ struct WritePathBehaviourTests {
         await harness.stop()
     }
 
-    @Test("postgres acknowledgement: the answer comes after the change is committed in PostgreSQL")
-    func postgresAcknowledgement() async throws {
-        let harness = try await WritePathHarness.start(posts: 1) { $0.acknowledgement = .postgres }
+    @Test("postgres acknowledgement: the answer comes after the change is committed in PostgreSQL", arguments: RedisTarget.allCases)
+    func postgresAcknowledgement(redis: RedisTarget) async throws {
+        let harness = try await WritePathHarness.start(posts: 1, redis: redis) { $0.acknowledgement = .postgres }
         let post = harness.posts[0]
         let answers = try await withThrowingTaskGroup(of: LikeState.self) { group in
             for user in 1...200 { group.addTask { try await harness.service.perform(.like, post: post, user: Int64(user)) } }
@@ -196,9 +196,9 @@ struct WritePathBehaviourTests {
         await harness.stop()
     }
 
-    @Test("memory acknowledgement: answers come before the Redis write, and the changes still arrive everywhere")
-    func memoryAcknowledgement() async throws {
-        let harness = try await WritePathHarness.start(posts: 1) { $0.acknowledgement = .memory }
+    @Test("memory acknowledgement: answers come before the Redis write, and the changes still arrive everywhere", arguments: RedisTarget.allCases)
+    func memoryAcknowledgement(redis: RedisTarget) async throws {
+        let harness = try await WritePathHarness.start(posts: 1, redis: redis) { $0.acknowledgement = .memory }
         let post = harness.posts[0]
         for user in 1...30 { #expect(try await harness.service.perform(.like, post: post, user: Int64(user)).likesCount == Int64(user)) }
         try await harness.service.flush()

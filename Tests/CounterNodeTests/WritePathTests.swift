@@ -6,9 +6,9 @@ import TestSupport
 
 @Suite("Write path against real Redis and PostgreSQL")
 struct WritePathTests {
-    @Test("1,000 concurrent likes then 500 unlikes on one post: serial answers, exact counts everywhere, few transactions")
-    func concurrentLikesOnOnePost() async throws {
-        let harness = try await WritePathHarness.start(posts: 1)
+    @Test("1,000 concurrent likes then 500 unlikes on one post: serial answers, exact counts everywhere, few transactions", arguments: RedisTarget.allCases)
+    func concurrentLikesOnOnePost(redis: RedisTarget) async throws {
+        let harness = try await WritePathHarness.start(posts: 1, redis: redis)
         let post = harness.posts[0]
         let likeCounts = try await withThrowingTaskGroup(of: LikeState.self) { group in
             for user in 1...1_000 { group.addTask { try await harness.service.perform(.like, post: post, user: Int64(user)) } }
@@ -45,9 +45,9 @@ struct WritePathTests {
         await harness.stop()
     }
 
-    @Test("a toggle storm by one user ends in the state of the last answer")
-    func toggleStorm() async throws {
-        let harness = try await WritePathHarness.start(posts: 1)
+    @Test("a toggle storm by one user ends in the state of the last answer", arguments: RedisTarget.allCases)
+    func toggleStorm(redis: RedisTarget) async throws {
+        let harness = try await WritePathHarness.start(posts: 1, redis: redis)
         let post = harness.posts[0]
         let answers = try await withThrowingTaskGroup(of: LikeState.self) { group in
             for _ in 0..<201 { group.addTask { try await harness.service.perform(.toggle, post: post, user: 77) } }
@@ -65,9 +65,9 @@ struct WritePathTests {
         await harness.stop()
     }
 
-    @Test("like twice counts once; unlike of a non-member changes nothing and writes nothing")
-    func idempotency() async throws {
-        let harness = try await WritePathHarness.start(posts: 1)
+    @Test("like twice counts once; unlike of a non-member changes nothing and writes nothing", arguments: RedisTarget.allCases)
+    func idempotency(redis: RedisTarget) async throws {
+        let harness = try await WritePathHarness.start(posts: 1, redis: redis)
         let post = harness.posts[0]
         #expect(try await harness.service.perform(.like, post: post, user: 5) == LikeState(postID: post, userID: 5, isLiked: true, likesCount: 1))
         #expect(try await harness.service.perform(.like, post: post, user: 5) == LikeState(postID: post, userID: 5, isLiked: true, likesCount: 1))
@@ -80,9 +80,9 @@ struct WritePathTests {
         await harness.stop()
     }
 
-    @Test("a post missing from posts is refused as unknown, and nothing is written for it")
-    func unknownPost() async throws {
-        let harness = try await WritePathHarness.start(posts: 1)
+    @Test("a post missing from posts is refused as unknown, and nothing is written for it", arguments: RedisTarget.allCases)
+    func unknownPost(redis: RedisTarget) async throws {
+        let harness = try await WritePathHarness.start(posts: 1, redis: redis)
         let ghost = harness.posts[0] + 1_000_000_000_000
         let error = await #expect(throws: CounterError.self) { try await harness.service.perform(.like, post: ghost, user: 1) }
         #expect(error?.code == .unknownPost)
@@ -100,9 +100,9 @@ struct WritePathTests {
         await harness.stop()
     }
 
-    @Test("a post is hydrated from the likes PostgreSQL already has, once")
-    func hydrationFromPostgres() async throws {
-        let harness = try await WritePathHarness.start(posts: 1)
+    @Test("a post is hydrated from the likes PostgreSQL already has, once", arguments: RedisTarget.allCases)
+    func hydrationFromPostgres(redis: RedisTarget) async throws {
+        let harness = try await WritePathHarness.start(posts: 1, redis: redis)
         let post = harness.posts[0]
         try await harness.pool.query("INSERT INTO likes (user_id, post_id) SELECT u, $1 FROM generate_series(1, 30) u", [.int64(post)])
         try await harness.pool.query("UPDATE posts SET likes_count = 30 WHERE id = $1", [.int64(post)])
