@@ -16,9 +16,25 @@ public enum NodeServer {
         let signals = SignalStream(signals: [SIGTERM, SIGINT])
 
         let pool = PostgresPool(configuration: configuration.postgres)
-        let redis: RedisConfiguration
+        let service: CounterService
         do {
-            redis = try RedisConfiguration(url: configuration.redisURL)
+            let redis = try RedisConfiguration(url: configuration.redisURL)
+            service = try CounterService(configuration: configuration.writePath, postgres: pool, redis: redis)
+        } catch {
+            output.error("cannot start: \(error)")
+            await pool.close()
+            return .usage
+        }
+        let adminRedis = RedisClient(topology: service.redisTopology)
+        let server: HTTPServer
+        do {
+            // Redis's shape first: a seed that is not a cluster, or a cluster with slots no master
+            // serves, is a configuration error found before anything is written.
+            try await service.redisTopology.discover()
+            if service.redisTopology.isCluster {
+                let masters = service.redisTopology.map.slotCounts.keys.sorted().map(\.description)
+                log.log(.info, "redis_cluster", ["masters": masters.joined(separator: ",")])
+            }
             if configuration.migrateOnStart {
                 let report = try await SchemaMigrator.migrate(pool)
                 log.log(.info, "migrated", ["applied": report.applied.map(String.init).joined(separator: ","),
@@ -29,29 +45,7 @@ public enum NodeServer {
                                      [.int64(Int64(configuration.demoPosts))])
                 log.log(.info, "demo_posts", ["ids": "1-\(configuration.demoPosts)"])
             }
-        } catch {
-            output.error("cannot start: \(error)")
-            await pool.close()
-            return .failure
-        }
-
-        let service: CounterService
-        let server: HTTPServer
-        let adminRedis: RedisClient
-        do {
-            service = try CounterService(configuration: configuration.writePath, postgres: pool, redis: redis)
-        } catch {
-            output.error("cannot start: \(error)")
-            await pool.close()
-            return .failure
-        }
-        adminRedis = RedisClient(topology: service.redisTopology)
-        do {
             try await service.start()
-            if service.redisTopology.isCluster {
-                let masters = service.redisTopology.map.slotCounts.keys.sorted().map(\.description)
-                log.log(.info, "redis_cluster", ["masters": masters.joined(separator: ",")])
-            }
             let api = CounterAPI(service: service, tokens: configuration.tokens, postgres: pool, redis: adminRedis)
             server = try HTTPServer(configuration: configuration.http, handler: api)
             try server.start()

@@ -66,6 +66,7 @@ struct SlotDispatch {
     private let followsRedirects: Bool
     private let maximumRounds: Int
     private var rounds = 0
+    /// Rounds before this one, back to back, that met a `TRYAGAIN`.
     private var tryAgainStreak = 0
     private var sawTryAgain = false
     /// Redirect counts per endpoint that answered with them.
@@ -96,7 +97,7 @@ struct SlotDispatch {
     /// otherwise none.
     var backoff: Duration? {
         guard sawTryAgain else { return nil }
-        return .milliseconds(min(5 << min(tryAgainStreak - 1, 10), 200))
+        return .milliseconds(min(5 << min(tryAgainStreak, 10), 200))
     }
 
     /// The pipelines of the next round, at most one per endpoint. Groups whose slot no master

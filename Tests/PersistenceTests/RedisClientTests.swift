@@ -1,4 +1,5 @@
 import Persistence
+import ShardRouter
 import Testing
 import TestSupport
 
@@ -138,6 +139,51 @@ struct RedisClientTests {
     ])
     func badURLs(url: String) {
         #expect(throws: RedisError.self) { try RedisConfiguration(url: url) }
+    }
+
+    @Test("bad Redis Cluster URLs are refused with a reason", arguments: [
+        "redis-cluster://", "redis-cluster://host", "redis-cluster://host:1,", "redis-cluster://,host:1",
+        "redis-cluster://host:0", "redis-cluster://host:1/2", "redis-cluster://host:1,,host:2", "redis-cluster://h:1,h:x",
+        "redis-cluster://:pw@", "rediscluster://host:1",
+    ])
+    func badClusterURLs(url: String) {
+        let error = #expect(throws: RedisError.self) { try RedisConfiguration(url: url) }
+        #expect(error?.code == .invalidArgument)
+        #expect(error?.message.contains(url) == true)
+    }
+
+    @Test("cluster URLs give the seed nodes in order, without repeats, and a password")
+    func clusterURL() throws {
+        let configuration = try RedisConfiguration(url: "redis-cluster://:pw@10.0.0.1:7000,cache-b:7001,10.0.0.1:7000,[::1]:7002")
+        #expect(configuration.mode == .cluster)
+        #expect(configuration.seeds == [RedisEndpoint(host: "10.0.0.1", port: 7000), RedisEndpoint(host: "cache-b", port: 7001),
+                                        RedisEndpoint(host: "::1", port: 7002)])
+        #expect(configuration.password == "pw")
+        #expect(configuration.seeds[2].description == "[::1]:7002")
+        let single = try RedisConfiguration(url: "redis://127.0.0.1:6380")
+        #expect(single.mode == .single)
+        #expect(single.seeds == [RedisEndpoint(host: "127.0.0.1", port: 6380)])
+    }
+
+    @Test("a CLUSTER SLOTS reply becomes a slot map; holes are named; MOVED changes one slot")
+    func clusterSlotMap() throws {
+        func node(_ host: String, _ port: Int64) -> RedisReply { .array([.bulkString(Array(host.utf8)), .integer(port), .bulkString(Array("id".utf8))]) }
+        let reply = RedisReply.array([
+            .array([.integer(0), .integer(5460), node("10.0.0.1", 7000), node("10.0.0.4", 7003)]),
+            .array([.integer(5461), .integer(10922), node("", 7001)]),
+            .array([.integer(10924), .integer(16383), node("10.0.0.3", 7002)]),
+        ])
+        var map = try ClusterSlotMap(clusterSlots: reply, askedHost: "10.0.0.2")
+        #expect(map.master(of: HashSlot(rawValue: 0)!) == RedisEndpoint(host: "10.0.0.1", port: 7000))
+        #expect(map.master(of: HashSlot(rawValue: 6000)!) == RedisEndpoint(host: "10.0.0.2", port: 7001))
+        #expect(map.master(of: HashSlot(rawValue: 10923)!) == nil)
+        #expect(map.uncoveredSlots == [10923...10923])
+        #expect(ClusterSlotMap.describe(map.uncoveredSlots) == "10923")
+        #expect(map.slotCounts[RedisEndpoint(host: "10.0.0.3", port: 7002)] == 5460)
+        map.move(HashSlot(rawValue: 10923)!, to: RedisEndpoint(host: "10.0.0.3", port: 7002))
+        #expect(map.uncoveredSlots.isEmpty)
+        #expect(throws: RedisError.self) { try ClusterSlotMap(clusterSlots: .array([.array([.integer(0)])]), askedHost: "x") }
+        #expect(ClusterSlotMap(single: RedisEndpoint(host: "h", port: 1)).uncoveredSlots.isEmpty)
     }
 
     @Test("URLs with password and database are read")
