@@ -32,6 +32,13 @@ struct HTTPAPITests {
         let stats = try await http.send("GET", "/admin/stats", token: HTTPHarness.adminToken)
         #expect(stats.status == 200)
         #expect(stats.text.contains(#""total":{"#) && stats.text.contains(#""pending_changes":0"#))
+        // The Redis nodes as the node sees them: every slot served, by connected masters.
+        let redisStats = try JSONParser.parse(Array(stats.text.utf8))["redis"]
+        #expect(redisStats?["mode"]?.string == (redis == .cluster ? "cluster" : "single"))
+        let nodes = redisStats?["nodes"]?.array ?? []
+        #expect(nodes.reduce(0) { $0 + ($1["slots"]?.int64 ?? 0) } == 16_384)
+        #expect(nodes.filter { ($0["slots"]?.int64 ?? 0) > 0 }.count == (redis == .cluster ? 3 : 1))
+        #expect(nodes.filter { ($0["slots"]?.int64 ?? 0) > 0 }.allSatisfy { $0["connected"]?.bool == true })
         let inspect = try await http.send("GET", "/admin/posts/\(post)?user=8", token: HTTPHarness.adminToken)
         #expect(inspect.text.contains(#""verdict":"agree""#))
         #expect(inspect.text.contains(#""postgres":{"exists":true,"likes_count":1,"likes_rows":1,"is_liked":true}"#))
@@ -42,6 +49,8 @@ struct HTTPAPITests {
         #expect(metrics.text.contains(#"counter_http_requests_total{route="/v1/posts/{post}/likes/{user}/toggle",status="200"} 1"#))
         #expect(metrics.text.contains("counter_http_request_duration_seconds_bucket"))
         #expect(metrics.text.contains("counter_backlog_changes{shard=\"0\"}"))
+        #expect(metrics.text.contains("counter_redis_node_up{endpoint=\""))
+        #expect(metrics.text.contains(#"kind="moved"}"#))
         await http.stop()
     }
 

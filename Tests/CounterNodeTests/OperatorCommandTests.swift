@@ -71,6 +71,10 @@ struct OperatorCommandTests {
         let totalRow = statsText.split(separator: "\n").first { $0.hasPrefix("total") }
         #expect(totalRow?.split(separator: " ").dropFirst().first == "5", "\(statsText)")
         #expect(statsText.contains("memory in use"))
+        // The Redis nodes: one row per node; the cluster's three masters split the slots.
+        #expect(statsText.contains(redis == .cluster ? "redis (cluster)" : "redis (single)"), "\(statsText)")
+        let nodeRows = statsText.split(separator: "\n").filter { $0.hasPrefix("127.0.0.1:") }
+        #expect(nodeRows.compactMap { Int($0.split(separator: " ")[1]) }.reduce(0, +) == 16_384, "\(statsText)")
 
         let (pending, pendingText) = await Self.run(["inspect", String(post), "--user", "3"], node: http)
         #expect(pending == .success)

@@ -1,8 +1,10 @@
 import Foundation
+import Persistence
 
-/// `ShardStats` as the admin API's JSON: `{"shards":[…],"total":{…}}`.
+/// `ShardStats` and the Redis nodes as the admin API's JSON:
+/// `{"shards":[…],"total":{…},"redis":{…},"resident_memory_bytes":…}`.
 enum StatsJSON {
-    static func encode(_ shards: [ShardStats]) -> [UInt8] {
+    static func encode(_ shards: [ShardStats], redis topology: RedisTopology) -> [UInt8] {
         var writer = JSONWriter(capacity: 512 * (shards.count + 1))
         writer.objectStart()
         writer.key("shards")
@@ -11,6 +13,8 @@ enum StatsJSON {
         writer.arrayEnd()
         writer.key("total")
         write(total(shards), into: &writer, shard: nil)
+        writer.key("redis")
+        write(topology, into: &writer)
         if let resident = residentMemoryBytes() { writer.field("resident_memory_bytes", resident) }
         writer.objectEnd()
         return writer.bytes
@@ -62,6 +66,35 @@ enum StatsJSON {
         writer.field("redis_errors", stats.redisErrors)
         writer.field("postgres_errors", stats.postgresErrors)
         writer.field("lost_memory_acknowledgements", stats.lostMemoryAcknowledgements)
+        writer.objectEnd()
+    }
+
+    /// The Redis deployment as this node sees it: per node (the masters, and nodes it has met),
+    /// how many slots it serves, whether the last round trip worked, and its redirects and errors.
+    private static func write(_ topology: RedisTopology, into writer: inout JSONWriter) {
+        let refresh = topology.refreshState()
+        writer.objectStart()
+        writer.field("mode", topology.configuration.mode.rawValue)
+        writer.field("map_refreshes", refresh.refreshes)
+        if let seconds = refresh.secondsSinceRefresh { writer.field("seconds_since_map_refresh", seconds) } else { writer.nullField("seconds_since_map_refresh") }
+        if let error = refresh.lastError { writer.field("last_map_error", error) } else { writer.nullField("last_map_error") }
+        writer.key("nodes")
+        writer.arrayStart()
+        for node in topology.nodeStates() {
+            writer.objectStart()
+            writer.field("endpoint", node.endpoint.description)
+            writer.field("slots", node.slots)
+            writer.field("connected", node.connected)
+            writer.field("pipelines", node.pipelines)
+            writer.field("errors", node.errors)
+            writer.field("moved", node.moved)
+            writer.field("ask", node.ask)
+            writer.field("try_again", node.tryAgain)
+            writer.field("cluster_down", node.clusterDown)
+            if let error = node.lastError { writer.field("last_error", error) } else { writer.nullField("last_error") }
+            writer.objectEnd()
+        }
+        writer.arrayEnd()
         writer.objectEnd()
     }
 

@@ -135,7 +135,7 @@ public final class CounterAPI: HTTPHandler {
                 writer.objectEnd()
                 return HTTPResponse(status: 200, body: writer.bytes)
             case .adminStats:
-                return HTTPResponse(status: 200, body: StatsJSON.encode(await service.stats()))
+                return HTTPResponse(status: 200, body: StatsJSON.encode(await service.stats(), redis: service.redisTopology))
             case .adminInspect(let post):
                 let user: Int64?
                 if let text = request.query["user"] {
@@ -222,6 +222,7 @@ public final class CounterAPI: HTTPHandler {
         var text = ""
         metrics.render(into: &text)
         MetricsText.renderShards(await service.stats(), into: &text)
+        MetricsText.renderRedis(service.redisTopology, into: &text)
         return HTTPResponse(status: 200, contentType: "text/plain; version=0.0.4", body: Array(text.utf8))
     }
 }

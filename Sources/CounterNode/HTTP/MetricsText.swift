@@ -1,5 +1,29 @@
+import Persistence
+
 /// The write path's figures in Prometheus text format.
 enum MetricsText {
+    /// Per Redis node (one server, or each cluster node this process has met): up, slots served,
+    /// pipelines, errors, redirects by kind; and how often the slot map was read.
+    static func renderRedis(_ topology: RedisTopology, into text: inout String) {
+        let nodes = topology.nodeStates()
+        func family(_ name: String, _ type: String, _ help: String, _ value: (RedisNodeState) -> String) {
+            text += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
+            for node in nodes { text += "\(name){endpoint=\"\(node.endpoint)\"} \(value(node))\n" }
+        }
+        family("counter_redis_node_up", "gauge", "1 when the last round trip to this Redis node worked.") { $0.connected ? "1" : "0" }
+        family("counter_redis_node_slots", "gauge", "Hash slots this Redis node serves in the node's slot map.") { "\($0.slots)" }
+        family("counter_redis_node_pipelines_total", "counter", "Pipelines sent to this Redis node.") { "\($0.pipelines)" }
+        family("counter_redis_node_errors_total", "counter", "Round trips to this Redis node that failed.") { "\($0.errors)" }
+        text += "# HELP counter_redis_redirects_total Redis Cluster answers that sent commands elsewhere or back: moved, ask, tryagain, clusterdown.\n# TYPE counter_redis_redirects_total counter\n"
+        for node in nodes {
+            for (kind, count) in [("moved", node.moved), ("ask", node.ask), ("tryagain", node.tryAgain), ("clusterdown", node.clusterDown)] {
+                text += "counter_redis_redirects_total{endpoint=\"\(node.endpoint)\",kind=\"\(kind)\"} \(count)\n"
+            }
+        }
+        text += "# HELP counter_redis_map_refreshes_total Times the Redis Cluster slot map was read.\n# TYPE counter_redis_map_refreshes_total counter\n"
+        text += "counter_redis_map_refreshes_total \(topology.refreshState().refreshes)\n"
+    }
+
     static func renderShards(_ shards: [ShardStats], into text: inout String) {
         func family(_ name: String, _ type: String, _ help: String, _ value: (ShardStats) -> String) {
             text += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"

@@ -21,6 +21,19 @@ enum OperatorReport {
         if let error = json["total"]?["last_flush_error"]?.string {
             text += "\nlast flush error: \(error)"
         }
+        if let redis = json["redis"], let nodes = redis["nodes"]?.array, !nodes.isEmpty {
+            let rows = nodes.map { node -> [String] in
+                [node["endpoint"]?.string ?? "?", int(node["slots"]), (node["connected"]?.bool ?? false) ? "yes" : "no",
+                 int(node["pipelines"]), int(node["errors"]), int(node["moved"]), int(node["ask"]),
+                 int(node["try_again"]), int(node["cluster_down"])]
+            }
+            text += "\n\nredis (\(redis["mode"]?.string ?? "?"))\n"
+            text += table(["node", "slots", "connected", "pipelines", "errors", "moved", "ask", "tryagain", "clusterdown"], rows)
+            for node in nodes {
+                if let error = node["last_error"]?.string { text += "\n\(node["endpoint"]?.string ?? "?") last error: \(error)" }
+            }
+            if let error = redis["last_map_error"]?.string { text += "\nlast slot map refresh failed: \(error)" }
+        }
         if let bytes = json["resident_memory_bytes"]?.int64 {
             text += "\nmemory in use (resident): \(String(format: "%.1f", Double(bytes) / 1_048_576)) MiB"
         }
