@@ -15,7 +15,7 @@ struct HTTPAdminTests {
 
         let report = try await http.send("POST", "/admin/reconcile", token: HTTPHarness.adminToken, body: #"{"post_ids":[\#(post),\#(http.posts[1])]}"#)
         #expect(report.status == 200)
-        #expect(report.text == #"{"checked":2,"drifted":[{"post_id":\#(post),"likes_count":15,"likes_rows":10}],"redis_drifted":[],"redis_pending":0,"repaired":0,"next_after":null}"#)
+        #expect(report.text == #"{"checked":2,"drifted":[{"post_id":\#(post),"likes_count":15,"likes_rows":10}],"redis_drifted":[],"redis_pending":0,"repaired":0,"redis_repaired":0,"next_after":null}"#)
 
         // Repair while likes keep arriving and flushing.
         let writer = Task {

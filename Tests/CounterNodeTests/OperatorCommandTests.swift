@@ -168,7 +168,8 @@ struct OperatorCommandTests {
         await http.stop()
     }
 
-    @Test("reconcile reports a Redis count that differs from PostgreSQL with nothing pending", arguments: RedisTarget.allCases)
+    @Test("reconcile reports a Redis count that differs from PostgreSQL with nothing pending; --repair has Redis load the post from PostgreSQL again",
+          arguments: RedisTarget.allCases)
     func reconcileRedisDrift(redis: RedisTarget) async throws {
         let http = try await HTTPHarness.start(posts: 1, redis: redis)
         let post = http.posts[0]
@@ -179,6 +180,20 @@ struct OperatorCommandTests {
         let (status, text) = await Self.run(["reconcile", "--post", String(post)], node: http)
         #expect(status == .driftFound)
         #expect(text.contains("Redis: 1 post(s) differ"), "\(text)")
+        #expect(try await http.writePath.redisCount(post) == 4, "reporting must not change anything")
+
+        let (repaired, repairedText) = await Self.run(["reconcile", "--post", String(post), "--repair"], node: http)
+        #expect(repaired == .success, "\(repairedText)")
+        #expect(repairedText.contains("Redis: 1 of 1 post(s) reset"), "\(repairedText)")
+        // The next touch loads the post from PostgreSQL: the planted member is gone, the rest is there.
+        #expect(try await http.send("GET", "/v1/posts/\(post)/likes/999").text.contains(#""is_liked":false,"likes_count":3"#))
+        #expect(try await http.writePath.redisCount(post) == 3)
+        #expect(try await http.writePath.redisIsMember(post, 2))
+        _ = try await http.send("PUT", "/v1/posts/\(post)/likes/4")
+        #expect(await Self.run(["flush", "--wait"], node: http).0 == .success)
+        #expect(try await http.writePath.postgresCounts()[post].map { [$0.count, $0.rows] } == [4, 4])
+        let (clean, cleanText) = await Self.run(["reconcile", "--post", String(post)], node: http)
+        #expect(clean == .success, "\(cleanText)")
         await http.stop()
     }
 

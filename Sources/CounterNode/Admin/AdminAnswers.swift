@@ -58,6 +58,7 @@ enum AdminAnswers {
         writer.arrayEnd()
         writer.field("redis_pending", report.redisPending)
         writer.field("repaired", report.repaired)
+        writer.field("redis_repaired", report.redisRepaired)
         if let next = report.nextAfter { writer.field("next_after", next) } else { writer.nullField("next_after") }
         writer.objectEnd()
         return HTTPResponse(status: 200, body: writer.bytes)

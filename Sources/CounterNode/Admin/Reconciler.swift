@@ -5,7 +5,9 @@ import ShardRouter
 /// node runs: each repair locks the post's row first, so a flush transaction for the post either
 /// committed before (its rows are counted) or waits and then moves the repaired count by its own
 /// delta. It also compares Redis's count with the rows: a difference while the post's slot has
-/// changes waiting for PostgreSQL is expected (pending), one without is reported as Redis drift.
+/// changes waiting for PostgreSQL is expected (pending), one without is reported as Redis drift —
+/// and repaired by having Redis load the post from PostgreSQL again (the record: a Redis failover
+/// can lose acknowledged writes that were already flushed).
 struct Reconciler: Sendable {
     /// One post whose count disagrees with its rows.
     struct Drift: Sendable, Equatable {
@@ -28,6 +30,8 @@ struct Reconciler: Sendable {
         /// Posts whose Redis count differs from the rows only because changes are still pending.
         var redisPending = 0
         var repaired = 0
+        /// Posts with Redis drift that Redis now loads from PostgreSQL again.
+        var redisRepaired = 0
         /// For paging through all posts: the last post id checked, when more may follow.
         var nextAfter: Int64?
     }
@@ -75,6 +79,9 @@ struct Reconciler: Sendable {
                         [.int64(drift.postID)])
                 }
                 report.repaired += 1
+            }
+            if !report.redisDrifted.isEmpty {
+                report.redisRepaired = await service.resyncRedisFromPostgres(report.redisDrifted.map(\.postID)).count
             }
         }
         return report

@@ -205,7 +205,7 @@ struct OperatorCommand {
         }
         output.standard(json ? "[" + answers.joined(separator: ",") + "]" : OperatorReport.reconcile(totals, repair: repair))
         let unrepaired = repair ? 0 : totals.drifted.count
-        return unrepaired + totals.redisDrifted.count > 0 ? .driftFound : .success
+        return unrepaired + totals.redisDrifted.count - totals.redisRepaired > 0 ? .driftFound : .success
     }
 
     private func deadLetters(_ client: AdminClient) async throws(AdminClient.Failure) -> ExitStatus {

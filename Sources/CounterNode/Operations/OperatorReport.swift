@@ -97,8 +97,14 @@ enum OperatorReport {
                 [int($0["post_id"]), int($0["redis_count"]), int($0["likes_rows"])]
             })
         }
-        if repair { text += "\nrepaired \(totals.repaired) post(s): likes_count now equals the likes rows" }
-        else if !totals.drifted.isEmpty { text += "\nnothing changed; run again with --repair to set likes_count from the rows" }
+        if repair {
+            text += "\nrepaired \(totals.repaired) post(s): likes_count now equals the likes rows"
+            if !totals.redisDrifted.isEmpty {
+                text += "\nRedis: \(totals.redisRepaired) of \(totals.redisDrifted.count) post(s) reset; Redis loads them from PostgreSQL on their next touch"
+            }
+        } else if !totals.drifted.isEmpty || !totals.redisDrifted.isEmpty {
+            text += "\nnothing changed; run again with --repair to set likes_count from the rows and reload drifted posts into Redis"
+        }
         return text
     }
 
@@ -109,6 +115,7 @@ enum OperatorReport {
         var redisDrifted: [JSONValue] = []
         var redisPending = 0
         var repaired = 0
+        var redisRepaired = 0
 
         mutating func add(_ answer: JSONValue) {
             checked += Int(answer["checked"]?.int64 ?? 0)
@@ -116,6 +123,7 @@ enum OperatorReport {
             redisDrifted += answer["redis_drifted"]?.array ?? []
             redisPending += Int(answer["redis_pending"]?.int64 ?? 0)
             repaired += Int(answer["repaired"]?.int64 ?? 0)
+            redisRepaired += Int(answer["redis_repaired"]?.int64 ?? 0)
         }
     }
 

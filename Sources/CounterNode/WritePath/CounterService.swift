@@ -170,6 +170,18 @@ public final class CounterService: Sendable {
         for post in posts { await shards[shardMap.shard(forPost: post)].recheckExistence(of: [post]) }
     }
 
+    /// Makes Redis load `posts` afresh from PostgreSQL on their next touch, for posts whose
+    /// Redis state drifted (a Redis failover can lose writes it acknowledged). Posts whose slot
+    /// has changes waiting for PostgreSQL are left alone.
+    /// - Returns: the posts that were reset.
+    public func resyncRedisFromPostgres(_ posts: [Int64]) async -> Set<Int64> {
+        var byShard: [Int: [Int64]] = [:]
+        for post in posts where post > 0 { byShard[shardMap.shard(forPost: post), default: []].append(post) }
+        var reset: Set<Int64> = []
+        for (shard, shardPosts) in byShard { reset.formUnion(await shards[shard].resyncFromPostgres(shardPosts)) }
+        return reset
+    }
+
     /// The count the owning shard holds in memory for `postID`, if it holds the post.
     public func cachedCount(of postID: Int64) async -> Int64? {
         await shards[shardMap.shard(forPost: postID)].cachedCount(of: postID)

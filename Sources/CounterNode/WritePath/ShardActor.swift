@@ -39,6 +39,8 @@ actor ShardActor {
 
     private struct Inbox {
         var pending: [Pending] = []
+        /// Requests to load posts into Redis afresh from PostgreSQL, run between batches.
+        var resyncs: [(posts: [Int64], completion: @Sendable (Set<Int64>) -> Void)] = []
         var draining = false
     }
     private var stats = ShardStats()
@@ -106,6 +108,24 @@ actor ShardActor {
         if startDrain { Task { await self.drain() } }
     }
 
+    /// Makes Redis forget `posts` (hydration marker, likers set) and memory forget their counts,
+    /// so the next touch loads them from PostgreSQL — for posts whose Redis state drifted from
+    /// PostgreSQL (after a Redis failover lost writes it had acknowledged). Runs between batches,
+    /// so no change of the shard is in flight; a post whose slot still has changes waiting for
+    /// PostgreSQL is left alone, since PostgreSQL does not have them yet.
+    /// - Returns: the posts that were reset.
+    func resyncFromPostgres(_ posts: [Int64]) async -> Set<Int64> {
+        await withCheckedContinuation { continuation in
+            let startDrain = inbox.withLock { inbox in
+                inbox.resyncs.append((posts, { continuation.resume(returning: $0) }))
+                if inbox.draining { return false }
+                inbox.draining = true
+                return true
+            }
+            if startDrain { Task { await self.drain() } }
+        }
+    }
+
     /// Refuses new operations from now on; queued ones are still answered.
     func stopAccepting() {
         accepting.store(false, ordering: .relaxed)
@@ -142,17 +162,36 @@ actor ShardActor {
         while true {
             // Take everything queued, or, when nothing is, end this busy period — atomically, so
             // an operation added meanwhile always finds a drain running or starts one.
-            let batch: [Pending] = inbox.withLock { inbox in
-                if inbox.pending.isEmpty {
+            let (batch, resyncs) = inbox.withLock { inbox in
+                if inbox.pending.isEmpty && inbox.resyncs.isEmpty {
                     inbox.draining = false
-                    return []
+                    return ([Pending](), [(posts: [Int64], completion: @Sendable (Set<Int64>) -> Void)]())
                 }
-                defer { inbox.pending.removeAll(keepingCapacity: true) }
-                return inbox.pending
+                defer {
+                    inbox.pending.removeAll(keepingCapacity: true)
+                    inbox.resyncs.removeAll()
+                }
+                return (inbox.pending, inbox.resyncs)
             }
-            if batch.isEmpty { return }
-            await process(batch)
+            if batch.isEmpty && resyncs.isEmpty { return }
+            for resync in resyncs { resync.completion(await resetRedis(resync.posts)) }
+            if !batch.isEmpty { await process(batch) }
         }
+    }
+
+    private func resetRedis(_ posts: [Int64]) async -> Set<Int64> {
+        var quiet: [Int64] = []
+        for post in posts where !(await flusher.hasPendingChanges(inSlot: HashSlot(post: post).rawValue)) { quiet.append(post) }
+        let results = await redis.execute(quiet.map { post in
+            SlotCommands(slot: HashSlot(post: post),
+                         commands: [.del([layout.hydratedMarker(ofPost: post)]), .del([layout.likers(ofPost: post)])], atomic: true)
+        })
+        var reset: Set<Int64> = []
+        for (post, result) in zip(quiet, results) {
+            counts.remove(post)
+            if case .success = result { reset.insert(post) }
+        }
+        return reset
     }
 
     private func process(_ batch: [Pending]) async {

@@ -383,9 +383,10 @@ actor WriteBehindFlusher {
         waiters = remaining
     }
 
-    /// Whether `slot`'s log may hold changes PostgreSQL does not have yet.
+    /// Whether `slot`'s log may hold changes PostgreSQL does not have yet (also when a write's
+    /// outcome there is unknown and the log has not been read again).
     func hasPendingChanges(inSlot slot: UInt16) -> Bool {
-        backlog[slot]?.hasWork ?? false
+        uncertainSlots.contains(slot) || (backlog[slot]?.hasWork ?? false)
     }
 
     /// Stats with the backlog figures of this moment.
