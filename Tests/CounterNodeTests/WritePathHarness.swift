@@ -43,6 +43,11 @@ struct WritePathHarness {
         return WritePathHarness(pool: pool, redis: redis, layout: layout, service: service, posts: posts)
     }
 
+    /// The same service, looking at `posts` instead.
+    func with(posts: [Int64]) -> WritePathHarness {
+        WritePathHarness(pool: pool, redis: redis, layout: layout, service: service, posts: posts)
+    }
+
     /// (user, post) pairs with a `likes` row, for `posts`.
     func postgresMembers(_ posts: [Int64]? = nil) async throws -> Set<Pair> {
         let rows = try await pool.query("SELECT user_id, post_id FROM likes WHERE post_id = ANY($1::bigint[])",

@@ -57,20 +57,29 @@ public final class PrivateRedisCluster: Sendable {
         return output
     }
 
-    /// `CLUSTER NODES` as seen from the node on `port`: (port, role, master's node id or "-",
-    /// node id, number of slots), for nodes that are not marked failed.
-    public func nodes(askingPort port: Int) async throws -> [(port: Int, isMaster: Bool, id: String, slots: Int)] {
+    /// One line of `CLUSTER NODES`.
+    public struct Node: Sendable {
+        public let port: Int
+        public let id: String
+        public let isMaster: Bool
+        public let slotRanges: [ClosedRange<Int>]
+        public var slots: Int { slotRanges.reduce(0) { $0 + $1.count } }
+        public func serves(_ slot: Int) -> Bool { slotRanges.contains { $0.contains(slot) } }
+    }
+
+    /// `CLUSTER NODES` as seen from the node on `port`, without nodes marked failed.
+    public func nodes(askingPort port: Int) async throws -> [Node] {
         let text = try await redisCLI(["-p", String(port), "cluster", "nodes"])
         return text.split(separator: "\n").compactMap { line in
             let fields = line.split(separator: " ").map(String.init)
             guard fields.count >= 8, let portText = fields[1].split(separator: "@").first?.split(separator: ":").last,
                   let nodePort = Int(portText), !fields[2].contains("fail") else { return nil }
-            let slots = fields.dropFirst(8).reduce(0) { total, range in
-                guard !range.hasPrefix("[") else { return total }
+            let ranges = fields.dropFirst(8).compactMap { range -> ClosedRange<Int>? in
+                guard !range.hasPrefix("[") else { return nil }
                 let bounds = range.split(separator: "-").compactMap { Int($0) }
-                return total + (bounds.count == 2 ? bounds[1] - bounds[0] + 1 : 1)
+                return bounds.count == 2 ? bounds[0]...bounds[1] : bounds.first.map { $0...$0 }
             }
-            return (nodePort, fields[2].contains("master"), fields[0], slots)
+            return Node(port: nodePort, id: fields[0], isMaster: fields[2].contains("master"), slotRanges: ranges)
         }
     }
 

@@ -1,0 +1,159 @@
+@testable import CounterNode
+import Foundation
+import Persistence
+import ShardRouter
+import Testing
+import TestSupport
+
+/// A node on a Redis Cluster of the test's own while the cluster changes under load: slots
+/// move between masters (`redis-cli --cluster reshard`), a master dies and its replica takes
+/// over. Acknowledged changes are audited pair by pair against PostgreSQL.
+@Suite("Redis Cluster changing under load", .serialized)
+struct ClusterChangeTests {
+    /// A post whose hash slot is in `slots`, created in `posts`.
+    static func createPost(inSlots slots: Range<UInt16>, in pool: PostgresPool) async throws -> Int64 {
+        var id = Int64.random(in: 1_000_000_000...4_000_000_000_000_000)
+        while !slots.contains(HashSlot(post: id).rawValue) { id += 1 }
+        try await pool.query("INSERT INTO posts (id, likes_count) VALUES ($1, 0)", [.int64(id)])
+        return id
+    }
+
+    /// The load's posts after a flush: every acknowledged state in PostgreSQL, `likes_count` equal
+    /// to the rows, and (unless `redisMayLag`) Redis equal to PostgreSQL, post by post.
+    static func audit(_ load: PairLoad, _ harness: WritePathHarness, label: String) async throws -> (lost: Int, phantom: Int) {
+        let posts = load.posts
+        let members = try await harness.postgresMembers(posts)
+        let (lost, phantom, undetermined) = load.audit(rows: members)
+        let counts = try await harness.postgresCounts()
+        for post in posts {
+            #expect(counts[post]?.count == counts[post]?.rows, "\(label): post \(post) likes_count \(counts[post]?.count ?? -1), rows \(counts[post]?.rows ?? -1)")
+        }
+        let summary = load.summary
+        print("\(label): \(summary.acknowledged) acknowledged, \(summary.failed) failed (\(summary.errors)), \(undetermined) pairs undetermined; lost \(lost.count), phantom \(phantom.count)")
+        return (lost.count, phantom.count)
+    }
+
+    /// Redis's likers of every post equal PostgreSQL's rows.
+    static func expectRedisAgrees(_ harness: WritePathHarness, posts: [Int64], label: String) async throws {
+        let counts = try await harness.postgresCounts()
+        for post in posts {
+            let state = try await harness.service.perform(.count, post: post, user: 0)
+            #expect(state.likesCount == counts[post]?.rows, "\(label): post \(post): Redis \(state.likesCount), rows \(counts[post]?.rows ?? -1)")
+            let redisMembers = try await harness.redis.send(RedisCommand("SMEMBERS", harness.layout.likers(ofPost: post)), slot: HashSlot(post: post))
+            let redisUsers = Set((redisMembers.array ?? []).compactMap(\.integer))
+            let rows = try await harness.postgresMembers([post])
+            #expect(redisUsers == Set(rows.map(\.user)), "\(label): post \(post): Redis and PostgreSQL name different likers")
+        }
+    }
+
+    @Test("resharding 1,200 slots, the hot post's among them, while toggles and flushes run: nothing lost, nothing phantom, counts equal rows")
+    func reshardUnderLoad() async throws {
+        try await PrivateRedisCluster.with { cluster in
+            let base = try await WritePathHarness.start(posts: 8, redis: .cluster, redisURL: cluster.url) {
+                $0.flushInterval = .milliseconds(50)
+            }
+            // The hot post and eight more live in the slots that move; the others stay.
+            let hot = try await Self.createPost(inSlots: 100..<1_100, in: base.pool)
+            var moving: [Int64] = []
+            for _ in 0..<8 { moving.append(try await Self.createPost(inSlots: 0..<1_200, in: base.pool)) }
+            let posts = base.posts + moving + [hot]
+            let harness = base.with(posts: posts)
+            let load = PairLoad(posts: posts, hotPost: hot)
+            let running = Task { await load.run(on: harness.service, workers: 16) }
+            try await Task.sleep(for: .milliseconds(500))
+
+            // Slots 0-1199 (the hot post's among them) move from the master that serves slot 0
+            // to another master, one key per MIGRATE, so slots are half moved for a while.
+            let masters = try await cluster.nodes(askingPort: cluster.firstPort).filter(\.isMaster)
+            let source = try #require(masters.first { $0.serves(0) })
+            let target = try #require(masters.first { $0.id != source.id })
+            let before = load.summary.acknowledged
+            let started = ContinuousClock.now
+            try await cluster.redisCLI(["--cluster", "reshard", "127.0.0.1:\(cluster.firstPort)", "--cluster-from", source.id,
+                                        "--cluster-to", target.id, "--cluster-slots", "1200", "--cluster-pipeline", "1", "--cluster-yes"])
+            let reshardTime = ContinuousClock.now - started
+            try await Task.sleep(for: .milliseconds(500))
+            load.stop()
+            await running.value
+
+            // The hot post's slot now lives on the target, and the node followed it there.
+            let owner = try await cluster.redisCLI(["-p", String(target.port), "cluster", "countkeysinslot", String(HashSlot(post: hot).rawValue)])
+            #expect(Int(owner) ?? 0 > 0, "the hot post's keys should be on the target master now")
+            let redisNodes = harness.service.redisTopology.nodeStates()
+            let redirects = redisNodes.reduce(0) { $0 + $1.moved + $1.ask + $1.tryAgain }
+            #expect(redirects > 0, "the node should have met the migration (MOVED/ASK/TRYAGAIN)")
+            #expect(harness.service.redisTopology.map.master(of: HashSlot(post: hot)) == RedisEndpoint(host: "127.0.0.1", port: target.port))
+
+            try await harness.service.flush()
+            let (lost, phantom) = try await Self.audit(load, harness, label: "resharding")
+            #expect(lost == 0)
+            #expect(phantom == 0)
+            #expect(load.summary.failed == 0, "the node gave up on operations during the resharding: \(load.summary.errors)")
+            try await Self.expectRedisAgrees(harness, posts: posts, label: "resharding")
+            let moved = redisNodes.reduce(0) { $0 + $1.moved }, asks = redisNodes.reduce(0) { $0 + $1.ask }
+            let retries = redisNodes.reduce(0) { $0 + $1.tryAgain }
+            print("resharding: 1,200 slots moved in \(reshardTime) under load; \(load.summary.acknowledged - before) operations acknowledged meanwhile; redirects: \(moved) MOVED, \(asks) ASK, \(retries) TRYAGAIN")
+            await harness.stop()
+        }
+    }
+
+    @Test("a master killed under load: its replica takes over, the node follows, and after reconcile PostgreSQL and Redis agree")
+    func failoverUnderLoad() async throws {
+        try await PrivateRedisCluster.with { cluster in
+            let base = try await WritePathHarness.start(posts: 11, redis: .cluster, redisURL: cluster.url) {
+                $0.flushInterval = .milliseconds(50)
+            }
+            let hot = try await Self.createPost(inSlots: 0..<16_384, in: base.pool)
+            let posts = base.posts + [hot]
+            let harness = base.with(posts: posts)
+            let load = PairLoad(posts: posts, hotPost: hot)
+            let running = Task { await load.run(on: harness.service, workers: 16) }
+            try await Task.sleep(for: .seconds(1))
+
+            // SIGKILL the master of the hot post's slot; its replica is promoted after the
+            // cluster's node timeout (2 s here).
+            let slot = Int(HashSlot(post: hot).rawValue)
+            let victim = try #require(try await cluster.nodes(askingPort: cluster.firstPort).first { $0.isMaster && $0.serves(slot) })
+            let acknowledgedBefore = load.summary.acknowledged
+            let killed = ContinuousClock.now
+            kill(try cluster.pid(ofNodeOn: victim.port), SIGKILL)
+
+            // The node follows: the hot post answers again once the replica serves the slot.
+            var followed: Duration?
+            while ContinuousClock.now - killed < .seconds(60) {
+                if (try? await harness.service.perform(.read, post: hot, user: 1)) != nil {
+                    followed = ContinuousClock.now - killed
+                    break
+                }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            let recovery = try #require(followed, "the node did not serve the hot post again within 60 s of the master's death")
+            let promoted = harness.service.redisTopology.map.master(of: HashSlot(rawValue: UInt16(slot))!)
+            #expect(promoted != nil && promoted?.port != victim.port, "the map should name the promoted replica")
+            try await Task.sleep(for: .seconds(1))
+            load.stop()
+            await running.value
+
+            try await harness.service.flush()
+            let members = try await harness.postgresMembers(posts)
+            let (lost, undone, undetermined) = load.audit(rows: members)
+            let expected = load.expected
+            // Whatever failover lost, no like appears that nobody asked for.
+            #expect(members.allSatisfy { expected[$0] != nil }, "a like nobody requested")
+            for (post, state) in try await harness.postgresCounts() {
+                #expect(state.count == state.rows, "post \(post): likes_count \(state.count), rows \(state.rows)")
+            }
+
+            // Redis may have lost writes it acknowledged and the flusher had already applied:
+            // reconcile finds those posts and has Redis load them from PostgreSQL again.
+            let reconciler = Reconciler(postgres: harness.pool, redis: harness.redis, layout: harness.layout, service: harness.service)
+            let report = try await reconciler.reconcile(posts: posts, after: 0, limit: 1_000, repair: true)
+            #expect(report.drifted.isEmpty)
+            #expect(report.redisRepaired == report.redisDrifted.count)
+            try await Self.expectRedisAgrees(harness, posts: posts, label: "failover")
+            let summary = load.summary
+            print("failover: master 127.0.0.1:\(victim.port) killed after \(acknowledgedBefore) acknowledged operations; the node served its slots again after \(recovery); \(summary.acknowledged) acknowledged, \(summary.failed) refused meanwhile (\(summary.errors)); acknowledged but lost: \(lost.count) like(s) and \(undone.count) unlike(s) of \(expected.count - undetermined) settled pairs; reconcile reloaded \(report.redisRepaired) post(s) into Redis")
+            await harness.stop()
+        }
+    }
+}

@@ -1,0 +1,112 @@
+import CounterNode
+import Foundation
+import Synchronization
+
+/// Likes, unlikes and toggles from many concurrent workers on (user, post) pairs, remembering
+/// for every pair the state of its last acknowledged operation. Each worker owns its pairs and
+/// sends one operation at a time, so a pair never has two operations in flight: after the load,
+/// PostgreSQL must hold exactly the last acknowledged state of every pair whose last operation
+/// was answered, and either state where it failed (its outcome is unknown).
+final class PairLoad: Sendable {
+    enum Expected: Equatable, Sendable {
+        case liked(Bool)
+        /// The last operation failed: it may or may not have taken effect.
+        case either
+    }
+
+    struct Summary: Sendable {
+        var acknowledged = 0
+        var failed = 0
+        var errors: [String: Int] = [:]
+        /// When the first and last failure happened, relative to the start.
+        var firstFailure: Duration?
+        var lastFailure: Duration?
+        /// Acknowledgements on the hot post after its last failure, and when the first came.
+        var firstSuccessAfterLastFailure: Duration?
+    }
+
+    private struct State {
+        var expected: [Pair: Expected] = [:]
+        var summary = Summary()
+        var stop = false
+    }
+
+    let posts: [Int64]
+    let hotPost: Int64
+    private let state = Mutex(State())
+    private let started = ContinuousClock.now
+
+    init(posts: [Int64], hotPost: Int64) {
+        self.posts = posts
+        self.hotPost = hotPost
+    }
+
+    /// Runs `workers` workers until `stop()`; half of all operations go to the hot post.
+    func run(on service: CounterService, workers: Int, usersPerWorker: Int = 50) async {
+        await withTaskGroup(of: Void.self) { group in
+            for worker in 0..<workers {
+                group.addTask {
+                    var random = SystemRandomNumberGenerator()
+                    while !self.state.withLock({ $0.stop }) {
+                        let user = Int64(worker * usersPerWorker + Int.random(in: 1...usersPerWorker, using: &random))
+                        let post = Bool.random(using: &random) ? self.hotPost : self.posts.randomElement(using: &random)!
+                        let operation: LikeOperation = [.toggle, .like, .unlike, .toggle].randomElement(using: &random)!
+                        let pair = Pair(user: user, post: post)
+                        do {
+                            let answer = try await service.perform(operation, post: post, user: user)
+                            self.record(pair, .liked(answer.isLiked), error: nil)
+                        } catch {
+                            self.record(pair, .either, error: error)
+                            try? await Task.sleep(for: .milliseconds(5))
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    func stop() {
+        state.withLock { $0.stop = true }
+    }
+
+    var expected: [Pair: Expected] { state.withLock { $0.expected } }
+    var summary: Summary { state.withLock { $0.summary } }
+
+    private func record(_ pair: Pair, _ expected: Expected, error: Error?) {
+        let now = ContinuousClock.now - started
+        state.withLock { state in
+            state.expected[pair] = expected
+            if let error {
+                state.summary.failed += 1
+                let kind = (error as? CounterError).map { "\($0.code): \($0.message.prefix(60))" } ?? "\(error)".prefix(60).description
+                state.summary.errors[kind, default: 0] += 1
+                if state.summary.firstFailure == nil { state.summary.firstFailure = now }
+                state.summary.lastFailure = now
+                state.summary.firstSuccessAfterLastFailure = nil
+            } else {
+                state.summary.acknowledged += 1
+                if pair.post == hotPost, state.summary.lastFailure != nil, state.summary.firstSuccessAfterLastFailure == nil {
+                    state.summary.firstSuccessAfterLastFailure = now
+                }
+            }
+        }
+    }
+
+    /// Compares PostgreSQL's rows for the load's posts with what was acknowledged.
+    /// - Returns: pairs whose acknowledged like is missing (lost), and rows nobody acknowledged
+    ///   last (phantom: an acknowledged unlike undone, or a like nobody asked for).
+    func audit(rows members: Set<Pair>) -> (lost: [Pair], phantom: [Pair], undetermined: Int) {
+        var lost: [Pair] = [], phantom: [Pair] = []
+        var undetermined = 0
+        let expected = self.expected
+        for (pair, state) in expected {
+            switch state {
+            case .liked(true): if !members.contains(pair) { lost.append(pair) }
+            case .liked(false): if members.contains(pair) { phantom.append(pair) }
+            case .either: undetermined += 1
+            }
+        }
+        for pair in members where expected[pair] == nil { phantom.append(pair) }
+        return (lost, phantom, undetermined)
+    }
+}
