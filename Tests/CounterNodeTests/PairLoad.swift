@@ -41,8 +41,10 @@ final class PairLoad: Sendable {
         self.hotPost = hotPost
     }
 
-    /// Runs `workers` workers until `stop()`; half of all operations go to the hot post.
-    func run(on service: CounterService, workers: Int, usersPerWorker: Int = 50) async {
+    /// Runs `workers` workers until `stop()`; half of all operations go to the hot post. Each
+    /// worker pauses `pause` between operations, so the load leaves the machine's cores to the
+    /// other suites running beside it (some of which watch latencies).
+    func run(on service: CounterService, workers: Int, usersPerWorker: Int = 50, pause: Duration = .milliseconds(2)) async {
         await withTaskGroup(of: Void.self) { group in
             for worker in 0..<workers {
                 group.addTask {
@@ -57,8 +59,8 @@ final class PairLoad: Sendable {
                             self.record(pair, .liked(answer.isLiked), error: nil)
                         } catch {
                             self.record(pair, .either, error: error)
-                            try? await Task.sleep(for: .milliseconds(5))
                         }
+                        try? await Task.sleep(for: pause)
                     }
                 }
             }
