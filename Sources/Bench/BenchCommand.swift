@@ -36,7 +36,8 @@ enum BenchCommand {
                         storm and mixed;
                         prints every row and the ratios of this run. Options: --levels 64,256,1000
                         --duration S --warmup S --url U --api-token T --admin-token T --postgres-url U
-                        --html FILE
+                        --html FILE; --cluster-url U adds a row per level for hot on a second
+                        node, one that runs on a Redis Cluster
 
         Options for http:
           --scenario S     hot (one post, new user per request), zipf, storm, feed, mixed, or

@@ -3,20 +3,31 @@ import Foundation
 import Persistence
 
 /// `counter-bench compare`: the standard comparison in one invocation — the node's `hot`
-/// scenario, the `seed-sql` and `sql-upsert` baselines and the `/healthz` ceiling at each
-/// concurrency level, then `zipf`, `feed`, `storm` and `mixed` — and the ratios measured in this run.
+/// scenario (and, with `--cluster-url`, a second node's on a Redis Cluster), the `seed-sql` and
+/// `sql-upsert` baselines and the `/healthz` ceiling at each concurrency level, then `zipf`,
+/// `feed`, `storm` and `mixed` — and the ratios measured in this run.
 struct CompareBench {
     var levels = [64, 256, 1_000]
     var duration = 10
     var warmup = 2
     var http: HTTPBenchOptions
+    /// A node on a Redis Cluster, measured on `hot` beside the main node (host, port).
+    var clusterNode: (host: String, port: Int)?
 
     init(arguments: [String], environment: [String: String]) throws {
         var passThrough: [String] = []
         var reader = BenchArguments(arguments)
         var levels = self.levels, duration = 10, warmup = 2
+        var clusterNode: (host: String, port: Int)?
         try reader.forEachFlag { flag, reader in
             switch flag {
+            case "--cluster-url":
+                let text = try reader.value(flag)
+                guard text.hasPrefix("http://"), let colon = text.dropFirst(7).lastIndex(of: ":"),
+                      let port = Int(text[text.index(after: colon)...].prefix { $0.isNumber }) else {
+                    throw BenchUsageError(message: "--cluster-url \(text): must be http://host:port")
+                }
+                clusterNode = (String(text.dropFirst(7)[..<colon]), port)
             case "--levels":
                 let text = try reader.value(flag)
                 let parsed = text.split(separator: ",").compactMap { Int($0) }
@@ -33,6 +44,7 @@ struct CompareBench {
             return true
         }
         self.levels = levels
+        self.clusterNode = clusterNode
         self.duration = duration
         self.warmup = warmup
         http = try HTTPBenchOptions(arguments: passThrough, environment: environment)
@@ -44,8 +56,10 @@ struct CompareBench {
         var rows: [(Summary, String?)] = []
         var throughput: [String: Double] = [:]
         let quiet: @Sendable (Int, Int, Int, UInt64) -> Void = { _, _, _, _ in }
+        let targets = clusterNode == nil ? ["hot", "seed-sql", "sql-upsert", "ceiling"]
+                                         : ["hot", "hot-cluster", "seed-sql", "sql-upsert", "ceiling"]
         for level in levels {
-            for target in ["hot", "seed-sql", "sql-upsert", "ceiling"] {
+            for target in targets {
                 print("counter-bench compare: \(target) at \(level) connections …")
                 let summary: Summary
                 var verdict: String?
@@ -65,8 +79,12 @@ struct CompareBench {
                     var options = http
                     options.scenario = "hot"
                     options.load.connections = level
+                    if target == "hot-cluster", let clusterNode {
+                        options.load.host = clusterNode.host
+                        options.load.port = clusterNode.port
+                    }
                     let (result, check) = try await HTTPBench(options: options).measure(progress: quiet)
-                    summary = Summary(label: "node hot (toggle)", connections: level, result: result)
+                    summary = Summary(label: target == "hot" ? "node hot (toggle)" : "node hot, Redis Cluster", connections: level, result: result)
                     verdict = check.map { $0.passed ? "check passed" : "CHECK FAILED" }
                     if check?.passed == false { rows.append((summary, verdict)); report(rows, throughput); throw BenchCheckFailure(message: "correctness check FAILED") }
                 }
@@ -125,7 +143,11 @@ struct CompareBench {
                 let ratio = node / value
                 return String(format: ratio < 10 ? "%@ %.2f×" : "%@ %.1f×", other as NSString, ratio)
             }
-            print("    \(level) connections: " + parts.joined(separator: ", "))
+            var line = "    \(level) connections: " + parts.joined(separator: ", ")
+            if let cluster = throughput["hot-cluster@\(level)"], node > 0 {
+                line += String(format: "; hot on Redis Cluster ÷ hot on one Redis %.2f×", cluster / node)
+            }
+            print(line)
         }
     }
 

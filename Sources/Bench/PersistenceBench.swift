@@ -30,7 +30,8 @@ struct PersistenceBench {
 
     func run() async throws {
         let pool = PostgresPool(configuration: PostgresConfiguration(url: options.servers.postgresURL))
-        let redis = RedisConnection(configuration: try RedisConfiguration(url: options.servers.redisURL))
+        let redis = RedisClient(configuration: try RedisConfiguration(url: options.servers.redisURL))
+        try await redis.topology.discover()
         _ = try await SchemaMigrator.migrate(pool)
         let base = Int64.random(in: 1_000_000_000...4_000_000_000_000_000)
         let posts = (0..<Int64(options.posts)).map { base + $0 }
@@ -43,10 +44,12 @@ struct PersistenceBench {
             throw error
         }
         try await cleanUp(posts: posts, layout: layout, pool: pool, redis: redis)
+        await redis.close()
+        await redis.topology.close()
         await pool.close()
     }
 
-    private func measure(posts: [Int64], layout: RedisKeyLayout, pool: PostgresPool, redis: RedisConnection) async throws {
+    private func measure(posts: [Int64], layout: RedisKeyLayout, pool: PostgresPool, redis: RedisClient) async throws {
         print("counter-bench persistence: \(options.changes) changes over \(options.posts) posts, \(options.repetitions) timed runs after 1 warm-up")
 
         // Users drawn from a range about as large as the batch, so pairs repeat within a batch.
@@ -61,23 +64,28 @@ struct PersistenceBench {
         let apply = try await time("PostgreSQL batch apply (one transaction)", prepare: batch) { changes in
             _ = try await LikeBatchApplier.apply(changes, pool: pool)
         }
+        // On a Redis Cluster the pipeline is split by master, one pipeline to each at once.
         let plain = try await time("Redis pipeline, SADD/SREM only", prepare: {
-            batch().map { change -> RedisCommand in
-                change.liked ? .sadd(layout.likers(ofPost: change.postID), [change.userID])
-                             : .srem(layout.likers(ofPost: change.postID), [change.userID])
-            }
-        }) { commands in
-            _ = try await redis.pipeline(commands)
-        }
-        let logged = try await time("Redis MULTI/EXEC, SADD/SREM + XADD per change (\(2 * options.changes) commands)", prepare: {
-            batch().flatMap { change -> [RedisCommand] in
+            batch().map { change -> SlotCommands in
                 let key = layout.likers(ofPost: change.postID)
-                return [change.liked ? .sadd(key, [change.userID]) : .srem(key, [change.userID]),
-                        .xadd(layout.changeLog(of: HashSlot(post: change.postID)),
-                              fields: [("u", change.userID), ("p", change.postID), ("l", change.liked ? "1" : "0")])]
+                return SlotCommands(slot: HashSlot(post: change.postID),
+                                    commands: [change.liked ? .sadd(key, [change.userID]) : .srem(key, [change.userID])])
             }
-        }) { commands in
-            _ = try await redis.transaction(commands)
+        }) { groups in
+            _ = try await redis.executeAll(groups)
+        }
+        // As the shards write: one MULTI/EXEC per slot, in one pipeline (per master).
+        let logged = try await time("Redis MULTI/EXEC per slot, SADD/SREM + XADD per change (\(2 * options.changes) commands)", prepare: {
+            Dictionary(grouping: batch()) { HashSlot(post: $0.postID) }.map { slot, changes in
+                SlotCommands(slot: slot, commands: changes.flatMap { change -> [RedisCommand] in
+                    let key = layout.likers(ofPost: change.postID)
+                    return [change.liked ? .sadd(key, [change.userID]) : .srem(key, [change.userID]),
+                            .xadd(layout.changeLog(of: slot),
+                                  fields: [("u", change.userID), ("p", change.postID), ("l", change.liked ? "1" : "0")])]
+                }, atomic: true)
+            }
+        }) { groups in
+            _ = try await redis.executeAll(groups)
         }
         print(String(format: "per change: batch apply %.2f µs, pipeline %.2f µs, logged transaction %.2f µs (medians)",
                      apply * 1e6 / Double(options.changes), plain * 1e6 / Double(options.changes),
@@ -86,11 +94,11 @@ struct PersistenceBench {
     }
 
     /// Removes the run's posts (their likes go with them) and Redis keys.
-    private func cleanUp(posts: [Int64], layout: RedisKeyLayout, pool: PostgresPool, redis: RedisConnection) async throws {
+    private func cleanUp(posts: [Int64], layout: RedisKeyLayout, pool: PostgresPool, redis: RedisClient) async throws {
         try await pool.query("DELETE FROM posts WHERE id = ANY($1::bigint[])", [.int64Array(posts)])
-        var keys = Set(posts.map { layout.likers(ofPost: $0) })
-        keys.formUnion(posts.map { layout.changeLog(of: HashSlot(post: $0)) })
-        for chunk in Array(keys).chunked(into: 1_000) { try await redis.send(.del(chunk)) }
+        _ = try await redis.executeAll(posts.map { post in
+            SlotCommands(slot: HashSlot(post: post), commands: [.del([layout.likers(ofPost: post)]), .del([layout.changeLog(of: HashSlot(post: post))])])
+        })
     }
 
     /// Runs `work` once to warm up, then `repetitions` times, each on a fresh input from
@@ -112,8 +120,3 @@ struct PersistenceBench {
     }
 }
 
-extension Array {
-    func chunked(into size: Int) -> [[Element]] {
-        stride(from: 0, to: count, by: size).map { Array(self[$0..<Swift.min($0 + size, count)]) }
-    }
-}

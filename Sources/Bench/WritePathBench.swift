@@ -116,13 +116,16 @@ struct WritePathBench {
     private func cleanUp(posts: [Int64], prefix: String, pool: PostgresPool, redis: RedisConfiguration) async throws {
         try await pool.query("DELETE FROM posts WHERE id = ANY($1::bigint[])", [.int64Array(posts)])
         try await pool.query("DELETE FROM counter_flush_progress WHERE starts_with(log, $1)", [.text(prefix + ":")])
-        let connection = RedisConnection(configuration: redis)
+        let client = RedisClient(configuration: redis)
+        try await client.topology.discover()
         let layout = RedisKeyLayout(prefix: prefix)
-        var keys = posts.flatMap { [layout.likers(ofPost: $0), layout.hydratedMarker(ofPost: $0)] }
-        keys += Set(posts.map { HashSlot(post: $0) }).map { layout.changeLog(of: $0) }
-        for start in stride(from: 0, to: keys.count, by: 1_000) {
-            try await connection.send(.del(Array(keys[start..<min(start + 1_000, keys.count)])))
+        var groups = posts.map { post in
+            SlotCommands(slot: HashSlot(post: post), commands: [.del([layout.likers(ofPost: post)]), .del([layout.hydratedMarker(ofPost: post)])])
         }
+        groups += Set(posts.map { HashSlot(post: $0) }).map { SlotCommands(slot: $0, commands: [.del([layout.changeLog(of: $0)])]) }
+        _ = try await client.executeAll(groups)
+        await client.close()
+        await client.topology.close()
     }
 
 }
