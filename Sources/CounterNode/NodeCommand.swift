@@ -125,12 +125,16 @@ public enum NodeCommand {
                          (differences explained by changes waiting for the flusher) or drift
           stats          per shard and in total: pending changes, oldest pending age, seconds
                          since the last flush, group-commit and flush sizes, retries, dead
-                         letters, cached posts; and the node's resident memory
+                         letters, cached posts; per Redis node: slots served, connected,
+                         pipelines, errors, MOVED/ASK/TRYAGAIN/CLUSTERDOWN answers; and the
+                         node's resident memory
           reconcile --post P | --all [--repair]
                          recount likes_count from the likes rows and compare Redis with them;
                          --all goes through every post in batches of 1,000 with progress;
                          --repair sets likes_count from the rows, each post locked so it cannot
-                         race the flusher
+                         race the flusher, and has Redis reload each post whose Redis count
+                         differs from the rows with nothing pending (after a Redis failover
+                         lost writes that PostgreSQL already has)
           dead-letters list | replay [--id ID …] | drop --id ID [--id ID …]
                          changes PostgreSQL refused for good, with the reason; replay puts them
                          back into the write path (all, or the given ids); drop deletes them

@@ -42,7 +42,7 @@ public struct NodeConfiguration: Sendable, Equatable {
                 summary: "PostgreSQL connection URL (libpq syntax)",
                 defaultValue: { $0.postgresURL }, apply: { $0.postgresURL = $1; return nil }),
         Setting(flag: "--redis-url", environment: "COUNTER_REDIS_URL",
-                summary: "Redis URL: redis://[:password@]host[:port][/database]",
+                summary: "Redis URL: redis://[:password@]host[:port][/database] for one server, or redis-cluster://[:password@]host:port[,host:port…] for a Redis Cluster's seed nodes",
                 defaultValue: { $0.redisURL },
                 apply: { configuration, value in
                     do { _ = try RedisConfiguration(url: value) } catch let error as RedisError { return error.message } catch { return "\(error)" }

@@ -50,6 +50,7 @@ public final class RedisClient: Sendable {
             if refresh { await topology.refresh() }
             if let backoff = dispatch.backoff { try? await Task.sleep(for: backoff) }
         }
+        if dispatch.sawClusterTrouble { topology.requestRefresh() }
         return dispatch.results
     }
 

@@ -71,6 +71,9 @@ struct SlotDispatch {
     private var sawTryAgain = false
     /// Redirect counts per endpoint that answered with them.
     private(set) var counters: [RedisEndpoint: Counters] = [:]
+    /// Whether a group failed because no master served its slot or the cluster said it is down:
+    /// the map should be read again soon, not only at the next periodic refresh.
+    private(set) var sawClusterTrouble = false
 
     /// - Parameters:
     ///   - followsRedirects: `false` for a Redis that is not a cluster: cluster answers are then
@@ -120,6 +123,7 @@ struct SlotDispatch {
         for index in groups.indices where groups[index].result == nil {
             let state = groups[index]
             guard let endpoint = state.askTarget ?? master(state.group.slot) else {
+                sawClusterTrouble = true
                 groups[index].result = .failure(RedisError(
                     code: .clusterUnavailable, message: "no master serves slot \(state.group.slot.rawValue) (the cluster is down or failing over)"))
                 continue
@@ -259,6 +263,7 @@ struct SlotDispatch {
             askTarget = .some(nil)
         case .clusterDown:
             counters[endpoint, default: Counters()].clusterDown += 1
+            sawClusterTrouble = true
             down = true
         }
     }

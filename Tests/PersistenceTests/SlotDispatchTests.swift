@@ -128,6 +128,7 @@ struct SlotDispatchTests {
             .status("OK"), .error("ERR unknown command 'BAD'"), .error("EXECABORT Transaction discarded because of previous errors."),
         ]))
         #expect(dispatch.isFinished)
+        #expect(dispatch.sawClusterTrouble, "the map should be read again")
         let results = dispatch.results
         #expect(throws: RedisError.self) { try results[0].get() }
         if case .failure(let error) = results[0] { #expect(error.code == .clusterUnavailable) }
