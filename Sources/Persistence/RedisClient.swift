@@ -45,11 +45,11 @@ public final class RedisClient: Sendable {
                     }
                 }
             }
-            for (endpoint, counters) in dispatch.counters { topology.record(endpoint, counters: counters) }
             if dispatch.isFinished { break }
             if refresh { await topology.refresh() }
             if let backoff = dispatch.backoff { try? await Task.sleep(for: backoff) }
         }
+        for (endpoint, counters) in dispatch.counters { topology.record(endpoint, counters: counters) }
         if dispatch.sawClusterTrouble { topology.requestRefresh() }
         return dispatch.results
     }

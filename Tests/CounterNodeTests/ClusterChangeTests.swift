@@ -18,6 +18,23 @@ struct ClusterChangeTests {
         return id
     }
 
+    /// A write path on `cluster` over eight posts anywhere, `busy` more posts in `busySlots` and
+    /// a hot post in `hotSlots`, flushing every 50 ms, with 16 workers already loading it.
+    static func startUnderLoad(on cluster: PrivateRedisCluster, hotSlots: Range<UInt16>, busy: Int = 0,
+                               busySlots: Range<UInt16> = 0..<16_384) async throws -> (WritePathHarness, PairLoad, Task<Void, Never>) {
+        let base = try await WritePathHarness.start(posts: 8, redis: .cluster, redisURL: cluster.url) {
+            $0.flushInterval = .milliseconds(50)
+        }
+        let hot = try await createPost(inSlots: hotSlots, in: base.pool)
+        var posts = base.posts
+        for _ in 0..<busy { posts.append(try await createPost(inSlots: busySlots, in: base.pool)) }
+        posts.append(hot)
+        let harness = base.with(posts: posts)
+        let load = PairLoad(posts: posts, hotPost: hot)
+        let running = Task { await load.run(on: harness.service, workers: 16) }
+        return (harness, load, running)
+    }
+
     /// The load's posts after a flush: every acknowledged state in PostgreSQL, `likes_count` equal
     /// to the rows, and (unless `redisMayLag`) Redis equal to PostgreSQL, post by post.
     static func audit(_ load: PairLoad, _ harness: WritePathHarness, label: String) async throws -> (lost: Int, phantom: Int) {
@@ -49,17 +66,9 @@ struct ClusterChangeTests {
     @Test("resharding 1,200 slots, the hot post's among them, while toggles and flushes run: nothing lost, nothing phantom, counts equal rows")
     func reshardUnderLoad() async throws {
         try await PrivateRedisCluster.with { cluster in
-            let base = try await WritePathHarness.start(posts: 8, redis: .cluster, redisURL: cluster.url) {
-                $0.flushInterval = .milliseconds(50)
-            }
             // The hot post and eight more live in the slots that move; the others stay.
-            let hot = try await Self.createPost(inSlots: 100..<1_100, in: base.pool)
-            var moving: [Int64] = []
-            for _ in 0..<8 { moving.append(try await Self.createPost(inSlots: 0..<1_200, in: base.pool)) }
-            let posts = base.posts + moving + [hot]
-            let harness = base.with(posts: posts)
-            let load = PairLoad(posts: posts, hotPost: hot)
-            let running = Task { await load.run(on: harness.service, workers: 16) }
+            let (harness, load, running) = try await Self.startUnderLoad(on: cluster, hotSlots: 100..<1_100, busy: 8, busySlots: 0..<1_200)
+            let (hot, posts) = (load.hotPost, load.posts)
             try await Task.sleep(for: .milliseconds(500))
 
             // Slots 0-1199 (the hot post's among them) move from the master that serves slot 0
@@ -100,14 +109,8 @@ struct ClusterChangeTests {
     @Test("a master killed under load: its replica takes over, the node follows, and after reconcile PostgreSQL and Redis agree")
     func failoverUnderLoad() async throws {
         try await PrivateRedisCluster.with { cluster in
-            let base = try await WritePathHarness.start(posts: 11, redis: .cluster, redisURL: cluster.url) {
-                $0.flushInterval = .milliseconds(50)
-            }
-            let hot = try await Self.createPost(inSlots: 0..<16_384, in: base.pool)
-            let posts = base.posts + [hot]
-            let harness = base.with(posts: posts)
-            let load = PairLoad(posts: posts, hotPost: hot)
-            let running = Task { await load.run(on: harness.service, workers: 16) }
+            let (harness, load, running) = try await Self.startUnderLoad(on: cluster, hotSlots: 0..<16_384, busy: 3)
+            let (hot, posts) = (load.hotPost, load.posts)
             try await Task.sleep(for: .seconds(1))
 
             // SIGKILL the master of the hot post's slot; its replica is promoted after the

@@ -17,12 +17,8 @@ final class PairLoad: Sendable {
     struct Summary: Sendable {
         var acknowledged = 0
         var failed = 0
+        /// Failures by kind (code and the start of the message).
         var errors: [String: Int] = [:]
-        /// When the first and last failure happened, relative to the start.
-        var firstFailure: Duration?
-        var lastFailure: Duration?
-        /// Acknowledgements on the hot post after its last failure, and when the first came.
-        var firstSuccessAfterLastFailure: Duration?
     }
 
     private struct State {
@@ -34,7 +30,6 @@ final class PairLoad: Sendable {
     let posts: [Int64]
     let hotPost: Int64
     private let state = Mutex(State())
-    private let started = ContinuousClock.now
 
     init(posts: [Int64], hotPost: Int64) {
         self.posts = posts
@@ -75,21 +70,14 @@ final class PairLoad: Sendable {
     var summary: Summary { state.withLock { $0.summary } }
 
     private func record(_ pair: Pair, _ expected: Expected, error: Error?) {
-        let now = ContinuousClock.now - started
         state.withLock { state in
             state.expected[pair] = expected
             if let error {
                 state.summary.failed += 1
                 let kind = (error as? CounterError).map { "\($0.code): \($0.message.prefix(60))" } ?? "\(error)".prefix(60).description
                 state.summary.errors[kind, default: 0] += 1
-                if state.summary.firstFailure == nil { state.summary.firstFailure = now }
-                state.summary.lastFailure = now
-                state.summary.firstSuccessAfterLastFailure = nil
             } else {
                 state.summary.acknowledged += 1
-                if pair.post == hotPost, state.summary.lastFailure != nil, state.summary.firstSuccessAfterLastFailure == nil {
-                    state.summary.firstSuccessAfterLastFailure = now
-                }
             }
         }
     }

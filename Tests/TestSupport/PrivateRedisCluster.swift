@@ -90,19 +90,9 @@ public final class PrivateRedisCluster: Sendable {
     }
 
     private func services(_ command: String) async throws {
-        let script = TestEnvironment.repositoryRoot.appendingPathComponent("scripts/services").path
-        var environment = ProcessInfo.processInfo.environment
-        environment["COUNTER_DATA_DIR"] = dataDirectory.path
-        environment["COUNTER_REDIS_MODE"] = "cluster"
-        environment["COUNTER_REDIS_CLUSTER_PORT"] = String(firstPort)
-        let arguments = ["/bin/bash", script, command, "redis"]
-        let pairs = environment.map { "\($0.key)=\($0.value)" }
-        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
-            Thread { continuation.resume(with: Result { try spawnAndWait(arguments, environment: pairs) }) }.start()
-        }
-        guard status == 0 else {
-            throw PrivateServersError(message: "COUNTER_REDIS_MODE=cluster scripts/services \(command) exited with \(status)")
-        }
+        try await runServicesScript([command, "redis"], environment: [
+            "COUNTER_DATA_DIR": dataDirectory.path, "COUNTER_REDIS_MODE": "cluster", "COUNTER_REDIS_CLUSTER_PORT": String(firstPort),
+        ])
     }
 
     /// A first port P such that P…P+5 and their cluster bus ports (+10000) are free a moment ago.

@@ -38,19 +38,9 @@ public final class PrivateServers: Sendable {
     /// Runs `scripts/services <command>` against these servers and waits for it — on a thread
     /// of its own, so a cooperative thread is never blocked for the seconds it takes.
     public func run(_ command: String, only server: String? = nil) async throws {
-        let script = TestEnvironment.repositoryRoot.appendingPathComponent("scripts/services").path
-        var environment = ProcessInfo.processInfo.environment
-        environment["COUNTER_DATA_DIR"] = dataDirectory.path
-        environment["COUNTER_PG_PORT"] = String(postgresPort)
-        environment["COUNTER_REDIS_PORT"] = String(redisPort)
-        let arguments = ["/bin/bash", script, command] + (server.map { [$0] } ?? [])
-        let pairs = environment.map { "\($0.key)=\($0.value)" }
-        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
-            Thread { continuation.resume(with: Result { try spawnAndWait(arguments, environment: pairs) }) }.start()
-        }
-        guard status == 0 else {
-            throw PrivateServersError(message: "scripts/services \(command) exited with \(status)")
-        }
+        try await runServicesScript([command] + (server.map { [$0] } ?? []), environment: [
+            "COUNTER_DATA_DIR": dataDirectory.path, "COUNTER_PG_PORT": String(postgresPort), "COUNTER_REDIS_PORT": String(redisPort),
+        ])
     }
 
     /// Stops both servers and removes their data.
@@ -92,6 +82,21 @@ public final class PrivateServers: Sendable {
         }
         guard bound else { throw PrivateServersError(message: "bind() failed") }
         return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
+
+/// Runs `scripts/services <arguments>` with `environment` added to the test's own, and waits for
+/// it — on a thread of its own, so a cooperative thread is never blocked for the seconds it takes.
+/// - Throws: when it exits non-zero.
+func runServicesScript(_ arguments: [String], environment: [String: String]) async throws {
+    let script = TestEnvironment.repositoryRoot.appendingPathComponent("scripts/services").path
+    let pairs = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }.map { "\($0.key)=\($0.value)" }
+    let status: Int32 = try await withCheckedThrowingContinuation { continuation in
+        Thread { continuation.resume(with: Result { try spawnAndWait(["/bin/bash", script] + arguments, environment: pairs) }) }.start()
+    }
+    guard status == 0 else {
+        let settings = environment.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+        throw PrivateServersError(message: "\(settings) scripts/services \(arguments.joined(separator: " ")) exited with \(status)")
     }
 }
 

@@ -17,6 +17,7 @@ public final class CounterService: Sendable {
     private let flushers: [WriteBehindFlusher]
     private let clients: [RedisClient]
     private let flusherTasks = Mutex<[Task<Void, Never>]>([])
+    private let topologyTask = Mutex<Task<Void, Never>?>(nil)
     /// Where Redis keeps each slot, shared by every Redis client of this service.
     public let redisTopology: RedisTopology
 
@@ -71,9 +72,10 @@ public final class CounterService: Sendable {
             try await flusher.recover()
             await flusher.setMissingPostsHandler { [shard] posts in await shard.forget(posts: posts) }
         }
-        let topology = redisTopology
-        let tasks = flushers.map { flusher in Task { await flusher.run() } } + [Task { await topology.run() }]
+        let tasks = flushers.map { flusher in Task { await flusher.run() } }
         flusherTasks.withLock { $0 = tasks }
+        let topology = redisTopology
+        topologyTask.withLock { $0 = Task { await topology.run() } }
     }
 
     /// Performs `operation` for user `userID` on post `postID`.
@@ -193,8 +195,11 @@ public final class CounterService: Sendable {
         for shard in shards { await shard.stopAccepting() }
         for flusher in flushers { await flusher.stop(drain: drain) }
         let tasks = flusherTasks.withLock { $0 }
-        tasks.last?.cancel()
         for task in tasks { await task.value }
+        if let refresher = topologyTask.withLock({ $0 }) {
+            refresher.cancel()
+            await refresher.value
+        }
         for client in clients { await client.close() }
         await redisTopology.close()
     }

@@ -40,8 +40,13 @@ actor ShardActor {
     private struct Inbox {
         var pending: [Pending] = []
         /// Requests to load posts into Redis afresh from PostgreSQL, run between batches.
-        var resyncs: [(posts: [Int64], completion: @Sendable (Set<Int64>) -> Void)] = []
+        var resyncs: [Resync] = []
         var draining = false
+    }
+
+    private struct Resync {
+        let posts: [Int64]
+        let completion: @Sendable (Set<Int64>) -> Void
     }
     private var stats = ShardStats()
 
@@ -117,7 +122,7 @@ actor ShardActor {
     func resyncFromPostgres(_ posts: [Int64]) async -> Set<Int64> {
         await withCheckedContinuation { continuation in
             let startDrain = inbox.withLock { inbox in
-                inbox.resyncs.append((posts, { continuation.resume(returning: $0) }))
+                inbox.resyncs.append(Resync(posts: posts) { continuation.resume(returning: $0) })
                 if inbox.draining { return false }
                 inbox.draining = true
                 return true
@@ -165,7 +170,7 @@ actor ShardActor {
             let (batch, resyncs) = inbox.withLock { inbox in
                 if inbox.pending.isEmpty && inbox.resyncs.isEmpty {
                     inbox.draining = false
-                    return ([Pending](), [(posts: [Int64], completion: @Sendable (Set<Int64>) -> Void)]())
+                    return ([Pending](), [Resync]())
                 }
                 defer {
                     inbox.pending.removeAll(keepingCapacity: true)
