@@ -106,8 +106,16 @@ struct ClusterChangeTests {
         }
     }
 
-    @Test("a master killed under load: its replica takes over, the node follows, and after reconcile PostgreSQL and Redis agree")
-    func failoverUnderLoad() async throws {
+    /// With `replicaLag` zero the replica is as current as replication on one host makes it. With
+    /// one second, the replica falls that far behind just before its master dies: it is paused
+    /// (SIGSTOP) and the master is given a 40 MB value to replicate first, more than the sockets
+    /// between them hold, so what the master acknowledges afterwards waits in its memory and dies
+    /// with it. (A pause alone loses nothing here: the kernel still delivers what the dead master
+    /// had sent.) The replica then takes over without that second of acknowledged writes — the
+    /// loss asynchronous replication allows — while PostgreSQL has the part the flusher wrote.
+    @Test("a master killed under load: its replica takes over, the node follows, and after reconcile PostgreSQL and Redis agree",
+          arguments: [Duration.zero, .seconds(1)])
+    func failoverUnderLoad(replicaLag: Duration) async throws {
         try await PrivateRedisCluster.with { cluster in
             let (harness, load, running) = try await Self.startUnderLoad(on: cluster, hotSlots: 0..<16_384, busy: 3)
             let (hot, posts) = (load.hotPost, load.posts)
@@ -116,10 +124,22 @@ struct ClusterChangeTests {
             // SIGKILL the master of the hot post's slot; its replica is promoted after the
             // cluster's node timeout (2 s here).
             let slot = Int(HashSlot(post: hot).rawValue)
-            let victim = try #require(try await cluster.nodes(askingPort: cluster.firstPort).first { $0.isMaster && $0.serves(slot) })
+            let nodes = try await cluster.nodes(askingPort: cluster.firstPort)
+            let victim = try #require(nodes.first { $0.isMaster && $0.serves(slot) })
+            var pausedReplica: pid_t?
+            if replicaLag > .zero {
+                let replica = try #require(nodes.first { $0.masterID == victim.id })
+                pausedReplica = try cluster.pid(ofNodeOn: replica.port)
+                kill(pausedReplica!, SIGSTOP)
+                let filler = "{\(HashSlot(post: hot).hashTag)}:replication-filler"
+                try await cluster.redisCLI(["-p", String(victim.port), "eval", "redis.call('SET', KEYS[1], string.rep('x', 40 * 1024 * 1024))",
+                                            "1", filler])
+                try await Task.sleep(for: replicaLag)
+            }
+            kill(try cluster.pid(ofNodeOn: victim.port), SIGKILL)
+            if let pausedReplica { kill(pausedReplica, SIGCONT) }
             let acknowledgedBefore = load.summary.acknowledged
             let killed = ContinuousClock.now
-            kill(try cluster.pid(ofNodeOn: victim.port), SIGKILL)
 
             // The node follows: the hot post answers again once the replica serves the slot.
             var followed: Duration?
@@ -155,7 +175,7 @@ struct ClusterChangeTests {
             #expect(report.redisRepaired == report.redisDrifted.count)
             try await Self.expectRedisAgrees(harness, posts: posts, label: "failover")
             let summary = load.summary
-            print("failover: master 127.0.0.1:\(victim.port) killed after \(acknowledgedBefore) acknowledged operations; the node served its slots again after \(recovery); \(summary.acknowledged) acknowledged, \(summary.failed) refused meanwhile (\(summary.errors)); acknowledged but lost: \(lost.count) like(s) and \(undone.count) unlike(s) of \(expected.count - undetermined) settled pairs; reconcile reloaded \(report.redisRepaired) post(s) into Redis")
+            print("failover (replica \(replicaLag == .zero ? "current" : "\(replicaLag) behind")): master 127.0.0.1:\(victim.port) killed after \(acknowledgedBefore) acknowledged operations; the node served its slots again after \(recovery); \(summary.acknowledged) acknowledged, \(summary.failed) refused meanwhile (\(summary.errors)); acknowledged but lost: \(lost.count) like(s) and \(undone.count) unlike(s) of \(expected.count - undetermined) settled pairs; reconcile found \(report.redisDrifted.count) post(s) behind PostgreSQL in Redis and reloaded \(report.redisRepaired)")
             await harness.stop()
         }
     }

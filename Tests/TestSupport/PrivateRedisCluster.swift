@@ -62,6 +62,8 @@ public final class PrivateRedisCluster: Sendable {
         public let port: Int
         public let id: String
         public let isMaster: Bool
+        /// For a replica, its master's id; "-" for a master.
+        public let masterID: String
         public let slotRanges: [ClosedRange<Int>]
         public var slots: Int { slotRanges.reduce(0) { $0 + $1.count } }
         public func serves(_ slot: Int) -> Bool { slotRanges.contains { $0.contains(slot) } }
@@ -79,7 +81,7 @@ public final class PrivateRedisCluster: Sendable {
                 let bounds = range.split(separator: "-").compactMap { Int($0) }
                 return bounds.count == 2 ? bounds[0]...bounds[1] : bounds.first.map { $0...$0 }
             }
-            return Node(port: nodePort, id: fields[0], isMaster: fields[2].contains("master"), slotRanges: ranges)
+            return Node(port: nodePort, id: fields[0], isMaster: fields[2].contains("master"), masterID: fields[3], slotRanges: ranges)
         }
     }
 
