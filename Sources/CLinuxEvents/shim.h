@@ -1,2 +1,2 @@
-/* Linux event APIs the Glibc module leaves out (NOTES.md): epoll, for the bench's event loop. */
+/* Linux event APIs the Glibc module leaves out: epoll, for the bench's event loop. */
 #include <sys/epoll.h>

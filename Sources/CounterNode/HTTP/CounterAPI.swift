@@ -3,7 +3,7 @@ import Persistence
 import ShardRouter
 import Synchronization
 
-/// The HTTP API of SPEC.md on top of a `CounterService`: routes, auth, JSON, error mapping,
+/// The HTTP API (README, "HTTP API") on top of a `CounterService`: routes, auth, JSON, error mapping,
 /// metrics. Requests that need no I/O (health, routing and auth errors) are answered on the HTTP
 /// thread; likes go straight to the shards; the rest run on tasks.
 public final class CounterAPI: HTTPHandler {

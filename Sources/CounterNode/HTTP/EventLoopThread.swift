@@ -8,7 +8,7 @@ import Synchronization
 ///
 /// Why not the library's own threads: its poll mode scans every connection on every wake-up
 /// (at 1,000 connections and 10,000 requests/s that cost more CPU than the requests), and its
-/// internal epoll mode stalls when exactly 128 connections are ready (NOTES.md): after a full
+/// internal epoll mode (0.9.75) stalls when exactly 128 connections are ready: after a full
 /// batch it calls `epoll_wait` again with the blocking timeout. `MHD_run` passes a zero timeout,
 /// so that second call cannot block; the waiting happens here, in `poll` on two descriptors.
 ///
