@@ -5,6 +5,8 @@ import ShardRouter
 public struct ClusterSlotMap: Sendable, Equatable {
     /// The masters, in the order first seen.
     public private(set) var masters: [RedisEndpoint] = []
+    /// The replicas a `CLUSTER SLOTS` answer named, in order (nodes to ask when masters fail).
+    public private(set) var replicas: [RedisEndpoint] = []
     /// Per slot, an index into `masters`, or -1 when no master serves it.
     private var owners: [Int16]
 
@@ -29,13 +31,21 @@ public struct ClusterSlotMap: Sendable, Equatable {
             guard let fields = range.array, fields.count >= 3,
                   let start = fields[0].integer, let end = fields[1].integer,
                   (0..<Int64(HashSlot.count)).contains(start), (start..<Int64(HashSlot.count)).contains(end),
-                  let master = fields[2].array, master.count >= 2,
-                  let host = master[0].string, let port = master[1].integer, (1...65535).contains(port) else {
+                  let endpoint = Self.endpoint(fields[2], askedHost: askedHost) else {
                 throw Self.unexpected(range)
             }
-            let endpoint = RedisEndpoint(host: host.isEmpty || host == "?" ? askedHost : host, port: Int(port))
             for slot in Int(start)...Int(end) { assign(slot, to: endpoint) }
+            for replica in fields.dropFirst(3).compactMap({ Self.endpoint($0, askedHost: askedHost) }) where !replicas.contains(replica) {
+                replicas.append(replica)
+            }
         }
+    }
+
+    /// A node of a `CLUSTER SLOTS` range: `[host, port, id, …]`.
+    private static func endpoint(_ node: RedisReply, askedHost: String) -> RedisEndpoint? {
+        guard let fields = node.array, fields.count >= 2, let host = fields[0].string,
+              let port = fields[1].integer, (1...65535).contains(port) else { return nil }
+        return RedisEndpoint(host: host.isEmpty || host == "?" ? askedHost : host, port: Int(port))
     }
 
     /// The master that serves `slot`, or `nil` when none does.
@@ -62,6 +72,11 @@ public struct ClusterSlotMap: Sendable, Equatable {
             }
         }
         return ranges
+    }
+
+    /// How many slots no master serves.
+    public var uncoveredSlotCount: Int {
+        owners.reduce(0) { $0 + ($1 < 0 ? 1 : 0) }
     }
 
     /// How many slots each master serves (masters that serve none are left out).

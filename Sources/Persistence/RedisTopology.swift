@@ -40,12 +40,13 @@ public final class RedisTopology: Sendable {
     /// The slot map of this moment.
     public var map: ClusterSlotMap { state.withLock { $0.map } }
 
-    /// Reads the cluster's slot map from the seed nodes; for one server, does nothing.
+    /// Reads the cluster's slot map from the seed nodes, once (later calls return at once: the
+    /// map is kept current by redirects, `refresh()` and `run()`); for one server, does nothing.
     /// - Throws: `RedisError(.clusterConfiguration)` when a seed answers but is not a cluster
     ///   node, or the cluster leaves slots without a master; `.connectionFailed` when no seed
     ///   can be reached.
     public func discover() async throws(RedisError) {
-        guard isCluster else { return }
+        guard isCluster, state.withLock({ $0.refreshes == 0 }) else { return }
         let found = try await control.read(candidates: configuration.seeds, strict: true)
         install(found)
     }
@@ -95,10 +96,10 @@ public final class RedisTopology: Sendable {
     public func nodeStates() -> [RedisNodeState] {
         state.withLock { state in
             var nodes = state.nodes
-            for (endpoint, slots) in state.map.slotCounts {
-                nodes[endpoint, default: RedisNodeState(endpoint: endpoint)].slots = slots
+            let slotCounts = state.map.slotCounts
+            for endpoint in Set(nodes.keys).union(slotCounts.keys) {
+                nodes[endpoint, default: RedisNodeState(endpoint: endpoint)].slots = slotCounts[endpoint] ?? 0
             }
-            for endpoint in nodes.keys where state.map.slotCounts[endpoint] == nil { nodes[endpoint]!.slots = 0 }
             return nodes.values.sorted { $0.endpoint < $1.endpoint }
         }
     }
@@ -208,15 +209,13 @@ private actor TopologyReader {
                 continue
             }
             let map = try ClusterSlotMap(clusterSlots: reply, askedHost: endpoint.host)
-            remember(reply, askedHost: endpoint.host)
-            if map.uncoveredSlots.isEmpty { return map }
+            for node in map.masters + map.replicas where !knownNodes.contains(node) { knownNodes.append(node) }
+            if map.uncoveredSlotCount == 0 { return map }
             if strict {
                 throw RedisError(code: .clusterConfiguration,
                                  message: "the Redis Cluster at \(endpoint) leaves slots without a master: \(ClusterSlotMap.describe(map.uncoveredSlots)) (cluster_state is not ok; assign every slot, e.g. redis-cli --cluster fix)")
             }
-            if best == nil || map.uncoveredSlots.reduce(0, { $0 + $1.count }) < best!.uncoveredSlots.reduce(0, { $0 + $1.count }) {
-                best = map
-            }
+            if map.uncoveredSlotCount < best?.uncoveredSlotCount ?? Int.max { best = map }
         }
         if let best { return best }
         throw RedisError(code: .connectionFailed,
@@ -233,17 +232,5 @@ private actor TopologyReader {
         let connection = RedisConnection(configuration: configuration.node(endpoint))
         connections[endpoint] = connection
         return connection
-    }
-
-    /// Every node a `CLUSTER SLOTS` answer names, replicas included.
-    private func remember(_ reply: RedisReply, askedHost: String) {
-        for range in reply.array ?? [] {
-            for node in (range.array ?? []).dropFirst(2) {
-                guard let fields = node.array, fields.count >= 2, let host = fields[0].string,
-                      let port = fields[1].integer, (1...65535).contains(port) else { continue }
-                let endpoint = RedisEndpoint(host: host.isEmpty || host == "?" ? askedHost : host, port: Int(port))
-                if !knownNodes.contains(endpoint) { knownNodes.append(endpoint) }
-            }
-        }
     }
 }

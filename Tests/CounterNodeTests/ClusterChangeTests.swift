@@ -110,8 +110,8 @@ struct ClusterChangeTests {
     /// one second, the replica falls that far behind just before its master dies: it is paused
     /// (SIGSTOP) and the master is given a 40 MB value to replicate first, more than the sockets
     /// between them hold, so what the master acknowledges afterwards waits in its memory and dies
-    /// with it. (A pause alone loses nothing here: the kernel still delivers what the dead master
-    /// had sent.) The replica then takes over without that second of acknowledged writes — the
+    /// with it. (A pause alone lost nothing in our runs, presumably because what the master had
+    /// already written to the socket still reached the replica.) The replica then takes over without that second of acknowledged writes — the
     /// loss asynchronous replication allows — while PostgreSQL has the part the flusher wrote.
     @Test("a master killed under load: its replica takes over, the node follows, and after reconcile PostgreSQL and Redis agree",
           arguments: [Duration.zero, .seconds(1)])

@@ -178,6 +178,8 @@ struct RedisClientTests {
         #expect(map.master(of: HashSlot(rawValue: 6000)!) == RedisEndpoint(host: "10.0.0.2", port: 7001))
         #expect(map.master(of: HashSlot(rawValue: 10923)!) == nil)
         #expect(map.uncoveredSlots == [10923...10923])
+        #expect(map.uncoveredSlotCount == 1)
+        #expect(map.replicas == [RedisEndpoint(host: "10.0.0.4", port: 7003)])
         #expect(ClusterSlotMap.describe(map.uncoveredSlots) == "10923")
         #expect(map.slotCounts[RedisEndpoint(host: "10.0.0.3", port: 7002)] == 5460)
         map.move(HashSlot(rawValue: 10923)!, to: RedisEndpoint(host: "10.0.0.3", port: 7002))
