@@ -9,7 +9,6 @@ public struct FlushResult: Sendable, Equatable, Decodable {
 /// One shard's figures (or the total) from `GET /admin/stats`.
 public struct ShardStatistics: Sendable, Equatable, Decodable {
     public let shard: Int?
-    public let cachedPosts: Int64
     public let operations: Int64
     public let groupCommits: Int64
     public let averageGroupCommit: Double
@@ -22,7 +21,7 @@ public struct ShardStatistics: Sendable, Equatable, Decodable {
     public let deadLetters: Int64
 
     enum CodingKeys: String, CodingKey {
-        case shard, cachedPosts = "cached_posts", operations, groupCommits = "group_commits",
+        case shard, operations, groupCommits = "group_commits",
              averageGroupCommit = "average_group_commit", pendingChanges = "pending_changes",
              oldestPendingAgeSeconds = "oldest_pending_age_seconds", secondsSinceFlush = "seconds_since_flush",
              flushTransactions = "flush_transactions", flushedEntries = "flushed_entries",
@@ -36,13 +35,9 @@ public struct ServiceStatistics: Sendable, Equatable, Decodable {
     public let total: ShardStatistics
 }
 
-/// `GET /admin/posts/{post}`: a post in memory, Redis and PostgreSQL, and the verdict
+/// `GET /admin/posts/{post}`: a post in Redis and PostgreSQL, and the verdict
 /// (`agree`, `pending`, `drift`, `unknown_post`, `not_in_redis`).
 public struct PostInspection: Sendable, Equatable, Decodable {
-    public struct Memory: Sendable, Equatable, Decodable {
-        public let likesCount: Int64?
-        enum CodingKeys: String, CodingKey { case likesCount = "likes_count" }
-    }
     public struct Redis: Sendable, Equatable, Decodable {
         public let hydrated: Bool
         public let likesCount: Int64
@@ -62,11 +57,10 @@ public struct PostInspection: Sendable, Equatable, Decodable {
 
     public let postID: Int64
     public let verdict: String
-    public let memory: Memory
     public let redis: Redis
     public let postgres: Postgres
 
-    enum CodingKeys: String, CodingKey { case postID = "post_id", verdict, memory, redis, postgres }
+    enum CodingKeys: String, CodingKey { case postID = "post_id", verdict, redis, postgres }
 }
 
 /// `POST /admin/reconcile`.

@@ -120,12 +120,12 @@ public enum NodeCommand {
                          PostgreSQL has it (showing the backlog every half second), or after S
                          seconds (default 60) with status 6
           inspect <post> [--user U]
-                         the post in memory, Redis and PostgreSQL side by side (count, membership
+                         the post in Redis and PostgreSQL side by side (count, membership
                          of user U, pending changes, last flush) and a verdict: agree, pending
                          (differences explained by changes waiting for the flusher) or drift
           stats          per shard and in total: pending changes, oldest pending age, seconds
                          since the last flush, group-commit and flush sizes, retries, dead
-                         letters, cached posts; per Redis node: slots served, connected,
+                         letters; per Redis node: slots served, connected,
                          pipelines, errors, MOVED/ASK/TRYAGAIN/CLUSTERDOWN answers; and the
                          node's resident memory
           reconcile --post P | --all [--repair]

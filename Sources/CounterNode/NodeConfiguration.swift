@@ -67,8 +67,6 @@ public struct NodeConfiguration: Sendable, Equatable {
                     configuration.writePath.acknowledgement = mode
                     return nil
                 }),
-        integer("--cached-posts", "COUNTER_CACHED_POSTS", "posts each shard keeps in memory (least recently used evicted)", 1...100_000_000,
-                get: { $0.writePath.cachedPostsPerShard }, set: { $0.writePath.cachedPostsPerShard = $1 }),
         integer("--backlog-limit", "COUNTER_BACKLOG_LIMIT", "changes a shard lets wait for PostgreSQL before refusing writes with 503", 1...1_000_000_000,
                 get: { $0.writePath.backlogLimitPerShard }, set: { $0.writePath.backlogLimitPerShard = $1 }),
         integer("--flush-interval-ms", "COUNTER_FLUSH_INTERVAL_MS", "a flush runs at least this often while changes wait (milliseconds)", 1...3_600_000,

@@ -160,26 +160,6 @@ struct WritePathBehaviourTests {
         await harness.stop()
     }
 
-    @Test("memory holds at most the configured posts; evicted posts still answer correctly from Redis", arguments: RedisTarget.allCases)
-    func memoryBound(redis: RedisTarget) async throws {
-        let harness = try await WritePathHarness.start(posts: 30, redis: redis) {
-            $0.shardCount = 1
-            $0.cachedPostsPerShard = 5
-        }
-        for post in harness.posts {
-            _ = try await harness.service.perform(.like, post: post, user: 1)
-            _ = try await harness.service.perform(.like, post: post, user: 2)
-        }
-        #expect(await harness.service.stats()[0].cachedPosts == 5)
-        for post in harness.posts {
-            #expect(try await harness.service.perform(.toggle, post: post, user: 2) == LikeState(postID: post, userID: 2, isLiked: false, likesCount: 1))
-        }
-        #expect(await harness.service.stats()[0].cachedPosts == 5)
-        try await harness.service.flush()
-        for (_, state) in try await harness.postgresCounts() { #expect(state.count == 1 && state.rows == 1) }
-        await harness.stop()
-    }
-
     @Test("postgres acknowledgement: the answer comes after the change is committed in PostgreSQL", arguments: RedisTarget.allCases)
     func postgresAcknowledgement(redis: RedisTarget) async throws {
         let harness = try await WritePathHarness.start(posts: 1, redis: redis) { $0.acknowledgement = .postgres }

@@ -1,10 +1,9 @@
 import Persistence
 import ShardRouter
 
-/// One post seen from memory, Redis and PostgreSQL side by side, with a verdict.
+/// One post seen from Redis and PostgreSQL side by side, with a verdict.
 struct PostInspection: Sendable, Equatable {
     var postID: Int64
-    var memoryCount: Int64?
     var redisHydrated: Bool
     var redisCount: Int64
     var postgresExists: Bool
@@ -22,9 +21,8 @@ struct PostInspection: Sendable, Equatable {
     var verdict: String {
         if !postgresExists { return "unknown_post" }
         if let count = postgresLikesCount, count != postgresRows { return "drift" }
-        let memoryAgrees = memoryCount.map { $0 == redisCount } ?? true
         guard redisHydrated else { return "not_in_redis" }
-        if memoryAgrees && redisCount == postgresRows && redisMember == postgresMember { return pendingChanges > 0 ? "pending" : "agree" }
+        if redisCount == postgresRows && redisMember == postgresMember { return pendingChanges > 0 ? "pending" : "agree" }
         return pendingChanges > 0 ? "pending" : "drift"
     }
 
@@ -33,10 +31,6 @@ struct PostInspection: Sendable, Equatable {
         writer.objectStart()
         writer.field("post_id", postID)
         writer.field("verdict", verdict)
-        writer.key("memory")
-        writer.objectStart()
-        if let memoryCount { writer.field("likes_count", memoryCount) } else { writer.nullField("likes_count") }
-        writer.objectEnd()
         writer.key("redis")
         writer.objectStart()
         writer.field("hydrated", redisHydrated)
@@ -82,7 +76,6 @@ struct PostInspector: Sendable {
         let row = rows.first
         return PostInspection(
             postID: post,
-            memoryCount: await service.cachedCount(of: post),
             redisHydrated: replies[0].integer == 1,
             redisCount: replies[1].integer ?? 0,
             postgresExists: row != nil,

@@ -24,7 +24,6 @@ enum StatsJSON {
     static func total(_ shards: [ShardStats]) -> ShardStats {
         var sum = ShardStats()
         for stats in shards {
-            sum.cachedPosts += stats.cachedPosts
             sum.operations += stats.operations
             sum.groupCommits += stats.groupCommits
             sum.groupCommittedChanges += stats.groupCommittedChanges
@@ -48,7 +47,6 @@ enum StatsJSON {
     private static func write(_ stats: ShardStats, into writer: inout JSONWriter, shard: Int?) {
         writer.objectStart()
         if let shard { writer.field("shard", shard) }
-        writer.field("cached_posts", stats.cachedPosts)
         writer.field("operations", stats.operations)
         writer.field("group_commits", stats.groupCommits)
         writer.field("group_committed_changes", stats.groupCommittedChanges)

@@ -42,6 +42,5 @@ enum MetricsText {
         family("counter_dead_letters_total", "counter", "Changes moved to the dead-letter stream.") { "\($0.deadLetters)" }
         family("counter_redis_errors_total", "counter", "Redis calls that failed.") { "\($0.redisErrors)" }
         family("counter_postgres_errors_total", "counter", "PostgreSQL calls that failed.") { "\($0.postgresErrors)" }
-        family("counter_cached_posts", "gauge", "Posts held in shard memory.") { "\($0.cachedPosts)" }
     }
 }

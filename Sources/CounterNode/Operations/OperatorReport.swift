@@ -6,14 +6,14 @@ enum OperatorReport {
     /// `stats`: one row per shard and a total row.
     static func stats(_ json: JSONValue) -> String {
         let columns = ["shard", "pending", "oldest s", "since flush s", "commits", "avg commit", "max commit",
-                       "flushes", "flushed", "max flush", "retries", "dead", "cached"]
+                       "flushes", "flushed", "max flush", "retries", "dead"]
         var rows: [[String]] = []
         func row(_ name: String, _ value: JSONValue) -> [String] {
             [name, int(value["pending_changes"]), decimal(value["oldest_pending_age_seconds"]),
              decimal(value["seconds_since_flush"]), int(value["group_commits"]),
              decimal(value["average_group_commit"]), int(value["largest_group_commit"]), int(value["flush_transactions"]),
              int(value["flushed_entries"]), int(value["largest_flush"]), int(value["flush_retries"]),
-             int(value["dead_letters"]), int(value["cached_posts"])]
+             int(value["dead_letters"])]
         }
         for shard in json["shards"]?.array ?? [] { rows.append(row(int(shard["shard"]), shard)) }
         if let total = json["total"] { rows.append(row("total", total)) }
@@ -40,19 +40,19 @@ enum OperatorReport {
         return text
     }
 
-    /// `inspect`: memory, Redis and PostgreSQL side by side, then the verdict and what it means.
+    /// `inspect`: Redis and PostgreSQL side by side, then the verdict and what it means.
     static func inspection(_ json: JSONValue) -> String {
         let post = int(json["post_id"])
-        let memory = json["memory"], redis = json["redis"], postgres = json["postgres"]
+        let redis = json["redis"], postgres = json["postgres"]
         var rows: [[String]] = [
-            ["likes_count", int(memory?["likes_count"]), (redis?["hydrated"]?.bool ?? false) ? int(redis?["likes_count"]) : "not loaded",
+            ["likes_count", (redis?["hydrated"]?.bool ?? false) ? int(redis?["likes_count"]) : "not loaded",
              (postgres?["exists"]?.bool ?? false) ? int(postgres?["likes_count"]) : "no such post"],
-            ["likes rows", "", "", int(postgres?["likes_rows"])],
+            ["likes rows", "", int(postgres?["likes_rows"])],
         ]
         if let user = json["user_id"]?.int64 {
-            rows.append(["user \(user) likes", "", yesNo(redis?["is_liked"]), yesNo(postgres?["is_liked"])])
+            rows.append(["user \(user) likes", yesNo(redis?["is_liked"]), yesNo(postgres?["is_liked"])])
         }
-        var text = "post \(post)\n" + table(["", "memory", "redis", "postgres"], rows)
+        var text = "post \(post)\n" + table(["", "redis", "postgres"], rows)
         text += "\npending changes in the write-behind log: \(int(redis?["pending_changes"]))"
         text += "\nlast flush of its shard: \(decimal(redis?["seconds_since_flush"])) s ago"
         text += "\nverdict: " + verdictExplanation(json)
@@ -64,7 +64,7 @@ enum OperatorReport {
         let pending = int(json["redis"]?["pending_changes"])
         switch json["verdict"]?.string ?? "" {
         case "agree":
-            return "in agreement — memory, Redis and PostgreSQL show the same count and membership"
+            return "in agreement — Redis and PostgreSQL show the same count and membership"
         case "pending":
             return "pending — they differ only by \(pending) change(s) waiting for the flusher; PostgreSQL catches up at the next flush (counter-node flush --wait)"
         case "drift":

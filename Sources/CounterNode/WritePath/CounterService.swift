@@ -33,9 +33,9 @@ public final class CounterService: Sendable {
         guard let map = try? ShardMap(shardCount: configuration.shardCount) else {
             throw CounterError(code: .invalidArgument, message: "shard count must be between 1 and \(HashSlot.count)")
         }
-        guard configuration.cachedPostsPerShard >= 1, configuration.backlogLimitPerShard >= 1,
+        guard configuration.backlogLimitPerShard >= 1,
               configuration.flushBatchSize >= 1 else {
-            throw CounterError(code: .invalidArgument, message: "cache size, backlog limit and flush batch size must be at least 1")
+            throw CounterError(code: .invalidArgument, message: "backlog limit and flush batch size must be at least 1")
         }
         self.configuration = configuration
         self.shardMap = map
@@ -153,7 +153,6 @@ public final class CounterService: Sendable {
         for (shard, flusher) in zip(shards, flushers) {
             var stats = await flusher.currentStats()
             let shardStats = await shard.currentStats()
-            stats.cachedPosts = shardStats.cachedPosts
             stats.operations = shardStats.operations
             stats.groupCommits = shardStats.groupCommits
             stats.groupCommittedChanges = shardStats.groupCommittedChanges
@@ -182,11 +181,6 @@ public final class CounterService: Sendable {
         var reset: Set<Int64> = []
         for (shard, shardPosts) in byShard { reset.formUnion(await shards[shard].resyncFromPostgres(shardPosts)) }
         return reset
-    }
-
-    /// The count the owning shard holds in memory for `postID`, if it holds the post.
-    public func cachedCount(of postID: Int64) async -> Int64? {
-        await shards[shardMap.shard(forPost: postID)].cachedCount(of: postID)
     }
 
     /// Stops taking operations, flushes everything acknowledged to PostgreSQL (when `drain`),

@@ -10,8 +10,9 @@ import Synchronization
 /// change with its write-behind log entry, atomically per slot (`MULTI`/`EXEC`). Thousands of
 /// concurrent likes on one post therefore cost a few round trips, not thousands.
 ///
-/// Memory holds only each recently used post's count (`LRUCache`); memberships are looked up in
-/// Redis per batch, so a post with millions of likers needs no per-liker memory here.
+/// Counts and memberships are read from Redis in every batch (the count costs nothing extra: it
+/// rides in the read pipeline the memberships need anyway), so memory holds no per-post state
+/// beyond the short list of posts known not to exist.
 actor ShardActor {
     private struct Pending {
         let request: ShardDecider.Request
@@ -29,7 +30,6 @@ actor ShardActor {
     private let flusher: WriteBehindFlusher
     private let gauge: BacklogGauge
 
-    private var counts: LRUCache<Int64, Int64>
     private var unknownPosts: [Int64: ContinuousClock.Instant] = [:]
     /// Operations waiting for the next batch. A lock, not actor isolation, guards it, so callers
     /// on any thread (the HTTP thread included) can add to it without a hop; the drain task is
@@ -59,7 +59,6 @@ actor ShardActor {
         self.configuration = configuration
         self.flusher = flusher
         self.gauge = gauge
-        self.counts = LRUCache(capacity: configuration.cachedPostsPerShard)
     }
 
     /// Performs one operation and returns the state after it, once it is acknowledged as
@@ -113,8 +112,7 @@ actor ShardActor {
         if startDrain { Task { await self.drain() } }
     }
 
-    /// Makes Redis forget `posts` (hydration marker, likers set) and memory forget their counts,
-    /// so the next touch loads them from PostgreSQL — for posts whose Redis state drifted from
+    /// Makes Redis forget `posts` (hydration marker, likers set), so the next touch loads them from PostgreSQL — for posts whose Redis state drifted from
     /// PostgreSQL (after a Redis failover lost writes it had acknowledged). Runs between batches,
     /// so no change of the shard is in flight; a post whose slot still has changes waiting for
     /// PostgreSQL is left alone, since PostgreSQL does not have them yet.
@@ -139,10 +137,7 @@ actor ShardActor {
     /// Forgets posts that turned out not to exist (deleted from `posts`).
     func forget(posts: [Int64]) {
         let until = ContinuousClock.now + configuration.unknownPostMemory
-        for post in posts {
-            counts.remove(post)
-            unknownPosts[post] = until
-        }
+        for post in posts { unknownPosts[post] = until }
     }
 
     /// Drops the memory that posts do not exist, so the next touch asks PostgreSQL again.
@@ -150,15 +145,8 @@ actor ShardActor {
         for post in posts { unknownPosts[post] = nil }
     }
 
-    /// The count this shard holds in memory for `postID`, if it holds the post.
-    func cachedCount(of postID: Int64) -> Int64? {
-        counts.peek(postID)
-    }
-
     func currentStats() -> ShardStats {
-        var current = stats
-        current.cachedPosts = counts.count
-        return current
+        stats
     }
 
     // MARK: - Batches
@@ -193,7 +181,6 @@ actor ShardActor {
         })
         var reset: Set<Int64> = []
         for (post, result) in zip(quiet, results) {
-            counts.remove(post)
             if case .success = result { reset.insert(post) }
         }
         return reset
@@ -257,8 +244,7 @@ actor ShardActor {
 
         // 3. Write the changes with their log entries, atomically per slot. A slot whose write
         //    failed has its posts answered with the failure; one whose outcome is unknown (the
-        //    connection broke mid-way) also makes memory forget those posts and the flusher
-        //    re-read the slot's log.
+        //    connection broke mid-way) also makes the flusher re-read the slot's log.
         var entryIDs: [StreamEntryID?] = []
         var writeFailures: [Int64: Error] = [:]
         if !decision.changes.isEmpty {
@@ -275,7 +261,7 @@ actor ShardActor {
             }
         }
 
-        // 4. Remember counts, tell the flusher, answer.
+        // 4. Tell the flusher, answer.
         var appended: [UInt16: (count: Int, newest: StreamEntryID)] = [:]
         for (change, id) in zip(decision.changes, entryIDs) {
             guard let id else { continue }
@@ -283,8 +269,6 @@ actor ShardActor {
             let current = appended[slot]
             appended[slot] = ((current?.count ?? 0) + 1, max(current?.newest ?? id, id))
         }
-        for (post, view) in views where writeFailures[post] == nil { counts.set(post, view.likesCount) }
-        for post in writeFailures.keys { counts.remove(post) }
         if !appended.isEmpty { await flusher.noteAppended(appended) }
         if configuration.acknowledgement == .memory {
             stats.lostMemoryAcknowledgements += entryIDs.filter { $0 == nil }.count

@@ -1,8 +1,6 @@
 /// What one shard and its flusher have done, for `stats`, `/metrics` and tests.
 public struct ShardStats: Sendable, Equatable {
     public var shard: Int = 0
-    /// Posts held in memory.
-    public var cachedPosts: Int = 0
     /// Operations answered (successfully or not).
     public var operations: Int = 0
     /// Redis write round trips (group commits) and the changes they carried.

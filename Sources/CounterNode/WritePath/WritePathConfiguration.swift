@@ -6,9 +6,6 @@ public struct WritePathConfiguration: Sendable, Equatable {
     public var shardCount: Int = 4
     /// When writes are answered. Defaults to `.redis`.
     public var acknowledgement: AcknowledgementMode = .redis
-    /// Posts each shard keeps in memory (count and existence), least recently used evicted first.
-    /// Defaults to `100_000`.
-    public var cachedPostsPerShard: Int = 100_000
     /// Changes a shard lets wait for PostgreSQL before it refuses new writes. Defaults to `1_000_000`.
     public var backlogLimitPerShard: Int = 1_000_000
     /// A flush runs at least this often while changes wait. Defaults to 200 ms.
