@@ -29,35 +29,53 @@ let package = Package(
         // Linux's epoll, which Glibc's module leaves out (header only, nothing to link).
         .systemLibrary(name: "CLinuxEvents"),
 
+        // The small shared core every module may use: decimal integers as ASCII bytes, entity ids,
+        // Duration in seconds. Pure.
+        .target(name: "CounterCore"),
+        // Every request and response body of the HTTP API, defined once (Codable), for the node,
+        // the client library and the operator commands, and the one JSON writer that encodes them.
+        // Foundation and CounterCore only.
+        .target(name: "CounterWire", dependencies: ["CounterCore"]),
         // Pure routing: post -> logical slot -> shard, and Redis-Cluster-compatible hash tags.
         .target(name: "ShardRouter"),
 
         // PostgreSQL and Redis clients, the Redis key layout, the flusher's SQL, migrations.
-        .target(name: "Persistence", dependencies: ["CLibPQ", "CHiredis", "ShardRouter"]),
-
-        // The node: configuration, commands (the operator ones call the admin API through
-        // CounterClient), shards, flusher and HTTP API.
-        .target(name: "CounterNode", dependencies: ["ShardRouter", "Persistence", "CMicroHTTPD", "CounterClient"]),
+        .target(name: "Persistence", dependencies: ["CLibPQ", "CHiredis", "CounterCore", "ShardRouter"]),
+        // The write path: shard actors, their pure batch logic, the write-behind flushers.
+        .target(name: "WritePath", dependencies: ["CounterCore", "Persistence", "ShardRouter"]),
+        // The HTTP transport: libmicrohttpd behind HTTPRequest/HTTPResponse/HTTPHandler. Knows no route.
+        .target(name: "NodeHTTP", dependencies: ["CMicroHTTPD"]),
+        // The HTTP API: routes, auth, metrics, the admin answers, on top of the write path.
+        .target(name: "NodeAPI", dependencies: ["CounterCore", "CounterWire", "NodeHTTP", "Persistence", "ShardRouter", "WritePath"]),
+        // The operator subcommands (flush, inspect, stats, reconcile, dead-letters): clients of
+        // a running node's admin API through CounterClient.
+        .target(name: "OperatorCommands", dependencies: ["CounterClient", "CounterCore", "CounterWire"]),
+        // The node's composition root: configuration, command line, `serve` and its lifecycle.
+        .target(name: "CounterNode", dependencies: ["CounterCore", "NodeAPI", "NodeHTTP", "OperatorCommands", "Persistence", "WritePath"]),
 
         // The client library apps add: HTTP client, optimistic like state machine, @Observable
-        // models. Foundation and Observation only; it depends on nothing of the server.
-        .target(name: "CounterClient"),
+        // models. Foundation, Observation and the wire format only; nothing of the server.
+        .target(name: "CounterClient", dependencies: ["CounterWire"]),
 
         // Thin executables.
         .executableTarget(name: "CounterNodeCLI", dependencies: ["CounterNode"]),
-        .executableTarget(name: "Bench", dependencies: ["BenchKit", "CounterNode", "Persistence", "ShardRouter"]),
+        .executableTarget(name: "Bench", dependencies: ["BenchKit", "CounterCore", "CounterNode", "Persistence", "ShardRouter", "WritePath"]),
         // The bench's parts: histogram, Zipf, correctness check (pure), load generator.
-        .target(name: "BenchKit", dependencies: ["Persistence", "CLinuxEvents"]),
+        .target(name: "BenchKit", dependencies: ["CounterCore", "Persistence", "CLinuxEvents"]),
 
         // Shared by the test targets: where the test servers are, private servers for restart tests.
         .target(name: "TestSupport", dependencies: ["Persistence"], path: "Tests/TestSupport"),
         .testTarget(name: "BenchKitTests", dependencies: ["BenchKit"]),
-        .testTarget(name: "CounterClientTests", dependencies: ["CounterClient"]),
-        .testTarget(name: "ShardRouterTests", dependencies: ["ShardRouter", "Persistence"]),
-        .testTarget(name: "PersistenceTests", dependencies: ["Persistence", "ShardRouter", "TestSupport"]),
+        .testTarget(name: "CounterClientTests", dependencies: ["CounterClient", "CounterWire"]),
+        .testTarget(name: "CounterWireTests", dependencies: ["CounterWire"]),
+        .testTarget(name: "ShardRouterTests", dependencies: ["ShardRouter", "CounterCore", "Persistence"]),
+        .testTarget(name: "PersistenceTests", dependencies: ["CounterCore", "Persistence", "ShardRouter", "TestSupport"]),
         // A child process the crash tests kill with SIGKILL mid-stream.
-        .executableTarget(name: "CrashDriver", dependencies: ["CounterNode", "Persistence"], path: "Tests/CrashDriver"),
-        .testTarget(name: "CounterNodeTests", dependencies: ["BenchKit", "CounterClient", "CounterNode", "Persistence", "ShardRouter", "TestSupport", "CrashDriver", "CounterNodeCLI"]),
+        .executableTarget(name: "CrashDriver", dependencies: ["Persistence", "WritePath"], path: "Tests/CrashDriver"),
+        .testTarget(name: "CounterNodeTests", dependencies: [
+            "BenchKit", "CounterClient", "CounterCore", "CounterNode", "CounterWire", "NodeAPI", "NodeHTTP", "OperatorCommands",
+            "Persistence", "ShardRouter", "WritePath", "TestSupport", "CrashDriver", "CounterNodeCLI",
+        ]),
     ],
     swiftLanguageModes: [.v6]
 )

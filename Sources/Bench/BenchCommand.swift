@@ -1,4 +1,5 @@
 import Foundation
+import WritePath
 
 /// `counter-bench`'s command line.
 enum BenchCommand {

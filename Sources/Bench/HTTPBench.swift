@@ -1,6 +1,7 @@
 import BenchKit
 import Foundation
 import Persistence
+import CounterCore
 
 /// Options of `counter-bench http`.
 struct HTTPBenchOptions {

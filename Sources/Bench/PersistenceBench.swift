@@ -1,6 +1,7 @@
 import Foundation
 import Persistence
 import ShardRouter
+import CounterCore
 
 /// Options of `counter-bench persistence`.
 struct PersistenceBenchOptions {

@@ -2,6 +2,8 @@ import CounterNode
 import Foundation
 import Persistence
 import ShardRouter
+import CounterCore
+import WritePath
 
 /// Options of `counter-bench writepath`.
 struct WritePathBenchOptions {

@@ -1,6 +1,7 @@
 import Foundation
 import Persistence
 import Synchronization
+import CounterCore
 
 /// One request a workload wants sent, and what it means for the correctness check.
 public struct PlannedRequest: Sendable {

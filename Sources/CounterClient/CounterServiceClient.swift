@@ -80,7 +80,7 @@ public struct CounterServiceClient: Sendable {
         }
         for post in posts { try Self.positive(post, "post id") }
         try Self.positive(user, "user id")
-        let body = try Self.encode(FeedQueryBody(postIDs: posts, userID: user))
+        let body = try Self.encode(FeedQuery(postIDs: posts, userID: user))
         let page: FeedPage = try await call("POST", "/v1/posts/query", body: body, idempotent: true)
         return page.posts
     }
@@ -109,10 +109,12 @@ public struct CounterServiceClient: Sendable {
         try await call("POST", "/admin/flush" + (wait ? "" : "?wait=false"), admin: true, idempotent: false)
     }
 
+    /// Per shard and in total: backlog, flushes, group commits, retries, dead letters; the Redis nodes.
     public func statistics() async throws(CounterClientError) -> ServiceStatistics {
         try await call("GET", "/admin/stats", admin: true, idempotent: true)
     }
 
+    /// A post in Redis and PostgreSQL side by side, with `user`'s like, and a verdict.
     public func inspect(post: Int64, user: Int64? = nil) async throws(CounterClientError) -> PostInspection {
         try Self.positive(post, "post id")
         if let user { try Self.positive(user, "user id") }
@@ -121,49 +123,28 @@ public struct CounterServiceClient: Sendable {
 
     /// Recounts `posts` (or a page of all posts after `after`) and, with `repair`, fixes drift.
     public func reconcile(posts: [Int64]? = nil, after: Int64 = 0, limit: Int = 1_000, repair: Bool = false) async throws(CounterClientError) -> ReconcileReport {
-        let body = posts.map { #"{"post_ids":[\#($0.map(String.init).joined(separator: ","))],"repair":\#(repair)}"# }
-            ?? #"{"after":\#(after),"limit":\#(limit),"repair":\#(repair)}"#
-        return try await call("POST", "/admin/reconcile", body: Data(body.utf8), admin: true, idempotent: !repair)
+        let request = posts.map { ReconcileRequest(postIDs: $0, repair: repair) }
+            ?? ReconcileRequest(after: after, limit: limit, repair: repair)
+        return try await call("POST", "/admin/reconcile", body: try Self.encode(request), admin: true, idempotent: !repair)
     }
 
+    /// The oldest `count` dead letters (at most 10,000).
     public func deadLetters(count: Int = 100) async throws(CounterClientError) -> [DeadLetter] {
-        let data = try await raw("GET", "/admin/dead-letters?count=\(count)", token: configuration.adminToken, idempotent: true)
-        guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
-              let letters = object["dead_letters"] as? [[String: Any]] else {
-            throw .invalidResponse("dead letters: \(String(decoding: data.prefix(200), as: UTF8.self))")
-        }
-        return letters.map { letter in
-            var fields: [String: String] = [:]
-            for (key, value) in letter where key != "id" { fields[key] = "\(value)" }
-            return DeadLetter(id: letter["id"] as? String ?? "", fields: fields)
-        }
+        let list: DeadLetterList = try await call("GET", "/admin/dead-letters?count=\(count)", admin: true, idempotent: true)
+        return list.deadLetters
     }
 
     /// Puts dead letters back into the write path: the given ids, or all of them.
     public func replayDeadLetters(ids: [String]? = nil) async throws(CounterClientError) -> ReplayResult {
-        let body = ids.map { Data(#"{"ids":[\#($0.map { "\"\($0)\"" }.joined(separator: ","))]}"#.utf8) }
+        let body = try ids.map { ids throws(CounterClientError) in try Self.encode(DeadLetterSelection(ids: ids)) }
         return try await call("POST", "/admin/dead-letters/replay", body: body, admin: true, idempotent: false)
     }
 
     /// Deletes dead letters; returns how many went.
     public func dropDeadLetters(ids: [String]) async throws(CounterClientError) -> Int {
-        struct Dropped: Decodable { let dropped: Int }
-        let body = Data(#"{"ids":[\#(ids.map { "\"\($0)\"" }.joined(separator: ","))]}"#.utf8)
-        let answer: Dropped = try await call("POST", "/admin/dead-letters/drop", body: body, admin: true, idempotent: false)
+        let body = try Self.encode(DeadLetterSelection(ids: ids))
+        let answer: DropResult = try await call("POST", "/admin/dead-letters/drop", body: body, admin: true, idempotent: false)
         return answer.dropped
-    }
-
-    /// Any admin route, answered with the service's JSON as sent — for tools that show or pass
-    /// it on as it is (the operator commands' `--json`). Retried only when `idempotent`.
-    public func adminRequest(_ method: String, _ path: String, query: [(String, String)] = [], body: Data? = nil,
-                             idempotent: Bool = false) async throws(CounterClientError) -> Data {
-        var components = URLComponents()
-        components.path = path
-        if !query.isEmpty { components.queryItems = query.map { URLQueryItem(name: $0.0, value: $0.1) } }
-        guard let relative = components.string, path.hasPrefix("/") else {
-            throw .invalidArgument("\(path) is not an absolute path")
-        }
-        return try await raw(method, relative, body: body, token: configuration.adminToken, idempotent: idempotent)
     }
 
     // MARK: - Sending
@@ -179,7 +160,7 @@ public struct CounterServiceClient: Sendable {
     }
 
     private static func encode<Body: Encodable>(_ body: Body) throws(CounterClientError) -> Data {
-        do { return try JSONEncoder().encode(body) } catch { throw .invalidArgument("cannot encode the request: \(error)") }
+        do { return Data(try WireEncoder.encode(body)) } catch { throw .invalidArgument("cannot encode the request: \(error)") }
     }
 
     private func call<Answer: Decodable>(_ method: String, _ path: String, body: Data? = nil, admin: Bool = false,
@@ -187,7 +168,7 @@ public struct CounterServiceClient: Sendable {
         let data = try await raw(method, path, body: body, token: admin ? configuration.adminToken : configuration.apiToken,
                                  idempotent: idempotent)
         do {
-            return try JSONDecoder().decode(Answer.self, from: data)
+            return try WireDecoder.decode(Answer.self, from: data)
         } catch {
             throw .invalidResponse("\(method) \(path): \(error) in \(String(decoding: data.prefix(200), as: UTF8.self))")
         }
@@ -228,7 +209,7 @@ public struct CounterServiceClient: Sendable {
         let (data, response) = try await sendWithDeadline(request)
         guard (200..<300).contains(response.statusCode) else {
             let retryAfter = response.value(forHTTPHeaderField: "Retry-After").flatMap(Double.init)
-            if let error = try? JSONDecoder().decode(ErrorBody.self, from: data) {
+            if let error = try? WireDecoder.decode(ErrorBody.self, from: data) {
                 throw .server(status: response.statusCode, code: error.error.code, message: error.error.message, retryAfterSeconds: retryAfter)
             }
             throw .server(status: response.statusCode, code: "http_\(response.statusCode)",

@@ -1,41 +1,14 @@
 import Foundation
 import Persistence
+import WritePath
+import OperatorCommands
 
 /// `counter-node`'s command line: picks the subcommand, reads the configuration, runs it.
 public enum NodeCommand {
     /// Exit statuses, as `--help` documents them.
-    public enum ExitStatus: Int32 {
-        case success = 0
-        /// The command ran and failed (a server unreachable, PostgreSQL refused, …).
-        case failure = 1
-        /// The command line or a setting is invalid; nothing was done.
-        case usage = 2
-        /// An operator command found no node at `--node`.
-        case unreachable = 3
-        /// The node refused the admin token.
-        case unauthorized = 4
-        /// `inspect` or `reconcile` found drift (and `reconcile` left some unrepaired).
-        case driftFound = 5
-        /// `flush --wait` ran out of time; the node goes on flushing.
-        case timedOut = 6
-    }
-
+    public typealias ExitStatus = OperatorCommands.ExitStatus
     /// Where a command writes: results to `standard`, problems to `error`.
-    public struct Output: Sendable {
-        public var standard: @Sendable (String) -> Void
-        public var error: @Sendable (String) -> Void
-
-        public init(standard: @escaping @Sendable (String) -> Void, error: @escaping @Sendable (String) -> Void) {
-            self.standard = standard
-            self.error = error
-        }
-
-        /// The process's standard output and standard error.
-        /// (Written unbuffered: a supervisor reading a pipe sees each line at once.)
-        public static let console = Output(
-            standard: { FileHandle.standardOutput.write(Data(($0 + "\n").utf8)) },
-            error: { FileHandle.standardError.write(Data("counter-node: \($0)\n".utf8)) })
-    }
+    public typealias Output = CommandOutput
 
     /// Runs `arguments` (without the program name) and returns the exit status.
     public static func run(arguments: [String], environment: [String: String], output: Output = .console) async -> ExitStatus {
@@ -69,7 +42,8 @@ public enum NodeCommand {
         if OperatorCommand.subcommands.contains(subcommand) {
             let command: OperatorCommand
             do {
-                command = try OperatorCommand(subcommand: subcommand, operands: operands, configuration: configuration, output: output)
+                command = try OperatorCommand(subcommand: subcommand, operands: operands, nodeURL: configuration.nodeURL,
+                                              adminToken: configuration.tokens.admin, output: output)
             } catch {
                 printError("\(error.message)\n(see counter-node --help)")
                 return .usage

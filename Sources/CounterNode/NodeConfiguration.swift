@@ -1,5 +1,8 @@
 import Foundation
 import Persistence
+import WritePath
+import NodeHTTP
+import NodeAPI
 
 /// Everything a node is configured with. Each setting has a default, a `COUNTER_*` environment
 /// variable and a `--flag`; `NodeConfiguration.settings` lists them for `--help`.

@@ -1,6 +1,9 @@
 import Dispatch
 import Foundation
 import Persistence
+import WritePath
+import NodeHTTP
+import NodeAPI
 
 /// `counter-node serve`: migrates, starts the write path and the HTTP API, and runs until
 /// SIGTERM or SIGINT. The first signal stops accepting, answers what is in flight, flushes

@@ -1,3 +1,4 @@
+import CounterCore
 /// A Redis stream entry id, `<milliseconds>-<sequence>`, ordered as Redis orders them.
 public struct StreamEntryID: Sendable, Hashable, Comparable, CustomStringConvertible {
     public let milliseconds: UInt64

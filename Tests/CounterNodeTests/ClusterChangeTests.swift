@@ -1,4 +1,6 @@
 @testable import CounterNode
+@testable import NodeAPI
+@testable import WritePath
 import Foundation
 import Persistence
 import ShardRouter

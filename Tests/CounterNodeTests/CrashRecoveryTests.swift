@@ -3,6 +3,7 @@ import Foundation
 import Persistence
 import Testing
 import TestSupport
+@testable import WritePath
 
 @Suite("Crash and restart", .serialized)
 struct CrashRecoveryTests {

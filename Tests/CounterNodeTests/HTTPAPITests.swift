@@ -1,9 +1,14 @@
 @testable import CounterNode
+import CounterWire
 import Foundation
 import Persistence
 import Testing
+@testable import WritePath
 import Synchronization
 import TestSupport
+import CounterCore
+@testable import NodeHTTP
+@testable import NodeAPI
 
 @Suite("HTTP API over real sockets")
 struct HTTPAPITests {
@@ -33,12 +38,13 @@ struct HTTPAPITests {
         #expect(stats.status == 200)
         #expect(stats.text.contains(#""total":{"#) && stats.text.contains(#""pending_changes":0"#))
         // The Redis nodes as the node sees them: every slot served, by connected masters.
-        let redisStats = try JSONParser.parse(Array(stats.text.utf8))["redis"]
-        #expect(redisStats?["mode"]?.string == (redis == .cluster ? "cluster" : "single"))
-        let nodes = redisStats?["nodes"]?.array ?? []
-        #expect(nodes.reduce(0) { $0 + ($1["slots"]?.int64 ?? 0) } == 16_384)
-        #expect(nodes.filter { ($0["slots"]?.int64 ?? 0) > 0 }.count == (redis == .cluster ? 3 : 1))
-        #expect(nodes.filter { ($0["slots"]?.int64 ?? 0) > 0 }.allSatisfy { $0["connected"]?.bool == true })
+        let redisStats = try WireDecoder.decode(ServiceStatistics.self, from: Array(stats.text.utf8)).redis
+        #expect(redisStats.mode == (redis == .cluster ? "cluster" : "single"))
+        let nodes = redisStats.nodes
+        #expect(nodes.reduce(0) { $0 + $1.slots } == 16_384)
+        let serving = nodes.filter { $0.slots > 0 }
+        #expect(serving.count == (redis == .cluster ? 3 : 1))
+        #expect(serving.allSatisfy { $0.connected })
         let inspect = try await http.send("GET", "/admin/posts/\(post)?user=8", token: HTTPHarness.adminToken)
         #expect(inspect.text.contains(#""verdict":"agree""#))
         #expect(inspect.text.contains(#""postgres":{"exists":true,"likes_count":1,"likes_rows":1,"is_liked":true}"#))
@@ -206,15 +212,6 @@ struct HTTPPieceTests {
         for (path, route) in expected { #expect(APIRoute.match(path) == route, "\(path)") }
     }
 
-    @Test("the JSON parser takes what RFC 8259 allows and refuses the rest")
-    func jsonParser() throws {
-        #expect(try JSONParser.parse(Array(#" {"a":[1,-2,3.5e1,true,false,null,"x\"\u0041"]} "#.utf8))
-                == .object(["a": .array([.number("1"), .number("-2"), .number("3.5e1"), .bool(true), .bool(false), .null, .string("x\"A")])]))
-        for bad in ["", "{", "[1,]", "{\"a\":1,}", "01", "1.", "tru", "\"a", "{\"a\" 1}", "[1] 2", "{\"a\":1,\"a\":2}", "\"\u{01}\""] {
-            #expect(throws: JSONParser.Failure.self, "\(bad)") { try JSONParser.parse(Array(bad.utf8)) }
-        }
-    }
-
     @Test("token comparison does not depend on where tokens differ")
     func tokens() {
         let tokens = AccessTokens(api: "api-token-0123456789", admin: "admin-token-0123456789")
@@ -234,6 +231,10 @@ final class SilentHandler: HTTPHandler {
 
     func dispatch(_ request: HTTPRequest) -> HTTPDisposition {
         .later { respond in self.held.withLock { $0.append(respond) } }
+    }
+
+    func response(for refusal: HTTPRefusal) -> HTTPResponse {
+        HTTPResponse(status: refusal == .shuttingDown ? 503 : 413, body: Array((refusal == .shuttingDown ? "shutting_down" : "body_too_large").utf8))
     }
 }
 
@@ -258,5 +259,27 @@ struct HTTPServerShutdownTests {
         // The handler answers after all: nothing happens (no resume of a connection that is gone).
         for respond in handler.held.withLock({ $0 }) { respond(HTTPResponse(status: 200, body: [])) }
         await server.stop()   // a second stop returns at once
+    }
+}
+
+@Suite("Hot answers (pure)")
+struct HotAnswersTests {
+    @Test("the hand-written hot answers are exactly what the wire types encode")
+    func sameBytesAsTheWireTypes() throws {
+        let states = [LikeState(postID: 1, userID: 7, isLiked: true, likesCount: 124),
+                      LikeState(postID: .max, userID: .max, isLiked: false, likesCount: 0)]
+        for state in states {
+            #expect(HotAnswers.likeStatus(state)
+                    == (try WireEncoder.encode(LikeStatus(postID: state.postID, userID: state.userID, isLiked: state.isLiked, likesCount: state.likesCount))))
+            #expect(HotAnswers.postCount(postID: state.postID, likesCount: state.likesCount)
+                    == (try WireEncoder.encode(PostCount(postID: state.postID, likesCount: state.likesCount))))
+        }
+        for page in [[], states] {
+            #expect(HotAnswers.feedPage(page)
+                    == (try WireEncoder.encode(FeedPage(posts: page.map { FeedEntry(postID: $0.postID, likesCount: $0.likesCount, isLiked: $0.isLiked) }))))
+        }
+        for message in ["post 9 does not exist", "no route GET /v1/x?\"a\"\\b\n\t\u{01}é"] {
+            #expect(HotAnswers.error(code: "post_not_found", message: message) == (try WireEncoder.encode(ErrorBody(code: "post_not_found", message: message))))
+        }
     }
 }

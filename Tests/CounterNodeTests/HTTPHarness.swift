@@ -1,6 +1,9 @@
 import CounterNode
 import Persistence
 import TestSupport
+@testable import WritePath
+@testable import NodeHTTP
+@testable import NodeAPI
 
 /// A node's HTTP API on a free port over a write path on the test servers.
 struct HTTPHarness {

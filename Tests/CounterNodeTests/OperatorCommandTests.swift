@@ -1,9 +1,11 @@
 @testable import CounterNode
+import CounterWire
 import Foundation
 import Persistence
 import ShardRouter
 import Testing
 import TestSupport
+@testable import NodeAPI
 
 /// `counter-node flush | inspect | stats | reconcile | dead-letters` against a running node on the
 /// test servers, through `NodeCommand.run` exactly as the executable calls it.
@@ -90,9 +92,9 @@ struct OperatorCommandTests {
         #expect(agree == .success)
         #expect(agreeText.contains("verdict: in agreement"), "\(agreeText)")
         let (_, json) = await Self.run(["inspect", String(post), "--json"], node: http)
-        let parsed = try JSONParser.parse(Array(json.utf8))
-        #expect(parsed["verdict"]?.string == "agree")
-        #expect(parsed["postgres"]?["likes_rows"]?.int64 == 5)
+        let parsed = try WireDecoder.decode(PostInspection.self, from: Array(json.utf8))
+        #expect(parsed.verdict == "agree")
+        #expect(parsed.postgres.likesRows == 5)
 
         let (started, startedText) = await Self.run(["flush"], node: http)
         #expect(started == .success && startedText.contains("flush started"))
@@ -143,9 +145,9 @@ struct OperatorCommandTests {
         // this one among them. Read-only: other tests' posts are theirs to repair.
         let (everything, everythingJSON) = await Self.run(["reconcile", "--all", "--json"], node: http)
         #expect(everything == .driftFound)
-        let pages = try JSONParser.parse(Array(everythingJSON.split(separator: "\n").last.map(String.init)!.utf8)).array ?? []
+        let pages = try WireDecoder.decode([ReconcileReport].self, from: Array(everythingJSON.split(separator: "\n").last.map(String.init)!.utf8))
         #expect(!pages.isEmpty)
-        #expect(pages.flatMap { $0["drifted"]?.array ?? [] }.contains { $0["post_id"]?.int64 == post && $0["likes_count"]?.int64 == 6 })
+        #expect(pages.flatMap(\.drifted).contains { $0.postID == post && $0.likesCount == 6 })
         #expect(everythingJSON.contains("reconcile: "))  // progress on standard error
 
         let writer = Task {
@@ -212,10 +214,8 @@ struct OperatorCommandTests {
         #expect(listed == .success)
         #expect(listText.contains("2 dead letter(s)") && listText.contains("post does not exist in posts"), "\(listText)")
         let (_, json) = await Self.run(["dead-letters", "list", "--json"], node: http)
-        let letters = try JSONParser.parse(Array(json.utf8))["dead_letters"]?.array ?? []
-        let byUser = Dictionary(uniqueKeysWithValues: letters.compactMap { letter in
-            letter["u"]?.string.flatMap { user in letter["id"]?.string.map { (user, $0) } }
-        })
+        let letters = try WireDecoder.decode(DeadLetterList.self, from: Array(json.utf8)).deadLetters
+        let byUser = Dictionary(uniqueKeysWithValues: letters.compactMap { letter in letter.fields["u"].map { ($0, letter.id) } })
         let (early, earlyText) = await Self.run(["dead-letters", "replay", "--id", byUser["42"]!], node: http)
         #expect(early == .failure)
         #expect(earlyText.contains("not replayed"))

@@ -1,6 +1,7 @@
 import CounterNode
 import Foundation
 import Synchronization
+@testable import WritePath
 
 /// Likes, unlikes and toggles from many concurrent workers on (user, post) pairs, remembering
 /// for every pair the state of its last acknowledged operation. Each worker owns its pairs and

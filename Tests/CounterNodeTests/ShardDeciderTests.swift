@@ -1,6 +1,7 @@
 import Persistence
 import Testing
 @testable import CounterNode
+@testable import WritePath
 
 @Suite("Shard decisions (pure)")
 struct ShardDeciderTests {

@@ -3,6 +3,7 @@ import Persistence
 import ShardRouter
 import Testing
 import TestSupport
+@testable import WritePath
 
 /// Stops and starts servers of its own, so the shared ones are not disturbed.
 @Suite("Write path when a server fails", .serialized)

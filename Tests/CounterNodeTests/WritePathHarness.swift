@@ -2,6 +2,7 @@ import CounterNode
 import Persistence
 import ShardRouter
 import TestSupport
+@testable import WritePath
 
 /// A write path on the test servers with a key prefix of its own, and ways to look at what
 /// memory, Redis and PostgreSQL hold.

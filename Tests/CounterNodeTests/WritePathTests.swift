@@ -3,6 +3,7 @@ import Persistence
 import ShardRouter
 import Testing
 import TestSupport
+@testable import WritePath
 
 @Suite("Write path against real Redis and PostgreSQL")
 struct WritePathTests {

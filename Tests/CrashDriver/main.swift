@@ -1,6 +1,6 @@
-import CounterNode
 import Foundation
 import Persistence
+import WritePath
 
 // A child process for crash tests: `run` drives a write path with a stream of operations and
 // prints every acknowledgement as it happens, until it is killed; `recover` starts a write path

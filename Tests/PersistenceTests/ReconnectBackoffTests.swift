@@ -1,5 +1,6 @@
 import Persistence
 import Testing
+import CounterCore
 
 @Suite("Reconnect backoff")
 struct ReconnectBackoffTests {

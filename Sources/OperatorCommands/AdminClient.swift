@@ -1,8 +1,8 @@
 import CounterClient
 import Foundation
 
-/// The operator subcommands' view of a running node's admin API: `CounterServiceClient` for the
-/// calls, with its failures sorted into what the commands report (and exit with).
+/// The operator subcommands' view of a running node's admin API: `CounterServiceClient`'s typed
+/// calls, with their failures sorted into what the commands report (and exit with).
 struct AdminClient: Sendable {
     /// Why a call did not give an answer the command can use.
     enum Failure: Error, Sendable, Equatable {
@@ -18,12 +18,6 @@ struct AdminClient: Sendable {
         case timedOut(String)
     }
 
-    /// An answer: parsed, and as the node sent it (what `--json` prints).
-    struct Answer: Sendable {
-        let json: JSONValue
-        let text: String
-    }
-
     let client: CounterServiceClient
 
     /// - Parameter timeoutSeconds: how long one call may take.
@@ -35,36 +29,22 @@ struct AdminClient: Sendable {
         client = CounterServiceClient(configuration: configuration)
     }
 
-    /// `GET path` (with `query`), the answer's JSON.
-    func get(_ path: String, query: [(String, String)] = []) async throws(Failure) -> Answer {
-        try await send("GET", path, query: query, body: nil)
-    }
-
-    /// `POST path` with `body` (JSON), the answer's JSON.
-    func post(_ path: String, query: [(String, String)] = [], body: [UInt8]? = nil) async throws(Failure) -> Answer {
-        try await send("POST", path, query: query, body: body)
-    }
-
-    private func send(_ method: String, _ path: String, query: [(String, String)], body: [UInt8]?) async throws(Failure) -> Answer {
-        let data: Data
+    /// Runs one client call; `what` (`"POST /admin/flush"`) names it in failures.
+    func call<Answer>(_ what: String, _ body: (CounterServiceClient) async throws(CounterClientError) -> Answer) async throws(Failure) -> Answer {
         do {
-            data = try await client.adminRequest(method, path, query: query, body: body.map { Data($0) })
+            return try await body(client)
         } catch {
-            throw Self.failure(error, method: method, path: path, node: client.configuration.baseURL)
+            throw Self.failure(error, call: what, node: client.configuration.baseURL)
         }
-        guard let json = try? JSONParser.parse(Array(data)) else {
-            throw .invalidAnswer("\(method) \(path) answered with a body that is not JSON")
-        }
-        return Answer(json: json, text: String(decoding: data, as: UTF8.self))
     }
 
-    static func failure(_ error: CounterClientError, method: String, path: String, node: URL) -> Failure {
+    static func failure(_ error: CounterClientError, call: String, node: URL) -> Failure {
         switch error {
         case .server(401, _, let message, _): return .unauthorized(message)
         case .server(let status, let code, let message, _): return .refused(status: status, code: code, message: message)
         case .connection(let message, false): return .unreachable("no node answered at \(node.absoluteString): \(message)")
-        case .connection(let message, true): return .invalidAnswer("\(method) \(path): the connection broke (\(message)); its effect is unknown")
-        case .timedOut(let seconds): return .timedOut("\(method) \(path) got no answer within \(Int(seconds.rounded())) s")
+        case .connection(let message, true): return .invalidAnswer("\(call): the connection broke (\(message)); its effect is unknown")
+        case .timedOut(let seconds): return .timedOut("\(call) got no answer within \(Int(seconds.rounded())) s")
         case .invalidResponse(let why), .invalidArgument(let why): return .invalidAnswer(why)
         }
     }

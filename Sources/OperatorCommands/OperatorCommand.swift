@@ -1,18 +1,19 @@
+import CounterClient
+import CounterCore
 import Foundation
-import Persistence
 
 /// The operator subcommands — `flush`, `inspect`, `stats`, `reconcile`, `dead-letters` — which
 /// talk to a running node's admin API (`--node`, `--admin-token`). Human-readable output by
 /// default, the node's JSON with `--json`; progress goes to standard error.
-struct OperatorCommand {
-    typealias ExitStatus = NodeCommand.ExitStatus
-
+public struct OperatorCommand: Sendable {
     /// The subcommands this type runs.
-    static let subcommands: Set<String> = ["flush", "inspect", "stats", "reconcile", "dead-letters"]
+    public static let subcommands: Set<String> = ["flush", "inspect", "stats", "reconcile", "dead-letters"]
 
     let subcommand: String
-    let configuration: NodeConfiguration
-    let output: NodeCommand.Output
+    /// The node's base URL (`--node`) and admin token (`--admin-token`).
+    let nodeURL: String
+    let adminToken: String?
+    let output: CommandOutput
     var json = false
     var wait = false
     var timeoutSeconds = 60.0
@@ -24,14 +25,15 @@ struct OperatorCommand {
     var verb: String?
 
     /// A command line the subcommand cannot use, with the reason.
-    struct UsageError: Error {
-        let message: String
+    public struct UsageError: Error {
+        public let message: String
     }
 
     /// Reads the subcommand's own arguments (what `NodeConfiguration.parse` left).
-    init(subcommand: String, operands: [String], configuration: NodeConfiguration, output: NodeCommand.Output) throws(UsageError) {
+    public init(subcommand: String, operands: [String], nodeURL: String, adminToken: String?, output: CommandOutput) throws(UsageError) {
         self.subcommand = subcommand
-        self.configuration = configuration
+        self.nodeURL = nodeURL
+        self.adminToken = adminToken
         self.output = output
         var index = 0
         var positional: [String] = []
@@ -71,7 +73,7 @@ struct OperatorCommand {
             case "--repair" where subcommand == "reconcile": repair = true
             case "--id" where subcommand == "dead-letters":
                 let text = try value(argument)
-                guard StreamEntryID(text) != nil else { throw UsageError(message: "--id \(text): not a dead letter id like 1700000000000-0") }
+                guard DeadLetterID.isValid(text) else { throw UsageError(message: "--id \(text): not a dead letter id like 1700000000000-0") }
                 ids.append(text)
             default:
                 if argument.hasPrefix("-") && Int64(argument) == nil {
@@ -101,10 +103,11 @@ struct OperatorCommand {
         }
     }
 
-    func run() async -> ExitStatus {
+    /// Calls the node and reports; the exit status says how it went.
+    public func run() async -> ExitStatus {
         do {
             // flush --wait's deadline is its client's timeout; other calls get 30 s.
-            let client = try AdminClient(baseURL: configuration.nodeURL, token: configuration.tokens.admin,
+            let client = try AdminClient(baseURL: nodeURL, token: adminToken,
                                          timeoutSeconds: subcommand == "flush" && wait ? timeoutSeconds : 30)
             switch subcommand {
             case "flush": return try await flush(client)
@@ -138,104 +141,107 @@ struct OperatorCommand {
 
     private func flush(_ client: AdminClient) async throws(AdminClient.Failure) -> ExitStatus {
         guard wait else {
-            let answer = try await client.post("/admin/flush", query: [("wait", "false")])
-            if json { output.standard(answer.text) } else {
-                output.standard("flush started; \(answer.json["pending_changes"]?.int64 ?? 0) change(s) were waiting for PostgreSQL (use --wait to wait for them)")
-            }
+            let answer = try await client.call("POST /admin/flush?wait=false") { client throws(CounterClientError) in try await client.flush(wait: false) }
+            output.standard(json ? Self.json(answer) : "flush started; \(answer.pendingChanges) change(s) were waiting for PostgreSQL (use --wait to wait for them)")
             return .success
         }
         let started = ContinuousClock.now
         // Progress while the node flushes: the backlog, from /admin/stats, every half second.
-        let progressClient = try AdminClient(baseURL: configuration.nodeURL, token: configuration.tokens.admin, timeoutSeconds: 5)
+        let progressClient = try AdminClient(baseURL: nodeURL, token: adminToken, timeoutSeconds: 5)
+        let output = self.output
         let progress = Task {
             while !Task.isCancelled {
                 try? await Task.sleep(for: .milliseconds(500))
                 if Task.isCancelled { break }
-                if let stats = try? await progressClient.get("/admin/stats"), !Task.isCancelled {
-                    let pending = stats.json["total"]?["pending_changes"]?.int64 ?? 0
-                    output.error("flushing: \(pending) change(s) still waiting for PostgreSQL")
+                if let stats = try? await progressClient.call("GET /admin/stats", { client throws(CounterClientError) in try await client.statistics() }),
+                   !Task.isCancelled {
+                    output.error("flushing: \(stats.total.pendingChanges) change(s) still waiting for PostgreSQL")
                 }
             }
         }
         defer { progress.cancel() }
-        let answer: AdminClient.Answer
+        let answer: FlushResult
         do {
-            answer = try await client.post("/admin/flush")
+            answer = try await client.call("POST /admin/flush") { client throws(CounterClientError) in try await client.flush(wait: true) }
         } catch .timedOut {
             output.error("flush did not finish within \(Self.format(timeoutSeconds)) s; the node goes on flushing (see counter-node stats)")
             return .timedOut
         }
         let elapsed = ContinuousClock.now - started
-        if json { output.standard(answer.text) } else {
-            output.standard("flushed: PostgreSQL has every change acknowledged before the flush (\(String(format: "%.1f", elapsed.inSeconds)) s); \(answer.json["pending_changes"]?.int64 ?? 0) newer change(s) waiting")
-        }
+        output.standard(json ? Self.json(answer) : "flushed: PostgreSQL has every change acknowledged before the flush (\(String(format: "%.1f", elapsed.inSeconds)) s); \(answer.pendingChanges) newer change(s) waiting")
         return .success
     }
 
     private func inspect(_ client: AdminClient) async throws(AdminClient.Failure) -> ExitStatus {
-        let answer = try await client.get("/admin/posts/\(post!)", query: user.map { [("user", String($0))] } ?? [])
-        output.standard(json ? answer.text : OperatorReport.inspection(answer.json))
-        return answer.json["verdict"]?.string == "drift" ? .driftFound : .success
+        let post = self.post!, user = self.user
+        let answer = try await client.call("GET /admin/posts/\(post)") { client throws(CounterClientError) in try await client.inspect(post: post, user: user) }
+        output.standard(json ? Self.json(answer) : OperatorReport.inspection(answer))
+        return answer.verdict == PostInspection.Verdict.drift ? .driftFound : .success
     }
 
     private func stats(_ client: AdminClient) async throws(AdminClient.Failure) -> ExitStatus {
-        let answer = try await client.get("/admin/stats")
-        output.standard(json ? answer.text : OperatorReport.stats(answer.json))
+        let answer = try await client.call("GET /admin/stats") { client throws(CounterClientError) in try await client.statistics() }
+        output.standard(json ? Self.json(answer) : OperatorReport.stats(answer))
         return .success
     }
 
     private func reconcile(_ client: AdminClient) async throws(AdminClient.Failure) -> ExitStatus {
         var totals = OperatorReport.ReconcileTotals()
-        var answers: [String] = []
+        var answers: [ReconcileReport] = []
+        let repair = self.repair
         if let post {
-            let answer = try await client.post("/admin/reconcile", body: Self.body(["\"post_ids\":[\(post)]", "\"repair\":\(repair)"]))
-            totals.add(answer.json)
-            answers.append(answer.text)
+            let answer = try await client.call("POST /admin/reconcile") { client throws(CounterClientError) in
+                try await client.reconcile(posts: [post], repair: repair)
+            }
+            totals.add(answer)
+            answers.append(answer)
         } else {
             // All posts, in bounded batches, with progress.
             var after: Int64 = 0
             while true {
-                let answer = try await client.post("/admin/reconcile", body: Self.body(["\"after\":\(after)", "\"limit\":1000", "\"repair\":\(repair)"]))
-                totals.add(answer.json)
-                answers.append(answer.text)
+                let from = after
+                let answer = try await client.call("POST /admin/reconcile") { client throws(CounterClientError) in
+                    try await client.reconcile(after: from, limit: 1_000, repair: repair)
+                }
+                totals.add(answer)
+                answers.append(answer)
                 output.error("reconcile: \(totals.checked) post(s) checked, \(totals.drifted.count) drifted so far")
-                guard let next = answer.json["next_after"]?.int64 else { break }
+                guard let next = answer.nextAfter else { break }
                 after = next
             }
         }
-        output.standard(json ? "[" + answers.joined(separator: ",") + "]" : OperatorReport.reconcile(totals, repair: repair))
+        output.standard(json ? Self.json(answers) : OperatorReport.reconcile(totals, repair: repair))
         let unrepaired = repair ? 0 : totals.drifted.count
         return unrepaired + totals.redisDrifted.count - totals.redisRepaired > 0 ? .driftFound : .success
     }
 
     private func deadLetters(_ client: AdminClient) async throws(AdminClient.Failure) -> ExitStatus {
-        let idList = "\"ids\":[" + ids.map { "\"\($0)\"" }.joined(separator: ",") + "]"
+        let ids = self.ids
         switch verb {
         case "list":
-            let answer = try await client.get("/admin/dead-letters", query: [("count", "1000")])
-            output.standard(json ? answer.text : OperatorReport.deadLetters(answer.json))
+            let letters = try await client.call("GET /admin/dead-letters") { client throws(CounterClientError) in try await client.deadLetters(count: 1_000) }
+            output.standard(json ? Self.json(DeadLetterList(deadLetters: letters)) : OperatorReport.deadLetters(letters))
             return .success
         case "replay":
-            let answer = try await client.post("/admin/dead-letters/replay", body: ids.isEmpty ? nil : Self.body([idList]))
-            let replayed = answer.json["replayed"]?.array ?? []
-            let failed = answer.json["failed"]?.array ?? []
-            if json { output.standard(answer.text) } else {
-                var text = "replayed \(replayed.count) change(s) into the write path"
-                for failure in failed {
-                    text += "\nnot replayed \(failure["id"]?.string ?? "?"): \(failure["reason"]?.string ?? "")"
-                }
+            let answer = try await client.call("POST /admin/dead-letters/replay") { client throws(CounterClientError) in
+                try await client.replayDeadLetters(ids: ids.isEmpty ? nil : ids)
+            }
+            if json { output.standard(Self.json(answer)) } else {
+                var text = "replayed \(answer.replayed.count) change(s) into the write path"
+                for failure in answer.failed { text += "\nnot replayed \(failure.id): \(failure.reason)" }
                 output.standard(text)
             }
-            return failed.isEmpty ? .success : .failure
+            return answer.failed.isEmpty ? .success : .failure
         default:
-            let answer = try await client.post("/admin/dead-letters/drop", body: Self.body([idList]))
-            output.standard(json ? answer.text : "dropped \(answer.json["dropped"]?.int64 ?? 0) dead letter(s)")
+            let dropped = try await client.call("POST /admin/dead-letters/drop") { client throws(CounterClientError) in try await client.dropDeadLetters(ids: ids) }
+            output.standard(json ? Self.json(DropResult(dropped: dropped)) : "dropped \(dropped) dead letter(s)")
             return .success
         }
     }
 
-    private static func body(_ members: [String]) -> [UInt8] {
-        Array(("{" + members.joined(separator: ",") + "}").utf8)
+    /// `--json`: the answer in the node's own wire format.
+    private static func json<Answer: Encodable>(_ answer: Answer) -> String {
+        (try? WireEncoder.text(answer)) ?? "null"
     }
 
     private static func format(_ seconds: Double) -> String {

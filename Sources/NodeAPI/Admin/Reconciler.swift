@@ -1,5 +1,7 @@
+import CounterWire
 import Persistence
 import ShardRouter
+import WritePath
 
 /// Recounts `posts.likes_count` from `likes` rows and, if asked, repairs drift — safely while the
 /// node runs: each repair locks the post's row first, so a flush transaction for the post either
@@ -9,32 +11,9 @@ import ShardRouter
 /// and repaired by having Redis load the post from PostgreSQL again (the record: a Redis failover
 /// can lose acknowledged writes that were already flushed).
 struct Reconciler: Sendable {
-    /// One post whose count disagrees with its rows.
-    struct Drift: Sendable, Equatable {
-        let postID: Int64
-        let likesCount: Int64
-        let likesRows: Int64
-    }
-
-    /// One post whose Redis count differs from its PostgreSQL rows with nothing pending.
-    struct RedisDrift: Sendable, Equatable {
-        let postID: Int64
-        let redisCount: Int64
-        let likesRows: Int64
-    }
-
-    struct Report: Sendable, Equatable {
-        var checked = 0
-        var drifted: [Drift] = []
-        var redisDrifted: [RedisDrift] = []
-        /// Posts whose Redis count differs from the rows only because changes are still pending.
-        var redisPending = 0
-        var repaired = 0
-        /// Posts with Redis drift that Redis now loads from PostgreSQL again.
-        var redisRepaired = 0
-        /// For paging through all posts: the last post id checked, when more may follow.
-        var nextAfter: Int64?
-    }
+    typealias Drift = ReconcileReport.Drift
+    typealias RedisDrift = ReconcileReport.RedisDrift
+    typealias Report = ReconcileReport
 
     /// Most posts one call checks.
     static let maximumBatch = 10_000

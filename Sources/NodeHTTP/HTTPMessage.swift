@@ -31,21 +31,6 @@ public struct HTTPResponse: Sendable, Equatable {
         self.headers = headers
         self.body = body
     }
-
-    /// The service's error format: `{"error":{"code":"…","message":"…"}}`.
-    public static func error(_ status: Int, code: String, message: String, retryAfterSeconds: Int? = nil, headers: [String: String] = [:]) -> HTTPResponse {
-        var writer = JSONWriter()
-        writer.objectStart()
-        writer.key("error")
-        writer.objectStart()
-        writer.field("code", code)
-        writer.field("message", message)
-        writer.objectEnd()
-        writer.objectEnd()
-        var all = headers
-        if let retryAfterSeconds { all["Retry-After"] = String(retryAfterSeconds) }
-        return HTTPResponse(status: status, headers: all, body: writer.bytes)
-    }
 }
 
 /// What a handler does with a request.
@@ -57,8 +42,20 @@ public enum HTTPDisposition: Sendable {
     case later(@Sendable (_ respond: @escaping @Sendable (HTTPResponse) -> Void) -> Void)
 }
 
+/// A request the server turns away itself, before or instead of the handler.
+public enum HTTPRefusal: Sendable, Equatable {
+    /// The server is stopping: the request arrived on a connection still open, or was still
+    /// waiting for its answer when the wait ran out.
+    case shuttingDown
+    /// The body exceeds `HTTPServerConfiguration.maximumBodyBytes` (`limit`).
+    case bodyTooLarge(limit: Int)
+}
+
 /// Answers requests.
 public protocol HTTPHandler: Sendable {
     /// Decides what to do with `request`. Called on the HTTP library's thread: it must not block.
     func dispatch(_ request: HTTPRequest) -> HTTPDisposition
+    /// The answer for a request the server turns away itself, in the handler's error format.
+    /// Called on any thread; it must not block.
+    func response(for refusal: HTTPRefusal) -> HTTPResponse
 }

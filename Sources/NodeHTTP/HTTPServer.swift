@@ -114,9 +114,7 @@ public final class HTTPServer: Sendable {
         }
         let late = suspended.withLock { table in
             for (_, entry) in table.entries {
-                entry.state.response.withLock {
-                    $0 = .error(503, code: "shutting_down", message: "the node is shutting down", retryAfterSeconds: 1)
-                }
+                entry.state.response.withLock { $0 = handler.response(for: .shuttingDown) }
                 MHD_resume_connection(entry.connection.pointer)
             }
             defer { table.entries.removeAll() }
@@ -147,7 +145,7 @@ public final class HTTPServer: Sendable {
             return true
         }
         guard admitted else {
-            return Self.queue(.error(503, code: "shutting_down", message: "the node is shutting down", retryAfterSeconds: 1), on: connection)
+            return Self.queue(handler.response(for: .shuttingDown), on: connection)
         }
         start { response in self.answer(key, with: response) }
         return .YES
@@ -272,29 +270,33 @@ private func accessHandler(
     }
     guard !state.dispatched.exchange(true, ordering: .relaxed) else { return .YES }
     if state.tooLarge.load(ordering: .relaxed) {
-        return HTTPServer.queue(.error(413, code: "body_too_large",
-                                       message: "the request body exceeds \(server.configuration.maximumBodyBytes) bytes"), on: connection)
+        return HTTPServer.queue(server.handler.response(for: .bodyTooLarge(limit: server.configuration.maximumBodyBytes)), on: connection)
     }
     let fullPath = url.map { String(cString: $0) } ?? "/"
     let request = HTTPRequest(
         method: method.map { String(cString: $0) } ?? "",
         path: fullPath,
-        // Only admin routes read query arguments; the hot routes skip the lookups.
-        query: fullPath.hasPrefix("/admin/") ? queryArguments(connection) : [:],
+        query: queryArguments(connection),
         authorization: MHD_lookup_connection_value(connection, .HEADER_KIND, "Authorization").map { String(cString: $0) },
         body: state.body.withLock { $0 })
     return server.dispatch(request, state: state, connection: connection)
 }
 
-/// The decoded query arguments the library parsed, for the names the admin API uses.
+/// Every query argument the library parsed, decoded (the last one wins for a repeated name).
+/// Requests without a query string, the hot routes among them, cost one count and nothing more.
 private func queryArguments(_ connection: OpaquePointer) -> [String: String] {
-    var arguments: [String: String] = [:]
-    for name in ["user", "count", "wait"] {
-        if let value = MHD_lookup_connection_value(connection, .GET_ARGUMENT_KIND, name) {
-            arguments[name] = String(cString: value)
-        }
+    guard MHD_get_connection_values(connection, .GET_ARGUMENT_KIND, nil, nil) > 0 else { return [:] }
+    final class Collected { var arguments: [String: String] = [:] }
+    let collected = Collected()
+    _ = withExtendedLifetime(collected) {
+        MHD_get_connection_values(connection, .GET_ARGUMENT_KIND, { context, _, key, value in
+            guard let context, let key else { return .YES }
+            let collected = Unmanaged<Collected>.fromOpaque(context).takeUnretainedValue()
+            collected.arguments[String(cString: key)] = value.map { String(cString: $0) } ?? ""
+            return .YES
+        }, Unmanaged.passUnretained(collected).toOpaque())
     }
-    return arguments
+    return collected.arguments
 }
 
 /// Releases a request's state when the library is done with the request.

@@ -1,14 +1,18 @@
+import CounterWire
 import Foundation
 import Persistence
 import ShardRouter
 import Synchronization
+import CounterCore
+import WritePath
+import NodeHTTP
 
 /// The HTTP API (README, "HTTP API") on top of a `CounterService`: routes, auth, JSON, error mapping,
 /// metrics. Requests that need no I/O (health, routing and auth errors) are answered on the HTTP
 /// thread; likes go straight to the shards; the rest run on tasks.
 public final class CounterAPI: HTTPHandler {
     /// Most post ids one feed query may carry.
-    public static let maximumQueryPosts = 1_000
+    public static let maximumQueryPosts = FeedQuery.maximumPosts
 
     let service: CounterService
     let tokens: AccessTokens
@@ -63,6 +67,16 @@ public final class CounterAPI: HTTPHandler {
         }
     }
 
+    /// The transport's own refusals, in the API's error format.
+    public func response(for refusal: HTTPRefusal) -> HTTPResponse {
+        switch refusal {
+        case .shuttingDown:
+            return .error(503, code: "shutting_down", message: "the node is shutting down", retryAfterSeconds: 1)
+        case .bodyTooLarge(let limit):
+            return .error(413, code: "body_too_large", message: "the request body exceeds \(limit) bytes")
+        }
+    }
+
     /// The operation a like route asks for: toggle, or like/unlike/read by method.
     static func likeOperation(_ route: APIRoute, method: String) -> (LikeOperation, Int64, Int64)? {
         switch route {
@@ -95,7 +109,7 @@ public final class CounterAPI: HTTPHandler {
                           headers: ["Allow": route.allowedMethods.joined(separator: ", ")])
         }
         if route == .healthz {
-            return HTTPResponse(status: 200, body: Array(#"{"status":"ok"}"#.utf8))
+            return .json(HealthStatus(status: "ok"))
         }
         return nil
     }
@@ -105,12 +119,7 @@ public final class CounterAPI: HTTPHandler {
             switch route {
             case .post(let post):
                 let state = try await service.perform(.count, post: post, user: 0)
-                var writer = JSONWriter()
-                writer.objectStart()
-                writer.field("post_id", state.postID)
-                writer.field("likes_count", state.likesCount)
-                writer.objectEnd()
-                return HTTPResponse(status: 200, body: writer.bytes)
+                return HTTPResponse(status: 200, body: HotAnswers.postCount(postID: state.postID, likesCount: state.likesCount))
             case .query:
                 return try await feed(request.body)
             case .readyz:
@@ -128,14 +137,9 @@ public final class CounterAPI: HTTPHandler {
                     Task { try? await service.flush() }
                 }
                 let pending = await service.stats().reduce(0) { $0 + $1.pendingChanges }
-                var writer = JSONWriter()
-                writer.objectStart()
-                writer.field("flushed", wait)
-                writer.field("pending_changes", pending)
-                writer.objectEnd()
-                return HTTPResponse(status: 200, body: writer.bytes)
+                return .json(FlushResult(flushed: wait, pendingChanges: pending))
             case .adminStats:
-                return HTTPResponse(status: 200, body: StatsJSON.encode(await service.stats(), redis: service.redisTopology))
+                return .json(StatisticsAnswer.make(await service.stats(), redis: service.redisTopology))
             case .adminInspect(let post):
                 let user: Int64?
                 if let text = request.query["user"] {
@@ -146,7 +150,7 @@ public final class CounterAPI: HTTPHandler {
                 } else {
                     user = nil
                 }
-                return HTTPResponse(status: 200, body: try await inspector.inspect(post: post, user: user).json)
+                return .json(try await inspector.inspect(post: post, user: user))
             case .adminReconcile:
                 return try await AdminAnswers.reconcile(request.body, reconciler)
             case .adminDeadLetters:
@@ -170,14 +174,7 @@ public final class CounterAPI: HTTPHandler {
     }
 
     static func likeResponse(_ state: LikeState) -> HTTPResponse {
-        var writer = JSONWriter()
-        writer.objectStart()
-        writer.field("post_id", state.postID)
-        writer.field("user_id", state.userID)
-        writer.field("is_liked", state.isLiked)
-        writer.field("likes_count", state.likesCount)
-        writer.objectEnd()
-        return HTTPResponse(status: 200, body: writer.bytes)
+        HTTPResponse(status: 200, body: HotAnswers.likeStatus(state))
     }
 
     static func response(for error: CounterError) -> HTTPResponse {
@@ -193,29 +190,18 @@ public final class CounterAPI: HTTPHandler {
     /// `POST /v1/posts/query`: `{"post_ids":[…],"user_id":7}` → counts and the user's likes,
     /// one batch per shard. Posts that do not exist are left out of the answer.
     private func feed(_ body: [UInt8]) async throws -> HTTPResponse {
-        let query = try FeedQuery(body: body)
+        let query = try RequestBody.feedQuery(body)
         let results = await service.performMany(query.postIDs.map { (LikeOperation.read, $0, query.userID) })
-        var writer = JSONWriter(capacity: 64 * results.count + 16)
-        writer.objectStart()
-        writer.key("posts")
-        writer.arrayStart()
+        var states: [LikeState] = []
+        states.reserveCapacity(results.count)
         for result in results {
             switch result {
-            case .success(let state):
-                writer.objectStart()
-                writer.field("post_id", state.postID)
-                writer.field("likes_count", state.likesCount)
-                writer.field("is_liked", state.isLiked)
-                writer.objectEnd()
-            case .failure(let error as CounterError) where error.code == .unknownPost:
-                continue
-            case .failure(let error):
-                throw error
+            case .success(let state): states.append(state)
+            case .failure(let error as CounterError) where error.code == .unknownPost: continue
+            case .failure(let error): throw error
             }
         }
-        writer.arrayEnd()
-        writer.objectEnd()
-        return HTTPResponse(status: 200, body: writer.bytes)
+        return HTTPResponse(status: 200, body: HotAnswers.feedPage(states))
     }
 
     private func metricsResponse() async -> HTTPResponse {
@@ -224,49 +210,6 @@ public final class CounterAPI: HTTPHandler {
         MetricsText.renderShards(await service.stats(), into: &text)
         MetricsText.renderRedis(service.redisTopology, into: &text)
         return HTTPResponse(status: 200, contentType: "text/plain; version=0.0.4", body: Array(text.utf8))
-    }
-}
-
-/// A request body the API cannot use, with the error code and a message that says what is wrong.
-struct RequestError: Error {
-    let code: String
-    let message: String
-}
-
-/// The body of a feed query, validated.
-struct FeedQuery: Equatable {
-    let postIDs: [Int64]
-    let userID: Int64
-
-    init(body: [UInt8]) throws {
-        let value: JSONValue
-        do {
-            value = try JSONParser.parse(body)
-        } catch {
-            throw RequestError(code: "invalid_json", message: "the body is not valid JSON: \(error)")
-        }
-        guard case .object(let members) = value else {
-            throw RequestError(code: "invalid_body", message: #"expected an object {"post_ids":[…],"user_id":…}"#)
-        }
-        if let unknown = members.keys.first(where: { $0 != "post_ids" && $0 != "user_id" }) {
-            throw RequestError(code: "invalid_body", message: "unknown member \"\(unknown)\"")
-        }
-        guard case .array(let ids)? = members["post_ids"] else {
-            throw RequestError(code: "invalid_body", message: "post_ids must be an array of post ids")
-        }
-        guard !ids.isEmpty, ids.count <= CounterAPI.maximumQueryPosts else {
-            throw RequestError(code: "invalid_body", message: "post_ids must hold 1 to \(CounterAPI.maximumQueryPosts) ids, not \(ids.count)")
-        }
-        postIDs = try ids.enumerated().map { offset, id in
-            guard let value = id.int64, value > 0 else {
-                throw RequestError(code: "invalid_id", message: "post_ids[\(offset)] is not a positive 64-bit integer")
-            }
-            return value
-        }
-        guard let user = members["user_id"]?.int64, user > 0 else {
-            throw RequestError(code: "invalid_id", message: "user_id must be a positive 64-bit integer")
-        }
-        userID = user
     }
 }
 
@@ -289,7 +232,7 @@ actor ReadinessProbe {
         do { _ = try await postgres.query("SELECT 1") } catch { problems.append("postgres: \(error)") }
         let response: HTTPResponse
         if problems.isEmpty {
-            response = HTTPResponse(status: 200, body: Array(#"{"status":"ready"}"#.utf8))
+            response = .json(HealthStatus(status: "ready"))
         } else {
             response = .error(503, code: "not_ready", message: problems.joined(separator: "; "), retryAfterSeconds: 1)
         }

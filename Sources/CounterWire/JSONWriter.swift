@@ -1,7 +1,9 @@
-import Persistence
 
-/// Writes compact JSON straight into bytes: the hot responses are tiny, and Foundation's
-/// `JSONEncoder` is slow on Linux.
+import CounterCore
+
+/// Writes compact JSON straight into bytes. The node's hot answers (likes, counts, feed pages,
+/// errors) are written with it directly — they are tiny, and Foundation's `JSONEncoder` is slow
+/// on Linux — and `WireEncoder` writes every other body through it, so both agree byte for byte.
 public struct JSONWriter {
     public private(set) var bytes: [UInt8] = []
     private var needsComma = false
@@ -41,6 +43,22 @@ public struct JSONWriter {
     }
 
     public mutating func value(_ value: String) { separator(); appendString(value); needsComma = true }
+
+    public mutating func value(_ value: UInt64) {
+        separator()
+        bytes.append(contentsOf: String(value).utf8)
+        needsComma = true
+    }
+
+    public mutating func value(_ value: Bool) { separator(); bytes.append(contentsOf: (value ? "true" : "false").utf8); needsComma = true }
+
+    public mutating func value(_ value: Double) {
+        separator()
+        bytes.append(contentsOf: (value.isFinite ? String(value) : "null").utf8)
+        needsComma = true
+    }
+
+    public mutating func nullValue() { separator(); bytes.append(contentsOf: "null".utf8); needsComma = true }
 
     private mutating func separator() {
         if needsComma { bytes.append(UInt8(ascii: ",")) }

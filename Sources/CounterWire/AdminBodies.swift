@@ -1,0 +1,177 @@
+/// The answer of `POST /admin/flush`: whether it waited for PostgreSQL, and what still waits.
+public struct FlushResult: Sendable, Equatable, Codable {
+    /// `true` when the answer came after PostgreSQL had every change acknowledged before the
+    /// request; `false` for `?wait=false`, which only starts the flush.
+    public var flushed: Bool
+    /// Changes waiting for PostgreSQL when the answer was made.
+    public var pendingChanges: Int
+
+    public init(flushed: Bool, pendingChanges: Int) {
+        self.flushed = flushed
+        self.pendingChanges = pendingChanges
+    }
+
+    enum CodingKeys: String, CodingKey { case flushed, pendingChanges = "pending_changes" }
+}
+
+/// The body of `POST /admin/reconcile`: some posts (`{"post_ids":[1,2]}`) or a page of all
+/// posts (`{"after":0,"limit":1000}`), and `"repair":true` to fix what drifted.
+public struct ReconcileRequest: Sendable, Equatable, Codable {
+    public var postIDs: [Int64]?
+    /// Check posts with ids above this one (paging); defaults to 0.
+    public var after: Int64?
+    /// Posts per page; defaults to 1,000.
+    public var limit: Int?
+    public var repair: Bool?
+
+    public init(postIDs: [Int64]? = nil, after: Int64? = nil, limit: Int? = nil, repair: Bool? = nil) {
+        self.postIDs = postIDs
+        self.after = after
+        self.limit = limit
+        self.repair = repair
+    }
+
+    enum CodingKeys: String, CodingKey, CaseIterable { case postIDs = "post_ids", after, limit, repair }
+
+    public init(from decoder: any Decoder) throws {
+        try UnknownMembers.refuse(in: decoder, allowed: CodingKeys.allCases)
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        postIDs = try container.decodeIfPresent([WireInteger].self, forKey: .postIDs)?.map(\.value)
+        after = try container.decodeIfPresent(WireInteger.self, forKey: .after)?.value
+        limit = try container.decodeIfPresent(WireInteger.self, forKey: .limit).map { Int($0.value) }
+        repair = try container.decodeIfPresent(Bool.self, forKey: .repair)
+    }
+}
+
+/// The answer of `POST /admin/reconcile`.
+public struct ReconcileReport: Sendable, Equatable, Codable {
+    /// A post whose `likes_count` disagrees with its `likes` rows.
+    public struct Drift: Sendable, Equatable, Codable {
+        public var postID: Int64
+        public var likesCount: Int64
+        public var likesRows: Int64
+
+        public init(postID: Int64, likesCount: Int64, likesRows: Int64) {
+            self.postID = postID
+            self.likesCount = likesCount
+            self.likesRows = likesRows
+        }
+
+        enum CodingKeys: String, CodingKey { case postID = "post_id", likesCount = "likes_count", likesRows = "likes_rows" }
+    }
+
+    /// A post whose Redis count differs from its `likes` rows with nothing pending.
+    public struct RedisDrift: Sendable, Equatable, Codable {
+        public var postID: Int64
+        public var redisCount: Int64
+        public var likesRows: Int64
+
+        public init(postID: Int64, redisCount: Int64, likesRows: Int64) {
+            self.postID = postID
+            self.redisCount = redisCount
+            self.likesRows = likesRows
+        }
+
+        enum CodingKeys: String, CodingKey { case postID = "post_id", redisCount = "redis_count", likesRows = "likes_rows" }
+    }
+
+    public var checked = 0
+    public var drifted: [Drift] = []
+    public var redisDrifted: [RedisDrift] = []
+    /// Posts whose Redis count differs from the rows only because changes are still pending.
+    public var redisPending = 0
+    /// Posts whose `likes_count` was set from the rows (with `repair`).
+    public var repaired = 0
+    /// Posts with Redis drift that Redis now loads from PostgreSQL again (with `repair`).
+    public var redisRepaired = 0
+    /// For paging through all posts: pass it as `after` to continue; `nil` when done.
+    public var nextAfter: Int64?
+
+    public init() {}
+
+    enum CodingKeys: String, CodingKey {
+        case checked, drifted, redisDrifted = "redis_drifted", redisPending = "redis_pending", repaired,
+             redisRepaired = "redis_repaired", nextAfter = "next_after"
+    }
+}
+
+/// The answer of `GET /admin/posts/{post}[?user=U]`: the post in Redis and PostgreSQL side by
+/// side, and the verdict.
+public struct PostInspection: Sendable, Equatable, Codable {
+    /// What the verdicts mean.
+    public enum Verdict {
+        /// Redis and PostgreSQL show the same count (and membership of the user).
+        public static let agree = "agree"
+        /// They differ only by changes waiting for the flusher.
+        public static let pending = "pending"
+        /// They differ with nothing pending, or `likes_count` differs from the rows.
+        public static let drift = "drift"
+        /// PostgreSQL has no such post.
+        public static let unknownPost = "unknown_post"
+        /// Redis has not loaded the post yet (it does on first touch).
+        public static let notInRedis = "not_in_redis"
+    }
+
+    /// The post in Redis.
+    public struct Redis: Sendable, Equatable, Codable {
+        public var hydrated: Bool
+        public var likesCount: Int64
+        /// Changes to the post still waiting in its slot's log (read up to 10,000 entries).
+        public var pendingChanges: Int
+        /// Seconds since the flusher of the post's shard last committed.
+        public var secondsSinceFlush: Double
+        /// Whether the user asked about is in the likers set (`nil` without `?user=`).
+        public var isLiked: Bool?
+
+        public init(hydrated: Bool, likesCount: Int64, pendingChanges: Int, secondsSinceFlush: Double, isLiked: Bool?) {
+            self.hydrated = hydrated
+            self.likesCount = likesCount
+            self.pendingChanges = pendingChanges
+            self.secondsSinceFlush = secondsSinceFlush
+            self.isLiked = isLiked
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case hydrated, likesCount = "likes_count", pendingChanges = "pending_changes",
+                 secondsSinceFlush = "seconds_since_flush", isLiked = "is_liked"
+        }
+    }
+
+    /// The post in PostgreSQL.
+    public struct Postgres: Sendable, Equatable, Codable {
+        public var exists: Bool
+        /// `posts.likes_count` (`nil` when the post does not exist).
+        public var likesCount: Int64?
+        /// Rows in `likes` for the post.
+        public var likesRows: Int64
+        /// Whether the user asked about has a row (`nil` without `?user=`).
+        public var isLiked: Bool?
+
+        public init(exists: Bool, likesCount: Int64?, likesRows: Int64, isLiked: Bool?) {
+            self.exists = exists
+            self.likesCount = likesCount
+            self.likesRows = likesRows
+            self.isLiked = isLiked
+        }
+
+        enum CodingKeys: String, CodingKey { case exists, likesCount = "likes_count", likesRows = "likes_rows", isLiked = "is_liked" }
+    }
+
+    public var postID: Int64
+    /// One of `Verdict`'s values.
+    public var verdict: String
+    public var redis: Redis
+    public var postgres: Postgres
+    /// The user asked about, if any.
+    public var userID: Int64?
+
+    public init(postID: Int64, verdict: String, redis: Redis, postgres: Postgres, userID: Int64?) {
+        self.postID = postID
+        self.verdict = verdict
+        self.redis = redis
+        self.postgres = postgres
+        self.userID = userID
+    }
+
+    enum CodingKeys: String, CodingKey { case postID = "post_id", verdict, redis, postgres, userID = "user_id" }
+}

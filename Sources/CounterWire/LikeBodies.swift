@@ -1,0 +1,110 @@
+/// A user's like of a post and the post's count: the answer of like, unlike, toggle and read
+/// (`{"post_id":1,"user_id":7,"is_liked":true,"likes_count":124}`).
+public struct LikeStatus: Sendable, Equatable, Codable {
+    public let postID: Int64
+    public let userID: Int64
+    public let isLiked: Bool
+    public let likesCount: Int64
+
+    public init(postID: Int64, userID: Int64, isLiked: Bool, likesCount: Int64) {
+        self.postID = postID
+        self.userID = userID
+        self.isLiked = isLiked
+        self.likesCount = likesCount
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case postID = "post_id", userID = "user_id", isLiked = "is_liked", likesCount = "likes_count"
+    }
+}
+
+/// A post's count: the answer of `GET /v1/posts/{post}` (`{"post_id":1,"likes_count":124}`).
+public struct PostCount: Sendable, Equatable, Codable {
+    public let postID: Int64
+    public let likesCount: Int64
+
+    public init(postID: Int64, likesCount: Int64) {
+        self.postID = postID
+        self.likesCount = likesCount
+    }
+
+    enum CodingKeys: String, CodingKey { case postID = "post_id", likesCount = "likes_count" }
+}
+
+/// The body of `POST /v1/posts/query`: up to `maximumPosts` posts and the user whose likes to
+/// show (`{"post_ids":[1,2,3],"user_id":7}`). Members other than these two are refused.
+public struct FeedQuery: Sendable, Equatable, Codable {
+    /// Most post ids one feed query may carry.
+    public static let maximumPosts = 1_000
+
+    public let postIDs: [Int64]
+    public let userID: Int64
+
+    public init(postIDs: [Int64], userID: Int64) {
+        self.postIDs = postIDs
+        self.userID = userID
+    }
+
+    enum CodingKeys: String, CodingKey, CaseIterable { case postIDs = "post_ids", userID = "user_id" }
+
+    public init(from decoder: any Decoder) throws {
+        try UnknownMembers.refuse(in: decoder, allowed: CodingKeys.allCases)
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        postIDs = try container.decode([WireInteger].self, forKey: .postIDs).map(\.value)
+        userID = try container.decode(WireInteger.self, forKey: .userID).value
+    }
+}
+
+/// One post of a feed page: its count and whether the user likes it.
+public struct FeedEntry: Sendable, Equatable, Codable {
+    public let postID: Int64
+    public let likesCount: Int64
+    public let isLiked: Bool
+
+    public init(postID: Int64, likesCount: Int64, isLiked: Bool) {
+        self.postID = postID
+        self.likesCount = likesCount
+        self.isLiked = isLiked
+    }
+
+    enum CodingKeys: String, CodingKey { case postID = "post_id", likesCount = "likes_count", isLiked = "is_liked" }
+}
+
+/// The answer of `POST /v1/posts/query`: the posts that exist, in the order asked
+/// (`{"posts":[{"post_id":1,"likes_count":3,"is_liked":true}]}`).
+public struct FeedPage: Sendable, Equatable, Codable {
+    public let posts: [FeedEntry]
+
+    public init(posts: [FeedEntry]) {
+        self.posts = posts
+    }
+}
+
+/// Every error answer: `{"error":{"code":"post_not_found","message":"post 9 does not exist"}}`.
+/// The code is stable and meant for programs; the message is for people.
+public struct ErrorBody: Sendable, Equatable, Codable {
+    public struct Detail: Sendable, Equatable, Codable {
+        public let code: String
+        public let message: String
+
+        public init(code: String, message: String) {
+            self.code = code
+            self.message = message
+        }
+    }
+
+    public let error: Detail
+
+    public init(code: String, message: String) {
+        error = Detail(code: code, message: message)
+    }
+}
+
+/// The answer of `/healthz` (`{"status":"ok"}`) and of `/readyz` when ready (`{"status":"ready"}`).
+public struct HealthStatus: Sendable, Equatable, Codable {
+    public let status: String
+
+    public init(status: String) {
+        self.status = status
+    }
+}

@@ -1,0 +1,123 @@
+/// The answer of `GET /admin/stats`: per shard, their total, the Redis nodes, and the node's
+/// resident memory.
+public struct ServiceStatistics: Sendable, Equatable, Codable {
+    public var shards: [ShardStatistics]
+    /// All shards added up (ages and largest sizes are maxima; `shard` is `nil`).
+    public var total: ShardStatistics
+    public var redis: RedisStatistics
+    /// The node process's resident memory, where the platform tells it.
+    public var residentMemoryBytes: Int64?
+
+    public init(shards: [ShardStatistics], total: ShardStatistics, redis: RedisStatistics, residentMemoryBytes: Int64?) {
+        self.shards = shards
+        self.total = total
+        self.redis = redis
+        self.residentMemoryBytes = residentMemoryBytes
+    }
+
+    enum CodingKeys: String, CodingKey { case shards, total, redis, residentMemoryBytes = "resident_memory_bytes" }
+}
+
+/// What one shard and its flusher have done (or all of them, in `ServiceStatistics.total`).
+public struct ShardStatistics: Sendable, Equatable, Codable {
+    /// The shard's index; `nil` for the total.
+    public var shard: Int?
+    /// Operations answered (successfully or not).
+    public var operations = 0
+    /// Redis write round trips (group commits), the changes they carried, their average and largest.
+    public var groupCommits = 0
+    public var groupCommittedChanges = 0
+    public var averageGroupCommit = 0.0
+    public var largestGroupCommit = 0
+    /// Changes waiting for PostgreSQL, and how long the oldest has waited.
+    public var pendingChanges = 0
+    public var oldestPendingAgeSeconds = 0.0
+    /// Seconds since the flusher last committed (or, before its first flush, since it started).
+    public var secondsSinceFlush = 0.0
+    /// Flush transactions committed, the log entries they covered, the largest.
+    public var flushTransactions = 0
+    public var flushedEntries = 0
+    public var largestFlush = 0
+    /// Flush attempts that failed and were retried, and the last reason.
+    public var flushRetries = 0
+    public var lastFlushError: String?
+    /// Changes moved to the dead-letter stream.
+    public var deadLetters = 0
+    /// Calls to Redis and PostgreSQL that failed (shard and flusher together).
+    public var redisErrors = 0
+    public var postgresErrors = 0
+    /// Changes acknowledged in `memory` mode whose Redis write then failed (lost).
+    public var lostMemoryAcknowledgements = 0
+
+    public init(shard: Int? = nil) {
+        self.shard = shard
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case shard, operations, groupCommits = "group_commits", groupCommittedChanges = "group_committed_changes",
+             averageGroupCommit = "average_group_commit", largestGroupCommit = "largest_group_commit",
+             pendingChanges = "pending_changes", oldestPendingAgeSeconds = "oldest_pending_age_seconds",
+             secondsSinceFlush = "seconds_since_flush", flushTransactions = "flush_transactions",
+             flushedEntries = "flushed_entries", largestFlush = "largest_flush", flushRetries = "flush_retries",
+             lastFlushError = "last_flush_error", deadLetters = "dead_letters", redisErrors = "redis_errors",
+             postgresErrors = "postgres_errors", lostMemoryAcknowledgements = "lost_memory_acknowledgements"
+    }
+}
+
+/// The Redis deployment as the node sees it.
+public struct RedisStatistics: Sendable, Equatable, Codable {
+    /// `single` or `cluster`.
+    public var mode: String
+    /// Times the slot map was read again, how long ago the last was, and the last failure.
+    public var mapRefreshes: Int
+    public var secondsSinceMapRefresh: Double?
+    public var lastMapError: String?
+    /// The masters, and nodes the node has met.
+    public var nodes: [RedisNodeStatistics]
+
+    public init(mode: String, mapRefreshes: Int, secondsSinceMapRefresh: Double?, lastMapError: String?, nodes: [RedisNodeStatistics]) {
+        self.mode = mode
+        self.mapRefreshes = mapRefreshes
+        self.secondsSinceMapRefresh = secondsSinceMapRefresh
+        self.lastMapError = lastMapError
+        self.nodes = nodes
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case mode, mapRefreshes = "map_refreshes", secondsSinceMapRefresh = "seconds_since_map_refresh",
+             lastMapError = "last_map_error", nodes
+    }
+}
+
+/// One Redis node: the slots it serves, whether the last round trip worked, its redirects and errors.
+public struct RedisNodeStatistics: Sendable, Equatable, Codable {
+    public var endpoint: String
+    public var slots: Int
+    public var connected: Bool
+    public var pipelines: Int
+    public var errors: Int
+    public var moved: Int
+    public var ask: Int
+    public var tryAgain: Int
+    public var clusterDown: Int
+    public var lastError: String?
+
+    public init(endpoint: String, slots: Int, connected: Bool, pipelines: Int, errors: Int, moved: Int, ask: Int,
+                tryAgain: Int, clusterDown: Int, lastError: String?) {
+        self.endpoint = endpoint
+        self.slots = slots
+        self.connected = connected
+        self.pipelines = pipelines
+        self.errors = errors
+        self.moved = moved
+        self.ask = ask
+        self.tryAgain = tryAgain
+        self.clusterDown = clusterDown
+        self.lastError = lastError
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case endpoint, slots, connected, pipelines, errors, moved, ask, tryAgain = "try_again",
+             clusterDown = "cluster_down", lastError = "last_error"
+    }
+}

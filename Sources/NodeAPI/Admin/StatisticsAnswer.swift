@@ -1,0 +1,80 @@
+import CounterWire
+import Foundation
+import Persistence
+import WritePath
+
+/// `ShardStats` and the Redis nodes as the admin API's `ServiceStatistics`.
+enum StatisticsAnswer {
+    static func make(_ shards: [ShardStats], redis topology: RedisTopology) -> ServiceStatistics {
+        ServiceStatistics(shards: shards.map { wire($0, shard: $0.shard) }, total: wire(total(shards), shard: nil),
+                          redis: wire(topology), residentMemoryBytes: residentMemoryBytes())
+    }
+
+    /// All shards added up (ages and largest sizes are maxima).
+    static func total(_ shards: [ShardStats]) -> ShardStats {
+        var sum = ShardStats()
+        for stats in shards {
+            sum.operations += stats.operations
+            sum.groupCommits += stats.groupCommits
+            sum.groupCommittedChanges += stats.groupCommittedChanges
+            sum.largestGroupCommit = max(sum.largestGroupCommit, stats.largestGroupCommit)
+            sum.pendingChanges += stats.pendingChanges
+            sum.oldestPendingAgeSeconds = max(sum.oldestPendingAgeSeconds, stats.oldestPendingAgeSeconds)
+            sum.flushTransactions += stats.flushTransactions
+            sum.flushedEntries += stats.flushedEntries
+            sum.largestFlush = max(sum.largestFlush, stats.largestFlush)
+            sum.secondsSinceFlush = max(sum.secondsSinceFlush, stats.secondsSinceFlush)
+            sum.flushRetries += stats.flushRetries
+            sum.lastFlushError = sum.lastFlushError ?? stats.lastFlushError
+            sum.deadLetters += stats.deadLetters
+            sum.redisErrors += stats.redisErrors
+            sum.postgresErrors += stats.postgresErrors
+            sum.lostMemoryAcknowledgements += stats.lostMemoryAcknowledgements
+        }
+        return sum
+    }
+
+    private static func wire(_ stats: ShardStats, shard: Int?) -> ShardStatistics {
+        var wire = ShardStatistics(shard: shard)
+        wire.operations = stats.operations
+        wire.groupCommits = stats.groupCommits
+        wire.groupCommittedChanges = stats.groupCommittedChanges
+        wire.averageGroupCommit = stats.averageGroupCommit
+        wire.largestGroupCommit = stats.largestGroupCommit
+        wire.pendingChanges = stats.pendingChanges
+        wire.oldestPendingAgeSeconds = stats.oldestPendingAgeSeconds
+        wire.secondsSinceFlush = stats.secondsSinceFlush
+        wire.flushTransactions = stats.flushTransactions
+        wire.flushedEntries = stats.flushedEntries
+        wire.largestFlush = stats.largestFlush
+        wire.flushRetries = stats.flushRetries
+        wire.lastFlushError = stats.lastFlushError
+        wire.deadLetters = stats.deadLetters
+        wire.redisErrors = stats.redisErrors
+        wire.postgresErrors = stats.postgresErrors
+        wire.lostMemoryAcknowledgements = stats.lostMemoryAcknowledgements
+        return wire
+    }
+
+    /// The Redis deployment as this node sees it: per node (the masters, and nodes it has met),
+    /// how many slots it serves, whether the last round trip worked, and its redirects and errors.
+    private static func wire(_ topology: RedisTopology) -> RedisStatistics {
+        let refresh = topology.refreshState()
+        return RedisStatistics(
+            mode: topology.configuration.mode.rawValue, mapRefreshes: refresh.refreshes,
+            secondsSinceMapRefresh: refresh.secondsSinceRefresh, lastMapError: refresh.lastError,
+            nodes: topology.nodeStates().map { node in
+                RedisNodeStatistics(endpoint: node.endpoint.description, slots: node.slots, connected: node.connected,
+                                    pipelines: node.pipelines, errors: node.errors, moved: node.moved, ask: node.ask,
+                                    tryAgain: node.tryAgain, clusterDown: node.clusterDown, lastError: node.lastError)
+            })
+    }
+
+    /// The node's resident memory (`/proc/self/statm`), or `nil` where that is not readable.
+    static func residentMemoryBytes() -> Int64? {
+        guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return nil }
+        let fields = text.split(separator: " ")
+        guard fields.count > 1, let pages = Int64(fields[1]) else { return nil }
+        return pages * Int64(sysconf(Int32(_SC_PAGESIZE)))
+    }
+}

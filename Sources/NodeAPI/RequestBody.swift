@@ -1,0 +1,67 @@
+import CounterWire
+
+/// A request body the API cannot use, with the error code and a message that says what is wrong.
+struct RequestError: Error {
+    let code: String
+    let message: String
+}
+
+/// Request bodies read into their wire types and checked against the API's rules. A body that
+/// is not JSON is `invalid_json`; one of the wrong shape or with unknown members `invalid_body`;
+/// an id that is not a positive 64-bit integer `invalid_id`.
+enum RequestBody {
+    /// `POST /v1/posts/query`: 1 to 1,000 positive post ids and a positive user id.
+    static func feedQuery(_ body: [UInt8]) throws -> FeedQuery {
+        let query = try decode(FeedQuery.self, body, idMembers: ["post_ids", "user_id"],
+                               shape: #"expected an object {"post_ids":[…],"user_id":…}"#)
+        guard !query.postIDs.isEmpty, query.postIDs.count <= FeedQuery.maximumPosts else {
+            throw RequestError(code: "invalid_body", message: "post_ids must hold 1 to \(FeedQuery.maximumPosts) ids, not \(query.postIDs.count)")
+        }
+        if let offset = query.postIDs.firstIndex(where: { $0 <= 0 }) {
+            throw RequestError(code: "invalid_id", message: "post_ids[\(offset)] is not a positive 64-bit integer")
+        }
+        guard query.userID > 0 else {
+            throw RequestError(code: "invalid_id", message: "user_id must be a positive 64-bit integer")
+        }
+        return query
+    }
+
+    /// Decodes `body`; failures become `RequestError`s. A value of the wrong kind inside one of
+    /// `idMembers` (a string or a fraction where an id goes) is `invalid_id`.
+    static func decode<Body: Decodable>(_ type: Body.Type, _ body: [UInt8], idMembers: Set<String> = [],
+                                        shape: String = "expected a JSON object") throws -> Body {
+        do {
+            return try WireDecoder.decode(type, from: body)
+        } catch let error as UnknownMember {
+            throw RequestError(code: "invalid_body", message: error.description)
+        } catch DecodingError.dataCorrupted(let context) where context.codingPath.isEmpty {
+            throw RequestError(code: "invalid_json", message: "the body is not valid JSON (or holds a number out of range)")
+        } catch DecodingError.typeMismatch(_, let context) where context.codingPath.isEmpty {
+            throw RequestError(code: "invalid_body", message: shape)
+        } catch let error as DecodingError {
+            let path: [any CodingKey]
+            switch error {
+            case .typeMismatch(_, let context), .valueNotFound(_, let context), .dataCorrupted(let context): path = context.codingPath
+            case .keyNotFound(let key, let context): path = context.codingPath + [key]
+            @unknown default: path = []
+            }
+            // An element of an id array, or an id member itself, that is not an integer.
+            let isID = path.first.map { idMembers.contains($0.stringValue) } ?? false
+            let elementOrScalar = path.count == 2 || (path.count == 1 && !(error.isTypeMismatchForArray))
+            if isID && elementOrScalar, case .typeMismatch = error {
+                throw RequestError(code: "invalid_id", message: "\(WireDecoder.path(path)) is not a positive 64-bit integer")
+            }
+            throw RequestError(code: "invalid_body", message: WireDecoder.describe(error))
+        } catch {
+            throw RequestError(code: "invalid_body", message: "\(error)")
+        }
+    }
+}
+
+private extension DecodingError {
+    /// Whether an array was expected and something else found (`"post_ids":"1"`).
+    var isTypeMismatchForArray: Bool {
+        if case .typeMismatch(let type, _) = self { return String(describing: type).hasPrefix("Array") }
+        return false
+    }
+}

@@ -1,0 +1,152 @@
+import CounterWire
+import Foundation
+
+/// Human-readable renderings of the admin API's answers, for the operator subcommands. Pure:
+/// answers in, text out.
+enum OperatorReport {
+    /// `stats`: one row per shard and a total row; the Redis nodes; the node's memory.
+    static func stats(_ statistics: ServiceStatistics) -> String {
+        let columns = ["shard", "pending", "oldest s", "since flush s", "commits", "avg commit", "max commit",
+                       "flushes", "flushed", "max flush", "retries", "dead"]
+        func row(_ name: String, _ value: ShardStatistics) -> [String] {
+            [name, String(value.pendingChanges), decimal(value.oldestPendingAgeSeconds),
+             decimal(value.secondsSinceFlush), String(value.groupCommits),
+             decimal(value.averageGroupCommit), String(value.largestGroupCommit), String(value.flushTransactions),
+             String(value.flushedEntries), String(value.largestFlush), String(value.flushRetries),
+             String(value.deadLetters)]
+        }
+        var rows = statistics.shards.map { row($0.shard.map(String.init) ?? "-", $0) }
+        rows.append(row("total", statistics.total))
+        var text = table(columns, rows)
+        if let error = statistics.total.lastFlushError {
+            text += "\nlast flush error: \(error)"
+        }
+        let redis = statistics.redis
+        if !redis.nodes.isEmpty {
+            let rows = redis.nodes.map { node -> [String] in
+                [node.endpoint, String(node.slots), node.connected ? "yes" : "no", String(node.pipelines), String(node.errors),
+                 String(node.moved), String(node.ask), String(node.tryAgain), String(node.clusterDown)]
+            }
+            text += "\n\nredis (\(redis.mode))\n"
+            text += table(["node", "slots", "connected", "pipelines", "errors", "moved", "ask", "tryagain", "clusterdown"], rows)
+            for node in redis.nodes {
+                if let error = node.lastError { text += "\n\(node.endpoint) last error: \(error)" }
+            }
+            if let error = redis.lastMapError { text += "\nlast slot map refresh failed: \(error)" }
+        }
+        if let bytes = statistics.residentMemoryBytes {
+            text += "\nmemory in use (resident): \(String(format: "%.1f", Double(bytes) / 1_048_576)) MiB"
+        }
+        return text
+    }
+
+    /// `inspect`: Redis and PostgreSQL side by side, then the verdict and what it means.
+    static func inspection(_ inspection: PostInspection) -> String {
+        let redis = inspection.redis, postgres = inspection.postgres
+        var rows: [[String]] = [
+            ["likes_count", redis.hydrated ? String(redis.likesCount) : "not loaded",
+             postgres.exists ? (postgres.likesCount.map(String.init) ?? "-") : "no such post"],
+            ["likes rows", "", String(postgres.likesRows)],
+        ]
+        if let user = inspection.userID {
+            rows.append(["user \(user) likes", yesNo(redis.isLiked), yesNo(postgres.isLiked)])
+        }
+        var text = "post \(inspection.postID)\n" + table(["", "redis", "postgres"], rows)
+        text += "\npending changes in the write-behind log: \(redis.pendingChanges)"
+        text += "\nlast flush of its shard: \(decimal(redis.secondsSinceFlush)) s ago"
+        text += "\nverdict: " + verdictExplanation(inspection)
+        return text
+    }
+
+    static func verdictExplanation(_ inspection: PostInspection) -> String {
+        let post = inspection.postID
+        switch inspection.verdict {
+        case PostInspection.Verdict.agree:
+            return "in agreement — Redis and PostgreSQL show the same count and membership"
+        case PostInspection.Verdict.pending:
+            return "pending — they differ only by \(inspection.redis.pendingChanges) change(s) waiting for the flusher; PostgreSQL catches up at the next flush (counter-node flush --wait)"
+        case PostInspection.Verdict.drift:
+            let count = inspection.postgres.likesCount, rows = inspection.postgres.likesRows
+            if let count, count != rows {
+                return "DRIFT — posts.likes_count is \(count) but likes holds \(rows) rows; repair with: counter-node reconcile --post \(post) --repair"
+            }
+            return "DRIFT — Redis and PostgreSQL differ with nothing pending; check with: counter-node reconcile --post \(post)"
+        case PostInspection.Verdict.unknownPost:
+            return "unknown post — it is not in PostgreSQL's posts table"
+        case PostInspection.Verdict.notInRedis:
+            return "not loaded — Redis has not seen this post yet (it is loaded on first touch); PostgreSQL is the record"
+        case let other:
+            return other
+        }
+    }
+
+    /// `reconcile`: what was checked, what drifted in PostgreSQL and in Redis, what was repaired.
+    static func reconcile(_ totals: ReconcileTotals, repair: Bool) -> String {
+        var text = "checked \(totals.checked) post(s): \(totals.drifted.count) with likes_count ≠ likes rows"
+        if !totals.drifted.isEmpty {
+            text += "\n" + table(["post", "likes_count", "likes rows"], totals.drifted.map {
+                [String($0.postID), String($0.likesCount), String($0.likesRows)]
+            })
+        }
+        text += "\nRedis: \(totals.redisDrifted.count) post(s) differ from the rows with nothing pending"
+        if totals.redisPending > 0 { text += ", \(totals.redisPending) differ only by changes waiting for the flusher" }
+        if !totals.redisDrifted.isEmpty {
+            text += "\n" + table(["post", "redis count", "likes rows"], totals.redisDrifted.map {
+                [String($0.postID), String($0.redisCount), String($0.likesRows)]
+            })
+        }
+        if repair {
+            text += "\nrepaired \(totals.repaired) post(s): likes_count now equals the likes rows"
+            if !totals.redisDrifted.isEmpty {
+                text += "\nRedis: \(totals.redisRepaired) of \(totals.redisDrifted.count) post(s) reset; Redis loads them from PostgreSQL on their next touch"
+            }
+        } else if !totals.drifted.isEmpty || !totals.redisDrifted.isEmpty {
+            text += "\nnothing changed; run again with --repair to set likes_count from the rows and reload drifted posts into Redis"
+        }
+        return text
+    }
+
+    /// What several reconcile batches found, added up.
+    struct ReconcileTotals {
+        var checked = 0
+        var drifted: [ReconcileReport.Drift] = []
+        var redisDrifted: [ReconcileReport.RedisDrift] = []
+        var redisPending = 0
+        var repaired = 0
+        var redisRepaired = 0
+
+        mutating func add(_ answer: ReconcileReport) {
+            checked += answer.checked
+            drifted += answer.drifted
+            redisDrifted += answer.redisDrifted
+            redisPending += answer.redisPending
+            repaired += answer.repaired
+            redisRepaired += answer.redisRepaired
+        }
+    }
+
+    /// `dead-letters list`.
+    static func deadLetters(_ letters: [DeadLetter]) -> String {
+        guard !letters.isEmpty else { return "no dead letters" }
+        return "\(letters.count) dead letter(s)\n" + table(["id", "user", "post", "liked", "reason", "from log entry"], letters.map {
+            [$0.id, $0.fields["u"] ?? "", $0.fields["p"] ?? "",
+             $0.fields["l"].map { $0 == "1" ? "yes" : "no" } ?? ($0.fields["raw"] ?? ""),
+             $0.reason ?? "", ($0.fields["log"] ?? "") + " " + ($0.fields["entry"] ?? "")]
+        })
+    }
+
+    /// A plain text table, columns padded to their widest cell.
+    static func table(_ header: [String], _ rows: [[String]]) -> String {
+        let all = [header] + rows
+        let widths = header.indices.map { column in all.map { $0.indices.contains(column) ? $0[column].count : 0 }.max() ?? 0 }
+        return all.map { row in
+            row.enumerated().map { column, cell in
+                column == 0 ? cell.padding(toLength: widths[column], withPad: " ", startingAt: 0)
+                            : String(repeating: " ", count: widths[column] - cell.count) + cell
+            }.joined(separator: "  ")
+        }.joined(separator: "\n")
+    }
+
+    private static func decimal(_ value: Double) -> String { String(format: "%.1f", value) }
+    private static func yesNo(_ value: Bool?) -> String { value.map { $0 ? "yes" : "no" } ?? "-" }
+}
