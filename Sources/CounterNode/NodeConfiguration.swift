@@ -118,7 +118,7 @@ public struct NodeConfiguration: Sendable, Equatable {
                     return nil
                 }),
         integer("--idle-timeout", "COUNTER_IDLE_TIMEOUT", "seconds an idle or slow HTTP connection is kept", 1...3_600,
-                get: { $0.http.idleTimeoutSeconds }, set: { $0.http.idleTimeoutSeconds = $1 }),
+                get: { Int($0.http.idleTimeout.components.seconds) }, set: { $0.http.idleTimeout = .seconds($1) }),
         Setting(flag: "--migrate", environment: "COUNTER_MIGRATE", summary: "whether serve runs migrate first: true or false",
                 defaultValue: { String($0.migrateOnStart) },
                 apply: { configuration, value in

@@ -10,9 +10,9 @@ public struct HTTPServerConfiguration: Sendable, Equatable {
     public var port: Int = 8080
     /// Open connections at most; more are refused. Defaults to `10_000`.
     public var maximumConnections: Int = 10_000
-    /// Seconds a connection may sit idle (or a slow client take to send a request) before it is
-    /// closed. Defaults to `30`.
-    public var idleTimeoutSeconds: Int = 30
+    /// How long a connection may sit idle (or a slow client take to send a request) before it is
+    /// closed, in whole seconds (the HTTP library's unit). Defaults to 30 s.
+    public var idleTimeout: Duration = .seconds(30)
     /// Bytes of request line + headers a connection may use (larger requests are refused by the
     /// HTTP library). Defaults to 16 KiB.
     public var maximumHeaderBytes: Int = 16 << 10
@@ -75,7 +75,7 @@ public final class HTTPServer: Sendable {
         let options: [CVarArg] = [
             MHD_OPTION.LISTEN_SOCKET.rawValue, socket,
             MHD_OPTION.CONNECTION_LIMIT.rawValue, UInt32(configuration.maximumConnections),
-            MHD_OPTION.CONNECTION_TIMEOUT.rawValue, UInt32(configuration.idleTimeoutSeconds),
+            MHD_OPTION.CONNECTION_TIMEOUT.rawValue, UInt32(clamping: max(1, configuration.idleTimeout.components.seconds)),
             MHD_OPTION.CONNECTION_MEMORY_LIMIT.rawValue, UInt(configuration.maximumHeaderBytes + 4_096),
             MHD_OPTION.NOTIFY_COMPLETED.rawValue, OpaquePointer(unsafeBitCast(completed, to: UnsafeMutableRawPointer.self)), OpaquePointer(context),
             MHD_OPTION.END.rawValue,

@@ -4,8 +4,9 @@ public struct PostgresConfiguration: Sendable, Hashable {
     /// `postgresql://counter@127.0.0.1:55432/counter`. No default: the node reads
     /// `COUNTER_POSTGRES_URL`.
     public var url: String
-    /// Seconds to wait for a connection to open. Defaults to `5`.
-    public var connectTimeoutSeconds: Int = 5
+    /// How long to wait for a connection to open (libpq counts whole seconds, at least 2).
+    /// Defaults to 5 s.
+    public var connectTimeout: Duration = .seconds(5)
     /// Name shown in `pg_stat_activity`. Defaults to `counter-service`.
     public var applicationName: String = "counter-service"
     /// Connections a `PostgresPool` opens at most. Defaults to `4`.

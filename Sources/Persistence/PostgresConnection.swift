@@ -108,7 +108,7 @@ public actor PostgresConnection {
 
     private func open() throws(PostgresError) -> OpaquePointer {
         let keywords = ["dbname", "connect_timeout", "application_name"]
-        let values = [configuration.url, String(configuration.connectTimeoutSeconds), configuration.applicationName]
+        let values = [configuration.url, String(max(2, configuration.connectTimeout.components.seconds + (configuration.connectTimeout.components.attoseconds > 0 ? 1 : 0))), configuration.applicationName]
         let connection = withCStringArray(keywords + [nil]) { keys in
             withCStringArray(values + [nil]) { vals in PQconnectdbParams(keys, vals, 1) }
         }

@@ -22,21 +22,21 @@ public struct RedisConfiguration: Sendable, Hashable {
     public var password: String? = nil
     /// Database number for `SELECT` (one server only; a cluster has database 0). Defaults to `0`.
     public var database: Int = 0
-    /// Seconds to wait for a connection to open. Defaults to `2`.
-    public var connectTimeoutSeconds: Double = 2
-    /// Seconds to wait for a reply before the connection is dropped. Defaults to `5`.
-    public var commandTimeoutSeconds: Double = 5
+    /// How long to wait for a connection to open. Defaults to 2 s.
+    public var connectTimeout: Duration = .seconds(2)
+    /// How long to wait for a reply before the connection is dropped. Defaults to 5 s.
+    public var commandTimeout: Duration = .seconds(5)
     /// Most commands one pipeline may carry. Defaults to `100_000`.
     public var maximumPipelineCommands: Int = 100_000
     /// Most bytes one pipeline may carry, encoded. Defaults to 64 MiB.
     public var maximumPipelineBytes: Int = 64 << 20
-    /// Reconnect attempts back off from this many seconds, doubling. Defaults to `0.05`.
-    public var reconnectInitialDelaySeconds: Double = 0.05
-    /// ... up to this many seconds. Defaults to `2`.
-    public var reconnectMaximumDelaySeconds: Double = 2
+    /// Reconnect attempts back off from this delay, doubling. Defaults to 50 ms.
+    public var reconnectInitialDelay: Duration = .milliseconds(50)
+    /// ... up to this delay. Defaults to 2 s.
+    public var reconnectMaximumDelay: Duration = .seconds(2)
     /// Cluster only: the slot map is read again this often, besides after redirects and
-    /// connection failures. Defaults to `5`.
-    public var topologyRefreshSeconds: Double = 5
+    /// connection failures. Defaults to 5 s.
+    public var topologyRefreshPeriod: Duration = .seconds(5)
 
     public init(host: String = "127.0.0.1", port: Int = 6379) {
         self.host = host

@@ -27,8 +27,8 @@ public actor RedisConnection {
     public init(configuration: RedisConfiguration) {
         self.configuration = configuration
         self.executor = BlockingIOExecutor(name: "redis-conn")
-        self.backoff = ReconnectBackoff(initial: .seconds(configuration.reconnectInitialDelaySeconds),
-                                        maximum: .seconds(configuration.reconnectMaximumDelaySeconds))
+        self.backoff = ReconnectBackoff(initial: configuration.reconnectInitialDelay,
+                                        maximum: configuration.reconnectMaximumDelay)
     }
 
     // Not an isolated deinit: one that named hiredis's types made every module importing this
@@ -143,7 +143,7 @@ public actor RedisConnection {
     private func open() throws(RedisError) -> UnsafeMutablePointer<redisContext> {
         let endpoint = "\(configuration.host):\(configuration.port)"
         guard let opened = redisConnectWithTimeout(configuration.host, Int32(configuration.port),
-                                                   Self.timeval(configuration.connectTimeoutSeconds)) else {
+                                                   Self.timeval(configuration.connectTimeout)) else {
             throw RedisError(code: .connectionFailed, message: "cannot connect to Redis at \(endpoint): out of memory")
         }
         guard opened.pointee.err == 0 else {
@@ -151,7 +151,7 @@ public actor RedisConnection {
             redisFree(opened)
             throw RedisError(code: .connectionFailed, message: "cannot connect to Redis at \(endpoint): \(reason)")
         }
-        _ = redisSetTimeout(opened, Self.timeval(configuration.commandTimeoutSeconds))
+        _ = redisSetTimeout(opened, Self.timeval(configuration.commandTimeout))
         var setup: [RedisCommand] = []
         if let password = configuration.password { setup.append(RedisCommand("AUTH", password)) }
         if configuration.database != 0 { setup.append(RedisCommand("SELECT", configuration.database)) }
@@ -196,9 +196,9 @@ public actor RedisConnection {
         return text.isEmpty ? "error \(context.pointee.err)" : text
     }
 
-    private static func timeval(_ seconds: Double) -> Glibc.timeval {
-        let whole = seconds.rounded(.down)
-        return Glibc.timeval(tv_sec: Int(whole), tv_usec: Int((seconds - whole) * 1_000_000))
+    private static func timeval(_ duration: Duration) -> Glibc.timeval {
+        let (seconds, attoseconds) = duration.components
+        return Glibc.timeval(tv_sec: Int(seconds), tv_usec: Int(attoseconds / 1_000_000_000_000))
     }
 
     static func convert(_ reply: UnsafeMutablePointer<redisReply>) -> RedisReply {

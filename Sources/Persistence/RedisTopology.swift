@@ -8,7 +8,7 @@ import CounterCore
 /// For a cluster, `discover()` reads the slot map from the seed nodes (`CLUSTER SLOTS`) and
 /// refuses a seed that is not a cluster node or a map with slots no master serves. Afterwards the
 /// map is read again after redirects and connection failures (`refresh()`), and every
-/// `topologyRefreshSeconds` while `run()` runs; a `MOVED` answer updates its slot at once.
+/// `topologyRefreshPeriod` while `run()` runs; a `MOVED` answer updates its slot at once.
 public final class RedisTopology: Sendable {
     /// The deployment: one server or a cluster, its seeds, timeouts and limits.
     public let configuration: RedisConfiguration
@@ -73,11 +73,11 @@ public final class RedisTopology: Sendable {
         state.withLock { $0.refreshWanted = true }
     }
 
-    /// Until cancelled: reads the cluster's map every `topologyRefreshSeconds`, and within
+    /// Until cancelled: reads the cluster's map every `topologyRefreshPeriod`, and within
     /// 100 ms of a `requestRefresh()`. Returns at once for one server.
     public func run() async {
         guard isCluster else { return }
-        let period = Duration.seconds(configuration.topologyRefreshSeconds)
+        let period = configuration.topologyRefreshPeriod
         while !Task.isCancelled {
             try? await Task.sleep(for: .milliseconds(100))
             let due = state.withLock { state in

@@ -200,8 +200,8 @@ struct RedisClientTests {
     @Test("an unreachable server fails fast, and calls inside the backoff window fail at once")
     func unreachable() async throws {
         var configuration = RedisConfiguration(host: "127.0.0.1", port: 1)
-        configuration.reconnectInitialDelaySeconds = 30
-        configuration.reconnectMaximumDelaySeconds = 30
+        configuration.reconnectInitialDelay = .seconds(30)
+        configuration.reconnectMaximumDelay = .seconds(30)
         let redis = RedisConnection(configuration: configuration)
         let first = await #expect(throws: RedisError.self) { try await redis.send(.ping()) }
         #expect(first?.code == .connectionFailed)

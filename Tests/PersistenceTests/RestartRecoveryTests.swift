@@ -34,8 +34,8 @@ struct RestartRecoveryTests {
     func redisDownThenBack() async throws {
         try await PrivateServers.with { servers in
             var configuration = try RedisConfiguration(url: servers.redisURL)
-            configuration.reconnectInitialDelaySeconds = 0.05
-            configuration.reconnectMaximumDelaySeconds = 0.2
+            configuration.reconnectInitialDelay = .milliseconds(50)
+            configuration.reconnectMaximumDelay = .milliseconds(200)
             let redis = RedisConnection(configuration: configuration)
             try await redis.send(.set("k", "v"))
 
@@ -90,7 +90,7 @@ struct RestartRecoveryTests {
     @Test("a Redis reply slower than the command timeout drops the connection with a clear error; the next call works")
     func redisCommandTimeout() async throws {
         var configuration = try TestEnvironment.redis()
-        configuration.commandTimeoutSeconds = 0.2
+        configuration.commandTimeout = .milliseconds(200)
         let redis = RedisConnection(configuration: configuration)
         let key = TestEnvironment.uniqueKeyPrefix("never-filled")
         let error = await #expect(throws: RedisError.self) { try await redis.send(RedisCommand("BLPOP", key, 1)) }
