@@ -1,4 +1,5 @@
 import Dispatch
+import CounterCore
 import Foundation
 import Persistence
 import WritePath
