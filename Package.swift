@@ -44,7 +44,7 @@ let package = Package(
         // The write path: shard actors, their pure batch logic, the write-behind flushers.
         .target(name: "WritePath", dependencies: ["CounterCore", "Persistence", "ShardRouter"]),
         // The HTTP transport: libmicrohttpd behind HTTPRequest/HTTPResponse/HTTPHandler. Knows no route.
-        .target(name: "NodeHTTP", dependencies: ["CMicroHTTPD"]),
+        .target(name: "NodeHTTP", dependencies: ["CMicroHTTPD", "CounterCore"]),
         // The HTTP API: routes, auth, metrics, the admin answers, on top of the write path.
         .target(name: "NodeAPI", dependencies: ["CounterCore", "CounterWire", "NodeHTTP", "Persistence", "ShardRouter", "WritePath"]),
         // The operator subcommands (flush, inspect, stats, reconcile, dead-letters): clients of
@@ -68,6 +68,7 @@ let package = Package(
         .testTarget(name: "BenchKitTests", dependencies: ["BenchKit"]),
         .testTarget(name: "CounterClientTests", dependencies: ["CounterClient", "CounterWire"]),
         .testTarget(name: "CounterWireTests", dependencies: ["CounterWire"]),
+        .testTarget(name: "CounterCoreTests", dependencies: ["CounterCore"]),
         .testTarget(name: "ShardRouterTests", dependencies: ["ShardRouter", "CounterCore", "Persistence"]),
         .testTarget(name: "PersistenceTests", dependencies: ["CounterCore", "Persistence", "ShardRouter", "TestSupport"]),
         // A child process the crash tests kill with SIGKILL mid-stream.

@@ -1,4 +1,5 @@
 import Dispatch
+import Synchronization
 import CounterCore
 import Foundation
 import Persistence
@@ -6,9 +7,12 @@ import WritePath
 import NodeHTTP
 import NodeAPI
 
-/// `counter-node serve`: migrates, starts the write path and the HTTP API, and runs until
-/// SIGTERM or SIGINT. The first signal stops accepting, answers what is in flight, flushes
-/// everything to PostgreSQL and exits 0; a second signal exits at once.
+/// `counter-node serve`, the composition root: reads Redis's shape, migrates, recovers the write
+/// path, then runs the write path and the HTTP server as one `ServiceGroup` until SIGTERM or
+/// SIGINT. The first signal stops the HTTP server (it answers what is in flight), then the write
+/// path (it flushes everything to PostgreSQL), and the process exits 0; a second signal exits at
+/// once. If the HTTP server cannot start, the write path that already started is stopped the
+/// same way. Every connection opened here is closed here.
 public enum NodeServer {
     public static func run(_ configuration: NodeConfiguration, output: NodeCommand.Output) async -> NodeCommand.ExitStatus {
         if let refusal = configuration.servingRefusal {
@@ -52,7 +56,6 @@ public enum NodeServer {
             try await service.start()
             let api = CounterAPI(service: service, tokens: configuration.tokens, postgres: pool, redis: adminRedis)
             server = try HTTPServer(configuration: configuration.http, handler: api)
-            try server.start()
         } catch {
             output.error("cannot start: \(error)")
             await service.shutdown(drain: false)
@@ -62,31 +65,60 @@ public enum NodeServer {
             return .failure
         }
 
+        // Signals: the first ends the group (the services stop, last started first); a second
+        // ends the process at once.
+        let impatient = Mutex<Task<Void, Never>?>(nil)
+        let waitForSignal: @Sendable () async -> Void = {
+            var iterator = signals.stream.makeAsyncIterator()
+            guard let first = await iterator.next() else { return }
+            log.log(.info, "shutting_down", ["signal": first == SIGINT ? "SIGINT" : "SIGTERM"])
+            impatient.withLock {
+                $0 = Task {
+                    var rest = signals.stream.makeAsyncIterator()
+                    if await rest.next() != nil {
+                        log.log(.warn, "exiting_now", ["reason": "second signal"])
+                        exit(130)
+                    }
+                }
+            }
+        }
+        let announce = ListeningAnnouncement(server: server, configuration: configuration, log: log, output: output)
+        var status = NodeCommand.ExitStatus.success
+        do {
+            try await ServiceGroup.run([service, server, announce], until: waitForSignal)
+        } catch {
+            output.error("stopped: \(error)")
+            log.log(.error, "failed", ["error": "\(error)"])
+            status = .failure
+        }
+        await adminRedis.close()
+        await pool.close()
+        impatient.withLock { $0?.cancel() }
+        if status == .success { log.log(.info, "stopped", ["flushed": "true"]) }
+        return status
+    }
+}
+
+/// Tells the operator where the node listens, once the HTTP server does (the last layer of the
+/// group, so it runs only after the others started).
+private struct ListeningAnnouncement: Service {
+    let server: HTTPServer
+    let configuration: NodeConfiguration
+    let log: NodeLog
+    let output: NodeCommand.Output
+
+    func run() async throws {
+        // The server listens once its `run()` has called `start()`; its port says so.
+        while server.port == 0 {
+            try await Task.sleep(for: .milliseconds(5))
+        }
         let url = "http://\(configuration.http.host):\(server.port)"
         log.log(.info, "listening", ["url": url, "shards": String(configuration.writePath.shardCount),
                                      "ack": configuration.writePath.acknowledgement.rawValue])
         let auth = configuration.tokens.api == nil ? "" : " -H 'Authorization: Bearer $COUNTER_API_TOKEN'"
         output.standard("counter-node listening on \(url)")
         output.standard("try: curl -s -X POST\(auth) \(url)/v1/posts/1/likes/7/toggle")
-
-        var iterator = signals.stream.makeAsyncIterator()
-        let first = await iterator.next() ?? SIGTERM
-        log.log(.info, "shutting_down", ["signal": first == SIGINT ? "SIGINT" : "SIGTERM"])
-        // A second signal ends the process at once.
-        let impatient = Task {
-            var rest = iterator
-            if await rest.next() != nil {
-                log.log(.warn, "exiting_now", ["reason": "second signal"])
-                exit(130)
-            }
-        }
-        await server.stop()
-        await service.shutdown(drain: true)
-        await adminRedis.close()
-        await pool.close()
-        impatient.cancel()
-        log.log(.info, "stopped", ["flushed": "true"])
-        return .success
+        await waitUntilCancelled()
     }
 }
 

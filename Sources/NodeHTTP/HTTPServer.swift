@@ -1,4 +1,5 @@
 internal import CMicroHTTPD
+import CounterCore
 import Foundation
 import Synchronization
 
@@ -26,7 +27,7 @@ public struct HTTPServerConfiguration: Sendable, Equatable {
 /// An HTTP/1.1 server on libmicrohttpd in external epoll mode, driven by one thread of ours
 /// (`EventLoopThread`), with suspend/resume so answers that need waiting never block that thread.
 /// Keep-alive and pipelining are the library's.
-public final class HTTPServer: Sendable {
+public final class HTTPServer: Service {
     public let configuration: HTTPServerConfiguration
     let handler: any HTTPHandler
     private let state = Mutex(State())
@@ -98,6 +99,16 @@ public final class HTTPServer: Sendable {
             $0.port = boundPort
         }
         loop.start(daemon: handle, epollDescriptor: epollDescriptor)
+    }
+
+    /// As a `Service`: listens until cancelled, then stops gracefully (`stop()`).
+    /// - Throws: `HTTPServerError` when it cannot listen.
+    public func run() async throws {
+        try start()
+        await waitUntilCancelled()
+        // Stopping waits and sleeps, which a cancelled task cannot: it runs on a task of its own,
+        // awaited here.
+        await Task { await self.stop() }.value
     }
 
     /// Stops accepting connections, waits (up to `timeout`) for requests being handled to be

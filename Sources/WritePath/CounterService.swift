@@ -1,3 +1,4 @@
+import CounterCore
 import Persistence
 import ShardRouter
 import Synchronization
@@ -8,7 +9,7 @@ import Synchronization
 /// Cluster), recovers what the logs still hold from before a crash or restart, then starts the
 /// flushers; operations are routed to the shard that owns the post's slot. `shutdown()` refuses
 /// new operations, flushes everything to PostgreSQL and stops the flushers.
-public final class CounterService: Sendable {
+public final class CounterService: Service {
     /// How the shards and flushers behave.
     public let configuration: WritePathConfiguration
     /// Which shard owns which slot.
@@ -181,6 +182,17 @@ public final class CounterService: Sendable {
         var reset: Set<Int64> = []
         for (shard, shardPosts) in byShard { reset.formUnion(await shards[shard].resyncFromPostgres(shardPosts)) }
         return reset
+    }
+
+    /// As a `Service`: starts (unless `start()` already ran), works until cancelled, then stops
+    /// taking operations, drains everything acknowledged to PostgreSQL and stops the flushers.
+    public func run() async throws {
+        if flusherTasks.withLock({ $0.isEmpty }) { try await start() }
+        await waitUntilCancelled()
+        // The drain waits and sleeps, which a cancelled task cannot: it runs on a task of its own,
+        // awaited here.
+        let service = self
+        await Task { await service.shutdown(drain: true) }.value
     }
 
     /// Stops taking operations, flushes everything acknowledged to PostgreSQL (when `drain`),
