@@ -197,7 +197,7 @@ actor WriteBehindFlusher {
             for entry in read {
                 newestRead[slot] = entry.id
                 if let change = ChangeLogEntry.change(from: entry) {
-                    entries.append(LoggedLikeChange(log: logKey(slot), entryID: entry.id, change: change))
+                    entries.append(LoggedLikeChange(log: logKey(slot), slot: slot, entryID: entry.id, change: change))
                 } else {
                     malformed.append((slot, entry))
                 }
@@ -298,7 +298,7 @@ actor WriteBehindFlusher {
                 knownMissing.formUnion(error.posts)
                 let doomed = entries.filter { error.posts.contains($0.change.postID) }
                 try await addDeadLetters(doomed.map { entry in
-                    (Self.slot(ofLog: entry.log, layout: layout), entry.entryID,
+                    (entry.slot, entry.entryID,
                      "user \(entry.change.userID) post \(entry.change.postID) liked \(entry.change.liked)", entry.change)
                 }, reason: "post does not exist in posts")
             }
@@ -406,11 +406,5 @@ actor WriteBehindFlusher {
 
     private func logKey(_ slot: UInt16) -> String {
         layout.changeLog(of: HashSlot(rawValue: slot)!)
-    }
-
-    private static func slot(ofLog log: String, layout: RedisKeyLayout) -> UInt16 {
-        // The tag between the braces names the slot.
-        guard let open = log.firstIndex(of: "{"), let close = log.firstIndex(of: "}") else { return 0 }
-        return HashSlot(key: Array(log[log.index(after: open)..<close].utf8)).rawValue
     }
 }
