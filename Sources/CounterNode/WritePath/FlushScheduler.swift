@@ -111,10 +111,14 @@ struct FlushScheduler {
     /// Flush once a slot has been dirty this long.
     let flushMaxAge: Duration
 
+    /// What is known per slot; a slot with nothing known has no entry.
     private var backlog: [UInt16: SlotBacklog] = [:]
     /// Slots whose writes broke mid-way: their logs may hold entries never noted here.
     private(set) var uncertainSlots: Set<UInt16> = []
+    /// Callers waiting for entries to reach PostgreSQL, oldest first, with the newest entry each
+    /// wants per slot.
     private var waiters: [(id: WaiterID, marks: [UInt16: StreamEntryID])] = []
+    /// The number the next waiter's id gets.
     private var nextWaiterNumber: UInt64 = 0
     /// When the last flush committed (or, before any, when the scheduler was made).
     private(set) var lastFlush: ContinuousClock.Instant
@@ -122,9 +126,11 @@ struct FlushScheduler {
     private(set) var isStopping = false
     /// Whether the flusher is finished or told to finish at once: nothing more is applied.
     private(set) var isStopped = false
+    /// How long to wait after each failed flush in a row.
     private var retryBackoff: ReconnectBackoff
     /// No flush is attempted before this, after a failure.
     private(set) var retryNotBefore: ContinuousClock.Instant?
+    /// How the loop sleeps, as last told by `nextAction(now:)`, until an event wakes it.
     private var loopSleep: LoopSleep?
     /// Entries waiting over all slots: the sum of every slot's `pending`, kept as it changes so
     /// the shard's backlog limit can be checked without a scan.
