@@ -13,14 +13,18 @@ public struct LikeChange: Sendable, Hashable {
 }
 
 /// A `LikeChange` with its position in a write-behind log: the log's name (its Redis stream
-/// key) and the entry's id there.
+/// key), the hash slot the log belongs to, and the entry's id there.
 public struct LoggedLikeChange: Sendable, Hashable {
+    /// The log's Redis stream key; also the key of its row in `counter_flush_progress`.
     public let log: String
+    /// The hash slot whose log this is, carried as a value so no one parses it back out of `log`.
+    public let slot: UInt16
     public let entryID: StreamEntryID
     public let change: LikeChange
 
-    public init(log: String, entryID: StreamEntryID, change: LikeChange) {
+    public init(log: String, slot: UInt16, entryID: StreamEntryID, change: LikeChange) {
         self.log = log
+        self.slot = slot
         self.entryID = entryID
         self.change = change
     }

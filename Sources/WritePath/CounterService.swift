@@ -132,6 +132,9 @@ public final class CounterService: Service {
 
     /// Returns once every change acknowledged before the call is in PostgreSQL.
     public func flush() async throws {
+        // An answer from memory (`AcknowledgementMode.memory`) comes before its Redis write: let
+        // every shard write, and tell its flusher of, what it was given before this call.
+        for shard in shards { await shard.waitForQueuedOperations() }
         try await withThrowingTaskGroup(of: Void.self) { group in
             for flusher in flushers { group.addTask { try await flusher.flushAll() } }
             try await group.waitForAll()
@@ -199,6 +202,8 @@ public final class CounterService: Service {
     /// and stops the flushers.
     public func shutdown(drain: Bool = true) async {
         for shard in shards { await shard.stopAccepting() }
+        // Operations still queued are answered; their changes are drained too.
+        if drain { for shard in shards { await shard.waitForQueuedOperations() } }
         for flusher in flushers { await flusher.stop(drain: drain) }
         let tasks = flusherTasks.withLock { $0 }
         for task in tasks { await task.value }

@@ -41,6 +41,8 @@ actor ShardActor {
         var pending: [Pending] = []
         /// Requests to load posts into Redis afresh from PostgreSQL, run between batches.
         var resyncs: [Resync] = []
+        /// Callers of `waitForQueuedOperations()`, resumed after the batch taken with them.
+        var barriers: [CheckedContinuation<Void, Never>] = []
         var draining = false
     }
 
@@ -129,6 +131,20 @@ actor ShardActor {
         }
     }
 
+    /// Returns once every operation queued before the call has been processed: its changes written
+    /// to Redis and noted by the flusher, or failed. An answer from memory comes before its write,
+    /// so a flush that must include every acknowledged change waits for this first.
+    func waitForQueuedOperations() async {
+        await withCheckedContinuation { continuation in
+            let queued = inbox.withLock { inbox in
+                // Not draining: nothing is queued or being processed.
+                if inbox.draining { inbox.barriers.append(continuation) }
+                return inbox.draining
+            }
+            if !queued { continuation.resume() }
+        }
+    }
+
     /// Refuses new operations from now on; queued ones are still answered.
     func stopAccepting() {
         accepting.store(false, ordering: .relaxed)
@@ -155,20 +171,23 @@ actor ShardActor {
         while true {
             // Take everything queued, or, when nothing is, end this busy period — atomically, so
             // an operation added meanwhile always finds a drain running or starts one.
-            let (batch, resyncs) = inbox.withLock { inbox in
-                if inbox.pending.isEmpty && inbox.resyncs.isEmpty {
+            let (batch, resyncs, barriers) = inbox.withLock { inbox in
+                if inbox.pending.isEmpty && inbox.resyncs.isEmpty && inbox.barriers.isEmpty {
                     inbox.draining = false
-                    return ([Pending](), [Resync]())
+                    return ([Pending](), [Resync](), [CheckedContinuation<Void, Never>]())
                 }
                 defer {
                     inbox.pending.removeAll(keepingCapacity: true)
                     inbox.resyncs.removeAll()
+                    inbox.barriers.removeAll()
                 }
-                return (inbox.pending, inbox.resyncs)
+                return (inbox.pending, inbox.resyncs, inbox.barriers)
             }
-            if batch.isEmpty && resyncs.isEmpty { return }
+            if batch.isEmpty && resyncs.isEmpty && barriers.isEmpty { return }
             for resync in resyncs { resync.completion(await resetRedis(resync.posts)) }
             if !batch.isEmpty { await process(batch) }
+            // Everything queued before these callers was in this batch or an earlier one.
+            for barrier in barriers { barrier.resume() }
         }
     }
 

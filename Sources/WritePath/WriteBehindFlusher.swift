@@ -11,29 +11,10 @@ import CounterCore
 /// then skips: nothing is lost and nothing is applied twice. Changes to posts that no longer exist
 /// go to the dead-letter stream (before the commit, so none is dropped; a crash in between may
 /// leave a duplicate there, which a replay applies idempotently).
+///
+/// What waits where and when to flush is `FlushScheduler`'s to know and decide; this actor does
+/// the I/O it asks for, reports the outcomes back, and sleeps in between (`LoopAlarm`).
 actor WriteBehindFlusher {
-    private struct SlotBacklog {
-        /// Entries counted as waiting in the slot's log.
-        var pending = 0
-        /// When the slot's oldest waiting change became dirty, as far as this process knows.
-        var dirtySince: ContinuousClock.Instant?
-        /// Newest entry appended, and newest applied to PostgreSQL.
-        var appended: StreamEntryID?
-        var applied: StreamEntryID?
-
-        /// Whether the log may hold something not yet in PostgreSQL.
-        var hasWork: Bool {
-            if pending > 0 { return true }
-            guard let appended else { return false }
-            return applied.map { $0 < appended } ?? true
-        }
-    }
-
-    private struct Waiter {
-        let marks: [UInt16: StreamEntryID]
-        let continuation: CheckedContinuation<Void, Error>
-    }
-
     /// Thrown inside a flush transaction to roll it back when posts turn out to be missing that
     /// have no dead letters yet.
     private struct NewlyMissingPosts: Error {
@@ -45,17 +26,17 @@ actor WriteBehindFlusher {
     private let redis: RedisClient
     private let pool: PostgresPool
     private let layout: RedisKeyLayout
-    private let configuration: WritePathConfiguration
     private let gauge: BacklogGauge
     private var onMissingPosts: @Sendable ([Int64]) async -> Void = { _ in }
 
-    private var backlog: [UInt16: SlotBacklog] = [:]
-    private var uncertainSlots: Set<UInt16> = []
-    private var waiters: [Waiter] = []
-    private var lastFlush = ContinuousClock.now
-    private var stopping = false
-    private var stopped = false
-    private var retryBackoff: ReconnectBackoff
+    /// What waits where, who waits for what, and when to flush: every decision is the
+    /// scheduler's; this actor performs them and reports back.
+    private var scheduler: FlushScheduler
+    /// The callers waiting for entries to reach PostgreSQL, under the scheduler's ids.
+    private var waiting: [FlushScheduler.WaiterID: CheckedContinuation<Void, Error>] = [:]
+    /// Where the loop sleeps while nothing is due; rung when the scheduler says an event made a
+    /// flush due sooner.
+    private let alarm = LoopAlarm()
     private(set) var stats = ShardStats()
 
     init(shardIndex: Int, slots: Range<Int>, redis: RedisClient, pool: PostgresPool,
@@ -65,9 +46,8 @@ actor WriteBehindFlusher {
         self.redis = redis
         self.pool = pool
         self.layout = layout
-        self.configuration = configuration
         self.gauge = gauge
-        self.retryBackoff = ReconnectBackoff(initial: configuration.retryInitialDelay, maximum: configuration.retryMaximumDelay)
+        self.scheduler = FlushScheduler(configuration: configuration, now: .now)
     }
 
     /// Who to tell when posts turn out not to exist (the shard forgets them).
@@ -79,95 +59,98 @@ actor WriteBehindFlusher {
 
     /// Entries the shard appended, per slot: how many, and the newest id.
     func noteAppended(_ appended: [UInt16: (count: Int, newest: StreamEntryID)]) {
-        let now = ContinuousClock.now
-        for (slot, batch) in appended {
-            var state = backlog[slot, default: SlotBacklog()]
-            if state.pending == 0 { state.dirtySince = now }
-            state.pending += batch.count
-            state.appended = max(state.appended ?? batch.newest, batch.newest)
-            backlog[slot] = state
-            gauge.add(batch.count)
-        }
+        follow(scheduler.appended(appended, now: .now))
     }
 
     /// Slots whose Redis writes broke mid-way: entries may exist that were never noted.
     func noteUncertain(_ slots: Set<UInt16>) {
-        uncertainSlots.formUnion(slots)
+        follow(scheduler.uncertain(slots))
     }
 
     /// Returns once every entry in `marks` (newest id per slot) is in PostgreSQL.
     /// - Throws: `CounterError(.shuttingDown)` if the flusher stops first.
     func waitUntilApplied(_ marks: [UInt16: StreamEntryID]) async throws {
-        if isApplied(marks) { return }
-        guard !stopped else { throw CounterError(code: .shuttingDown, message: "the flusher has stopped") }
         try await withCheckedThrowingContinuation { continuation in
-            waiters.append(Waiter(marks: marks, continuation: continuation))
+            switch scheduler.waiterAdded(marks: marks) {
+            case .resumeNow:
+                continuation.resume()
+            case .refuse:
+                continuation.resume(throwing: Self.stopped)
+            case .wait(let id, let signal):
+                waiting[id] = continuation
+                follow(signal)
+            }
         }
     }
 
     /// Returns once everything appended so far is in PostgreSQL.
     func flushAll() async throws {
         if let failure = try await rescanUncertainSlots() { throw failure }
-        var marks: [UInt16: StreamEntryID] = [:]
-        for (slot, state) in backlog where state.hasWork { if let id = state.appended { marks[slot] = id } }
-        try await waitUntilApplied(marks)
+        try await waitUntilApplied(scheduler.unflushedMarks)
     }
 
-    private func isApplied(_ marks: [UInt16: StreamEntryID]) -> Bool {
-        marks.allSatisfy { slot, id in (backlog[slot]?.applied).map { $0 >= id } ?? false }
+    /// After an event: keeps the shard's gauge equal to the scheduler's backlog, and wakes the
+    /// loop when the scheduler says so.
+    private func follow(_ signal: FlushScheduler.LoopSignal) {
+        publishBacklog()
+        if signal == .wakeLoop { alarm.ring() }
     }
+
+    /// Sets the gauge the shard reads to refuse writes above its backlog limit.
+    private func publishBacklog() {
+        gauge.set(scheduler.pendingTotal)
+    }
+
+    /// Resumes the callers whose entries are now all in PostgreSQL.
+    private func resume(_ satisfied: [FlushScheduler.WaiterID]) {
+        for id in satisfied { waiting.removeValue(forKey: id)?.resume() }
+    }
+
+    private static let stopped = CounterError(code: .shuttingDown, message: "the flusher has stopped")
 
     // MARK: - Recovery
 
     /// Finds what the logs of this shard's slots still hold (after a crash or restart), so it is
     /// flushed before anything else. Call before the shard takes writes.
     func recover() async throws {
-        uncertainSlots.formUnion(slots.map { UInt16($0) })
+        follow(scheduler.uncertain(Set(slots.map { UInt16($0) })))
         if let failure = try await rescanUncertainSlots() { throw failure }
     }
 
     // MARK: - The loop
 
-    /// Flushes until `stop()`, retrying failures with capped exponential backoff.
+    /// Flushes until `stop()` (or until its task is cancelled, which stops it without draining),
+    /// retrying failures with capped exponential backoff. Between flushes it sleeps until the
+    /// scheduler's next deadline, or until an event makes a flush due sooner.
     func run() async {
-        while !stopped {
-            guard shouldFlush(now: .now) else {
-                if stopping && !backlog.values.contains(where: \.hasWork) && uncertainSlots.isEmpty { break }
-                try? await Task.sleep(for: configuration.flusherTick)
-                continue
-            }
-            do {
-                try await flushOnce()
-                retryBackoff.reset()
-            } catch {
-                stats.flushRetries += 1
-                stats.lastFlushError = "\(error)"
-                if error is RedisError { stats.redisErrors += 1 }
-                if error is PostgresError { stats.postgresErrors += 1 }
-                try? await Task.sleep(for: retryBackoff.nextDelay())
+        while true {
+            if Task.isCancelled && !scheduler.isStopped { follow(scheduler.stop(drain: false)) }
+            switch scheduler.nextAction(now: .now) {
+            case .flush:
+                do {
+                    try await flushOnce()
+                    scheduler.flushSucceeded()
+                } catch {
+                    stats.flushRetries += 1
+                    stats.lastFlushError = "\(error)"
+                    if error is RedisError { stats.redisErrors += 1 }
+                    if error is PostgresError { stats.postgresErrors += 1 }
+                    scheduler.flushFailed(now: .now)
+                }
+            case .sleep(let deadline):
+                await alarm.sleep(until: deadline)
+            case .waitForEvent:
+                await alarm.sleep(until: nil)
+            case .finish(let failing):
+                for id in failing { waiting.removeValue(forKey: id)?.resume(throwing: Self.stopped) }
+                return
             }
         }
-        stopped = true
-        for waiter in waiters {
-            waiter.continuation.resume(throwing: CounterError(code: .shuttingDown, message: "the flusher has stopped"))
-        }
-        waiters = []
     }
 
     /// Asks the loop to end once nothing waits (`drain`) or at once.
     func stop(drain: Bool) {
-        stopping = true
-        if !drain { stopped = true }
-    }
-
-    private func shouldFlush(now: ContinuousClock.Instant) -> Bool {
-        if !uncertainSlots.isEmpty { return true }
-        guard backlog.values.contains(where: \.hasWork) else { return false }
-        let pending = gauge.value
-        if stopping || !waiters.isEmpty || pending >= configuration.flushBatchSize { return true }
-        if now - lastFlush >= configuration.flushInterval { return true }
-        let oldest = backlog.values.compactMap(\.dirtySince).min()
-        return oldest.map { now - $0 >= configuration.flushMaxAge } ?? false
+        follow(scheduler.stop(drain: drain))
     }
 
     /// One flush: read, apply in one transaction, dead-letter, trim. Slots whose Redis node
@@ -175,39 +158,35 @@ actor WriteBehindFlusher {
     /// afterwards, so the loop backs off.
     private func flushOnce() async throws {
         var nodeFailure = try await rescanUncertainSlots()
-        // The oldest dirty slots first, at most about `flushBatchSize` entries in all (at least
-        // 64 per slot, so a backlog spread over many slots still moves in sizeable steps).
-        let allDirty = backlog.filter { $0.value.hasWork }
-            .sorted { ($0.value.dirtySince ?? .now) < ($1.value.dirtySince ?? .now) }
-        guard !allDirty.isEmpty else { return }
-        let perSlot = max(64, configuration.flushBatchSize / allDirty.count)
-        let dirty = allDirty.prefix(max(1, configuration.flushBatchSize / perSlot)).map(\.key)
-        // What was known before the read: appends noted while it is in flight stay unaccounted here.
-        let before = backlog
-        let readStarted = ContinuousClock.now
-        let (reads, readFailure) = try await readLogs(dirty, perSlot: perSlot)
+        // Also the read's start: a slot read to its end counts as dirty since then if entries remain.
+        let now = ContinuousClock.now
+        guard let plan = scheduler.flushPlan(now: now) else { return }
+        let (reads, readFailure) = try await readLogs(plan.slots.map(\.slot), perSlot: plan.entriesPerSlot)
         nodeFailure = nodeFailure ?? readFailure
 
         var entries: [LoggedLikeChange] = []
         var malformed: [(slot: UInt16, entry: StreamEntry)] = []
         var newestRead: [UInt16: StreamEntryID] = [:]
         var fullReads: Set<UInt16> = []
-        for (slot, read) in zip(dirty, reads) {
+        for (slot, read) in zip(plan.slots.map(\.slot), reads) {
             guard let read else { continue }
-            if read.count >= perSlot { fullReads.insert(slot) }
+            if read.count >= plan.entriesPerSlot { fullReads.insert(slot) }
             for entry in read {
                 newestRead[slot] = entry.id
                 if let change = ChangeLogEntry.change(from: entry) {
-                    entries.append(LoggedLikeChange(log: logKey(slot), entryID: entry.id, change: change))
+                    entries.append(LoggedLikeChange(log: logKey(slot), slot: slot, entryID: entry.id, change: change))
                 } else {
                     malformed.append((slot, entry))
                 }
             }
         }
         // Slots whose logs were empty: whatever was appended there has been applied and trimmed.
-        for (slot, read) in zip(dirty, reads) where read != nil && newestRead[slot] == nil {
-            settle(slot, removed: before[slot]?.pending ?? 0, applied: before[slot]?.appended, stillDirtySince: nil)
+        var satisfied: [FlushScheduler.WaiterID] = []
+        for (planned, read) in zip(plan.slots, reads) where read != nil && newestRead[planned.slot] == nil {
+            satisfied += scheduler.emptyLogRead(planned)
         }
+        publishBacklog()
+        resume(satisfied)
         guard !newestRead.isEmpty else {
             if let nodeFailure { throw nodeFailure }
             return
@@ -225,15 +204,18 @@ actor WriteBehindFlusher {
         let trimResults = await redis.execute(trimmed.map { slot, newest in
             SlotCommands(slot: HashSlot(rawValue: slot)!, commands: [.xtrim(logKey(slot), olderThan: newest.successor)])
         })
+        satisfied = []
         for ((slot, newest), result) in zip(trimmed, trimResults) {
             let removed = (try? result.get()).flatMap { Int($0[0].integer ?? 0) } ?? 0
-            settle(slot, removed: removed, applied: newest, stillDirtySince: fullReads.contains(slot) ? nil : readStarted)
+            satisfied += scheduler.settled(slot: slot, removed: removed, applied: newest,
+                                           stillDirtySince: fullReads.contains(slot) ? nil : now)
         }
+        publishBacklog()
         stats.flushTransactions += entries.isEmpty ? 0 : 1
         stats.flushedEntries += entries.count + malformed.count
         stats.largestFlush = max(stats.largestFlush, entries.count)
-        lastFlush = .now
-        resolveWaiters()
+        scheduler.flushCommitted(at: .now)
+        resume(satisfied)
         if !missing.isEmpty {
             // Forget the posts in Redis too, so the next touch asks PostgreSQL again (and is refused).
             _ = await redis.execute(missing.map { post in
@@ -299,7 +281,7 @@ actor WriteBehindFlusher {
                 knownMissing.formUnion(error.posts)
                 let doomed = entries.filter { error.posts.contains($0.change.postID) }
                 try await addDeadLetters(doomed.map { entry in
-                    (Self.slot(ofLog: entry.log, layout: layout), entry.entryID,
+                    (entry.slot, entry.entryID,
                      "user \(entry.change.userID) post \(entry.change.postID) liked \(entry.change.liked)", entry.change)
                 }, reason: "post does not exist in posts")
             }
@@ -330,9 +312,9 @@ actor WriteBehindFlusher {
     /// whose node failed stay uncertain; the first such failure is returned.
     @discardableResult
     private func rescanUncertainSlots() async throws -> Error? {
-        guard !uncertainSlots.isEmpty else { return nil }
+        let all = scheduler.slotsToRescan
+        guard !all.isEmpty else { return nil }
         var failure: Error?
-        let all = uncertainSlots.sorted()
         for start in stride(from: 0, to: all.count, by: 4_096) {
             let part = Array(all[start..<min(start + 4_096, all.count)])
             let results = await redis.execute(part.map { slot in
@@ -349,69 +331,34 @@ actor WriteBehindFlusher {
                 }
                 let length = Int(try reply[0].throwingServerError().integer ?? 0)
                 let newest = try reply[1].streamEntries().first?.id
-                var state = backlog[slot, default: SlotBacklog()]
-                gauge.add(length - state.pending)
-                state.pending = length
-                if let newest { state.appended = max(state.appended ?? newest, newest) }
-                if length > 0 && state.dirtySince == nil { state.dirtySince = now }
-                if length > 0 || state.appended != nil { backlog[slot] = state }
-                uncertainSlots.remove(slot)
+                follow(scheduler.rescanned(slot: slot, length: length, newest: newest, now: now))
             }
         }
         return failure
     }
 
-    /// Accounts for a flushed slot: `removed` entries left the log; `applied` is in PostgreSQL.
-    private func settle(_ slot: UInt16, removed: Int, applied: StreamEntryID?, stillDirtySince: ContinuousClock.Instant?) {
-        var state = backlog[slot, default: SlotBacklog()]
-        let removed = min(removed, state.pending)
-        state.pending -= removed
-        gauge.add(-removed)
-        if let applied { state.applied = max(state.applied ?? applied, applied) }
-        if state.pending == 0 {
-            state.dirtySince = nil
-        } else if let stillDirtySince {
-            state.dirtySince = stillDirtySince
-        }
-        backlog[slot] = state
-    }
-
-    private func resolveWaiters() {
-        var remaining: [Waiter] = []
-        for waiter in waiters {
-            if isApplied(waiter.marks) { waiter.continuation.resume() } else { remaining.append(waiter) }
-        }
-        waiters = remaining
-    }
-
     /// Whether `slot`'s log may hold changes PostgreSQL does not have yet (also when a write's
     /// outcome there is unknown and the log has not been read again).
     func hasPendingChanges(inSlot slot: UInt16) -> Bool {
-        uncertainSlots.contains(slot) || (backlog[slot]?.hasWork ?? false)
+        scheduler.hasPendingChanges(inSlot: slot)
     }
 
     /// Stats with the backlog figures of this moment.
     func currentStats() -> ShardStats {
         var current = stats
+        let now = ContinuousClock.now
         current.shard = shardIndex
-        current.pendingChanges = gauge.value
-        current.secondsSinceFlush = (ContinuousClock.now - lastFlush).inSeconds
-        if let oldest = backlog.values.compactMap(\.dirtySince).min() {
-            current.oldestPendingAgeSeconds = (ContinuousClock.now - oldest).inSeconds
+        current.pendingChanges = scheduler.pendingTotal
+        current.secondsSinceFlush = (now - scheduler.lastFlush).inSeconds
+        if let oldest = scheduler.oldestDirtySince {
+            current.oldestPendingAgeSeconds = (now - oldest).inSeconds
         }
         return current
     }
-
 
     // MARK: - Log entries
 
     private func logKey(_ slot: UInt16) -> String {
         layout.changeLog(of: HashSlot(rawValue: slot)!)
-    }
-
-    private static func slot(ofLog log: String, layout: RedisKeyLayout) -> UInt16 {
-        // The tag between the braces names the slot.
-        guard let open = log.firstIndex(of: "{"), let close = log.firstIndex(of: "}") else { return 0 }
-        return HashSlot(key: Array(log[log.index(after: open)..<close].utf8)).rawValue
     }
 }

@@ -25,8 +25,6 @@ public struct WritePathConfiguration: Sendable, Equatable {
     public var unknownPostMemory: Duration = .seconds(5)
     /// Prefix of every Redis key. Defaults to `cs`.
     public var keyPrefix: String = "cs"
-    /// How often an idle flusher looks for work. Defaults to 5 ms.
-    public var flusherTick: Duration = .milliseconds(5)
     /// Flush retries back off from this delay, doubling. Defaults to 50 ms.
     public var retryInitialDelay: Duration = .milliseconds(50)
     /// ... up to this delay. Defaults to 5 s.

@@ -1,4 +1,5 @@
 import Persistence
+import ShardRouter
 import Testing
 import TestSupport
 
@@ -109,7 +110,7 @@ struct LikeBatchApplierTests {
         let post = try await TestEnvironment.createPosts(1, in: pool)[0]
         let log = TestEnvironment.uniqueKeyPrefix("log")
         func entry(_ ms: UInt64, _ user: Int64, _ liked: Bool) -> LoggedLikeChange {
-            LoggedLikeChange(log: log, entryID: StreamEntryID(milliseconds: ms, sequence: 0),
+            LoggedLikeChange(log: log, slot: HashSlot(key: log.utf8).rawValue, entryID: StreamEntryID(milliseconds: ms, sequence: 0),
                              change: LikeChange(userID: user, postID: post, liked: liked))
         }
         let batch = [entry(100, 1, true), entry(101, 2, true)]
@@ -167,7 +168,7 @@ struct MultiLogBatchTests {
         let posts = try await TestEnvironment.createPosts(2, in: pool)
         let logA = TestEnvironment.uniqueKeyPrefix("logA"), logB = TestEnvironment.uniqueKeyPrefix("logB")
         func entry(_ log: String, _ ms: UInt64, _ post: Int64, _ user: Int64, _ liked: Bool) -> LoggedLikeChange {
-            LoggedLikeChange(log: log, entryID: StreamEntryID(milliseconds: ms, sequence: 0),
+            LoggedLikeChange(log: log, slot: HashSlot(key: log.utf8).rawValue, entryID: StreamEntryID(milliseconds: ms, sequence: 0),
                              change: LikeChange(userID: user, postID: post, liked: liked))
         }
         let first = try await LikeBatchApplier.apply([entry(logA, 10, posts[0], 1, true), entry(logB, 5, posts[1], 1, true)], pool: pool)

@@ -1,0 +1,425 @@
+import Persistence
+
+/// The write-behind flusher's bookkeeping and decisions, without I/O: events in, actions out.
+///
+/// It knows, per slot, how many log entries wait and since when, what was appended and what
+/// applied; which slots' logs must be read again because a write's outcome there is unknown; who
+/// waits for which entries to reach PostgreSQL; when the last flush committed; whether the
+/// flusher is stopping; and how long to back off after a failure. From that it decides when a
+/// flush is due (`nextAction(now:)`) and what one reads (`flushPlan(now:)`).
+///
+/// `WriteBehindFlusher` performs what it decides: it reads and trims the logs, applies entries
+/// to PostgreSQL, sleeps, and resumes waiters, and reports each outcome back as an event. Time
+/// comes in as arguments; nothing here reads a clock, so every rule can be driven step by step.
+///
+/// The flusher's loop sleeps while nothing is due. Events that happen meanwhile return
+/// `LoopSignal.wakeLoop` only when they change what the loop should do: a flush became due, a
+/// deadline moved earlier, or the loop must finish. Once a signal is given, later events say
+/// nothing until the loop has asked `nextAction(now:)` again and gone back to sleep, so a stream
+/// of appends costs one wake-up, not one per append.
+struct FlushScheduler {
+    /// What the flusher knows of one slot's log.
+    struct SlotBacklog: Equatable {
+        /// Entries counted as waiting in the slot's log.
+        var pending = 0
+        /// When the slot's oldest waiting change became dirty, as far as this process knows.
+        var dirtySince: ContinuousClock.Instant?
+        /// The newest entry appended to the log.
+        var appended: StreamEntryID?
+        /// The newest entry applied to PostgreSQL.
+        var applied: StreamEntryID?
+
+        /// Whether the log may hold something not yet in PostgreSQL.
+        var hasWork: Bool {
+            if pending > 0 { return true }
+            guard let appended else { return false }
+            return applied.map { $0 < appended } ?? true
+        }
+    }
+
+    /// Names a caller waiting for entries to reach PostgreSQL; the flusher keeps the caller's
+    /// continuation under it.
+    struct WaiterID: Hashable, Sendable, CustomStringConvertible {
+        fileprivate let number: UInt64
+
+        /// `waiter <n>`, for test failures.
+        var description: String { "waiter \(number)" }
+    }
+
+    /// Whether the flusher's loop, asleep, must be woken because of an event.
+    enum LoopSignal: Equatable {
+        /// Nothing the loop should do has changed (or it is awake and will ask anyway).
+        case none
+        /// Wake it: a flush became due, a deadline moved earlier, or the loop must finish.
+        case wakeLoop
+    }
+
+    /// What becomes of a caller that wants entries in PostgreSQL.
+    enum WaiterDecision: Equatable {
+        /// Every mark is applied already: return at once.
+        case resumeNow
+        /// The flusher has stopped and will apply nothing more: fail at once.
+        case refuse
+        /// Wait under the id until a flush applies the marks (or the loop finishes); the signal
+        /// says whether the loop must be woken for it.
+        case wait(WaiterID, LoopSignal)
+    }
+
+    /// What the flusher's loop does next.
+    enum LoopAction: Equatable {
+        /// Read the uncertain slots' logs again (`slotsToRescan`), then flush (`flushPlan(now:)`).
+        case flush
+        /// Sleep until this instant, unless an event signals `wakeLoop` first.
+        case sleep(until: ContinuousClock.Instant)
+        /// Nothing waits: sleep until an event signals `wakeLoop`.
+        case waitForEvent
+        /// End the loop; fail these waiters, since nothing more will be applied for them. After
+        /// this the scheduler is stopped and holds no waiters.
+        case finish(failWaiters: [WaiterID])
+    }
+
+    /// What one flush reads: the oldest dirty slots, and at most how many entries of each.
+    struct FlushPlan: Equatable {
+        /// One slot to read, with what was known of it when the plan was made.
+        struct Slot: Equatable {
+            /// The slot whose log to read.
+            let slot: UInt16
+            /// Entries counted as waiting when the plan was made.
+            let pending: Int
+            /// The newest entry known appended when the plan was made.
+            let appended: StreamEntryID?
+        }
+
+        /// The slots to read, oldest dirty first.
+        let slots: [Slot]
+        /// The most entries to read from each slot's log.
+        let entriesPerSlot: Int
+    }
+
+    /// Why and until when the loop sleeps, as last told; `nil` while it is awake.
+    private struct LoopSleep {
+        /// Until when; `nil` for as long as no event wakes it.
+        let deadline: ContinuousClock.Instant?
+        /// Backing off after a failure: only the end of the flusher cuts that short.
+        let isBackoff: Bool
+    }
+
+    /// Flush as soon as this many entries wait, and read about this many per flush.
+    let flushBatchSize: Int
+    /// Flush at least this often while entries wait.
+    let flushInterval: Duration
+    /// Flush once a slot has been dirty this long.
+    let flushMaxAge: Duration
+
+    /// What is known per slot; a slot with nothing known has no entry.
+    private var backlog: [UInt16: SlotBacklog] = [:]
+    /// Slots whose writes broke mid-way: their logs may hold entries never noted here.
+    private(set) var uncertainSlots: Set<UInt16> = []
+    /// Callers waiting for entries to reach PostgreSQL, oldest first, with the newest entry each
+    /// wants per slot.
+    private var waiters: [(id: WaiterID, marks: [UInt16: StreamEntryID])] = []
+    /// The number the next waiter's id gets.
+    private var nextWaiterNumber: UInt64 = 0
+    /// When the last flush committed (or, before any, when the scheduler was made).
+    private(set) var lastFlush: ContinuousClock.Instant
+    /// Whether `stop(drain:)` was called: flush whatever waits, then finish.
+    private(set) var isStopping = false
+    /// Whether the flusher is finished or told to finish at once: nothing more is applied.
+    private(set) var isStopped = false
+    /// How long to wait after each failed flush in a row.
+    private var retryBackoff: ReconnectBackoff
+    /// No flush is attempted before this, after a failure.
+    private(set) var retryNotBefore: ContinuousClock.Instant?
+    /// How the loop sleeps, as last told by `nextAction(now:)`, until an event wakes it.
+    private var loopSleep: LoopSleep?
+    /// Entries waiting over all slots: the sum of every slot's `pending`, kept as it changes so
+    /// the shard's backlog limit can be checked without a scan.
+    private(set) var pendingTotal = 0
+    /// How many slots have work, kept as they change so the hot path needs no scan.
+    private var slotsWithWork = 0
+
+    /// A scheduler with nothing known yet; `now` counts as the last flush, so the interval runs
+    /// from the start.
+    init(configuration: WritePathConfiguration, now: ContinuousClock.Instant) {
+        flushBatchSize = configuration.flushBatchSize
+        flushInterval = configuration.flushInterval
+        flushMaxAge = configuration.flushMaxAge
+        retryBackoff = ReconnectBackoff(initial: configuration.retryInitialDelay, maximum: configuration.retryMaximumDelay)
+        lastFlush = now
+    }
+
+    // MARK: - Queries
+
+    /// What is known of `slot`'s log; `nil` when nothing is.
+    func backlog(ofSlot slot: UInt16) -> SlotBacklog? {
+        backlog[slot]
+    }
+
+    /// Whether `slot`'s log may hold changes PostgreSQL does not have yet (also when a write's
+    /// outcome there is unknown and the log has not been read again).
+    func hasPendingChanges(inSlot slot: UInt16) -> Bool {
+        uncertainSlots.contains(slot) || (backlog[slot]?.hasWork ?? false)
+    }
+
+    /// When the longest-dirty slot became dirty; `nil` when none is.
+    var oldestDirtySince: ContinuousClock.Instant? {
+        backlog.values.lazy.compactMap(\.dirtySince).min()
+    }
+
+    /// The uncertain slots, in order: the logs to read again before anything else.
+    var slotsToRescan: [UInt16] {
+        uncertainSlots.sorted()
+    }
+
+    /// The newest appended entry of every slot with work: once they are applied, everything
+    /// appended so far is in PostgreSQL.
+    var unflushedMarks: [UInt16: StreamEntryID] {
+        var marks: [UInt16: StreamEntryID] = [:]
+        for (slot, state) in backlog where state.hasWork {
+            if let id = state.appended { marks[slot] = id }
+        }
+        return marks
+    }
+
+    /// The waiters not yet resumed or failed, oldest first.
+    var waiterIDs: [WaiterID] {
+        waiters.map(\.id)
+    }
+
+    /// Whether every entry in `marks` (newest id per slot) is in PostgreSQL.
+    func isApplied(_ marks: [UInt16: StreamEntryID]) -> Bool {
+        marks.allSatisfy { slot, id in (backlog[slot]?.applied).map { $0 >= id } ?? false }
+    }
+
+    /// Whether a flush should start at `now`: uncertain slots always want one; otherwise only
+    /// when some slot has work and the flusher is stopping, someone waits, `flushBatchSize`
+    /// entries wait, `flushInterval` has passed since the last flush, or a slot has been dirty
+    /// for `flushMaxAge`. Backoff is not considered here (`nextAction(now:)` does).
+    func isFlushDue(now: ContinuousClock.Instant) -> Bool {
+        if !uncertainSlots.isEmpty { return true }
+        guard slotsWithWork > 0 else { return false }
+        if isStopping || !waiters.isEmpty || pendingTotal >= flushBatchSize { return true }
+        if now - lastFlush >= flushInterval { return true }
+        return oldestDirtySince.map { now - $0 >= flushMaxAge } ?? false
+    }
+
+    /// When a flush falls due by time alone: the earlier of the interval's end and the oldest
+    /// dirty slot's maximum age; `nil` while no slot has work.
+    var nextDeadline: ContinuousClock.Instant? {
+        guard slotsWithWork > 0 else { return nil }
+        let intervalEnds = lastFlush + flushInterval
+        return oldestDirtySince.map { min(intervalEnds, $0 + flushMaxAge) } ?? intervalEnds
+    }
+
+    // MARK: - The loop
+
+    /// What the loop does next, at `now`. A sleep it is told of lasts until its deadline or
+    /// until an event returns `wakeLoop`; then the loop asks again.
+    mutating func nextAction(now: ContinuousClock.Instant) -> LoopAction {
+        loopSleep = nil
+        if isStopped { return finish() }
+        if let retryNotBefore, now < retryNotBefore {
+            loopSleep = LoopSleep(deadline: retryNotBefore, isBackoff: true)
+            return .sleep(until: retryNotBefore)
+        }
+        if isFlushDue(now: now) { return .flush }
+        if isStopping && slotsWithWork == 0 && uncertainSlots.isEmpty { return finish() }
+        let deadline = nextDeadline
+        loopSleep = LoopSleep(deadline: deadline, isBackoff: false)
+        return deadline.map { .sleep(until: $0) } ?? .waitForEvent
+    }
+
+    private mutating func finish() -> LoopAction {
+        isStopping = true
+        isStopped = true
+        let failing = waiters.map(\.id)
+        waiters = []
+        return .finish(failWaiters: failing)
+    }
+
+    // MARK: - Events from the shard and its callers
+
+    /// The shard appended entries: per slot, how many (at least one) and the newest id. A slot
+    /// that had nothing waiting becomes dirty at `now`.
+    mutating func appended(_ batches: [UInt16: (count: Int, newest: StreamEntryID)], now: ContinuousClock.Instant) -> LoopSignal {
+        var newlyDirty = false
+        for (slot, batch) in batches {
+            update(slot) { state in
+                if state.pending == 0 {
+                    state.dirtySince = now
+                    newlyDirty = true
+                }
+                state.pending += batch.count
+                state.appended = max(state.appended ?? batch.newest, batch.newest)
+            }
+        }
+        return signal(newlyDirtyAt: newlyDirty ? now : nil)
+    }
+
+    /// Writes to `slots` broke mid-way: their logs may hold entries never noted, so they are read
+    /// again before the next flush.
+    mutating func uncertain(_ slots: Set<UInt16>) -> LoopSignal {
+        uncertainSlots.formUnion(slots)
+        return signal(newlyDirtyAt: nil)
+    }
+
+    /// `slot`'s log was read again: it holds `length` entries, the newest `newest`. That is now
+    /// the truth about what waits there, and the slot is no longer uncertain. A slot whose read
+    /// failed needs no event: it stays uncertain.
+    mutating func rescanned(slot: UInt16, length: Int, newest: StreamEntryID?, now: ContinuousClock.Instant) -> LoopSignal {
+        var newlyDirty = false
+        update(slot) { state in
+            state.pending = max(0, length)
+            if let newest { state.appended = max(state.appended ?? newest, newest) }
+            if length > 0 && state.dirtySince == nil {
+                state.dirtySince = now
+                newlyDirty = true
+            }
+            // An empty log with nothing ever appended: nothing is known of the slot.
+            if length <= 0 && state.appended == nil { state.dirtySince = nil }
+        }
+        uncertainSlots.remove(slot)
+        return signal(newlyDirtyAt: newlyDirty ? now : nil)
+    }
+
+    /// A caller wants every entry in `marks` (newest id per slot) in PostgreSQL.
+    mutating func waiterAdded(marks: [UInt16: StreamEntryID]) -> WaiterDecision {
+        if isApplied(marks) { return .resumeNow }
+        if isStopped { return .refuse }
+        let id = WaiterID(number: nextWaiterNumber)
+        nextWaiterNumber += 1
+        waiters.append((id, marks))
+        return .wait(id, signal(newlyDirtyAt: nil))
+    }
+
+    /// Ends the flusher once everything waiting is flushed (`drain`), or at once: nothing more is
+    /// applied then, and waiters fail.
+    mutating func stop(drain: Bool) -> LoopSignal {
+        isStopping = true
+        if !drain { isStopped = true }
+        return signal(newlyDirtyAt: nil)
+    }
+
+    // MARK: - Events from a flush
+
+    /// The slots one flush reads at `now`: the oldest dirty first (slots with work but no known
+    /// age count as dirty since `now`; equal ages by slot number), at most about
+    /// `flushBatchSize` entries in all and at least 64 per slot, so a backlog spread over many
+    /// slots still moves in sizeable steps. `nil` when no slot has work.
+    func flushPlan(now: ContinuousClock.Instant) -> FlushPlan? {
+        let dirty = backlog.filter { $0.value.hasWork }
+            .sorted { ($0.value.dirtySince ?? now, $0.key) < ($1.value.dirtySince ?? now, $1.key) }
+        guard !dirty.isEmpty else { return nil }
+        let perSlot = max(64, flushBatchSize / dirty.count)
+        let chosen = dirty.prefix(max(1, flushBatchSize / perSlot))
+        return FlushPlan(slots: chosen.map { FlushPlan.Slot(slot: $0.key, pending: $0.value.pending, appended: $0.value.appended) },
+                         entriesPerSlot: perSlot)
+    }
+
+    /// A planned slot's log read empty: whatever was appended there before the plan has been
+    /// applied and trimmed (appends noted since stay counted).
+    /// - Returns: the waiters this satisfies, to resume.
+    mutating func emptyLogRead(_ planned: FlushPlan.Slot) -> [WaiterID] {
+        settled(slot: planned.slot, removed: planned.pending, applied: planned.appended, stillDirtySince: nil)
+    }
+
+    /// A flush accounted for `slot`: `removed` entries left its log (fewer than counted if the
+    /// trim failed; never more than are counted), and entries up to `applied` are in PostgreSQL.
+    /// If entries still wait, the slot counts as dirty since `stillDirtySince` (the read's start,
+    /// when the read took everything there was), or as before when it is `nil`.
+    /// - Returns: the waiters this satisfies, to resume.
+    mutating func settled(slot: UInt16, removed: Int, applied: StreamEntryID?,
+                          stillDirtySince: ContinuousClock.Instant?) -> [WaiterID] {
+        update(slot) { state in
+            state.pending -= max(0, min(removed, state.pending))
+            if let applied { state.applied = max(state.applied ?? applied, applied) }
+            if state.pending == 0 {
+                state.dirtySince = nil
+            } else if let stillDirtySince {
+                state.dirtySince = stillDirtySince
+            }
+        }
+        guard applied != nil else { return [] }
+        return takeWaitersSatisfied(bySlot: slot)
+    }
+
+    /// A flush committed entries to PostgreSQL at `now`: the interval starts again.
+    mutating func flushCommitted(at now: ContinuousClock.Instant) {
+        lastFlush = now
+    }
+
+    /// A flush attempt ended without error: the next failure backs off from the start again.
+    mutating func flushSucceeded() {
+        retryBackoff.reset()
+        retryNotBefore = nil
+    }
+
+    /// A flush attempt failed at `now`: no flush is tried for the returned delay, which doubles
+    /// with each failure in a row up to the configured maximum.
+    @discardableResult
+    mutating func flushFailed(now: ContinuousClock.Instant) -> Duration {
+        let delay = retryBackoff.nextDelay()
+        retryNotBefore = now + delay
+        return delay
+    }
+
+    // MARK: - Keeping the sums
+
+    /// Changes one slot's backlog and keeps `pendingTotal` and the count of slots with work in
+    /// step. A slot that ends with nothing known is dropped.
+    private mutating func update(_ slot: UInt16, _ change: (inout SlotBacklog) -> Void) {
+        var state = backlog[slot] ?? SlotBacklog()
+        let hadWork = state.hasWork
+        let pendingBefore = state.pending
+        change(&state)
+        pendingTotal += state.pending - pendingBefore
+        if state.hasWork != hadWork { slotsWithWork += state.hasWork ? 1 : -1 }
+        backlog[slot] = state == SlotBacklog() ? nil : state
+    }
+
+    /// Removes and returns, oldest first, the waiters with a mark on `slot` whose every mark is
+    /// now applied. Only `slot`'s applied entry moved, so no other waiter can be satisfied.
+    private mutating func takeWaitersSatisfied(bySlot slot: UInt16) -> [WaiterID] {
+        var satisfied: [WaiterID] = []
+        var remaining: [(id: WaiterID, marks: [UInt16: StreamEntryID])] = []
+        for waiter in waiters {
+            if waiter.marks[slot] != nil && isApplied(waiter.marks) {
+                satisfied.append(waiter.id)
+            } else {
+                remaining.append(waiter)
+            }
+        }
+        if !satisfied.isEmpty { waiters = remaining }
+        return satisfied
+    }
+
+    /// Whether the sleeping loop must wake after an event, in constant time: a finish or a flush
+    /// became due, or a deadline moved earlier. Only a slot that just became dirty (at
+    /// `newlyDirtyAt`) can bring the maximum-age deadline forward; the interval's end moves only
+    /// when a flush commits, which happens while the loop is awake. A backoff is cut short only
+    /// by the end of the flusher.
+    private mutating func signal(newlyDirtyAt: ContinuousClock.Instant?) -> LoopSignal {
+        guard let sleep = loopSleep else { return .none }
+        let wake: Bool
+        if isStopped {
+            wake = true
+        } else if sleep.isBackoff {
+            wake = false
+        } else if !uncertainSlots.isEmpty {
+            wake = true
+        } else if slotsWithWork == 0 {
+            wake = isStopping
+        } else if isStopping || !waiters.isEmpty || pendingTotal >= flushBatchSize {
+            wake = true
+        } else if let deadline = sleep.deadline {
+            var earliest = lastFlush + flushInterval
+            if let newlyDirtyAt { earliest = min(earliest, newlyDirtyAt + flushMaxAge) }
+            wake = earliest < deadline
+        } else {
+            wake = true
+        }
+        guard wake else { return .none }
+        loopSleep = nil
+        return .wakeLoop
+    }
+}
