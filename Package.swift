@@ -41,8 +41,9 @@ let package = Package(
 
         // PostgreSQL and Redis clients, the Redis key layout, the flusher's SQL, migrations.
         .target(name: "Persistence", dependencies: ["CLibPQ", "CHiredis", "CounterCore", "ShardRouter"]),
-        // The write path: shard actors, their pure batch logic, the write-behind flushers.
-        .target(name: "WritePath", dependencies: ["CounterCore", "Persistence", "ShardRouter"]),
+        // The write path: shard actors, their pure batch logic, the write-behind flushers. Its
+        // answer to an operation is the wire format's LikeStatus.
+        .target(name: "WritePath", dependencies: ["CounterCore", "CounterWire", "Persistence", "ShardRouter"]),
         // The HTTP transport: libmicrohttpd behind HTTPRequest/HTTPResponse/HTTPHandler. Knows no route.
         .target(name: "NodeHTTP", dependencies: ["CMicroHTTPD", "CounterCore"]),
         // The HTTP API: routes, auth, metrics, the admin answers, on top of the write path.

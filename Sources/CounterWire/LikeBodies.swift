@@ -1,6 +1,6 @@
 /// A user's like of a post and the post's count: the answer of like, unlike, toggle and read
 /// (`{"post_id":1,"user_id":7,"is_liked":true,"likes_count":124}`).
-public struct LikeStatus: Sendable, Equatable, Codable {
+public struct LikeStatus: Sendable, Hashable, Codable, CustomStringConvertible {
     public let postID: Int64
     public let userID: Int64
     public let isLiked: Bool
@@ -12,6 +12,8 @@ public struct LikeStatus: Sendable, Equatable, Codable {
         self.isLiked = isLiked
         self.likesCount = likesCount
     }
+
+    public var description: String { "post \(postID) user \(userID): liked \(isLiked), count \(likesCount)" }
 
     enum CodingKeys: String, CodingKey {
         case postID = "post_id", userID = "user_id", isLiked = "is_liked", likesCount = "likes_count"

@@ -1,3 +1,5 @@
+import CounterWire
+
 /// What a caller asks of a (post, user) pair.
 public enum LikeOperation: String, Sendable, Hashable, CaseIterable {
     /// Flip the membership (the seed's endpoint).
@@ -25,19 +27,6 @@ public enum LikeOperation: String, Sendable, Hashable, CaseIterable {
     public var mayWrite: Bool { self != .read && self != .count }
 }
 
-/// The answer to an operation: the seed's `{is_liked, likes_count}` after it.
-public struct LikeState: Sendable, Hashable, CustomStringConvertible {
-    public let postID: Int64
-    public let userID: Int64
-    public let isLiked: Bool
-    public let likesCount: Int64
-
-    public init(postID: Int64, userID: Int64, isLiked: Bool, likesCount: Int64) {
-        self.postID = postID
-        self.userID = userID
-        self.isLiked = isLiked
-        self.likesCount = likesCount
-    }
-
-    public var description: String { "post \(postID) user \(userID): liked \(isLiked), count \(likesCount)" }
-}
+/// The answer to an operation: the seed's `{is_liked, likes_count}` after it. It is the wire
+/// format's `LikeStatus` itself, so the answer is defined once.
+public typealias LikeState = LikeStatus

@@ -1,6 +1,6 @@
 import Persistence
 import Testing
-@testable import CounterNode
+@testable import WritePath
 
 @Suite("Flush scheduler (pure)")
 struct FlushSchedulerTests {

@@ -1,5 +1,5 @@
 import Testing
-@testable import CounterNode
+@testable import WritePath
 
 @Suite("Loop alarm")
 struct LoopAlarmTests {
