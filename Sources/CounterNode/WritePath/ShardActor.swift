@@ -12,7 +12,7 @@ import Synchronization
 ///
 /// Counts and memberships are read from Redis in every batch (the count costs nothing extra: it
 /// rides in the read pipeline the memberships need anyway), so memory holds no per-post state
-/// beyond the short list of posts known not to exist.
+/// beyond a bounded list of posts known not to exist.
 actor ShardActor {
     private struct Pending {
         let request: ShardDecider.Request
@@ -30,7 +30,8 @@ actor ShardActor {
     private let flusher: WriteBehindFlusher
     private let gauge: BacklogGauge
 
-    private var unknownPosts: [Int64: ContinuousClock.Instant] = [:]
+    /// Posts PostgreSQL does not have, refused without asking it again for a while.
+    private var unknownPosts: UnknownPostMemory
     /// Operations waiting for the next batch. A lock, not actor isolation, guards it, so callers
     /// on any thread (the HTTP thread included) can add to it without a hop; the drain task is
     /// started once per busy period, not once per operation.
@@ -59,6 +60,7 @@ actor ShardActor {
         self.configuration = configuration
         self.flusher = flusher
         self.gauge = gauge
+        self.unknownPosts = UnknownPostMemory(lifetime: configuration.unknownPostMemory)
     }
 
     /// Performs one operation and returns the state after it, once it is acknowledged as
@@ -134,15 +136,15 @@ actor ShardActor {
         accepting.store(false, ordering: .relaxed)
     }
 
-    /// Forgets posts that turned out not to exist (deleted from `posts`).
+    /// Forgets posts that turned out not to exist (deleted from `posts`): operations on them are
+    /// refused for `unknownPostMemory` without asking PostgreSQL.
     func forget(posts: [Int64]) {
-        let until = ContinuousClock.now + configuration.unknownPostMemory
-        for post in posts { unknownPosts[post] = until }
+        unknownPosts.remember(posts, at: .now)
     }
 
     /// Drops the memory that posts do not exist, so the next touch asks PostgreSQL again.
     func recheckExistence(of posts: [Int64]) {
-        for post in posts { unknownPosts[post] = nil }
+        unknownPosts.remove(posts)
     }
 
     func currentStats() -> ShardStats {
@@ -188,19 +190,7 @@ actor ShardActor {
 
     private func process(_ batch: [Pending]) async {
         stats.operations += batch.count
-        let now = ContinuousClock.now
-        var live: [Pending] = []
-        live.reserveCapacity(batch.count)
-        for pending in batch {
-            if let until = unknownPosts[pending.request.postID] {
-                if until > now {
-                    pending.resume(throwing: CounterError.unknownPost(pending.request.postID))
-                    continue
-                }
-                unknownPosts[pending.request.postID] = nil
-            }
-            live.append(pending)
-        }
+        var live = refusingUnknownPosts(batch)
         guard !live.isEmpty else { return }
 
         // 1. Read what Redis knows, hydrating posts it has never seen. A post whose Redis node
@@ -298,6 +288,24 @@ actor ShardActor {
         } else {
             for (pending, answer) in answered { pending.resume(returning: answer) }
         }
+    }
+
+    /// `batch` without the operations on posts remembered as missing, which are answered.
+    private func refusingUnknownPosts(_ batch: [Pending]) -> [Pending] {
+        if unknownPosts.isEmpty { return batch }
+        let now = ContinuousClock.now
+        unknownPosts.dropExpired(at: now)
+        if unknownPosts.isEmpty { return batch }
+        var live: [Pending] = []
+        live.reserveCapacity(batch.count)
+        for pending in batch {
+            if unknownPosts.isUnknown(pending.request.postID, at: now) {
+                pending.resume(throwing: CounterError.unknownPost(pending.request.postID))
+            } else {
+                live.append(pending)
+            }
+        }
+        return live
     }
 
     private func fail(_ pendings: [Pending], with error: Error) {
