@@ -145,6 +145,17 @@ actor ShardActor {
         unknownPosts.remember(posts, at: .now)
     }
 
+    /// Drops posts PostgreSQL no longer has (the flusher found changes to them): forgets them
+    /// (`forget(posts:)`) and deletes their Redis keys (hydration marker, likers set), so that
+    /// once the memory expires the next touch asks PostgreSQL again instead of trusting what Redis
+    /// still holds. A failed delete is counted; the post is then refused only while remembered.
+    func dropDeletedPosts(_ posts: [Int64]) async {
+        guard !posts.isEmpty else { return }
+        forget(posts: posts)
+        let results = await redis.execute(PostHydration.transactions(unloading: posts, layout: layout))
+        if !PostHydration.failures(of: posts, results).isEmpty { stats.redisErrors += 1 }
+    }
+
     /// Drops the memory that posts do not exist, so the next touch asks PostgreSQL again.
     func recheckExistence(of posts: [Int64]) {
         unknownPosts.remove(posts)
