@@ -71,7 +71,7 @@ public final class CounterService: Service {
         try await DeadLetterKeyUpgrade.run(clients[0], layout: RedisKeyLayout(prefix: configuration.keyPrefix))
         for (shard, flusher) in zip(shards, flushers) {
             try await flusher.recover()
-            await flusher.setMissingPostsHandler { [shard] posts in await shard.forget(posts: posts) }
+            await flusher.setMissingPostsHandler { [shard] posts in await shard.dropDeletedPosts(posts) }
         }
         let tasks = flushers.map { flusher in Task { await flusher.run() } }
         flusherTasks.withLock { $0 = tasks }

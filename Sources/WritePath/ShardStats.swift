@@ -34,3 +34,16 @@ public struct ShardStats: Sendable, Equatable {
         groupCommits == 0 ? 0 : Double(groupCommittedChanges) / Double(groupCommits)
     }
 }
+
+extension ShardStats {
+    /// Adds what one batch did: its write is a group commit when any change of it committed.
+    mutating func record(_ batch: BatchStateMachine.Statistics) {
+        redisErrors += batch.redisErrors
+        postgresErrors += batch.postgresErrors
+        lostMemoryAcknowledgements += batch.lostMemoryAcknowledgements
+        guard batch.committedChanges > 0 else { return }
+        groupCommits += 1
+        groupCommittedChanges += batch.committedChanges
+        largestGroupCommit = max(largestGroupCommit, batch.committedChanges)
+    }
+}

@@ -20,7 +20,8 @@ public struct WritePathConfiguration: Sendable, Equatable {
     /// A change waits at most about this long, counted from when its post first became dirty.
     /// Defaults to 1 s.
     public var flushMaxAge: Duration = .seconds(1)
-    /// How long "this post does not exist" is remembered before PostgreSQL is asked again.
+    /// How long "this post does not exist" is remembered before PostgreSQL is asked again
+    /// (for at most 10,000 posts per shard; beyond that the oldest are forgotten first).
     /// Defaults to 5 s.
     public var unknownPostMemory: Duration = .seconds(5)
     /// Prefix of every Redis key. Defaults to `cs`.

@@ -774,16 +774,3 @@ private struct FlushSimulation {
         try check(scheduler.waiterAdded(marks: [0: StreamEntryID(milliseconds: .max, sequence: 0)]) == .refuse, "a waiter after the end")
     }
 }
-
-/// A small deterministic generator (SplitMix64), so a failing seed can be run again.
-private struct SeededGenerator: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE5_E9B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}

@@ -57,24 +57,4 @@ struct ShardDeciderTests {
         #expect(decision.answers.map(\.likesCount) == [1, 3])
         #expect(decision.changes.map(\.postID) == [1, 2])
     }
-
-    @Test("membership is written once per post and direction, in the state of each user's last change")
-    func membershipCommands() {
-        let layout = RedisKeyLayout(prefix: "t")
-        let commands = ShardActor.membershipCommands([
-            LikeChange(userID: 7, postID: 1, liked: true),
-            LikeChange(userID: 8, postID: 1, liked: false),
-            LikeChange(userID: 7, postID: 1, liked: false),   // 7's last change on post 1: unlike
-            LikeChange(userID: 9, postID: 2, liked: true),
-            LikeChange(userID: 10, postID: 1, liked: true),
-            LikeChange(userID: 9, postID: 1, liked: true),
-        ], layout: layout)
-        let expected: [RedisCommand] = [
-            .sadd(layout.likers(ofPost: 1), [Int64(10), Int64(9)]),
-            .srem(layout.likers(ofPost: 1), [Int64(7), Int64(8)]),
-            .sadd(layout.likers(ofPost: 2), [Int64(9)]),
-        ]
-        #expect(commands == expected)
-        #expect(ShardActor.membershipCommands([], layout: layout).isEmpty)
-    }
 }

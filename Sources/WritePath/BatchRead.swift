@@ -1,0 +1,101 @@
+import Persistence
+import ShardRouter
+
+/// The read of a batch, as plain values: which commands learn what Redis knows of the batch's
+/// posts, and what their replies say.
+///
+/// Per post, one group: `EXISTS` of its hydration marker, `SCARD` of its likers set, and
+/// `SMISMEMBER` of the distinct users the batch touches on it (none for a batch that only counts).
+/// No I/O: the shard sends `commands(layout:)` and hands the results to `outcome(of:)`.
+struct BatchRead {
+    /// What the replies say.
+    struct Outcome {
+        /// Count and memberships of the posts Redis has loaded.
+        var views: [Int64: ShardDecider.PostView] = [:]
+        /// Posts without the hydration marker, in read order: Redis has never loaded them.
+        var unhydrated: [Int64] = []
+        /// Why, per post whose read failed (its node failed, or a reply made no sense).
+        var failures: [Int64: Error] = [:]
+    }
+
+    /// The posts read, in order of first appearance: group `i` reads `posts[i]`.
+    private(set) var posts: [Int64] = []
+    /// Per post (as `posts`), the distinct users whose membership is read, in order of first
+    /// appearance.
+    private(set) var users: [[Int64]] = []
+
+    /// A user of a post (by its index in `posts`), to read each membership once.
+    private struct Member: Hashable {
+        let post: Int
+        let user: Int64
+    }
+
+    /// The read `requests` need.
+    init(_ requests: some Sequence<ShardDecider.Request>) {
+        var postIndex: [Int64: Int] = [:]
+        var seen: Set<Member> = []
+        for request in requests {
+            let index: Int
+            if let known = postIndex[request.postID] {
+                index = known
+            } else {
+                index = posts.count
+                postIndex[request.postID] = index
+                posts.append(request.postID)
+                users.append([])
+            }
+            if request.operation != .count, seen.insert(Member(post: index, user: request.userID)).inserted {
+                users[index].append(request.userID)
+            }
+        }
+    }
+
+    /// Whether there is nothing to read.
+    var isEmpty: Bool { posts.isEmpty }
+
+    /// One plain group per post (in `posts` order).
+    func commands(layout: RedisKeyLayout) -> [SlotCommands] {
+        zip(posts, users).map { post, users in
+            let likers = layout.likers(ofPost: post)
+            var commands: [RedisCommand] = [.exists([layout.hydratedMarker(ofPost: post)]), .scard(likers)]
+            if !users.isEmpty { commands.append(.smismember(likers, users)) }
+            return SlotCommands(slot: HashSlot(post: post), commands: commands)
+        }
+    }
+
+    /// Reads the replies to `commands(layout:)`, one result per group.
+    func outcome(of results: [Result<[RedisReply], RedisError>]) -> Outcome {
+        var outcome = Outcome()
+        outcome.views.reserveCapacity(posts.count)
+        for (index, post) in posts.enumerated() {
+            do {
+                let result = index < results.count ? results[index] : .failure(Self.missingReply(post))
+                let replies = try result.get()
+                let users = users[index]
+                guard replies.count == (users.isEmpty ? 2 : 3) else {
+                    throw RedisError(code: .unexpectedReply, message: "\(replies.count) replies to the read of post \(post)")
+                }
+                guard try replies[0].throwingServerError().integer == 1 else {
+                    outcome.unhydrated.append(post)
+                    continue
+                }
+                let count = try replies[1].throwingServerError().integer ?? 0
+                let flags = users.isEmpty ? [] : try replies[2].throwingServerError().array ?? []
+                guard flags.count == users.count else {
+                    throw RedisError(code: .unexpectedReply, message: "SMISMEMBER returned \(flags.count) flags for \(users.count) users")
+                }
+                var members: [Int64: Bool] = [:]
+                members.reserveCapacity(users.count)
+                for (user, flag) in zip(users, flags) { members[user] = flag.integer == 1 }
+                outcome.views[post] = ShardDecider.PostView(likesCount: count, members: members)
+            } catch {
+                outcome.failures[post] = error
+            }
+        }
+        return outcome
+    }
+
+    private static func missingReply(_ post: Int64) -> RedisError {
+        RedisError(code: .unexpectedReply, message: "no reply to the read of post \(post)")
+    }
+}

@@ -1,0 +1,279 @@
+import Persistence
+
+/// One batch of a shard, from its requests to their answers, as a state machine: plain values
+/// in, the next thing to do out. No I/O, no clock, no suspension — the shard performs each
+/// action and hands the result back, so every step can be driven by a test without servers.
+///
+/// The steps: **read** what Redis knows of the batch's posts (`BatchRead`); for posts Redis has
+/// never loaded, **find** which exist in PostgreSQL, **load** their likers, **hydrate** Redis
+/// (`PostHydration`) and **re-read** them; **decide** in arrival order (`ShardDecider`); **write**
+/// the changes with their log entries (`BatchWrite`); **finish**: what to tell the flusher and
+/// the answers, per the acknowledgement mode. A post whose step fails fails only its own
+/// requests; the rest go on.
+///
+/// Requests are named by their index in the array given to `init`. Answers that are due before
+/// the batch ends (failures as they happen, and in `memory` mode every decided answer before the
+/// write) are collected for `takeSettled()`; the rest come with `.finish`.
+struct BatchStateMachine {
+    /// The answer to one request.
+    struct Answer: Equatable {
+        /// The request's index in the batch.
+        let request: Int
+        let result: Result<LikeState, CounterError>
+    }
+
+    /// What is due at once, before the next action: answers, and posts PostgreSQL does not have
+    /// (for the shard to remember).
+    struct Settled {
+        var answers: [Answer] = []
+        var missingPosts: [Int64] = []
+    }
+
+    /// What the batch adds to the shard's statistics.
+    struct Statistics: Equatable {
+        /// Failed steps whose failure was Redis's or PostgreSQL's (one per step, not per post).
+        var redisErrors = 0
+        var postgresErrors = 0
+        /// Changes whose write committed.
+        var committedChanges = 0
+        /// Changes answered in `memory` mode whose write then failed.
+        var lostMemoryAcknowledgements = 0
+    }
+
+    /// How the batch ends.
+    struct Completion {
+        /// Slots whose write may or may not have run: the flusher must re-read their logs.
+        var uncertainSlots: Set<UInt16> = []
+        /// Log entries appended, per slot (how many, the newest), for the flusher.
+        var appended: [UInt16: (count: Int, newest: StreamEntryID)] = [:]
+        /// Answers to give once the flusher knows of `appended`.
+        var answers: [Answer] = []
+        /// In `postgres` mode: answers to give once the flusher has applied the newest entry of
+        /// every slot in `marks`.
+        var afterApplied: (marks: [UInt16: StreamEntryID], answers: [Answer])?
+        var statistics = Statistics()
+    }
+
+    /// What the shard does next. Each I/O action names the event that takes its result.
+    enum Action {
+        /// Send these groups to Redis; then `redisReplied(_:)`.
+        case read([SlotCommands])
+        /// Run `PostHydration.existingPostsQuery` for these posts; then `postsFound(_:)` or
+        /// `postgresFailed(_:)`.
+        case findPosts([Int64])
+        /// Run `PostHydration.likersQuery` for these posts; then `likersLoaded(_:)` or
+        /// `postgresFailed(_:)`.
+        case loadLikers([Int64])
+        /// Send these transactions to Redis; then `redisReplied(_:)`.
+        case hydrate([SlotCommands])
+        /// Send these transactions to Redis; then `redisReplied(_:)`.
+        case write([SlotCommands])
+        /// Done: tell the flusher, then answer.
+        case finish(Completion)
+    }
+
+    private enum State {
+        case idle
+        case reading(BatchRead)
+        case findingPosts([Int64])
+        case loadingLikers([Int64])
+        case hydrating([Int64])
+        case rereading(BatchRead)
+        /// The decided answers of `open`, in order, wait for the write.
+        case writing(BatchWrite, answers: [LikeState])
+        case finished
+    }
+
+    private let requests: [ShardDecider.Request]
+    private let acknowledgement: AcknowledgementMode
+    private let layout: RedisKeyLayout
+    private var state = State.idle
+    /// The requests not answered yet, in arrival order.
+    private var open: [Int]
+    private var views: [Int64: ShardDecider.PostView] = [:]
+    private var settled = Settled()
+    private var statistics = Statistics()
+
+    /// A batch of `requests`, answered per `acknowledgement`, on the keys of `layout`.
+    init(requests: [ShardDecider.Request], acknowledgement: AcknowledgementMode, layout: RedisKeyLayout) {
+        self.requests = requests
+        self.acknowledgement = acknowledgement
+        self.layout = layout
+        self.open = Array(requests.indices)
+    }
+
+    /// The first action: the read.
+    mutating func start() -> Action {
+        guard case .idle = state else { preconditionFailure("a batch starts once") }
+        let read = BatchRead(requests)
+        guard !read.isEmpty else { return finish(decided: [], write: nil) }
+        state = .reading(read)
+        return .read(read.commands(layout: layout))
+    }
+
+    /// Answers and findings due now; each is handed out once.
+    mutating func takeSettled() -> Settled {
+        let taken = settled
+        settled = Settled()
+        return taken
+    }
+
+    // MARK: - Events
+
+    /// Redis's results (one per group) for the last `.read`, `.hydrate` or `.write`.
+    mutating func redisReplied(_ results: [Result<[RedisReply], RedisError>]) -> Action {
+        switch state {
+        case .reading(let read):
+            let outcome = read.outcome(of: results)
+            fail(outcome.failures)
+            views = outcome.views
+            guard !outcome.unhydrated.isEmpty else { return decide() }
+            state = .findingPosts(outcome.unhydrated)
+            return .findPosts(outcome.unhydrated)
+
+        case .hydrating(let posts):
+            let failures = PostHydration.failures(of: posts, results)
+            fail(failures)
+            let hydrated = Set(posts).subtracting(failures.keys)
+            let requests = self.requests
+            let read = BatchRead(open.lazy.map { requests[$0] }.filter { hydrated.contains($0.postID) })
+            guard !read.isEmpty else { return decide() }
+            state = .rereading(read)
+            return .read(read.commands(layout: layout))
+
+        case .rereading(let read):
+            let outcome = read.outcome(of: results)
+            fail(outcome.failures)
+            views.merge(outcome.views) { _, new in new }
+            // Loaded a moment ago, yet without its marker: its keys were deleted meanwhile (a
+            // resync from another node, an operator). Retrying is the caller's to decide.
+            fail(Dictionary(uniqueKeysWithValues: outcome.unhydrated.map { post in
+                (post, CounterError(code: .unavailable, message: "post \(post) was hydrated but Redis does not show it",
+                                    retryAfterSeconds: 1) as Error)
+            }))
+            return decide()
+
+        case .writing(let write, let answers):
+            let outcome = write.outcome(of: results)
+            if let error = outcome.failures.values.first { count(error) }
+            statistics.committedChanges = outcome.committed
+            return finish(decided: answers, write: outcome)
+
+        default:
+            preconditionFailure("no Redis call was asked for in state \(state)")
+        }
+    }
+
+    /// The posts, among those of the last `.findPosts`, that exist.
+    mutating func postsFound(_ existing: [Int64]) -> Action {
+        guard case .findingPosts(let posts) = state else { preconditionFailure("no posts were looked for in state \(state)") }
+        let found = Set(existing)
+        let missing = posts.filter { !found.contains($0) }
+        if !missing.isEmpty {
+            settled.missingPosts += missing
+            let missingSet = Set(missing)
+            open = open.filter { index in
+                let post = requests[index].postID
+                guard missingSet.contains(post) else { return true }
+                settled.answers.append(Answer(request: index, result: .failure(.unknownPost(post))))
+                return false
+            }
+        }
+        let loading = missing.isEmpty ? posts : posts.filter { found.contains($0) }
+        guard !loading.isEmpty else { return decide() }
+        state = .loadingLikers(loading)
+        return .loadLikers(loading)
+    }
+
+    /// The likers of the last `.loadLikers`' posts (a post without likers may be absent).
+    mutating func likersLoaded(_ likers: [Int64: [Int64]]) -> Action {
+        guard case .loadingLikers(let posts) = state else { preconditionFailure("no likers were loaded in state \(state)") }
+        state = .hydrating(posts)
+        return .hydrate(PostHydration.transactions(loading: posts, likers: likers, layout: layout))
+    }
+
+    /// PostgreSQL failed the last `.findPosts` or `.loadLikers`: every request still open fails
+    /// with it, those of posts Redis had loaded too.
+    mutating func postgresFailed(_ error: Error) -> Action {
+        switch state {
+        case .findingPosts, .loadingLikers: break
+        default: preconditionFailure("PostgreSQL was not asked in state \(state)")
+        }
+        count(error)
+        let failure = Self.counterError(error)
+        for index in open { settled.answers.append(Answer(request: index, result: .failure(failure))) }
+        open = []
+        return finish(decided: [], write: nil)
+    }
+
+    // MARK: - Steps
+
+    /// Decides the open requests in arrival order, then writes or finishes.
+    private mutating func decide() -> Action {
+        guard !open.isEmpty else { return finish(decided: [], write: nil) }
+        let requests = self.requests
+        let decision = ShardDecider.decide(open.map { requests[$0] }, views: &views)
+        if acknowledgement == .memory {
+            settled.answers.reserveCapacity(settled.answers.count + open.count)
+            for (index, answer) in zip(open, decision.answers) {
+                settled.answers.append(Answer(request: index, result: .success(answer)))
+            }
+        }
+        guard !decision.changes.isEmpty else { return finish(decided: decision.answers, write: nil) }
+        let write = BatchWrite(decision.changes, layout: layout)
+        state = .writing(write, answers: decision.answers)
+        return .write(write.transactions)
+    }
+
+    /// The end: what the write did, and the answers of the open requests (`decided`, in order)
+    /// per the acknowledgement mode.
+    private mutating func finish(decided: [LikeState], write outcome: BatchWrite.Outcome?) -> Action {
+        state = .finished
+        var completion = Completion(statistics: statistics)
+        if let outcome {
+            completion.uncertainSlots = outcome.uncertainSlots
+            completion.appended = outcome.appended
+        }
+        if acknowledgement == .memory {
+            // Answered at the decision already.
+            completion.statistics.lostMemoryAcknowledgements = outcome?.lost ?? 0
+            return .finish(completion)
+        }
+        let waitForPostgres = acknowledgement == .postgres && !completion.appended.isEmpty
+        var waiting: [Answer] = []
+        completion.answers.reserveCapacity(waitForPostgres ? 0 : decided.count)
+        for (index, answer) in zip(open, decided) {
+            if let error = outcome?.failures[requests[index].postID] {
+                completion.answers.append(Answer(request: index, result: .failure(Self.counterError(error))))
+            } else if waitForPostgres {
+                waiting.append(Answer(request: index, result: .success(answer)))
+            } else {
+                completion.answers.append(Answer(request: index, result: .success(answer)))
+            }
+        }
+        if waitForPostgres { completion.afterApplied = (completion.appended.mapValues(\.newest), waiting) }
+        return .finish(completion)
+    }
+
+    /// Answers the open requests on `failures`' posts with their post's failure.
+    private mutating func fail(_ failures: [Int64: Error]) {
+        guard !failures.isEmpty else { return }
+        if let error = failures.values.first { count(error) }
+        open = open.filter { index in
+            guard let error = failures[requests[index].postID] else { return true }
+            settled.answers.append(Answer(request: index, result: .failure(Self.counterError(error))))
+            return false
+        }
+    }
+
+    private mutating func count(_ error: Error) {
+        if error is RedisError { statistics.redisErrors += 1 }
+        if error is PostgresError { statistics.postgresErrors += 1 }
+    }
+
+    /// What a caller is told for `error`: a `CounterError` as it is, anything else as
+    /// `unavailable` (retryable) with its description.
+    static func counterError(_ error: Error) -> CounterError {
+        (error as? CounterError) ?? CounterError(code: .unavailable, message: "\(error)", retryAfterSeconds: 1)
+    }
+}

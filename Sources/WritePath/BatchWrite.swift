@@ -1,0 +1,133 @@
+import Persistence
+import ShardRouter
+
+/// The write of a batch, as plain values: its changes as one transaction per slot, and what the
+/// replies mean.
+///
+/// A slot's transaction holds, per post, one `SADD` of the users whose last change in the batch
+/// is a like and one `SREM` of those whose last change is an unlike, then one log entry
+/// (`ChangeLogEntry`) per change, so membership and log commit together. No I/O: the shard
+/// sends `transactions` and hands the results to `outcome(of:)`.
+struct BatchWrite {
+    /// What the transactions did.
+    struct Outcome {
+        /// Each change's log entry id (as `changes`), or `nil` where its slot's transaction failed.
+        var entryIDs: [StreamEntryID?]
+        /// Why, per post of a failed slot.
+        var failures: [Int64: Error] = [:]
+        /// Slots whose transaction may or may not have run (the connection broke mid-way): the
+        /// flusher must read their logs again.
+        var uncertainSlots: Set<UInt16> = []
+        /// Entries appended, per slot: how many, and the newest.
+        var appended: [UInt16: (count: Int, newest: StreamEntryID)] = [:]
+
+        /// Changes whose log entry was written.
+        var committed: Int { entryIDs.count - lost }
+        /// Changes whose log entry was not written.
+        var lost: Int { entryIDs.reduce(0) { $1 == nil ? $0 + 1 : $0 } }
+    }
+
+    /// The changes, in decision order.
+    let changes: [LikeChange]
+    /// One atomic group per slot, in order of the slots' first change.
+    let transactions: [SlotCommands]
+    /// Per transaction: its slot, the offsets of its changes in `changes` (in order), and how
+    /// many membership commands precede their log entries.
+    private let slots: [(slot: UInt16, offsets: [Int], membershipCommands: Int)]
+
+    /// The transactions that write `changes`.
+    init(_ changes: [LikeChange], layout: RedisKeyLayout) {
+        var slotIndex: [UInt16: Int] = [:]
+        var offsetsBySlot: [(slot: UInt16, offsets: [Int])] = []
+        for (offset, change) in changes.enumerated() {
+            let slot = HashSlot(post: change.postID).rawValue
+            if let index = slotIndex[slot] {
+                offsetsBySlot[index].offsets.append(offset)
+            } else {
+                slotIndex[slot] = offsetsBySlot.count
+                offsetsBySlot.append((slot, [offset]))
+            }
+        }
+        var slots: [(slot: UInt16, offsets: [Int], membershipCommands: Int)] = []
+        slots.reserveCapacity(offsetsBySlot.count)
+        var transactions: [SlotCommands] = []
+        transactions.reserveCapacity(offsetsBySlot.count)
+        for (slot, offsets) in offsetsBySlot {
+            let hashSlot = HashSlot(rawValue: slot)!
+            let log = layout.changeLog(of: hashSlot)
+            var commands = Self.membershipCommands(offsets.map { changes[$0] }, layout: layout)
+            slots.append((slot, offsets, commands.count))
+            commands.reserveCapacity(commands.count + offsets.count)
+            for offset in offsets { commands.append(ChangeLogEntry.append(changes[offset], to: log)) }
+            transactions.append(SlotCommands(slot: hashSlot, commands: commands, atomic: true))
+        }
+        self.changes = changes
+        self.transactions = transactions
+        self.slots = slots
+    }
+
+    /// Reads the replies to `transactions`, one result per transaction: `EXEC`'s replies, whose
+    /// log entries' ids follow the membership commands.
+    func outcome(of results: [Result<[RedisReply], RedisError>]) -> Outcome {
+        var outcome = Outcome(entryIDs: [StreamEntryID?](repeating: nil, count: changes.count))
+        for (index, (slot, offsets, membershipCommands)) in slots.enumerated() {
+            let result = index < results.count ? results[index]
+                : .failure(RedisError(code: .unexpectedReply, message: "no reply to the write of slot \(slot)"))
+            switch result {
+            case .success(let replies):
+                for (position, offset) in offsets.enumerated() where membershipCommands + position < replies.count {
+                    if case .bulkString(let bytes) = replies[membershipCommands + position] {
+                        outcome.entryIDs[offset] = StreamEntryID(bytes: bytes)
+                    }
+                }
+            case .failure(let error):
+                if error.code == .connectionLost { outcome.uncertainSlots.insert(slot) }
+            }
+            var appended: (count: Int, newest: StreamEntryID)?
+            for offset in offsets {
+                if let id = outcome.entryIDs[offset] {
+                    appended = ((appended?.count ?? 0) + 1, max(appended?.newest ?? id, id))
+                    continue
+                }
+                let post = changes[offset].postID
+                guard outcome.failures[post] == nil else { continue }
+                if case .failure(let error) = result {
+                    outcome.failures[post] = error
+                } else {
+                    outcome.failures[post] = CounterError(code: .unavailable, message: "Redis refused the write of post \(post)",
+                                                          retryAfterSeconds: 1)
+                }
+            }
+            if let appended { outcome.appended[slot] = appended }
+        }
+        return outcome
+    }
+
+    /// The `SADD`/`SREM` commands that bring each post's likers set to the state of the last
+    /// change per user among `changes` (in order): at most one of each per post.
+    static func membershipCommands(_ changes: [LikeChange], layout: RedisKeyLayout) -> [RedisCommand] {
+        struct Pair: Hashable { let post: Int64; let user: Int64 }
+        var last: [Pair: Bool] = [:]
+        last.reserveCapacity(changes.count)
+        var postOrder: [Int64] = []
+        var seenPosts: Set<Int64> = []
+        var pairOrder: [Pair] = []
+        for change in changes {
+            let pair = Pair(post: change.postID, user: change.userID)
+            if last.updateValue(change.liked, forKey: pair) == nil { pairOrder.append(pair) }
+            if seenPosts.insert(change.postID).inserted { postOrder.append(change.postID) }
+        }
+        var added: [Int64: [RedisArgument]] = [:]
+        var removed: [Int64: [RedisArgument]] = [:]
+        for pair in pairOrder {
+            if last[pair]! { added[pair.post, default: []].append(pair.user) } else { removed[pair.post, default: []].append(pair.user) }
+        }
+        var commands: [RedisCommand] = []
+        for post in postOrder {
+            let likers = layout.likers(ofPost: post)
+            if let users = added[post] { commands.append(.sadd(likers, users)) }
+            if let users = removed[post] { commands.append(.srem(likers, users)) }
+        }
+        return commands
+    }
+}

@@ -1,0 +1,72 @@
+import Persistence
+import ShardRouter
+
+/// Loading posts Redis has never seen from PostgreSQL, and unloading posts from Redis, as plain
+/// values: the SQL to run, how to read its rows, the Redis transactions that write or delete a
+/// post's keys, and which posts failed. No I/O.
+enum PostHydration {
+    /// Which of `$1` (an array of post ids) exist. One column: the id.
+    static let existingPostsQuery = "SELECT id FROM posts WHERE id = ANY($1::bigint[])"
+
+    /// The likes of `$1` (an array of post ids). Two columns: post id, user id.
+    static let likersQuery = "SELECT post_id, user_id FROM likes WHERE post_id = ANY($1::bigint[])"
+
+    /// Most users one `SADD` carries, so a post with millions of likers is loaded in commands
+    /// of bounded size (Redis reads each command whole before running it).
+    static let usersPerCommand = 10_000
+
+    /// The ids in the rows of `existingPostsQuery`.
+    /// - Throws: `PostgresError(.unexpectedResult)` for a value that is not an id.
+    static func postIDs(in rows: PostgresRows) throws -> [Int64] {
+        try rows.map { try $0.int64(0) }
+    }
+
+    /// The rows of `likersQuery`, as the users per post.
+    /// - Throws: `PostgresError(.unexpectedResult)` for a value that is not an id.
+    static func likers(in rows: PostgresRows) throws -> [Int64: [Int64]] {
+        var likers: [Int64: [Int64]] = [:]
+        for row in rows { likers[try row.int64(0), default: []].append(try row.int64(1)) }
+        return likers
+    }
+
+    /// Per post, one transaction that replaces its likers set with `likers[post]` (in `SADD`s
+    /// of at most `usersPerCommand` users) and then sets its hydration marker: all or nothing,
+    /// so a post is never marked loaded with part of its likers.
+    static func transactions(loading posts: [Int64], likers: [Int64: [Int64]], layout: RedisKeyLayout) -> [SlotCommands] {
+        posts.map { post in
+            let key = layout.likers(ofPost: post)
+            let users = likers[post] ?? []
+            var commands: [RedisCommand] = [.del([key])]
+            commands.reserveCapacity(2 + (users.count + usersPerCommand - 1) / usersPerCommand)
+            for start in stride(from: 0, to: users.count, by: usersPerCommand) {
+                commands.append(.sadd(key, Array(users[start..<min(start + usersPerCommand, users.count)])))
+            }
+            commands.append(.set(layout.hydratedMarker(ofPost: post), "1"))
+            return SlotCommands(slot: HashSlot(post: post), commands: commands, atomic: true)
+        }
+    }
+
+    /// Per post, one transaction that deletes its hydration marker and likers set, so the next
+    /// touch loads it from PostgreSQL again (or finds it missing there).
+    static func transactions(unloading posts: [Int64], layout: RedisKeyLayout) -> [SlotCommands] {
+        posts.map { post in
+            SlotCommands(slot: HashSlot(post: post),
+                         commands: [.del([layout.hydratedMarker(ofPost: post)]), .del([layout.likers(ofPost: post)])],
+                         atomic: true)
+        }
+    }
+
+    /// The posts whose transaction (from `transactions(loading:…)` or `transactions(unloading:…)`,
+    /// one result per post in `posts` order) failed, with why.
+    static func failures(of posts: [Int64], _ results: [Result<[RedisReply], RedisError>]) -> [Int64: Error] {
+        var failures: [Int64: Error] = [:]
+        for (index, post) in posts.enumerated() {
+            guard index < results.count else {
+                failures[post] = RedisError(code: .unexpectedReply, message: "no reply to the transaction of post \(post)")
+                continue
+            }
+            if case .failure(let error) = results[index] { failures[post] = error }
+        }
+        return failures
+    }
+}

@@ -1,0 +1,510 @@
+import Persistence
+import ShardRouter
+import Testing
+@testable import WritePath
+
+@Suite("Shard batch protocol (pure)")
+struct ShardBatchProtocolTests {
+    typealias Request = ShardDecider.Request
+    typealias Answer = BatchStateMachine.Answer
+
+    static let layout = RedisKeyLayout(prefix: "t")
+
+    static func likers(_ post: Int64) -> String { layout.likers(ofPost: post) }
+    static func marker(_ post: Int64) -> String { layout.hydratedMarker(ofPost: post) }
+    static func slot(_ post: Int64) -> UInt16 { HashSlot(post: post).rawValue }
+
+    static func request(_ operation: LikeOperation, _ post: Int64, _ user: Int64) -> Request {
+        Request(operation: operation, postID: post, userID: user)
+    }
+
+    /// A Redis model where `members` are loaded (marker and likers set).
+    static func hydratedRedis(_ members: [Int64: [Int64]]) -> RedisModel {
+        var redis = RedisModel()
+        for (post, users) in members {
+            redis.strings[marker(post)] = "1"
+            if !users.isEmpty { redis.sets[likers(post)] = Set(users.map(String.init)) }
+        }
+        return redis
+    }
+
+    // MARK: - Read
+
+    @Test("the read asks per post for the marker, the count and the batch's distinct users, and reads views from the replies")
+    func readCommandsAndViews() throws {
+        let read = BatchRead([
+            Self.request(.like, 1, 7), Self.request(.toggle, 1, 8), Self.request(.read, 1, 7),
+            Self.request(.count, 2, 0), Self.request(.unlike, 3, 9),
+        ])
+        #expect(read.posts == [1, 2, 3])
+        #expect(read.users == [[7, 8], [], [9]])
+        let groups = read.commands(layout: Self.layout)
+        #expect(groups.map(\.commands) == [
+            [.exists([Self.marker(1)]), .scard(Self.likers(1)), .smismember(Self.likers(1), [Int64(7), Int64(8)])],
+            [.exists([Self.marker(2)]), .scard(Self.likers(2))],
+            [.exists([Self.marker(3)]), .scard(Self.likers(3)), .smismember(Self.likers(3), [Int64(9)])],
+        ])
+        #expect(groups.map(\.slot.rawValue) == [Self.slot(1), Self.slot(2), Self.slot(3)])
+        #expect(groups.allSatisfy { !$0.atomic })
+
+        let outcome = read.outcome(of: [
+            .success([.integer(1), .integer(5), .array([.integer(1), .integer(0)])]),
+            .success([.integer(1), .integer(0)]),
+            .success([.integer(0), .integer(0), .array([.integer(0)])]),   // no marker
+        ])
+        #expect(outcome.views == [1: .init(likesCount: 5, members: [7: true, 8: false]), 2: .init(likesCount: 0, members: [:])])
+        #expect(outcome.unhydrated == [3])
+        #expect(outcome.failures.isEmpty)
+    }
+
+    @Test("a wrong SMISMEMBER flag count, an error reply or a failed node fails only its own post")
+    func readFailures() throws {
+        let read = BatchRead([Self.request(.like, 1, 7), Self.request(.like, 1, 8), Self.request(.like, 2, 7),
+                              Self.request(.like, 3, 7), Self.request(.like, 4, 7)])
+        let outcome = read.outcome(of: [
+            .success([.integer(1), .integer(5), .array([.integer(1)])]),   // one flag for two users
+            .success([.integer(1), .error("WRONGTYPE Operation against a key holding the wrong kind of value"), .array([.integer(0)])]),
+            .failure(RedisError(code: .connectionFailed, message: "refused")),
+            .success([.integer(1), .integer(2), .array([.integer(1)])]),
+        ])
+        #expect((outcome.failures[1] as? RedisError)?.code == .unexpectedReply)
+        #expect((outcome.failures[1] as? RedisError)?.message == "SMISMEMBER returned 1 flags for 2 users")
+        #expect((outcome.failures[2] as? RedisError)?.code == .server)
+        #expect((outcome.failures[3] as? RedisError)?.code == .connectionFailed)
+        #expect(outcome.views == [4: .init(likesCount: 2, members: [7: true])])
+        #expect(outcome.unhydrated.isEmpty)
+
+        // Through the machine: the failed posts' requests are answered at once; the good post goes on.
+        let requests = [Self.request(.like, 1, 7), Self.request(.like, 4, 8), Self.request(.toggle, 1, 9)]
+        var machine = BatchStateMachine(requests: requests, acknowledgement: .redis, layout: Self.layout)
+        guard case .read = machine.start() else { Issue.record("a batch starts with a read"); return }
+        let action = machine.redisReplied([
+            .success([.integer(1), .integer(5), .array([.integer(1)])]),   // post 1: two users, one flag
+            .success([.integer(1), .integer(2), .array([.integer(0)])]),
+        ])
+        let settled = machine.takeSettled()
+        #expect(settled.answers.map(\.request) == [0, 2])
+        #expect(settled.answers.allSatisfy { (try? $0.result.get()) == nil })
+        #expect(settled.answers.allSatisfy { if case .failure(let error) = $0.result { error.code == .unavailable } else { false } })
+        guard case .write(let transactions) = action else { Issue.record("post 4 is written"); return }
+        #expect(transactions.map(\.slot.rawValue) == [Self.slot(4)])
+    }
+
+    @Test("a post loaded a moment ago that reads as never loaded fails as unavailable")
+    func rereadWithoutMarker() throws {
+        var machine = BatchStateMachine(requests: [Self.request(.like, 1, 7)], acknowledgement: .redis, layout: Self.layout)
+        _ = machine.start()
+        guard case .findPosts([1]) = machine.redisReplied([.success([.integer(0), .integer(0), .array([.integer(0)])])]) else {
+            Issue.record("an unloaded post is looked for in PostgreSQL"); return
+        }
+        guard case .loadLikers([1]) = machine.postsFound([1]) else { Issue.record("its likers are loaded"); return }
+        guard case .hydrate = machine.likersLoaded([:]) else { Issue.record("then written to Redis"); return }
+        guard case .read = machine.redisReplied([.success([.integer(0), .integer(1), .status("OK")])]) else {
+            Issue.record("then read again"); return
+        }
+        guard case .finish(let completion) = machine.redisReplied([.success([.integer(0), .integer(0), .array([.integer(0)])])]) else {
+            Issue.record("nothing left to do"); return
+        }
+        let answers = machine.takeSettled().answers
+        #expect(answers.count == 1)
+        guard case .failure(let error) = answers.first?.result else { Issue.record("the request fails"); return }
+        #expect(error.code == .unavailable)
+        #expect(error.message == "post 1 was hydrated but Redis does not show it")
+        #expect(completion.answers.isEmpty)
+    }
+
+    // MARK: - Hydration
+
+    @Test("a post with 25,000 likers is loaded in one transaction of three SADDs and its marker")
+    func hydrationChunks() throws {
+        let users = (1...25_000).map { Int64($0) }
+        let groups = PostHydration.transactions(loading: [1, 2], likers: [1: users], layout: Self.layout)
+        #expect(groups.count == 2)
+        #expect(groups.allSatisfy { $0.atomic })
+        #expect(groups[0].commands == [
+            .del([Self.likers(1)]),
+            .sadd(Self.likers(1), Array(users[0..<10_000])),
+            .sadd(Self.likers(1), Array(users[10_000..<20_000])),
+            .sadd(Self.likers(1), Array(users[20_000..<25_000])),
+            .set(Self.marker(1), "1"),
+        ])
+        // A post without likers: emptied and marked.
+        #expect(groups[1].commands == [.del([Self.likers(2)]), .set(Self.marker(2), "1")])
+
+        // Through the machine: loaded once, and the batch builds on it.
+        var redis = RedisModel()
+        let postgres = PostgresModel(posts: [1], likes: [1: users])
+        let run = Self.run([Self.request(.like, 1, 30_000), Self.request(.read, 1, 5)], redis: &redis, postgres: postgres)
+        #expect(run.steps == [.read, .findPosts, .loadLikers, .hydrate, .read, .write])
+        #expect(run.answers == [
+            0: .success(LikeState(postID: 1, userID: 30_000, isLiked: true, likesCount: 25_001)),
+            1: .success(LikeState(postID: 1, userID: 5, isLiked: true, likesCount: 25_001)),
+        ])
+        #expect(redis.members(Self.likers(1)).count == 25_001)
+        #expect(redis.strings[Self.marker(1)] == "1")
+    }
+
+    @Test("posts PostgreSQL does not have are refused as unknown and reported; the rest go on")
+    func missingPosts() throws {
+        var redis = Self.hydratedRedis([1: [7]])
+        let postgres = PostgresModel(posts: [1, 3], likes: [3: [8]])
+        let requests = [Self.request(.like, 2, 7), Self.request(.toggle, 1, 7), Self.request(.like, 3, 7), Self.request(.read, 2, 9)]
+        let run = Self.run(requests, redis: &redis, postgres: postgres)
+        #expect(run.missingPosts == [2])
+        #expect(run.answers == [
+            0: .failure(.unknownPost(2)),
+            1: .success(LikeState(postID: 1, userID: 7, isLiked: false, likesCount: 0)),
+            2: .success(LikeState(postID: 3, userID: 7, isLiked: true, likesCount: 2)),
+            3: .failure(.unknownPost(2)),
+        ])
+        // Refused at once, before the write; nothing of post 2 reaches Redis.
+        #expect(run.early.map(\.request) == [0, 3])
+        #expect(redis.sets[Self.likers(2)] == nil && redis.strings[Self.marker(2)] == nil)
+        #expect(run.completion.statistics == .init(committedChanges: 2))
+
+        // When every unloaded post is missing, the batch goes straight on to the decision.
+        var machine = BatchStateMachine(requests: [Self.request(.like, 2, 7), Self.request(.like, 1, 8)], acknowledgement: .redis,
+                                        layout: Self.layout)
+        _ = machine.start()
+        _ = machine.redisReplied([.success([.integer(0), .integer(0), .array([.integer(0)])]),
+                                  .success([.integer(1), .integer(1), .array([.integer(0)])])])
+        guard case .write = machine.postsFound([]) else { Issue.record("post 1 is written"); return }
+        #expect(machine.takeSettled().missingPosts == [2])
+    }
+
+    @Test("PostgreSQL failing while posts are loaded fails the batch's open requests, counted once")
+    func postgresFailure() throws {
+        var redis = Self.hydratedRedis([1: []])
+        let run = Self.run([Self.request(.like, 1, 7), Self.request(.like, 2, 7)], redis: &redis,
+                           postgres: PostgresModel(posts: [1, 2], likes: [:]), postgresDown: true)
+        #expect(run.steps == [.read, .findPosts])
+        #expect(run.answers.count == 2)
+        #expect(run.answers.values.allSatisfy { if case .failure(let error) = $0 { error.code == .unavailable } else { false } })
+        #expect(run.completion.statistics == .init(postgresErrors: 1))
+        #expect(redis.streams.isEmpty)
+    }
+
+    // MARK: - Write
+
+    @Test("membership is written once per post and direction, in the state of each user's last change")
+    func membershipCommands() {
+        let layout = RedisKeyLayout(prefix: "t")
+        let commands = BatchWrite.membershipCommands([
+            LikeChange(userID: 7, postID: 1, liked: true),
+            LikeChange(userID: 8, postID: 1, liked: false),
+            LikeChange(userID: 7, postID: 1, liked: false),   // 7's last change on post 1: unlike
+            LikeChange(userID: 9, postID: 2, liked: true),
+            LikeChange(userID: 10, postID: 1, liked: true),
+            LikeChange(userID: 9, postID: 1, liked: true),
+        ], layout: layout)
+        let expected: [RedisCommand] = [
+            .sadd(layout.likers(ofPost: 1), [Int64(10), Int64(9)]),
+            .srem(layout.likers(ofPost: 1), [Int64(7), Int64(8)]),
+            .sadd(layout.likers(ofPost: 2), [Int64(9)]),
+        ]
+        #expect(commands == expected)
+        #expect(BatchWrite.membershipCommands([], layout: layout).isEmpty)
+    }
+
+    @Test("EXEC's replies give each change its entry id; the flusher learns count and newest per slot")
+    func entryIDs() throws {
+        try #require(Self.slot(1) != Self.slot(2))
+        let changes = [
+            LikeChange(userID: 7, postID: 1, liked: true), LikeChange(userID: 9, postID: 2, liked: true),
+            LikeChange(userID: 8, postID: 1, liked: true), LikeChange(userID: 7, postID: 1, liked: false),
+        ]
+        let write = BatchWrite(changes, layout: Self.layout)
+        let log1 = Self.layout.changeLog(of: HashSlot(post: 1))
+        let log2 = Self.layout.changeLog(of: HashSlot(post: 2))
+        #expect(write.transactions.map(\.slot.rawValue) == [Self.slot(1), Self.slot(2)])
+        #expect(write.transactions.allSatisfy { $0.atomic })
+        #expect(write.transactions[0].commands == [
+            .sadd(Self.likers(1), [Int64(8)]), .srem(Self.likers(1), [Int64(7)]),
+            ChangeLogEntry.append(changes[0], to: log1), ChangeLogEntry.append(changes[2], to: log1),
+            ChangeLogEntry.append(changes[3], to: log1),
+        ])
+        #expect(write.transactions[1].commands == [.sadd(Self.likers(2), [Int64(9)]), ChangeLogEntry.append(changes[1], to: log2)])
+
+        func id(_ text: String) -> RedisReply { .bulkString(Array(text.utf8)) }
+        let outcome = write.outcome(of: [
+            .success([.integer(1), .integer(0), id("100-0"), id("100-1"), id("101-0")]),
+            .success([.integer(1), id("100-2")]),
+        ])
+        #expect(outcome.entryIDs == ["100-0", "100-2", "100-1", "101-0"].map { StreamEntryID($0) })
+        #expect(outcome.appended.mapValues(\.count) == [Self.slot(1): 3, Self.slot(2): 1])
+        #expect(outcome.appended.mapValues(\.newest) == [Self.slot(1): StreamEntryID("101-0")!, Self.slot(2): StreamEntryID("100-2")!])
+        #expect(outcome.failures.isEmpty && outcome.uncertainSlots.isEmpty)
+        #expect(outcome.committed == 4)
+
+        // An XADD refused inside EXEC: that change has no entry, and its post fails.
+        let refused = write.outcome(of: [
+            .success([.integer(1), .integer(0), id("100-0"), .error("ERR no"), id("101-0")]),
+            .success([.integer(1), id("100-2")]),
+        ])
+        #expect(refused.entryIDs == ["100-0", "100-2", nil, "101-0"].map { $0.flatMap(StreamEntryID.init) })
+        #expect((refused.failures[1] as? CounterError)?.message == "Redis refused the write of post 1")
+        #expect(refused.appended.mapValues(\.count) == [Self.slot(1): 2, Self.slot(2): 1])
+        #expect(refused.committed == 3 && refused.lost == 1)
+    }
+
+    @Test("a slot whose node failed fails only its posts; one whose connection broke is also uncertain", arguments: [
+        RedisModel.Fault.nodeDown, .lostBeforeRunning, .lostAfterRunning,
+    ])
+    func writeFailureOfOneSlot(fault: RedisModel.Fault) throws {
+        try #require(Self.slot(1) != Self.slot(2))
+        var redis = Self.hydratedRedis([1: [], 2: []])
+        let requests = [Self.request(.like, 1, 7), Self.request(.like, 2, 7), Self.request(.like, 2, 8)]
+        let run = Self.run(requests, redis: &redis, postgres: PostgresModel()) { step, group in
+            step == .write && group.slot.rawValue == Self.slot(2) ? fault : nil
+        }
+        #expect(run.answers[0] == .success(LikeState(postID: 1, userID: 7, isLiked: true, likesCount: 1)))
+        for index in [1, 2] {
+            guard case .failure(let error)? = run.answers[index] else { Issue.record("post 2 fails"); continue }
+            #expect(error.code == .unavailable)
+            #expect(error.retryAfterSeconds == 1)
+        }
+        #expect(run.completion.uncertainSlots == (fault == .nodeDown ? [] : [Self.slot(2)]))
+        #expect(Set(run.completion.appended.keys) == [Self.slot(1)])
+        #expect(run.completion.statistics == .init(redisErrors: 1, committedChanges: 1))
+        #expect(redis.members(Self.likers(2)) == (fault == .lostAfterRunning ? [7, 8] : []))
+    }
+
+    // MARK: - Answers per acknowledgement mode
+
+    @Test("redis: answered after the write, once the flusher knows of it")
+    func redisAcknowledgement() throws {
+        var redis = Self.hydratedRedis([1: [7]])
+        let run = Self.run([Self.request(.toggle, 1, 7), Self.request(.toggle, 1, 8), Self.request(.count, 1, 0)],
+                           acknowledgement: .redis, redis: &redis, postgres: PostgresModel())
+        #expect(run.early.isEmpty)
+        #expect(run.completion.answers == [
+            Answer(request: 0, result: .success(LikeState(postID: 1, userID: 7, isLiked: false, likesCount: 0))),
+            Answer(request: 1, result: .success(LikeState(postID: 1, userID: 8, isLiked: true, likesCount: 1))),
+            Answer(request: 2, result: .success(LikeState(postID: 1, userID: 0, isLiked: false, likesCount: 1))),
+        ])
+        #expect(run.completion.afterApplied == nil)
+        #expect(run.completion.appended[Self.slot(1)]?.count == 2)
+    }
+
+    @Test("memory: answered at the decision, before the write; a failed write is counted as lost")
+    func memoryAcknowledgement() throws {
+        var machine = BatchStateMachine(requests: [Self.request(.like, 1, 7), Self.request(.like, 1, 8)], acknowledgement: .memory,
+                                        layout: Self.layout)
+        _ = machine.start()
+        let action = machine.redisReplied([.success([.integer(1), .integer(4), .array([.integer(0), .integer(1)])])])
+        guard case .write = action else { Issue.record("the change is written"); return }
+        #expect(machine.takeSettled().answers == [
+            Answer(request: 0, result: .success(LikeState(postID: 1, userID: 7, isLiked: true, likesCount: 5))),
+            Answer(request: 1, result: .success(LikeState(postID: 1, userID: 8, isLiked: true, likesCount: 5))),
+        ])
+        guard case .finish(let completion) = machine.redisReplied([.failure(RedisError(code: .connectionFailed, message: "down"))]) else {
+            Issue.record("the batch ends"); return
+        }
+        #expect(machine.takeSettled().answers.isEmpty)
+        #expect(completion.answers.isEmpty && completion.afterApplied == nil)
+        #expect(completion.statistics == .init(redisErrors: 1, lostMemoryAcknowledgements: 1))
+    }
+
+    @Test("postgres: write failures are answered at once, successes once the flusher applied the newest entries")
+    func postgresAcknowledgement() throws {
+        try #require(Self.slot(1) != Self.slot(2))
+        var redis = Self.hydratedRedis([1: [], 2: []])
+        let requests = [Self.request(.like, 1, 7), Self.request(.like, 2, 7), Self.request(.read, 1, 8)]
+        let run = Self.run(requests, acknowledgement: .postgres, redis: &redis, postgres: PostgresModel()) { step, group in
+            step == .write && group.slot.rawValue == Self.slot(2) ? .nodeDown : nil
+        }
+        #expect(run.completion.answers.map(\.request) == [1])
+        let waiting = try #require(run.completion.afterApplied)
+        #expect(waiting.marks == run.completion.appended.mapValues(\.newest))
+        #expect(waiting.marks.keys.sorted() == [Self.slot(1)])
+        #expect(waiting.marks[Self.slot(1)] == redis.streams[Self.layout.changeLog(of: HashSlot(post: 1))]?.last?.id)
+        #expect(waiting.answers == [
+            Answer(request: 0, result: .success(LikeState(postID: 1, userID: 7, isLiked: true, likesCount: 1))),
+            Answer(request: 2, result: .success(LikeState(postID: 1, userID: 8, isLiked: false, likesCount: 1))),
+        ])
+
+        // Nothing written: nothing to wait for.
+        let reads = Self.run([Self.request(.read, 1, 7)], acknowledgement: .postgres, redis: &redis, postgres: PostgresModel())
+        #expect(reads.steps == [.read])
+        #expect(reads.completion.afterApplied == nil)
+        #expect(reads.completion.answers == [Answer(request: 0, result: .success(LikeState(postID: 1, userID: 7, isLiked: true, likesCount: 1)))])
+    }
+
+    @Test("an empty batch finishes at once")
+    func emptyBatch() {
+        var machine = BatchStateMachine(requests: [], acknowledgement: .redis, layout: Self.layout)
+        guard case .finish(let completion) = machine.start() else { Issue.record("nothing to do"); return }
+        #expect(completion.answers.isEmpty && completion.appended.isEmpty)
+    }
+
+    // MARK: - Model-based
+
+    @Test("random batches against a model Redis: its sets and logs match a reference, answers one serial order", arguments: [
+        (UInt64(1), AcknowledgementMode.redis), (2, .redis), (3, .postgres), (4, .memory), (5, .redis),
+    ])
+    func modelBased(seed: UInt64, acknowledgement: AcknowledgementMode) throws {
+        var random = SeededGenerator(seed: seed)
+        let postgres = PostgresModel(posts: [1, 2, 3], likes: [1: [1, 2], 2: [3]])
+        let missingPost: Int64 = 4
+        var redis = RedisModel()
+        var reference = postgres.likes.mapValues { Set($0) }
+        for post in postgres.posts where reference[post] == nil { reference[post] = [] }
+        var replayed = reference   // PostgreSQL's rows with every log entry so far applied
+        var logged: [String: Int] = [:]   // entries per log before the batch
+        try #require(Set((1...4).map { Self.slot(Int64($0)) }).count == 4, "one post per slot, so a slot's failure is its post's")
+        for batch in 0..<400 {
+            let requests = (0..<Int.random(in: 1...30, using: &random)).map { _ -> Request in
+                let operation = LikeOperation.allCases.randomElement(using: &random)!
+                let post = Int64.random(in: 1...4, using: &random)
+                return Self.request(operation, post, operation == .count ? 0 : Int64.random(in: 1...6, using: &random))
+            }
+            // Faults anywhere, except on memory-mode writes, whose answers are given before them.
+            let run = Self.run(requests, acknowledgement: acknowledgement, redis: &redis, postgres: postgres,
+                               postgresDown: random.next() % 25 == 0) { step, _ in
+                guard random.next() % 10 == 0, !(acknowledgement == .memory && step == .write) else { return nil }
+                return [RedisModel.Fault.nodeDown, .lostBeforeRunning, .lostAfterRunning].randomElement(using: &random)
+            }
+            let answers = run.answers
+            #expect(run.answerCount == requests.count, "batch \(batch): every request is answered exactly once")
+
+            // Per post, all of a batch's requests succeed or all fail; successes replay serially.
+            var succeeded: [Int64: Bool] = [:]
+            for (index, request) in requests.enumerated() {
+                guard let answer = answers[index] else { continue }
+                let success = (try? answer.get()) != nil
+                #expect(succeeded.updateValue(success, forKey: request.postID) ?? success == success,
+                        "batch \(batch): post \(request.postID) partly failed")
+                switch answer {
+                case .success(let state):
+                    #expect(state == Self.apply(request, to: &reference[request.postID]!), "batch \(batch), request \(index)")
+                case .failure(let error):
+                    // A missing post is refused as unknown, unless its read or PostgreSQL failed first.
+                    let expected: Set<CounterError.Code> = request.postID == missingPost ? [.unknownPost, .unavailable] : [.unavailable]
+                    #expect(expected.contains(error.code), "batch \(batch), request \(index): \(error)")
+                    // Its write ran though the connection broke: the effect is there, unanswered.
+                    if run.lostWrites.contains(Self.slot(request.postID)) { _ = Self.apply(request, to: &reference[request.postID]!) }
+                }
+            }
+
+            // Redis holds the reference for loaded posts; an unloaded one was never changed.
+            for post in postgres.posts.sorted() {
+                if redis.strings[Self.marker(post)] == "1" {
+                    #expect(redis.members(Self.likers(post)) == reference[post], "batch \(batch): likers of post \(post)")
+                } else {
+                    #expect(reference[post] == Set(postgres.likes[post] ?? []), "batch \(batch): post \(post) changed unloaded")
+                }
+            }
+            #expect(redis.strings[Self.marker(missingPost)] == nil && redis.sets[Self.likers(missingPost)] == nil)
+            #expect(run.missingPosts.allSatisfy { $0 == missingPost })
+
+            // The logs replayed onto PostgreSQL's rows give the reference (what the flusher will do).
+            for (log, entries) in redis.streams {
+                for entry in entries[logged[log, default: 0]...] {
+                    let change = try #require(ChangeLogEntry.change(from: entry))
+                    if change.liked { replayed[change.postID]!.insert(change.userID) } else { replayed[change.postID]!.remove(change.userID) }
+                }
+            }
+            #expect(replayed == reference, "batch \(batch): logs")
+
+            // The flusher hears of exactly the entries written, and of the slots whose write broke.
+            var written: Set<UInt16> = []
+            for (log, entries) in redis.streams where entries.count > logged[log, default: 0] {
+                let slot = HashSlot(post: try #require(ChangeLogEntry.change(from: entries[entries.count - 1])).postID).rawValue
+                written.insert(slot)
+                if run.lostWrites.contains(slot) {
+                    #expect(run.completion.appended[slot] == nil, "batch \(batch): a lost write is not noted")
+                } else {
+                    #expect(run.completion.appended[slot]?.count == entries.count - logged[log, default: 0], "batch \(batch): appended")
+                    #expect(run.completion.appended[slot]?.newest == entries[entries.count - 1].id, "batch \(batch): newest")
+                }
+            }
+            #expect(Set(run.completion.appended.keys).isSubset(of: written))
+            #expect(run.lostWrites.isSubset(of: run.completion.uncertainSlots))
+            #expect(run.completion.statistics.lostMemoryAcknowledgements == 0)
+            logged = redis.streams.mapValues(\.count)
+        }
+    }
+
+    /// Applies `request` to a post's likers, as one serial step; returns its answer.
+    static func apply(_ request: Request, to members: inout Set<Int64>) -> LikeState {
+        guard request.operation != .count else {
+            return LikeState(postID: request.postID, userID: request.userID, isLiked: false, likesCount: Int64(members.count))
+        }
+        let wanted = request.operation.wantedState(current: members.contains(request.userID))
+        if wanted { members.insert(request.userID) } else { members.remove(request.userID) }
+        return LikeState(postID: request.postID, userID: request.userID, isLiked: wanted, likesCount: Int64(members.count))
+    }
+}
+
+// MARK: - Driving a batch against models
+
+/// PostgreSQL as a batch sees it: which posts exist, and their likers.
+struct PostgresModel {
+    var posts: Set<Int64> = []
+    var likes: [Int64: [Int64]] = [:]
+}
+
+extension ShardBatchProtocolTests {
+    /// The I/O steps of a batch, for checking their order.
+    enum Step: Equatable {
+        case read, findPosts, loadLikers, hydrate, write
+    }
+
+    /// What one batch did.
+    struct BatchRun {
+        var steps: [Step] = []
+        /// Answers handed out before the end (`takeSettled()`), in order.
+        var early: [Answer] = []
+        var missingPosts: [Int64] = []
+        /// Slots whose write ran although it was reported lost.
+        var lostWrites: Set<UInt16> = []
+        var completion = BatchStateMachine.Completion()
+
+        /// Every answer, early, at the end and after the flush (as the flusher would release them).
+        var all: [Answer] { early + completion.answers + (completion.afterApplied?.answers ?? []) }
+        var answers: [Int: Result<LikeState, CounterError>] {
+            Dictionary(all.map { ($0.request, $0.result) }) { first, _ in first }
+        }
+        var answerCount: Int { all.count }
+    }
+
+    /// Runs `requests` as one batch to its end, the way the shard does, against the models;
+    /// `fault` may break any Redis group, `postgresDown` fails every PostgreSQL query.
+    static func run(_ requests: [Request], acknowledgement: AcknowledgementMode = .redis, redis: inout RedisModel,
+                    postgres: PostgresModel, postgresDown: Bool = false,
+                    fault: (Step, SlotCommands) -> RedisModel.Fault? = { _, _ in nil }) -> BatchRun {
+        var machine = BatchStateMachine(requests: requests, acknowledgement: acknowledgement, layout: layout)
+        var run = BatchRun()
+        var action = machine.start()
+        while true {
+            let settled = machine.takeSettled()
+            run.early += settled.answers
+            run.missingPosts += settled.missingPosts
+            switch action {
+            case .read(let groups):
+                run.steps.append(.read)
+                action = machine.redisReplied(redis.execute(groups) { fault(.read, $0) })
+            case .hydrate(let groups):
+                run.steps.append(.hydrate)
+                action = machine.redisReplied(redis.execute(groups) { fault(.hydrate, $0) })
+            case .write(let groups):
+                run.steps.append(.write)
+                action = machine.redisReplied(redis.execute(groups) { group in
+                    let broken = fault(.write, group)
+                    if broken == .lostAfterRunning { run.lostWrites.insert(group.slot.rawValue) }
+                    return broken
+                })
+            case .findPosts(let posts):
+                run.steps.append(.findPosts)
+                action = postgresDown ? machine.postgresFailed(PostgresError(code: .connectionFailed, message: "model: down"))
+                                      : machine.postsFound(posts.filter { postgres.posts.contains($0) })
+            case .loadLikers(let posts):
+                run.steps.append(.loadLikers)
+                action = machine.likersLoaded(postgres.likes.filter { posts.contains($0.key) })
+            case .finish(let completion):
+                run.completion = completion
+                return run
+            }
+        }
+    }
+}
