@@ -27,7 +27,7 @@ public enum NodeServer {
         let service: CounterService
         do {
             let redis = try RedisConfiguration(url: configuration.redisURL)
-            service = try CounterService(configuration: configuration.writePath, postgres: pool, redis: redis)
+            service = try CounterService(configuration: configuration.writePath, postgres: pool, redis: redis, log: log)
         } catch {
             output.error("cannot start: \(error)")
             await pool.close()

@@ -14,6 +14,7 @@ public final class RedisTopology: Sendable {
     public let configuration: RedisConfiguration
     private let state: Mutex<State>
     private let control: TopologyReader
+    private let log: NodeLog
 
     private struct State {
         var map: ClusterSlotMap
@@ -26,8 +27,10 @@ public final class RedisTopology: Sendable {
 
     /// A topology for `configuration`. One server serves every slot at once; a cluster serves
     /// none until `discover()`.
-    public init(configuration: RedisConfiguration) {
+    /// - Parameter log: hears when a node stops answering and when it answers again.
+    public init(configuration: RedisConfiguration, log: NodeLog = .silent) {
         self.configuration = configuration
+        self.log = log
         let map = configuration.mode == .single
             ? ClusterSlotMap(single: RedisEndpoint(host: configuration.host, port: configuration.port))
             : ClusterSlotMap()
@@ -122,14 +125,23 @@ public final class RedisTopology: Sendable {
     }
 
     func record(_ endpoint: RedisEndpoint, pipelines: Int = 0, error: RedisError? = nil, counters: SlotDispatch.Counters? = nil) {
-        state.withLock { state in
+        // A node that stops answering, and one that answers again after that, are logged once
+        // per change, not per call.
+        enum Change { case lost, back }
+        let change: Change? = state.withLock { state in
             var node = state.nodes[endpoint, default: RedisNodeState(endpoint: endpoint)]
+            var change: Change?
             node.pipelines += pipelines
             if let error {
                 node.errors += 1
                 node.lastError = error.message
-                if error.code == .connectionFailed || error.code == .connectionLost { node.connected = false }
+                if error.code == .connectionFailed || error.code == .connectionLost {
+                    if node.connected || !node.everLost { change = .lost }
+                    node.connected = false
+                    node.everLost = true
+                }
             } else if pipelines > 0 {
+                if !node.connected && node.everLost { change = .back }
                 node.connected = true
             }
             if let counters {
@@ -139,6 +151,12 @@ public final class RedisTopology: Sendable {
                 node.clusterDown += counters.clusterDown
             }
             state.nodes[endpoint] = node
+            return change
+        }
+        switch change {
+        case .lost?: log.log(.warn, "redis_node_unreachable", ["node": endpoint.description, "error": error?.message ?? ""])
+        case .back?: log.log(.info, "redis_node_reconnected", ["node": endpoint.description])
+        case nil: break
         }
     }
 
@@ -160,6 +178,8 @@ public struct RedisNodeState: Sendable, Equatable {
     public var slots = 0
     /// Whether the last round trip to it succeeded.
     public var connected = false
+    /// Whether a connection to the node ever failed (so its next success is a reconnect).
+    var everLost = false
     /// Pipelines sent to it.
     public var pipelines = 0
     /// Failed round trips (connection failures included) and the last one's message.

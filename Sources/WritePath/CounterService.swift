@@ -22,15 +22,17 @@ public final class CounterService: Service {
     /// Where Redis keeps each slot, shared by every Redis client of this service.
     public let redisTopology: RedisTopology
 
-    /// Builds the shards; nothing connects or runs until `start()`.
+    /// Builds the shards; nothing connects or runs until `start()`. `log` hears of flush
+    /// retries, dead letters, Redis nodes lost and found, large posts loaded and refused writes.
     /// - Throws: `CounterError(.invalidArgument)` for an unusable configuration.
-    public convenience init(configuration: WritePathConfiguration, postgres: PostgresPool, redis: RedisConfiguration) throws {
-        try self.init(configuration: configuration, postgres: postgres, topology: RedisTopology(configuration: redis))
+    public convenience init(configuration: WritePathConfiguration, postgres: PostgresPool, redis: RedisConfiguration,
+                            log: NodeLog = .silent) throws {
+        try self.init(configuration: configuration, postgres: postgres, topology: RedisTopology(configuration: redis, log: log), log: log)
     }
 
     /// Builds the shards over `topology` (discovered, for a cluster, in `start()`).
     /// - Throws: `CounterError(.invalidArgument)` for an unusable configuration.
-    public init(configuration: WritePathConfiguration, postgres: PostgresPool, topology: RedisTopology) throws {
+    public init(configuration: WritePathConfiguration, postgres: PostgresPool, topology: RedisTopology, log: NodeLog = .silent) throws {
         guard let map = try? ShardMap(shardCount: configuration.shardCount) else {
             throw CounterError(code: .invalidArgument, message: "shard count must be between 1 and \(HashSlot.count)")
         }
@@ -49,9 +51,9 @@ public final class CounterService: Service {
             let flusherRedis = RedisClient(topology: topology)
             let shardRedis = RedisClient(topology: topology)
             let flusher = WriteBehindFlusher(shardIndex: index, slots: map.slots(ofShard: index), redis: flusherRedis,
-                                             pool: postgres, layout: layout, configuration: configuration, gauge: gauge)
+                                             pool: postgres, layout: layout, configuration: configuration, gauge: gauge, log: log)
             shards.append(ShardActor(index: index, redis: shardRedis, pool: postgres, layout: layout,
-                                     configuration: configuration, flusher: flusher, gauge: gauge))
+                                     configuration: configuration, flusher: flusher, gauge: gauge, log: log))
             flushers.append(flusher)
             clients += [flusherRedis, shardRedis]
         }

@@ -1,3 +1,4 @@
+import CounterCore
 import Persistence
 import ShardRouter
 import Synchronization
@@ -32,6 +33,10 @@ actor ShardActor {
     private let configuration: WritePathConfiguration
     private let flusher: WriteBehindFlusher
     private let gauge: BacklogGauge
+    private let log: NodeLog
+    /// Whether writes are being refused for the backlog: logged when it starts and ends, not per
+    /// refused write.
+    private let refusingWrites = Atomic<Bool>(false)
 
     /// Posts PostgreSQL does not have, refused without asking it again for a while.
     private var unknownPosts: UnknownPostMemory
@@ -57,7 +62,7 @@ actor ShardActor {
     private var stats = ShardStats()
 
     init(index: Int, redis: RedisClient, pool: PostgresPool, layout: RedisKeyLayout,
-         configuration: WritePathConfiguration, flusher: WriteBehindFlusher, gauge: BacklogGauge) {
+         configuration: WritePathConfiguration, flusher: WriteBehindFlusher, gauge: BacklogGauge, log: NodeLog = .silent) {
         self.index = index
         self.redis = redis
         self.pool = pool
@@ -65,6 +70,7 @@ actor ShardActor {
         self.configuration = configuration
         self.flusher = flusher
         self.gauge = gauge
+        self.log = log
         self.unknownPosts = UnknownPostMemory(lifetime: configuration.unknownPostMemory)
     }
 
@@ -102,7 +108,18 @@ actor ShardActor {
 
     private nonisolated func admit(_ request: ShardDecider.Request) throws {
         guard accepting.load(ordering: .relaxed) else { throw CounterError(code: .shuttingDown, message: "the node is shutting down") }
-        if request.operation.mayWrite && gauge.value >= configuration.backlogLimitPerShard {
+        guard request.operation.mayWrite else { return }
+        let pending = gauge.value
+        if pending < configuration.backlogLimitPerShard {
+            if refusingWrites.load(ordering: .relaxed), refusingWrites.exchange(false, ordering: .relaxed) {
+                log.log(.info, "writes_accepted", ["shard": String(index), "pending_changes": String(pending)])
+            }
+        } else {
+            if !refusingWrites.exchange(true, ordering: .relaxed) {
+                log.log(.warn, "writes_refused", ["shard": String(index), "pending_changes": String(pending),
+                                                  "backlog_limit": String(configuration.backlogLimitPerShard),
+                                                  "why": "PostgreSQL is behind; writes get 503 backlog_full until the flusher catches up"])
+            }
             throw CounterError(code: .backlogFull,
                                message: "\(gauge.value) changes of this shard wait for PostgreSQL (limit \(configuration.backlogLimitPerShard)); retry later",
                                retryAfterSeconds: 1)
@@ -236,8 +253,14 @@ actor ShardActor {
                 }
             case .loadLikers(let posts):
                 do {
+                    let started = ContinuousClock.now
                     let rows = try await pool.query(PostHydration.likersQuery, [.int64Array(posts)])
-                    action = machine.likersLoaded(try PostHydration.likers(in: rows))
+                    let likers = try PostHydration.likers(in: rows)
+                    for (post, users) in likers where users.count >= Self.largePostLikers {
+                        log.log(.info, "hydrating_large_post", ["shard": String(index), "post": String(post), "likers": String(users.count),
+                                                                "postgres_ms": String(Int((ContinuousClock.now - started).inSeconds * 1_000))])
+                    }
+                    action = machine.likersLoaded(likers)
                 } catch {
                     action = machine.postgresFailed(error)
                 }
@@ -247,6 +270,10 @@ actor ShardActor {
             }
         }
     }
+
+    /// Posts with at least this many likers are logged when they are loaded into Redis: their
+    /// first touch costs a large read and write, which shows in the latency of their batch.
+    static let largePostLikers = 10_000
 
     /// `batch` without the operations on posts remembered as missing, which are answered.
     private func refusingUnknownPosts(_ batch: [Pending]) -> [Pending] {

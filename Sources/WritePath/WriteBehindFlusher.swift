@@ -27,6 +27,9 @@ actor WriteBehindFlusher {
     private let pool: PostgresPool
     private let layout: RedisKeyLayout
     private let gauge: BacklogGauge
+    private let log: NodeLog
+    /// Failed flush attempts in a row, for the log.
+    private var failuresInARow = 0
     private var onMissingPosts: @Sendable ([Int64]) async -> Void = { _ in }
 
     /// What waits where, who waits for what, and when to flush: every decision is the
@@ -40,17 +43,19 @@ actor WriteBehindFlusher {
     private(set) var stats = ShardStats()
 
     init(shardIndex: Int, slots: Range<Int>, redis: RedisClient, pool: PostgresPool,
-         layout: RedisKeyLayout, configuration: WritePathConfiguration, gauge: BacklogGauge) {
+         layout: RedisKeyLayout, configuration: WritePathConfiguration, gauge: BacklogGauge, log: NodeLog = .silent) {
         self.shardIndex = shardIndex
         self.slots = slots
         self.redis = redis
         self.pool = pool
         self.layout = layout
         self.gauge = gauge
+        self.log = log
         self.scheduler = FlushScheduler(configuration: configuration, now: .now)
     }
 
-    /// Who to tell when posts turn out not to exist (the shard forgets them).
+    /// Who to tell when posts turn out not to exist (the shard forgets them and deletes their
+    /// Redis keys: the shard owns its keys).
     func setMissingPostsHandler(_ handler: @escaping @Sendable ([Int64]) async -> Void) {
         onMissingPosts = handler
     }
@@ -130,12 +135,19 @@ actor WriteBehindFlusher {
                 do {
                     try await flushOnce()
                     scheduler.flushSucceeded()
+                    if failuresInARow > 0 {
+                        log.log(.info, "flush_recovered", ["shard": String(shardIndex), "failed_attempts": String(failuresInARow)])
+                        failuresInARow = 0
+                    }
                 } catch {
                     stats.flushRetries += 1
                     stats.lastFlushError = "\(error)"
                     if error is RedisError { stats.redisErrors += 1 }
                     if error is PostgresError { stats.postgresErrors += 1 }
-                    scheduler.flushFailed(now: .now)
+                    let delay = scheduler.flushFailed(now: .now)
+                    failuresInARow += 1
+                    log.log(.warn, "flush_failed", ["shard": String(shardIndex), "attempt": String(failuresInARow),
+                                                    "retry_in_ms": String(Int(delay.inSeconds * 1_000)), "error": "\(error)"])
                 }
             case .sleep(let deadline):
                 await alarm.sleep(until: deadline)
@@ -217,11 +229,8 @@ actor WriteBehindFlusher {
         scheduler.flushCommitted(at: .now)
         resume(satisfied)
         if !missing.isEmpty {
-            // Forget the posts in Redis too, so the next touch asks PostgreSQL again (and is refused).
-            _ = await redis.execute(missing.map { post in
-                SlotCommands(slot: HashSlot(post: post),
-                             commands: [.del([layout.hydratedMarker(ofPost: post)]), .del([layout.likers(ofPost: post)])])
-            })
+            // The shard forgets the posts and deletes their Redis keys, so the next touch asks
+            // PostgreSQL again (and is refused).
             await onMissingPosts(Array(missing))
         }
         if let nodeFailure { throw nodeFailure }
@@ -305,6 +314,8 @@ actor WriteBehindFlusher {
         }
         for reply in try await redis.pipeline(commands, slot: layout.deadLettersSlot) { _ = try reply.throwingServerError() }
         stats.deadLetters += letters.count
+        log.log(.warn, "dead_lettered", ["shard": String(shardIndex), "changes": String(letters.count), "reason": reason,
+                                         "stream": layout.deadLetters])
     }
 
     /// Reads the length and newest entry of every uncertain slot's log, 4,096 slots per call

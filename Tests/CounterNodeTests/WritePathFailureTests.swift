@@ -35,12 +35,15 @@ struct WritePathFailureTests {
             #expect(during.reduce(0) { $0 + $1.flushRetries } > 0)
             #expect(during.compactMap(\.lastFlushError).first?.contains("PostgreSQL") == true)
             #expect(during.reduce(0) { $0 + $1.postgresErrors } > 0)
+            // The retries show in the log, at warn, with the reason.
+            #expect(harness.log.lines(of: "flush_failed").contains { $0.contains("level=warn") && $0.contains("PostgreSQL") })
 
             try await servers.run("start", only: "postgres")
             try await harness.service.flush()
             #expect(try await harness.postgresMembers() == expected)
             for (_, state) in try await harness.postgresCounts() { #expect(state.count == state.rows) }
             #expect(await harness.service.stats().reduce(0) { $0 + $1.pendingChanges } == 0)
+            #expect(!harness.log.lines(of: "flush_recovered").isEmpty)
             await harness.stop()
         }
     }
@@ -65,6 +68,8 @@ struct WritePathFailureTests {
             #expect(error?.message.contains("Redis") == true)
             #expect(await harness.service.stats().reduce(0) { $0 + $1.redisErrors } > 0)
             #expect(ContinuousClock.now - started < .seconds(3))
+            // Once per node, not per failed call.
+            #expect(harness.log.lines(of: "redis_node_unreachable").count == 1)
 
             try await servers.run("start", only: "redis")
             var resumed: LikeState?
@@ -73,6 +78,7 @@ struct WritePathFailureTests {
                 if resumed == nil { try await Task.sleep(for: .milliseconds(100)) }
             }
             #expect(resumed?.isLiked == true)
+            #expect(harness.log.lines(of: "redis_node_reconnected").count == 1)
             expected.insert(Pair(user: 7, post: harness.posts[1]))
             try await harness.service.flush()
             let members = try await harness.postgresMembers()
@@ -106,6 +112,7 @@ struct WritePathBehaviourTests {
         #expect(letters.allSatisfy { $0.string("p") == String(deleted) && $0.string("reason") == "post does not exist in posts" })
         #expect(Set(letters.compactMap { $0.string("u") }) == ["1", "2", "3", "4", "5"])
         #expect(await harness.service.stats().reduce(0) { $0 + $1.deadLetters } == 5)
+        #expect(harness.log.lines(of: "dead_lettered").contains { $0.contains("level=warn") && $0.contains("changes=5") })
         // The deleted post is now unknown to the node, and stays unknown after the node's memory
         // of it expires: Redis forgot it too, so the next touch asks PostgreSQL again.
         let error = await #expect(throws: CounterError.self) { try await harness.service.perform(.like, post: deleted, user: 9) }
@@ -155,9 +162,13 @@ struct WritePathBehaviourTests {
         let error = await #expect(throws: CounterError.self) { try await harness.service.perform(.like, post: post, user: 21) }
         #expect(error?.code == .backlogFull)
         #expect(error?.retryAfterSeconds != nil)
+        _ = try? await harness.service.perform(.like, post: post, user: 22)
         #expect(try await harness.service.perform(.read, post: post, user: 21) == LikeState(postID: post, userID: 21, isLiked: false, likesCount: 20))
+        // Logged when the refusals start and when they end, not per refused write.
+        #expect(harness.log.lines(of: "writes_refused").count == 1)
         try await harness.service.flush()
         #expect(try await harness.service.perform(.like, post: post, user: 21).likesCount == 21)
+        #expect(harness.log.lines(of: "writes_accepted").count == 1)
         await harness.stop()
     }
 
@@ -185,6 +196,23 @@ struct WritePathBehaviourTests {
         try await harness.service.flush()
         #expect(try await harness.redisCount(post) == 30)
         #expect(try await harness.postgresCounts()[post]?.count == 30)
+        await harness.stop()
+    }
+
+    @Test("loading a post with many likers into Redis is logged, with how many", arguments: RedisTarget.allCases)
+    func largePostLogged(redis: RedisTarget) async throws {
+        let harness = try await WritePathHarness.start(posts: 2, redis: redis) { $0.flushOnlyWhenAsked() }
+        let (large, small) = (harness.posts[0], harness.posts[1])
+        let likers = ShardActor.largePostLikers
+        try await harness.pool.query("""
+            INSERT INTO likes (user_id, post_id) SELECT generate_series(1, $1::bigint), $2
+            """, [.int64(Int64(likers)), .int64(large)])
+        try await harness.pool.query("UPDATE posts SET likes_count = $1 WHERE id = $2", [.int64(Int64(likers)), .int64(large)])
+        #expect(try await harness.service.perform(.read, post: large, user: 1).likesCount == Int64(likers))
+        #expect(try await harness.service.perform(.read, post: small, user: 1).likesCount == 0)
+        let lines = harness.log.lines(of: "hydrating_large_post")
+        #expect(lines.count == 1)
+        #expect(lines.first?.contains("post=\(large)") == true && lines.first?.contains("likers=\(likers)") == true)
         await harness.stop()
     }
 }

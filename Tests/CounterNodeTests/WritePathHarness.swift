@@ -1,5 +1,7 @@
+import CounterCore
 import CounterNode
 import Persistence
+import Synchronization
 import ShardRouter
 import TestSupport
 @testable import WritePath
@@ -13,6 +15,8 @@ struct WritePathHarness {
     let layout: RedisKeyLayout
     let service: CounterService
     let posts: [Int64]
+    /// What the service logged (every level).
+    let log: LogLines
 
     /// Creates `postCount` posts and starts a service over them.
     static func start(posts postCount: Int, postgresURL: String = TestEnvironment.postgresURL,
@@ -29,24 +33,25 @@ struct WritePathHarness {
         configuration.shardCount = 2
         configure(&configuration)
         let redisConfiguration = try RedisConfiguration(url: redisURL ?? target.url)
-        let service = try CounterService(configuration: configuration, postgres: pool, redis: redisConfiguration)
+        let log = LogLines()
+        let service = try CounterService(configuration: configuration, postgres: pool, redis: redisConfiguration, log: log.nodeLog)
         try await service.start()
         return WritePathHarness(pool: pool, redis: RedisClient(topology: service.redisTopology),
-                                layout: RedisKeyLayout(prefix: configuration.keyPrefix), service: service, posts: posts)
+                                layout: RedisKeyLayout(prefix: configuration.keyPrefix), service: service, posts: posts, log: log)
     }
 
     /// A second service over the same prefix (a restart).
     func restarted(configure: (inout WritePathConfiguration) -> Void = { _ in }) async throws -> WritePathHarness {
         var configuration = service.configuration
         configure(&configuration)
-        let service = try CounterService(configuration: configuration, postgres: pool, redis: redis.topology.configuration)
+        let service = try CounterService(configuration: configuration, postgres: pool, redis: redis.topology.configuration, log: log.nodeLog)
         try await service.start()
-        return WritePathHarness(pool: pool, redis: redis, layout: layout, service: service, posts: posts)
+        return WritePathHarness(pool: pool, redis: redis, layout: layout, service: service, posts: posts, log: log)
     }
 
     /// The same service, looking at `posts` instead.
     func with(posts: [Int64]) -> WritePathHarness {
-        WritePathHarness(pool: pool, redis: redis, layout: layout, service: service, posts: posts)
+        WritePathHarness(pool: pool, redis: redis, layout: layout, service: service, posts: posts, log: log)
     }
 
     /// (user, post) pairs with a `likes` row, for `posts`.
@@ -84,6 +89,19 @@ struct WritePathHarness {
         await service.shutdown()
         await redis.close()
         await pool.close()
+    }
+}
+
+/// Log lines a test reads back.
+final class LogLines: Sendable {
+    private let lines = Mutex<[String]>([])
+
+    /// A log at every level that writes here.
+    var nodeLog: NodeLog { NodeLog(minimum: .debug) { line in self.lines.withLock { $0.append(line) } } }
+
+    /// The lines of `event`.
+    func lines(of event: String) -> [String] {
+        lines.withLock { $0.filter { $0.contains(" event=\(event) ") || $0.hasSuffix(" event=\(event)") } }
     }
 }
 
