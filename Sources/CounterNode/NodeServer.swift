@@ -87,7 +87,7 @@ public enum NodeServer {
         do {
             try await ServiceGroup.run([service, server, announce], until: waitForSignal)
         } catch {
-            output.error("stopped: \(error)")
+            output.error("cannot serve: \(error)")
             log.log(.error, "failed", ["error": "\(error)"])
             status = .failure
         }
