@@ -19,8 +19,8 @@ public struct CounterServiceClient: Sendable {
         public var apiToken: String?
         /// Bearer token for `/admin`; `nil` for apps, which never need it.
         public var adminToken: String?
-        /// Seconds one attempt may take. Defaults to 10.
-        public var timeoutSeconds: Double = 10
+        /// How long one attempt may take. Defaults to 10 s.
+        public var timeout: Duration = .seconds(10)
         /// Retries of idempotent calls.
         public var retry = RetryPolicy()
 
@@ -182,7 +182,7 @@ public struct CounterServiceClient: Sendable {
         }
         // The deadline is enforced here (`sendWithDeadline`); URLSession's own timeout is only a
         // backstop, as FoundationNetworking on Linux counts it in whole seconds.
-        var request = URLRequest(url: url, timeoutInterval: configuration.timeoutSeconds.rounded(.up) + 1)
+        var request = URLRequest(url: url, timeoutInterval: (Double(configuration.timeout.components.seconds) + 2).rounded())
         request.httpMethod = method
         request.httpBody = body
         if body != nil { request.setValue("application/json", forHTTPHeaderField: "Content-Type") }
@@ -200,7 +200,7 @@ public struct CounterServiceClient: Sendable {
                   let delay = configuration.retry.delay(after: failure, attempt: attempt, idempotent: idempotent) else {
                 throw failure
             }
-            try? await Task.sleep(for: .milliseconds(Int(delay * 1_000)))
+            try? await Task.sleep(for: delay)
             attempt += 1
         }
     }
@@ -223,15 +223,16 @@ public struct CounterServiceClient: Sendable {
     /// (URLSession on Linux took seconds under load), the caller's deadline is not.
     private func sendWithDeadline(_ request: URLRequest) async throws(CounterClientError) -> (Data, HTTPURLResponse) {
         let transport = self.transport
-        let timeout = configuration.timeoutSeconds
+        let timeout = configuration.timeout
         let race = FirstResult<Result<(Data, HTTPURLResponse), CounterClientError>>()
         let outcome = await race.first(
             {
                 do throws(CounterClientError) { return .success(try await transport.send(request)) } catch { return .failure(error) }
             },
             {
-                try? await Task.sleep(for: .milliseconds(Int(timeout * 1_000)))
-                return .failure(.timedOut(seconds: timeout))
+                try? await Task.sleep(for: timeout)
+                let (seconds, attoseconds) = timeout.components
+                return .failure(.timedOut(seconds: Double(seconds) + Double(attoseconds) / 1e18))
             })
         return try outcome.get()
     }

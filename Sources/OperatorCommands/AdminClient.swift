@@ -20,11 +20,11 @@ struct AdminClient: Sendable {
 
     let client: CounterServiceClient
 
-    /// - Parameter timeoutSeconds: how long one call may take.
-    init(baseURL: String, token: String?, timeoutSeconds: Double) throws(Failure) {
+    /// - Parameter timeout: how long one call may take.
+    init(baseURL: String, token: String?, timeout: Duration) throws(Failure) {
         guard let url = URL(string: baseURL) else { throw .unreachable("\(baseURL) is not a URL") }
         var configuration = CounterServiceClient.Configuration(baseURL: url, adminToken: token)
-        configuration.timeoutSeconds = timeoutSeconds
+        configuration.timeout = timeout
         configuration.retry = .never
         client = CounterServiceClient(configuration: configuration)
     }

@@ -108,7 +108,7 @@ public struct OperatorCommand: Sendable {
         do {
             // flush --wait's deadline is its client's timeout; other calls get 30 s.
             let client = try AdminClient(baseURL: nodeURL, token: adminToken,
-                                         timeoutSeconds: subcommand == "flush" && wait ? timeoutSeconds : 30)
+                                         timeout: subcommand == "flush" && wait ? .milliseconds(Int64(timeoutSeconds * 1_000)) : .seconds(30))
             switch subcommand {
             case "flush": return try await flush(client)
             case "inspect": return try await inspect(client)
@@ -147,7 +147,7 @@ public struct OperatorCommand: Sendable {
         }
         let started = ContinuousClock.now
         // Progress while the node flushes: the backlog, from /admin/stats, every half second.
-        let progressClient = try AdminClient(baseURL: nodeURL, token: adminToken, timeoutSeconds: 5)
+        let progressClient = try AdminClient(baseURL: nodeURL, token: adminToken, timeout: .seconds(5))
         let output = self.output
         let progress = Task {
             while !Task.isCancelled {

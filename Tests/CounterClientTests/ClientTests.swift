@@ -33,7 +33,7 @@ final class CannedTransport: HTTPTransport {
 
 @Suite("Client logic")
 struct ClientTests {
-    static func client(_ transport: CannedTransport, retry: RetryPolicy = RetryPolicy(maximumAttempts: 3, initialDelaySeconds: 0.001)) -> CounterServiceClient {
+    static func client(_ transport: CannedTransport, retry: RetryPolicy = RetryPolicy(maximumAttempts: 3, initialDelay: .milliseconds(1))) -> CounterServiceClient {
         var configuration = CounterServiceClient.Configuration(baseURL: URL(string: "http://127.0.0.1:9")!, apiToken: "api-token-0123456789",
                                                                adminToken: "admin-token-0123456789")
         configuration.retry = retry
@@ -93,7 +93,7 @@ struct ClientTests {
     @Test("a cancelled caller gets its failure at once, without retries")
     func cancelledCaller() async {
         let reset = CannedTransport([])   // every attempt: connection reset
-        let client = Self.client(reset, retry: RetryPolicy(maximumAttempts: 5, initialDelaySeconds: 0.2))
+        let client = Self.client(reset, retry: RetryPolicy(maximumAttempts: 5, initialDelay: .milliseconds(200)))
         let task = Task { try await client.status(post: 1, user: 7) }
         task.cancel()
         await #expect(throws: CounterClientError.self) { try await task.value }

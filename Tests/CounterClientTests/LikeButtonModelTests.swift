@@ -84,7 +84,7 @@ struct LikeButtonModelTests {
         // A listening socket that accepts nothing and answers nothing.
         let listener = try SilentListener()
         var configuration = CounterServiceClient.Configuration(baseURL: URL(string: "http://127.0.0.1:\(listener.port)")!)
-        configuration.timeoutSeconds = 0.5
+        configuration.timeout = .milliseconds(500)
         configuration.retry = .never
         let client = CounterServiceClient(configuration: configuration)
         let model = LikeButtonModel(post: 1, user: 7, isLiked: false, likesCount: 0, client: client)
