@@ -133,8 +133,7 @@ public final class CounterAPI: HTTPHandler {
                 if wait {
                     try await service.flush()
                 } else {
-                    let service = self.service
-                    Task { try? await service.flush() }
+                    await service.requestFlush()
                 }
                 let pending = await service.stats().reduce(0) { $0 + $1.pendingChanges }
                 return .json(FlushResult(flushed: wait, pendingChanges: pending))

@@ -143,6 +143,11 @@ public final class CounterService: Service {
         }
     }
 
+    /// Starts flushing everything acknowledged so far and returns at once (`flush()` waits).
+    public func requestFlush() async {
+        for flusher in flushers { await flusher.requestFlushAll() }
+    }
+
     /// Whether changes to `postID`'s slot may still be waiting for PostgreSQL.
     public func hasPendingChanges(forPost postID: Int64) async -> Bool {
         await flushers[shardMap.shard(forPost: postID)].hasPendingChanges(inSlot: HashSlot(post: postID).rawValue)

@@ -308,13 +308,11 @@ actor ShardActor {
         if !completion.appended.isEmpty { await flusher.noteAppended(completion.appended) }
         for answer in completion.answers { live[answer.request].resume(with: answer.result) }
         guard let (marks, waiting) = completion.afterApplied else { return }
-        let flusher = self.flusher
-        Task {
-            do {
-                try await flusher.waitUntilApplied(marks)
-                for answer in waiting { live[answer.request].resume(with: answer.result) }
-            } catch {
-                for answer in waiting { live[answer.request].resume(throwing: error) }
+        // Answered by the flusher once the flush holding the batch commits; the shard moves on.
+        await flusher.whenApplied(marks) { outcome in
+            switch outcome {
+            case .success: for answer in waiting { live[answer.request].resume(with: answer.result) }
+            case .failure(let error): for answer in waiting { live[answer.request].resume(throwing: error) }
             }
         }
     }

@@ -36,7 +36,7 @@ actor WriteBehindFlusher {
     /// scheduler's; this actor performs them and reports back.
     private var scheduler: FlushScheduler
     /// The callers waiting for entries to reach PostgreSQL, under the scheduler's ids.
-    private var waiting: [FlushScheduler.WaiterID: CheckedContinuation<Void, Error>] = [:]
+    private var waiting: [FlushScheduler.WaiterID: @Sendable (Result<Void, Error>) -> Void] = [:]
     /// Where the loop sleeps while nothing is due; rung when the scheduler says an event made a
     /// flush due sooner.
     private let alarm = LoopAlarm()
@@ -76,16 +76,29 @@ actor WriteBehindFlusher {
     /// - Throws: `CounterError(.shuttingDown)` if the flusher stops first.
     func waitUntilApplied(_ marks: [UInt16: StreamEntryID]) async throws {
         try await withCheckedThrowingContinuation { continuation in
-            switch scheduler.waiterAdded(marks: marks) {
-            case .resumeNow:
-                continuation.resume()
-            case .refuse:
-                continuation.resume(throwing: Self.stopped)
-            case .wait(let id, let signal):
-                waiting[id] = continuation
-                follow(signal)
-            }
+            whenApplied(marks) { continuation.resume(with: $0) }
         }
+    }
+
+    /// Calls `completion` once every entry in `marks` is in PostgreSQL (or with
+    /// `CounterError(.shuttingDown)` if the flusher stops first) — the shard's `postgres`
+    /// acknowledgements, without a task per batch.
+    func whenApplied(_ marks: [UInt16: StreamEntryID], _ completion: @escaping @Sendable (Result<Void, Error>) -> Void) {
+        switch scheduler.waiterAdded(marks: marks) {
+        case .resumeNow:
+            completion(.success(()))
+        case .refuse:
+            completion(.failure(Self.stopped))
+        case .wait(let id, let signal):
+            waiting[id] = completion
+            follow(signal)
+        }
+    }
+
+    /// Makes everything appended so far due for flushing now, without waiting for it: a waiter
+    /// nobody waits on (its resumption finds no caller).
+    func requestFlushAll() {
+        if case .wait(_, let signal) = scheduler.waiterAdded(marks: scheduler.unflushedMarks) { follow(signal) }
     }
 
     /// Returns once everything appended so far is in PostgreSQL.
@@ -108,7 +121,7 @@ actor WriteBehindFlusher {
 
     /// Resumes the callers whose entries are now all in PostgreSQL.
     private func resume(_ satisfied: [FlushScheduler.WaiterID]) {
-        for id in satisfied { waiting.removeValue(forKey: id)?.resume() }
+        for id in satisfied { waiting.removeValue(forKey: id)?(.success(())) }
     }
 
     private static let stopped = CounterError(code: .shuttingDown, message: "the flusher has stopped")
@@ -154,7 +167,7 @@ actor WriteBehindFlusher {
             case .waitForEvent:
                 await alarm.sleep(until: nil)
             case .finish(let failing):
-                for id in failing { waiting.removeValue(forKey: id)?.resume(throwing: Self.stopped) }
+                for id in failing { waiting.removeValue(forKey: id)?(.failure(Self.stopped)) }
                 return
             }
         }

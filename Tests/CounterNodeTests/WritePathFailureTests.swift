@@ -215,4 +215,25 @@ struct WritePathBehaviourTests {
         #expect(lines.first?.contains("post=\(large)") == true && lines.first?.contains("likers=\(likers)") == true)
         await harness.stop()
     }
+
+    @Test("a flush request without waiting gets everything acknowledged into PostgreSQL soon after", arguments: RedisTarget.allCases)
+    func flushRequestWithoutWaiting(redis: RedisTarget) async throws {
+        let harness = try await WritePathHarness.start(posts: 3, redis: redis) { $0.flushOnlyWhenAsked() }
+        for (offset, post) in harness.posts.enumerated() {
+            for user in 1...Int64(offset + 2) { _ = try await harness.service.perform(.like, post: post, user: user) }
+        }
+        #expect(try await harness.postgresMembers().isEmpty)
+        await harness.service.requestFlush()
+        // Committed first, then the logs are trimmed and the backlog settled: wait for both.
+        var members = try await harness.postgresMembers()
+        var pending = await harness.service.stats().reduce(0) { $0 + $1.pendingChanges }
+        for _ in 0..<200 where members.count < 9 || pending > 0 {
+            try await Task.sleep(for: .milliseconds(25))
+            members = try await harness.postgresMembers()
+            pending = await harness.service.stats().reduce(0) { $0 + $1.pendingChanges }
+        }
+        #expect(members.count == 2 + 3 + 4)
+        #expect(pending == 0)
+        await harness.stop()
+    }
 }
