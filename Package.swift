@@ -62,7 +62,7 @@ let package = Package(
         .executableTarget(name: "CounterNodeCLI", dependencies: ["CounterNode"]),
         .executableTarget(name: "Bench", dependencies: ["BenchKit", "CounterCore", "CounterNode", "Persistence", "ShardRouter", "WritePath"]),
         // The bench's parts: histogram, Zipf, correctness check (pure), load generator.
-        .target(name: "BenchKit", dependencies: ["CounterCore", "Persistence", "CLinuxEvents"]),
+        .target(name: "BenchKit", dependencies: ["CounterCore", "CounterWire", "Persistence", "CLinuxEvents"]),
 
         // Shared by the test targets: where the test servers are, private servers for restart tests.
         .target(name: "TestSupport", dependencies: ["Persistence"], path: "Tests/TestSupport"),

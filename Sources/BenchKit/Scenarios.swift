@@ -1,3 +1,5 @@
+import CounterWire
+
 /// The bench's scenarios as workloads. Writes always carry their pair; every pair belongs to one
 /// connection (users are drawn from the connection's own range), so at most one request per pair
 /// is in flight.
@@ -61,7 +63,8 @@ public struct ScenarioWorkload: Workload {
             var ids: [Int64] = []
             ids.reserveCapacity(size)
             for _ in 0..<size { ids.append(posts[zipf.sample(using: &random)]) }
-            let body = #"{"post_ids":[\#(ids.map(String.init).joined(separator: ","))],"user_id":\#(firstUser)}"#
+            // The wire format's own encoder: the bench sends what an app would.
+            let body = (try? WireEncoder.text(FeedQuery(postIDs: ids, userID: firstUser))) ?? ""
             return PlannedRequest(bytes: Self.http("POST", "/v1/posts/query", token: token, body: body))
         case .mixed:
             let post = posts[zipf.sample(using: &random)]

@@ -2,6 +2,7 @@
 /// (RESP, JSON, stream fields, URL path ids) carry them on every request.
 public enum DecimalText {
     /// How many decimal digits `value` has (1 for 0).
+    @inlinable
     public static func digitCount(_ value: UInt64) -> Int {
         var count = 1
         var rest = value
@@ -10,11 +11,13 @@ public enum DecimalText {
     }
 
     /// How many bytes `append(_:to:)` writes for `value`.
+    @inlinable
     public static func byteCount(_ value: Int64) -> Int {
         digitCount(value.magnitude) + (value < 0 ? 1 : 0)
     }
 
     /// Appends the decimal digits of `value`, with a leading `-` when negative.
+    @inlinable
     public static func append(_ value: Int64, to bytes: inout [UInt8]) {
         if value < 0 { bytes.append(UInt8(ascii: "-")) }
         var magnitude = value.magnitude
@@ -31,6 +34,7 @@ public enum DecimalText {
 
     /// The integer `bytes` spell: ASCII digits with an optional leading `-`; `nil` for anything
     /// else (empty, other characters, `+`, out of `Int64`'s range).
+    @inlinable
     public static func parse<Bytes: Collection>(_ bytes: Bytes) -> Int64? where Bytes.Element == UInt8 {
         guard let first = bytes.first, bytes.count <= 20 else { return nil }
         let negative = first == UInt8(ascii: "-")
