@@ -66,7 +66,7 @@ let package = Package(
 
         // Shared by the test targets: where the test servers are, private servers for restart tests.
         .target(name: "TestSupport", dependencies: ["Persistence"], path: "Tests/TestSupport"),
-        .testTarget(name: "BenchKitTests", dependencies: ["BenchKit"]),
+        .testTarget(name: "BenchKitTests", dependencies: ["BenchKit", "CounterWire"]),
         .testTarget(name: "CounterClientTests", dependencies: ["CounterClient", "CounterWire"]),
         .testTarget(name: "CounterWireTests", dependencies: ["CounterWire"]),
         .testTarget(name: "CounterCoreTests", dependencies: ["CounterCore"]),

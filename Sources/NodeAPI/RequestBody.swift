@@ -12,8 +12,8 @@ struct RequestError: Error {
 enum RequestBody {
     /// `POST /v1/posts/query`: 1 to 1,000 positive post ids and a positive user id.
     static func feedQuery(_ body: [UInt8]) throws -> FeedQuery {
-        let query = try decode(FeedQuery.self, body, idMembers: ["post_ids", "user_id"],
-                               shape: #"expected an object {"post_ids":[…],"user_id":…}"#)
+        let query = try HotRequests.feedQuery(body)
+            ?? decode(FeedQuery.self, body, idMembers: ["post_ids", "user_id"], shape: #"expected an object {"post_ids":[…],"user_id":…}"#)
         guard !query.postIDs.isEmpty, query.postIDs.count <= FeedQuery.maximumPosts else {
             throw RequestError(code: "invalid_body", message: "post_ids must hold 1 to \(FeedQuery.maximumPosts) ids, not \(query.postIDs.count)")
         }

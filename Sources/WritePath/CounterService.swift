@@ -15,7 +15,8 @@ public final class CounterService: Service {
     /// Which shard owns which slot.
     public let shardMap: ShardMap
     private let shards: [ShardActor]
-    private let flushers: [WriteBehindFlusher]
+    /// Internal (not private) so tests can reach a shard's flusher.
+    let flushers: [WriteBehindFlusher]
     private let clients: [RedisClient]
     private let flusherTasks = Mutex<[Task<Void, Never>]>([])
     private let topologyTask = Mutex<Task<Void, Never>?>(nil)

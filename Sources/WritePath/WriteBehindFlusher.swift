@@ -185,7 +185,12 @@ actor WriteBehindFlusher {
         var nodeFailure = try await rescanUncertainSlots()
         // Also the read's start: a slot read to its end counts as dirty since then if entries remain.
         let now = ContinuousClock.now
-        guard let plan = scheduler.flushPlan(now: now) else { return }
+        guard let plan = scheduler.flushPlan(now: now) else {
+            // Nothing else to flush, but a slot could not be rescanned: fail, so the loop backs
+            // off instead of asking the unreachable node again at once.
+            if let nodeFailure { throw nodeFailure }
+            return
+        }
         let (reads, readFailure) = try await readLogs(plan.slots.map(\.slot), perSlot: plan.entriesPerSlot)
         nodeFailure = nodeFailure ?? readFailure
 

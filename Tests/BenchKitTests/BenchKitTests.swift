@@ -1,3 +1,4 @@
+import CounterWire
 import Testing
 @testable import BenchKit
 
@@ -138,5 +139,15 @@ struct HTMLReportTests {
         #expect(html.components(separatedBy: "<svg").count - 1 == 2)
         #expect(html.contains("<td>3</td>"))
         #expect(!html.contains("<script"))
+    }
+}
+
+@Suite("Bench request bodies (pure)")
+struct BenchBodyTests {
+    @Test("the feed bodies the bench sends are exactly the wire's FeedQuery")
+    func feedBodyIsTheWireFormat() throws {
+        for ids in [[Int64(1)], [4_000_000_000_000_000_123, 7, .max], Array(1...100)] {
+            #expect(ScenarioWorkload.feedBody(ids, user: 42) == (try WireEncoder.text(FeedQuery(postIDs: ids, userID: 42))))
+        }
     }
 }

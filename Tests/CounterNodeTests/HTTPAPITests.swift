@@ -283,3 +283,49 @@ struct HotAnswersTests {
         }
     }
 }
+
+@Suite("Hot request bodies (pure)")
+struct HotRequestsTests {
+    /// What the wire's decoder makes of `body`: the query, or nil when it refuses it.
+    static func decoded(_ body: String) -> FeedQuery? {
+        try? WireDecoder.decode(FeedQuery.self, from: Array(body.utf8))
+    }
+
+    @Test("the hand-read feed query agrees with the wire's decoder, or leaves the body to it")
+    func agreesWithTheDecoder() {
+        let bodies = [
+            #"{"post_ids":[1,2,3],"user_id":7}"#, #" { "user_id" : 7 , "post_ids" : [ 1 , 2 ] } "#, "{\"post_ids\":[\n1,\t2],\"user_id\":9}\n",
+            #"{"post_ids":[],"user_id":7}"#, #"{"post_ids":[0],"user_id":0}"#, #"{"post_ids":[9223372036854775807],"user_id":1}"#,
+            // Left to the decoder (which accepts or refuses each with the precise reason):
+            #"{"post_ids":[9223372036854775808],"user_id":1}"#, #"{"post_ids":[1.5],"user_id":7}"#, #"{"post_ids":[1e3],"user_id":7}"#,
+            #"{"post_ids":[-1],"user_id":7}"#, #"{"post_ids":[01],"user_id":7}"#, #"{"post_ids":[1],"user_id":7,"extra":1}"#,
+            #"{"post_ids":[1],"post_ids":[2],"user_id":7}"#, #"{"post_\u0069ds":[1],"user_id":7}"#, #"{"post_ids":"1","user_id":7}"#,
+            #"{"post_ids":[1],"user_id":7} x"#, #"{"post_ids":[1,],"user_id":7}"#, #"{"post_ids":[1]}"#, #"[1]"#, "", "{",
+            #"{"post_ids":[1] "user_id":7}"#, #"{"post_ids":[1],"user_id":null}"#,
+        ]
+        for body in bodies {
+            if let fast = HotRequests.feedQuery(Array(body.utf8)) {
+                #expect(fast == Self.decoded(body), "\(body)")
+            }
+        }
+        // The plain shape is read by hand (the point of it).
+        #expect(HotRequests.feedQuery(Array(#" { "user_id" : 7 , "post_ids" : [ 1 , 2 ] } "#.utf8)) == FeedQuery(postIDs: [1, 2], userID: 7))
+    }
+
+    @Test("random feed queries in random spacing read the same both ways")
+    func randomBodies() {
+        var generator = SeededGenerator(seed: 12)
+        for _ in 0..<2_000 {
+            let ids = (0..<Int.random(in: 0...30, using: &generator)).map { _ in Int64.random(in: 0...Int64.max, using: &generator) }
+            let user = Int64.random(in: 0...Int64.max, using: &generator)
+            func space() -> String { String(repeating: [" ", "\n", "\t", ""][Int.random(in: 0...3, using: &generator)], count: Int.random(in: 0...2, using: &generator)) }
+            let idList = ids.map { space() + String($0) + space() }.joined(separator: ",")
+            let members = [space() + #""post_ids""# + space() + ":" + space() + "[" + idList + "]" + space(),
+                           space() + #""user_id""# + space() + ":" + space() + String(user) + space()]
+            let body = "{" + (Bool.random(using: &generator) ? members : members.reversed()).joined(separator: ",") + "}"
+            let fast = HotRequests.feedQuery(Array(body.utf8))
+            #expect(fast == FeedQuery(postIDs: ids, userID: user), "\(body)")
+            #expect(fast == Self.decoded(body), "\(body)")
+        }
+    }
+}

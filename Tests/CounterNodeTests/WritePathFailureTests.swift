@@ -87,6 +87,34 @@ struct WritePathFailureTests {
             await harness.stop()
         }
     }
+
+    @Test("a slot that cannot be rescanned while Redis is down is retried with backoff, not in a busy loop")
+    func uncertainSlotWhileRedisIsDown() async throws {
+        try await PrivateServers.with { servers in
+            let harness = try await WritePathHarness.start(posts: 1, postgresURL: servers.postgresURL, redisURL: servers.redisURL) {
+                $0.shardCount = 1
+                $0.retryInitialDelay = .milliseconds(50)
+                $0.retryMaximumDelay = .milliseconds(400)
+            }
+            try await servers.run("stop", only: "redis")
+            // A write whose outcome is unknown leaves its slot to be read again; nothing else waits.
+            await harness.service.flushers[0].noteUncertain([HashSlot(post: harness.posts[0]).rawValue])
+            try await Task.sleep(for: .seconds(2))
+            // Each attempt fails and backs off (50, 100, 200, 400, 400 … ms): a handful in 2 s.
+            let retries = await harness.service.stats()[0].flushRetries
+            #expect(retries >= 3 && retries <= 12, "\(retries) retries in 2 s")
+            #expect(!harness.log.lines(of: "flush_failed").isEmpty)
+            try await servers.run("start", only: "redis")
+            // The slot is read again once Redis is back (the client waits out its reconnect backoff).
+            var flushed = false
+            for _ in 0..<100 where !flushed {
+                flushed = (try? await harness.service.flush()) != nil
+                if !flushed { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            #expect(flushed)
+            await harness.stop()
+        }
+    }
 }
 
 @Suite("Write path behaviour against the shared servers")
