@@ -1,5 +1,6 @@
 import Persistence
 import Testing
+import TestSupport
 @testable import WritePath
 
 @Suite("Flush scheduler (pure)")

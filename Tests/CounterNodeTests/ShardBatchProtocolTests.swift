@@ -1,6 +1,7 @@
 import Persistence
 import ShardRouter
 import Testing
+import TestSupport
 @testable import WritePath
 
 @Suite("Shard batch protocol (pure)")

@@ -1,4 +1,5 @@
 import Testing
+import TestSupport
 @testable import WritePath
 
 @Suite("Memory of unknown posts (pure)")

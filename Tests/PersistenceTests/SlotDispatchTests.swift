@@ -1,6 +1,7 @@
 @testable import Persistence
 import ShardRouter
 import Testing
+import TestSupport
 
 /// The cluster routing logic without servers: scripted answers, and a model of a cluster in the
 /// middle of slot migrations that a random workload must get through exactly once.
@@ -337,18 +338,5 @@ struct SlotDispatchTests {
         }
         #expect(cluster.executions.values.allSatisfy { $0 == 1 })
         #expect(rounds <= 64)
-    }
-}
-
-/// A small deterministic generator (SplitMix64), so a failing seed can be run again.
-struct SeededGenerator: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE5_E9B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
