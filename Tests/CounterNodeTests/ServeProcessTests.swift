@@ -88,20 +88,8 @@ struct ServeProcessTests {
     @Test("serve whose HTTP port is taken exits 1 after stopping the write path it started")
     func portTaken() async throws {
         // Hold a listening socket on the port.
-        let holder = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let (holder, port) = try PrivateServers.boundSocket(listening: true)
         defer { close(holder) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let listening = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
-                bind(holder, socketAddress, length) == 0 && getsockname(holder, socketAddress, &length) == 0 && listen(holder, 1) == 0
-            }
-        }
-        try #require(listening)
-        let port = Int(UInt16(bigEndian: address.sin_port))
         let prefix = TestEnvironment.uniqueKeyPrefix("serve").replacingOccurrences(of: ":", with: "-")
         let node = try ChildProcess([ChildProcess.builtProduct("counter-node"), "serve", "--listen", "127.0.0.1:\(port)",
                                      "--postgres-url", TestEnvironment.postgresURL, "--redis-url", TestEnvironment.redisURL,

@@ -67,9 +67,16 @@ public final class PrivateServers: Sendable {
 
     /// A port that was free a moment ago: bind port 0 and read what the kernel gave.
     public static func freePort() throws -> Int {
+        let (descriptor, port) = try boundSocket(listening: false)
+        close(descriptor)
+        return port
+    }
+
+    /// A socket bound to a free loopback port (and listening, if asked): a port a test holds so
+    /// that nothing else can listen there. The caller closes the descriptor.
+    public static func boundSocket(listening: Bool) throws -> (descriptor: Int32, port: Int) {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw PrivateServersError(message: "socket() failed") }
-        defer { close(descriptor) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
@@ -80,8 +87,11 @@ public final class PrivateServers: Sendable {
                 bind(descriptor, socketAddress, length) == 0 && getsockname(descriptor, socketAddress, &length) == 0
             }
         }
-        guard bound else { throw PrivateServersError(message: "bind() failed") }
-        return Int(UInt16(bigEndian: address.sin_port))
+        guard bound, !listening || listen(descriptor, 1) == 0 else {
+            close(descriptor)
+            throw PrivateServersError(message: "bind() or listen() failed")
+        }
+        return (descriptor, Int(UInt16(bigEndian: address.sin_port)))
     }
 }
 
