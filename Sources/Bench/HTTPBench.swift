@@ -1,7 +1,7 @@
 import BenchKit
+import CounterCore
 import Foundation
 import Persistence
-import CounterCore
 
 /// Options of `counter-bench http`.
 struct HTTPBenchOptions {

@@ -1,7 +1,7 @@
+import CounterCore
 import Foundation
 import Persistence
 import ShardRouter
-import CounterCore
 
 /// Options of `counter-bench persistence`.
 struct PersistenceBenchOptions {

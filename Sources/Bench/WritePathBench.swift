@@ -1,8 +1,8 @@
+import CounterCore
 import CounterNode
 import Foundation
 import Persistence
 import ShardRouter
-import CounterCore
 import WritePath
 
 /// Options of `counter-bench writepath`.

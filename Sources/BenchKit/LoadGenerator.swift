@@ -1,6 +1,6 @@
+import CounterCore
 import Foundation
 import Synchronization
-import CounterCore
 
 /// One request a workload wants sent, and what it means for the correctness check.
 public struct PlannedRequest: Sendable {

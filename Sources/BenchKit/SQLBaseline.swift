@@ -1,7 +1,7 @@
+import CounterCore
 import Foundation
 import Persistence
 import Synchronization
-import CounterCore
 
 /// The baselines the node must beat, run directly on PostgreSQL with one connection per
 /// simulated client, closed loop, each request a new user on one hot post.

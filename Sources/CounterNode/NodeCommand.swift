@@ -1,8 +1,8 @@
 import CounterCore
 import Foundation
+import OperatorCommands
 import Persistence
 import WritePath
-import OperatorCommands
 
 /// `counter-node`'s command line: picks the subcommand, reads the configuration, runs it.
 public enum NodeCommand {

@@ -1,9 +1,9 @@
 import CounterCore
 import Foundation
+import NodeAPI
+import NodeHTTP
 import Persistence
 import WritePath
-import NodeHTTP
-import NodeAPI
 
 /// Everything a node is configured with. Each setting has a default, a `COUNTER_*` environment
 /// variable and a `--flag`; `NodeConfiguration.settings` lists them for `--help`.

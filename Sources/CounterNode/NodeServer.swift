@@ -1,11 +1,11 @@
-import Dispatch
-import Synchronization
 import CounterCore
+import Dispatch
 import Foundation
-import Persistence
-import WritePath
-import NodeHTTP
 import NodeAPI
+import NodeHTTP
+import Persistence
+import Synchronization
+import WritePath
 
 /// `counter-node serve`, the composition root: reads Redis's shape, migrates, recovers the write
 /// path, then runs the write path and the HTTP server as one `ServiceGroup` until SIGTERM or

@@ -1,5 +1,5 @@
-import Persistence
 import CounterCore
+import Persistence
 
 /// The routes of the HTTP API, matched from a path. Pure.
 enum APIRoute: Equatable {

@@ -1,11 +1,11 @@
+import CounterCore
 import CounterWire
 import Foundation
+import NodeHTTP
 import Persistence
 import ShardRouter
 import Synchronization
-import CounterCore
 import WritePath
-import NodeHTTP
 
 /// The HTTP API (README, "HTTP API") on top of a `CounterService`: routes, auth, JSON, error mapping,
 /// metrics. Requests that need no I/O (health, routing and auth errors) are answered on the HTTP

@@ -1,6 +1,6 @@
+import CounterCore
 import ShardRouter
 import Synchronization
-import CounterCore
 
 /// Where each hash slot lives: one Redis for all of them, or the masters of a Redis Cluster —
 /// shared by every `RedisClient` of a process, with per-node statistics.

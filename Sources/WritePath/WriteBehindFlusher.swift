@@ -1,7 +1,7 @@
+import CounterCore
 import Foundation
 import Persistence
 import ShardRouter
-import CounterCore
 
 /// Drains one shard's write-behind logs (one Redis stream per slot) into PostgreSQL.
 ///

@@ -1,6 +1,6 @@
+@testable import BenchKit
 import CounterWire
 import Testing
-@testable import BenchKit
 
 @Suite("Latency histogram")
 struct LatencyHistogramTests {

@@ -1,11 +1,11 @@
 @testable import CounterNode
-@testable import NodeAPI
-@testable import WritePath
 import Foundation
+@testable import NodeAPI
 import Persistence
 import ShardRouter
-import Testing
 import TestSupport
+import Testing
+@testable import WritePath
 
 /// A node on a Redis Cluster of the test's own while the cluster changes under load: slots
 /// move between masters (`redis-cli --cluster reshard`), a master dies and its replica takes

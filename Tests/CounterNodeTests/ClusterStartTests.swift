@@ -1,8 +1,8 @@
 import CounterNode
 import Foundation
 import Persistence
-import Testing
 import TestSupport
+import Testing
 
 @Suite("serve with a Redis that is not a usable cluster")
 struct ClusterStartTests {

@@ -1,8 +1,8 @@
 import CounterNode
 import Foundation
 import Persistence
-import Testing
 import TestSupport
+import Testing
 @testable import WritePath
 
 @Suite("Crash and restart", .serialized)

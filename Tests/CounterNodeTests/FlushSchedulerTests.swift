@@ -1,6 +1,6 @@
 import Persistence
-import Testing
 import TestSupport
+import Testing
 @testable import WritePath
 
 @Suite("Flush scheduler (pure)")

@@ -1,14 +1,14 @@
+import CounterCore
 @testable import CounterNode
 import CounterWire
 import Foundation
+@testable import NodeAPI
+@testable import NodeHTTP
 import Persistence
-import Testing
-@testable import WritePath
 import Synchronization
 import TestSupport
-import CounterCore
-@testable import NodeHTTP
-@testable import NodeAPI
+import Testing
+@testable import WritePath
 
 @Suite("HTTP API over real sockets")
 struct HTTPAPITests {

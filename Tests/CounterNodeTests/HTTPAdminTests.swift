@@ -1,7 +1,7 @@
 import CounterNode
 import Persistence
-import Testing
 import TestSupport
+import Testing
 
 @Suite("Admin API: reconcile and dead letters")
 struct HTTPAdminTests {

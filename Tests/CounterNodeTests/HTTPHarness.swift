@@ -1,9 +1,9 @@
 import CounterNode
+@testable import NodeAPI
+@testable import NodeHTTP
 import Persistence
 import TestSupport
 @testable import WritePath
-@testable import NodeHTTP
-@testable import NodeAPI
 
 /// A node's HTTP API on a free port over a write path on the test servers.
 struct HTTPHarness {

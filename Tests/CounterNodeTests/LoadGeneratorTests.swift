@@ -1,7 +1,7 @@
 import BenchKit
 import Persistence
-import Testing
 import TestSupport
+import Testing
 
 @Suite("Load generator against a node")
 struct LoadGeneratorTests {

@@ -1,11 +1,11 @@
 @testable import CounterNode
 import CounterWire
 import Foundation
+@testable import NodeAPI
 import Persistence
 import ShardRouter
-import Testing
 import TestSupport
-@testable import NodeAPI
+import Testing
 
 /// `counter-node flush | inspect | stats | reconcile | dead-letters` against a running node on the
 /// test servers, through `NodeCommand.run` exactly as the executable calls it.

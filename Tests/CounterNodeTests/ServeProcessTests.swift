@@ -1,8 +1,8 @@
 import Foundation
 import Persistence
 import ShardRouter
-import Testing
 import TestSupport
+import Testing
 
 @Suite("counter-node serve as a process")
 struct ServeProcessTests {

@@ -1,7 +1,7 @@
 import Persistence
 import ShardRouter
-import Testing
 import TestSupport
+import Testing
 @testable import WritePath
 
 @Suite("Shard batch protocol (pure)")

@@ -1,6 +1,6 @@
+@testable import CounterNode
 import Persistence
 import Testing
-@testable import CounterNode
 @testable import WritePath
 
 @Suite("Shard decisions (pure)")

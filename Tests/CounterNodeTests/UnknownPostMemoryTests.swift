@@ -1,5 +1,5 @@
-import Testing
 import TestSupport
+import Testing
 @testable import WritePath
 
 @Suite("Memory of unknown posts (pure)")

@@ -1,8 +1,8 @@
 import CounterNode
 import Persistence
 import ShardRouter
-import Testing
 import TestSupport
+import Testing
 @testable import WritePath
 
 /// Stops and starts servers of its own, so the shared ones are not disturbed.

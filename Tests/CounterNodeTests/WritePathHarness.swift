@@ -1,8 +1,8 @@
 import CounterCore
 import CounterNode
 import Persistence
-import Synchronization
 import ShardRouter
+import Synchronization
 import TestSupport
 @testable import WritePath
 

@@ -1,8 +1,8 @@
 import CounterNode
 import Persistence
 import ShardRouter
-import Testing
 import TestSupport
+import Testing
 @testable import WritePath
 
 @Suite("Write path against real Redis and PostgreSQL")

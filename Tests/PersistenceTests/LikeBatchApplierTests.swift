@@ -1,7 +1,7 @@
 import Persistence
 import ShardRouter
-import Testing
 import TestSupport
+import Testing
 
 @Suite("Batch apply against a real PostgreSQL")
 struct LikeBatchApplierTests {

@@ -1,6 +1,6 @@
 import Persistence
-import Testing
 import TestSupport
+import Testing
 
 @Suite("PostgreSQL client against a real server")
 struct PostgresClientTests {

@@ -1,6 +1,6 @@
+import CounterCore
 import Persistence
 import Testing
-import CounterCore
 
 @Suite("Reconnect backoff")
 struct ReconnectBackoffTests {

@@ -1,7 +1,7 @@
 import Persistence
 import ShardRouter
-import Testing
 import TestSupport
+import Testing
 
 @Suite("Redis client against a real server")
 struct RedisClientTests {

@@ -1,7 +1,7 @@
 import Foundation
 import Persistence
-import Testing
 import TestSupport
+import Testing
 
 /// Restarts servers of its own (started with scripts/services in a temporary folder), so the
 /// shared test servers and the other tests are not disturbed.

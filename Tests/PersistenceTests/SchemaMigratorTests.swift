@@ -1,6 +1,6 @@
 import Persistence
-import Testing
 import TestSupport
+import Testing
 
 /// Each test gets a database of its own, created and dropped around it.
 @Suite("Schema migrations on real databases")

@@ -1,6 +1,6 @@
 import Persistence
-import Testing
 @testable import ShardRouter
+import Testing
 
 @Suite("Hash slots and hash tags")
 struct HashSlotTests {

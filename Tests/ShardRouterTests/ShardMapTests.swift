@@ -1,5 +1,5 @@
-import Testing
 @testable import ShardRouter
+import Testing
 
 @Suite("Slot to shard map")
 struct ShardMapTests {
