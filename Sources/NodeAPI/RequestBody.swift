@@ -45,11 +45,12 @@ enum RequestBody {
             case .keyNotFound(let key, let context): path = context.codingPath + [key]
             @unknown default: path = []
             }
-            // An element of an id array, or an id member itself, that is not an integer.
+            // An element of an id array, or an id member itself, that is missing, null or not an
+            // integer — but not an id array that is missing or not an array.
             let isID = path.first.map { idMembers.contains($0.stringValue) } ?? false
-            let elementOrScalar = path.count == 2 || (path.count == 1 && !(error.isTypeMismatchForArray))
-            if isID && elementOrScalar, case .typeMismatch = error {
-                throw RequestError(code: "invalid_id", message: "\(WireDecoder.path(path)) is not a positive 64-bit integer")
+            let isArrayMember = error.expectsArray || (path.count == 1 && error.isKeyNotFound && path[0].stringValue.hasSuffix("_ids"))
+            if isID && !isArrayMember && path.count <= 2 {
+                throw RequestError(code: "invalid_id", message: "\(WireDecoder.path(path)) must be a positive 64-bit integer")
             }
             throw RequestError(code: "invalid_body", message: WireDecoder.describe(error))
         } catch {
@@ -59,9 +60,16 @@ enum RequestBody {
 }
 
 private extension DecodingError {
-    /// Whether an array was expected and something else found (`"post_ids":"1"`).
-    var isTypeMismatchForArray: Bool {
-        if case .typeMismatch(let type, _) = self { return String(describing: type).hasPrefix("Array") }
+    /// Whether an array was expected and something else (or null) found (`"post_ids":"1"`).
+    var expectsArray: Bool {
+        switch self {
+        case .typeMismatch(let type, _), .valueNotFound(let type, _): return String(describing: type).hasPrefix("Array")
+        default: return false
+        }
+    }
+
+    var isKeyNotFound: Bool {
+        if case .keyNotFound = self { return true }
         return false
     }
 }
