@@ -75,7 +75,7 @@ public struct CounterServiceClient: Sendable {
     /// A feed page: counts and the user's likes of up to 1,000 posts in one request. Posts that
     /// do not exist are left out. Read-only, so retried like a read.
     public func feed(posts: [Int64], user: Int64) async throws(CounterClientError) -> [FeedEntry] {
-        guard !posts.isEmpty, posts.count <= 1_000 else {
+        guard !posts.isEmpty, posts.count <= FeedQuery.maximumPosts else {
             throw .invalidArgument("a feed page holds 1 to 1,000 posts, not \(posts.count)")
         }
         for post in posts { try Self.positive(post, "post id") }

@@ -22,7 +22,9 @@ public struct RetryPolicy: Sendable, Equatable {
     public func delay(after error: CounterClientError, attempt: Int, idempotent: Bool) -> Duration? {
         guard idempotent, error.isRetryable, attempt < maximumAttempts else { return nil }
         if case .server(_, _, _, let retryAfter?) = error {
-            return min(.milliseconds(Int64((max(retryAfter, 0) * 1_000).rounded())), maximumDelay)
+            // Capped before it becomes a Duration: a header may say anything (`inf`, `1e300`).
+            let cappedSeconds = min(retryAfter.isNaN ? 0 : max(retryAfter, 0), Double(maximumDelay.components.seconds) + 1)
+            return min(.milliseconds(Int64((cappedSeconds * 1_000).rounded())), maximumDelay)
         }
         var delay = initialDelay
         for _ in 1..<max(attempt, 1) where delay < maximumDelay { delay *= 2 }

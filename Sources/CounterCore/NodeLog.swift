@@ -30,9 +30,6 @@ public struct NodeLog: Sendable {
     /// Says nothing: for parts used without a node (tests, the bench).
     public static let silent = NodeLog(minimum: .error) { _ in }
 
-    /// Whether a line at `level` would be written (to skip building costly fields).
-    public func wants(_ level: LogLevel) -> Bool { level >= minimum }
-
     public func log(_ level: LogLevel, _ event: String, _ fields: KeyValuePairs<String, String> = [:]) {
         guard level >= minimum else { return }
         var line = "time=\(Date().ISO8601Format()) level=\(level.rawValue) event=\(event)"

@@ -36,10 +36,19 @@ public struct ReconcileRequest: Sendable, Equatable, Codable {
     public init(from decoder: any Decoder) throws {
         try UnknownMembers.refuse(in: decoder, allowed: CodingKeys.allCases)
         let container = try decoder.container(keyedBy: CodingKeys.self)
-        postIDs = try container.decodeIfPresent([WireInteger].self, forKey: .postIDs)?.map(\.value)
-        after = try container.decodeIfPresent(WireInteger.self, forKey: .after)?.value
-        limit = try container.decodeIfPresent(WireInteger.self, forKey: .limit).map { Int($0.value) }
-        repair = try container.decodeIfPresent(Bool.self, forKey: .repair)
+        postIDs = try container.decodeUnlessAbsent([WireInteger].self, forKey: .postIDs)?.map(\.value)
+        after = try container.decodeUnlessAbsent(WireInteger.self, forKey: .after)?.value
+        limit = try container.decodeUnlessAbsent(WireInteger.self, forKey: .limit).map { Int($0.value) }
+        repair = try container.decodeUnlessAbsent(Bool.self, forKey: .repair)
+    }
+
+    /// Absent members are left out (a request's `null` is refused, see `init(from:)`).
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        if let postIDs { try container.encode(postIDs, forKey: .postIDs) }
+        if let after { try container.encode(after, forKey: .after) }
+        if let limit { try container.encode(limit, forKey: .limit) }
+        if let repair { try container.encode(repair, forKey: .repair) }
     }
 }
 

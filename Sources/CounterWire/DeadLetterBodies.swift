@@ -75,7 +75,13 @@ public struct DeadLetterSelection: Sendable, Equatable, Codable {
 
     public init(from decoder: any Decoder) throws {
         try UnknownMembers.refuse(in: decoder, allowed: CodingKeys.allCases)
-        ids = try decoder.container(keyedBy: CodingKeys.self).decodeIfPresent([String].self, forKey: .ids)
+        ids = try decoder.container(keyedBy: CodingKeys.self).decodeUnlessAbsent([String].self, forKey: .ids)
+    }
+
+    /// An absent `ids` is left out (`{}`); a request's `null` is refused, see `init(from:)`.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        if let ids { try container.encode(ids, forKey: .ids) }
     }
 }
 

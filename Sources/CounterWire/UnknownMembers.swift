@@ -11,6 +11,15 @@ public struct UnknownMember: Error, Sendable, Equatable, CustomStringConvertible
     public var description: String { "unknown member \"\(name)\"" }
 }
 
+extension KeyedDecodingContainer {
+    /// The member's value, or `nil` when the member is absent. Unlike `decodeIfPresent`, an
+    /// explicit `null` is refused (`valueNotFound`): a request body that says `"ids":null` means
+    /// something, and it must not be read as "all".
+    func decodeUnlessAbsent<Value: Decodable>(_ type: Value.Type, forKey key: Key) throws -> Value? {
+        contains(key) ? try decode(type, forKey: key) : nil
+    }
+}
+
 enum UnknownMembers {
     private struct AnyKey: CodingKey {
         let stringValue: String

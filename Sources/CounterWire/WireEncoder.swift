@@ -1,5 +1,6 @@
 /// Encodes the wire types as compact JSON whose members come in the order the type encodes
-/// them, with `null` for every absent optional — the same bytes on every run.
+/// them, with `null` for every absent optional of an answer (request bodies leave absent
+/// members out by encoding themselves) — the same bytes on every run.
 ///
 /// Foundation's `JSONEncoder` on Linux orders members differently in every process (or
 /// alphabetically with `.sortedKeys`), which would make the node's answers differ from run to

@@ -11,9 +11,6 @@ import WritePath
 /// metrics. Requests that need no I/O (health, routing and auth errors) are answered on the HTTP
 /// thread; likes go straight to the shards; the rest run on tasks.
 public final class CounterAPI: HTTPHandler {
-    /// Most post ids one feed query may carry.
-    public static let maximumQueryPosts = FeedQuery.maximumPosts
-
     let service: CounterService
     let tokens: AccessTokens
     let metrics = HTTPMetrics()
@@ -67,6 +64,10 @@ public final class CounterAPI: HTTPHandler {
         }
     }
 
+    /// `/healthz` and a ready `/readyz`, encoded once (probes and the bench's ceiling hit them).
+    static let healthy = (try? WireEncoder.encode(HealthStatus(status: "ok"))) ?? []
+    static let ready = (try? WireEncoder.encode(HealthStatus(status: "ready"))) ?? []
+
     /// The transport's own refusals, in the API's error format.
     public func response(for refusal: HTTPRefusal) -> HTTPResponse {
         switch refusal {
@@ -109,7 +110,7 @@ public final class CounterAPI: HTTPHandler {
                           headers: ["Allow": route.allowedMethods.joined(separator: ", ")])
         }
         if route == .healthz {
-            return .json(HealthStatus(status: "ok"))
+            return HTTPResponse(status: 200, body: Self.healthy)
         }
         return nil
     }
@@ -231,7 +232,7 @@ actor ReadinessProbe {
         do { _ = try await postgres.query("SELECT 1") } catch { problems.append("postgres: \(error)") }
         let response: HTTPResponse
         if problems.isEmpty {
-            response = .json(HealthStatus(status: "ready"))
+            response = HTTPResponse(status: 200, body: CounterAPI.ready)
         } else {
             response = .error(503, code: "not_ready", message: problems.joined(separator: "; "), retryAfterSeconds: 1)
         }

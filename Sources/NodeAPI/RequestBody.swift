@@ -13,7 +13,8 @@ enum RequestBody {
     /// `POST /v1/posts/query`: 1 to 1,000 positive post ids and a positive user id.
     static func feedQuery(_ body: [UInt8]) throws -> FeedQuery {
         let query = try HotRequests.feedQuery(body)
-            ?? decode(FeedQuery.self, body, idMembers: ["post_ids", "user_id"], shape: #"expected an object {"post_ids":[…],"user_id":…}"#)
+            ?? decode(FeedQuery.self, body, idMembers: ["post_ids", "user_id"], shape: #"expected an object {"post_ids":[…],"user_id":…}"#,
+                      fractionCode: "invalid_id")
         guard !query.postIDs.isEmpty, query.postIDs.count <= FeedQuery.maximumPosts else {
             throw RequestError(code: "invalid_body", message: "post_ids must hold 1 to \(FeedQuery.maximumPosts) ids, not \(query.postIDs.count)")
         }
@@ -28,8 +29,15 @@ enum RequestBody {
 
     /// Decodes `body`; failures become `RequestError`s. A value of the wrong kind inside one of
     /// `idMembers` (a string or a fraction where an id goes) is `invalid_id`.
+    /// - Parameter fractionCode: the code for a number written with a fraction or exponent.
     static func decode<Body: Decodable>(_ type: Body.Type, _ body: [UInt8], idMembers: Set<String> = [],
-                                        shape: String = "expected a JSON object") throws -> Body {
+                                        shape: String = "expected a JSON object", fractionCode: String = "invalid_body") throws -> Body {
+        // Foundation's decoder reads `1.0` and `1e3` as integers; the API's bodies hold only
+        // integers (ids, a page's start and size), written as such.
+        if Self.holdsNonIntegerNumber(body) {
+            throw RequestError(code: fractionCode,
+                               message: "numbers in this body are ids or counts: integers without a fraction or exponent")
+        }
         do {
             return try WireDecoder.decode(type, from: body)
         } catch let error as UnknownMember {
@@ -56,6 +64,26 @@ enum RequestBody {
         } catch {
             throw RequestError(code: "invalid_body", message: "\(error)")
         }
+    }
+}
+
+extension RequestBody {
+    /// Whether a number outside strings has a fraction or an exponent.
+    static func holdsNonIntegerNumber(_ body: [UInt8]) -> Bool {
+        var inString = false, escaped = false, inNumber = false
+        for byte in body {
+            if inString {
+                if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") { inString = false }
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: "\""): inString = true; inNumber = false
+            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"): inNumber = true
+            case UInt8(ascii: "."), UInt8(ascii: "e"), UInt8(ascii: "E"): if inNumber { return true }
+            default: inNumber = false
+            }
+        }
+        return false
     }
 }
 

@@ -146,6 +146,9 @@ public final class CounterService: Service {
 
     /// Starts flushing everything acknowledged so far and returns at once (`flush()` waits).
     public func requestFlush() async {
+        // As in `flush()`: what the shards were given (answered from memory, perhaps) is written
+        // and noted first, so the flush covers it; this waits at most for the batches in flight.
+        for shard in shards { await shard.waitForQueuedOperations() }
         for flusher in flushers { await flusher.requestFlushAll() }
     }
 
@@ -159,7 +162,7 @@ public final class CounterService: Service {
         await flushers[shardMap.shard(forPost: postID)].currentStats().secondsSinceFlush
     }
 
-    /// Per shard: memory, group commits, backlog, flushes, retries, dead letters.
+    /// Per shard: operations, group commits, backlog, flushes, retries, errors, dead letters.
     public func stats() async -> [ShardStats] {
         var result: [ShardStats] = []
         for (shard, flusher) in zip(shards, flushers) {

@@ -26,5 +26,11 @@ struct RetryPolicyTests {
         #expect(policy.delay(after: .server(status: 404, code: "post_not_found", message: "", retryAfterSeconds: nil), attempt: 1, idempotent: true) == nil)
         #expect(policy.delay(after: .invalidResponse("x"), attempt: 1, idempotent: true) == nil)
         #expect(RetryPolicy.never.delay(after: busy, attempt: 1, idempotent: true) == nil)
+        // Whatever the header says, the delay is a capped Duration (no trap on inf or nan).
+        for odd in [Double.infinity, .nan, 1e300, -5] {
+            let error = CounterClientError.server(status: 503, code: "busy", message: "", retryAfterSeconds: odd)
+            let delay = policy.delay(after: error, attempt: 1, idempotent: true)
+            #expect(delay != nil && delay! >= .zero && delay! <= .seconds(2), "\(odd)")
+        }
     }
 }

@@ -88,6 +88,8 @@ struct HTTPAPITests {
         ("POST", "/v1/posts/query", HTTPHarness.apiToken, #"{"post_ids":"1","user_id":7}"#, 400, "invalid_body"),
         ("POST", "/v1/posts/query", HTTPHarness.apiToken, #"{"post_ids":[1],"user_id":7,"extra":1}"#, 400, "invalid_body"),
         ("POST", "/v1/posts/query", HTTPHarness.apiToken, #"{"post_ids":[1]}"#, 400, "invalid_id"),
+        ("POST", "/v1/posts/query", HTTPHarness.apiToken, #"{"post_ids":[1.0],"user_id":7}"#, 400, "invalid_id"),
+        ("POST", "/v1/posts/query", HTTPHarness.apiToken, #"{"post_ids":[1e3],"user_id":7.0}"#, 400, "invalid_id"),
         ("POST", "/v1/posts/query", HTTPHarness.apiToken, #"{"post_ids":[1],"user_id":null}"#, 400, "invalid_id"),
         ("POST", "/v1/posts/query", HTTPHarness.apiToken, #"{"post_ids":["7"],"user_id":7}"#, 400, "invalid_id"),
         ("POST", "/v1/posts/query", HTTPHarness.apiToken, #"{"user_id":7}"#, 400, "invalid_body"),

@@ -40,6 +40,12 @@ struct HTTPAdminTests {
         #expect(page.text.contains(#""next_after":\#(http.posts[1])"#))
         let bad = try await http.send("POST", "/admin/reconcile", token: HTTPHarness.adminToken, body: #"{"limit":0}"#)
         #expect(bad.status == 400)
+        // An explicit null is not "absent": it must not turn a repair of some posts into one of all.
+        for body in [#"{"post_ids":null,"repair":true}"#, #"{"limit":1.5}"#, #"{"post_ids":[1.0]}"#, #"{"repair":null}"#] {
+            let refused = try await http.send("POST", "/admin/reconcile", token: HTTPHarness.adminToken, body: body)
+            #expect(refused.status == 400, "\(body)")
+            #expect(refused.text.contains("invalid_"), "\(body): \(refused.text)")
+        }
         await http.stop()
     }
 
@@ -74,6 +80,11 @@ struct HTTPAdminTests {
 
         let badDrop = try await http.send("POST", "/admin/dead-letters/drop", token: HTTPHarness.adminToken, body: #"{"ids":["nope"]}"#)
         #expect(badDrop.status == 400)
+        let numberDrop = try await http.send("POST", "/admin/dead-letters/drop", token: HTTPHarness.adminToken, body: #"{"ids":[1]}"#)
+        #expect(numberDrop.status == 400 && numberDrop.text.contains("invalid_id"), "\(numberDrop.text)")
+        // "ids":null is refused, not read as "replay them all".
+        let nullReplay = try await http.send("POST", "/admin/dead-letters/replay", token: HTTPHarness.adminToken, body: #"{"ids":null}"#)
+        #expect(nullReplay.status == 400 && nullReplay.text.contains("invalid_body"), "\(nullReplay.text)")
         await http.stop()
     }
 }

@@ -77,3 +77,16 @@ struct WireFormatTests {
         for bad in ["", "1", "-1", "1-", "a-1", "1-1-1", "18446744073709551616-0", " 1-0"] { #expect(!DeadLetterID.isValid(bad), "\(bad)") }
     }
 }
+
+@Suite("Request bodies on the wire (pure)")
+struct RequestBodyWireTests {
+    @Test("requests leave absent members out, and refuse an explicit null")
+    func absentIsNotNull() throws {
+        #expect(try WireEncoder.text(ReconcileRequest(postIDs: [3], repair: true)) == #"{"post_ids":[3],"repair":true}"#)
+        #expect(try WireEncoder.text(ReconcileRequest(after: 0, limit: 1_000)) == #"{"after":0,"limit":1000}"#)
+        #expect(try WireEncoder.text(DeadLetterSelection(ids: nil)) == "{}")
+        #expect(throws: DecodingError.self) { try WireDecoder.decode(ReconcileRequest.self, from: Array(#"{"post_ids":null,"repair":true}"#.utf8)) }
+        #expect(throws: DecodingError.self) { try WireDecoder.decode(DeadLetterSelection.self, from: Array(#"{"ids":null}"#.utf8)) }
+        #expect(try WireDecoder.decode(DeadLetterSelection.self, from: Array("{}".utf8)) == DeadLetterSelection(ids: nil))
+    }
+}

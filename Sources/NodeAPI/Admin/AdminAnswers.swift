@@ -47,7 +47,7 @@ enum AdminAnswers {
     }
 
     private static func letterIDs(_ body: [UInt8], required: Bool) throws -> [StreamEntryID]? {
-        let selection = try RequestBody.decode(DeadLetterSelection.self, body)
+        let selection = try RequestBody.decode(DeadLetterSelection.self, body, idMembers: ["ids"])
         guard let values = selection.ids else {
             if required { throw RequestError(code: "invalid_body", message: #"expected {"ids":["<entry id>",…]}"#) }
             return nil
