@@ -55,7 +55,8 @@ let package = Package(
         .target(name: "CounterNode", dependencies: ["CounterCore", "NodeAPI", "NodeHTTP", "OperatorCommands", "Persistence", "WritePath"]),
 
         // The client library apps add: HTTP client, optimistic like state machine, @Observable
-        // models. Foundation, Observation and the wire format only; nothing of the server.
+        // models. Foundation, Observation and the wire format (with its small core) only; none of
+        // the server's I/O.
         .target(name: "CounterClient", dependencies: ["CounterWire"]),
 
         // Thin executables.

@@ -7,9 +7,10 @@ public protocol Service: Sendable {
     func run() async throws
 }
 
-/// Runs services together, in layers: the first is started first and stopped last, so a
-/// service may rely on the ones before it while it stops (the HTTP server finishes its
-/// requests before the write path drains). The group ends when `until` returns (a shutdown
+/// Runs services together, in layers: all start at once, and they stop last first, so a service
+/// may rely on the ones before it while it stops (the HTTP server finishes its requests before
+/// the write path drains). What must be ready before another service starts is prepared before
+/// the group (the node recovers its write path first). The group ends when `until` returns (a shutdown
 /// signal) or any service fails; then every service is cancelled, last first, each awaited
 /// before the one before it. A service that fails at start thereby stops what already started.
 public enum ServiceGroup {

@@ -124,10 +124,15 @@ public final class RedisTopology: Sendable {
         }
     }
 
+    /// The least time between two log lines about one node's connections.
+    static let nodeLogInterval: Duration = .seconds(10)
+
     func record(_ endpoint: RedisEndpoint, pipelines: Int = 0, error: RedisError? = nil, counters: SlotDispatch.Counters? = nil) {
         // A node that stops answering, and one that answers again after that, are logged once
-        // per change, not per call.
+        // per change, not per call — and a node whose connections disagree (one keeps failing
+        // while others work) at most once per `nodeLogInterval` each way.
         enum Change { case lost, back }
+        let now = ContinuousClock.now
         let change: Change? = state.withLock { state in
             var node = state.nodes[endpoint, default: RedisNodeState(endpoint: endpoint)]
             var change: Change?
@@ -136,12 +141,19 @@ public final class RedisTopology: Sendable {
                 node.errors += 1
                 node.lastError = error.message
                 if error.code == .connectionFailed || error.code == .connectionLost {
-                    if node.connected || !node.everLost { change = .lost }
+                    if !node.reportedLost, node.lastReport.map({ now - $0 >= Self.nodeLogInterval }) ?? true {
+                        change = .lost
+                        node.reportedLost = true
+                        node.lastReport = now
+                    }
                     node.connected = false
-                    node.everLost = true
                 }
             } else if pipelines > 0 {
-                if !node.connected && node.everLost { change = .back }
+                if node.reportedLost {
+                    change = .back
+                    node.reportedLost = false
+                    node.lastReport = now
+                }
                 node.connected = true
             }
             if let counters {
@@ -178,8 +190,10 @@ public struct RedisNodeState: Sendable, Equatable {
     public var slots = 0
     /// Whether the last round trip to it succeeded.
     public var connected = false
-    /// Whether a connection to the node ever failed (so its next success is a reconnect).
-    var everLost = false
+    /// Whether the log was told the node is unreachable (so its next success is a reconnect),
+    /// and when the log last heard of the node.
+    var reportedLost = false
+    var lastReport: ContinuousClock.Instant?
     /// Pipelines sent to it.
     public var pipelines = 0
     /// Failed round trips (connection failures included) and the last one's message.

@@ -198,8 +198,9 @@ public final class CounterService: Service {
         return reset
     }
 
-    /// As a `Service`: starts (unless `start()` already ran), works until cancelled, then stops
-    /// taking operations, drains everything acknowledged to PostgreSQL and stops the flushers.
+    /// As a `Service`: starts (unless `start()` already ran — a node calls it before its service
+    /// group, so no request arrives before recovery), works until cancelled, then stops taking
+    /// operations, drains everything acknowledged to PostgreSQL and stops the flushers.
     public func run() async throws {
         if flusherTasks.withLock({ $0.isEmpty }) { try await start() }
         await waitUntilCancelled()
