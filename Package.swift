@@ -57,7 +57,7 @@ let package = Package(
         // The client library apps add: HTTP client, optimistic like state machine, @Observable
         // models. Foundation, Observation and the wire format (with its small core) only; none of
         // the server's I/O.
-        .target(name: "CounterClient", dependencies: ["CounterWire"]),
+        .target(name: "CounterClient", dependencies: ["CounterCore", "CounterWire"]),
 
         // Thin executables.
         .executableTarget(name: "CounterNodeCLI", dependencies: ["CounterNode"]),

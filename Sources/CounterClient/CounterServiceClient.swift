@@ -1,3 +1,4 @@
+import CounterCore
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -218,7 +219,7 @@ public struct CounterServiceClient: Sendable {
         return data
     }
 
-    /// The transport's answer, or `.timedOut` once `timeoutSeconds` have passed. The request is
+    /// The transport's answer, or `.timedOut` once `timeout` has passed. The request is
     /// then cancelled but not waited for: how fast a transport gives up is its own business
     /// (URLSession on Linux took seconds under load), the caller's deadline is not.
     private func sendWithDeadline(_ request: URLRequest) async throws(CounterClientError) -> (Data, HTTPURLResponse) {
@@ -231,8 +232,7 @@ public struct CounterServiceClient: Sendable {
             },
             {
                 try? await Task.sleep(for: timeout)
-                let (seconds, attoseconds) = timeout.components
-                return .failure(.timedOut(seconds: Double(seconds) + Double(attoseconds) / 1e18))
+                return .failure(.timedOut(seconds: timeout.inSeconds))
             })
         return try outcome.get()
     }

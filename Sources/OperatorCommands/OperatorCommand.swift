@@ -16,7 +16,8 @@ public struct OperatorCommand: Sendable {
     let output: CommandOutput
     var json = false
     var wait = false
-    var timeoutSeconds = 60.0
+    /// `flush --wait --timeout S`: how long the flush may take. Defaults to 60 s.
+    var flushTimeout: Duration = .seconds(60)
     var user: Int64?
     var post: Int64?
     var all = false
@@ -65,7 +66,7 @@ public struct OperatorCommand: Sendable {
                 guard let seconds = Double(text), seconds > 0, seconds <= 86_400 else {
                     throw UsageError(message: "--timeout \(text): must be more than 0 and at most 86400 seconds")
                 }
-                timeoutSeconds = seconds
+                flushTimeout = .milliseconds(Int64((seconds * 1_000).rounded()))
                 timeoutGiven = true
             case "--user" where subcommand == "inspect": user = try id(argument, try value(argument))
             case "--post" where subcommand == "reconcile": post = try id(argument, try value(argument))
@@ -108,7 +109,7 @@ public struct OperatorCommand: Sendable {
         do {
             // flush --wait's deadline is its client's timeout; other calls get 30 s.
             let client = try AdminClient(baseURL: nodeURL, token: adminToken,
-                                         timeout: subcommand == "flush" && wait ? .milliseconds(Int64(timeoutSeconds * 1_000)) : .seconds(30))
+                                         timeout: subcommand == "flush" && wait ? flushTimeout : .seconds(30))
             switch subcommand {
             case "flush": return try await flush(client)
             case "inspect": return try await inspect(client)
@@ -164,7 +165,7 @@ public struct OperatorCommand: Sendable {
         do {
             answer = try await client.call("POST /admin/flush") { client throws(CounterClientError) in try await client.flush(wait: true) }
         } catch .timedOut {
-            output.error("flush did not finish within \(Self.format(timeoutSeconds)) s; the node goes on flushing (see counter-node stats)")
+            output.error("flush did not finish within \(Self.format(flushTimeout.inSeconds)) s; the node goes on flushing (see counter-node stats)")
             return .timedOut
         }
         let elapsed = ContinuousClock.now - started
