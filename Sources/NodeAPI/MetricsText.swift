@@ -28,7 +28,7 @@ enum MetricsText {
     static func renderShards(_ shards: [ShardStats], into text: inout String) {
         func family(_ name: String, _ type: String, _ help: String, _ value: (ShardStats) -> String) {
             text += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
-            for stats in shards { text += "\(name){shard=\"\(stats.shard)\"} \(value(stats))\n" }
+            for stats in shards { text += "\(name){shard=\"\(stats.shard.map(String.init) ?? "")\"} \(value(stats))\n" }
         }
         family("counter_operations_total", "counter", "Operations the shard answered.") { "\($0.operations)" }
         family("counter_group_commits_total", "counter", "Redis write round trips (group commits).") { "\($0.groupCommits)" }

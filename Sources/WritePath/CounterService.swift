@@ -172,6 +172,7 @@ public final class CounterService: Service {
             stats.groupCommits = shardStats.groupCommits
             stats.groupCommittedChanges = shardStats.groupCommittedChanges
             stats.largestGroupCommit = shardStats.largestGroupCommit
+            stats.averageGroupCommit = shardStats.averageGroupCommit
             stats.lostMemoryAcknowledgements = shardStats.lostMemoryAcknowledgements
             stats.redisErrors += shardStats.redisErrors
             stats.postgresErrors += shardStats.postgresErrors

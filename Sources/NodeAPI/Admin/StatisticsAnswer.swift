@@ -3,16 +3,15 @@ import Foundation
 import Persistence
 import WritePath
 
-/// `ShardStats` and the Redis nodes as the admin API's `ServiceStatistics`.
+/// The shards' figures, their total and the Redis nodes as the admin API's `ServiceStatistics`.
 enum StatisticsAnswer {
     static func make(_ shards: [ShardStats], redis topology: RedisTopology) -> ServiceStatistics {
-        ServiceStatistics(shards: shards.map { wire($0, shard: $0.shard) }, total: wire(total(shards), shard: nil),
-                          redis: wire(topology), residentMemoryBytes: residentMemoryBytes())
+        ServiceStatistics(shards: shards, total: total(shards), redis: wire(topology), residentMemoryBytes: residentMemoryBytes())
     }
 
-    /// All shards added up (ages and largest sizes are maxima).
+    /// All shards added up (ages and largest sizes are maxima; `shard` is `nil`).
     static func total(_ shards: [ShardStats]) -> ShardStats {
-        var sum = ShardStats()
+        var sum = ShardStats(shard: nil)
         for stats in shards {
             sum.operations += stats.operations
             sum.groupCommits += stats.groupCommits
@@ -31,29 +30,8 @@ enum StatisticsAnswer {
             sum.postgresErrors += stats.postgresErrors
             sum.lostMemoryAcknowledgements += stats.lostMemoryAcknowledgements
         }
+        sum.averageGroupCommit = sum.groupCommits == 0 ? 0 : Double(sum.groupCommittedChanges) / Double(sum.groupCommits)
         return sum
-    }
-
-    private static func wire(_ stats: ShardStats, shard: Int?) -> ShardStatistics {
-        var wire = ShardStatistics(shard: shard)
-        wire.operations = stats.operations
-        wire.groupCommits = stats.groupCommits
-        wire.groupCommittedChanges = stats.groupCommittedChanges
-        wire.averageGroupCommit = stats.averageGroupCommit
-        wire.largestGroupCommit = stats.largestGroupCommit
-        wire.pendingChanges = stats.pendingChanges
-        wire.oldestPendingAgeSeconds = stats.oldestPendingAgeSeconds
-        wire.secondsSinceFlush = stats.secondsSinceFlush
-        wire.flushTransactions = stats.flushTransactions
-        wire.flushedEntries = stats.flushedEntries
-        wire.largestFlush = stats.largestFlush
-        wire.flushRetries = stats.flushRetries
-        wire.lastFlushError = stats.lastFlushError
-        wire.deadLetters = stats.deadLetters
-        wire.redisErrors = stats.redisErrors
-        wire.postgresErrors = stats.postgresErrors
-        wire.lostMemoryAcknowledgements = stats.lostMemoryAcknowledgements
-        return wire
     }
 
     /// The Redis deployment as this node sees it: per node (the masters, and nodes it has met),
