@@ -132,7 +132,6 @@ public final class RedisTopology: Sendable {
         // per change, not per call — and a node whose connections disagree (one keeps failing
         // while others work) at most once per `nodeLogInterval` each way.
         enum Change { case lost, back }
-        let now = ContinuousClock.now
         let change: Change? = state.withLock { state in
             var node = state.nodes[endpoint, default: RedisNodeState(endpoint: endpoint)]
             var change: Change?
@@ -141,6 +140,7 @@ public final class RedisTopology: Sendable {
                 node.errors += 1
                 node.lastError = error.message
                 if error.code == .connectionFailed || error.code == .connectionLost {
+                    let now = ContinuousClock.now
                     if !node.reportedLost, node.lastReport.map({ now - $0 >= Self.nodeLogInterval }) ?? true {
                         change = .lost
                         node.reportedLost = true
@@ -152,7 +152,7 @@ public final class RedisTopology: Sendable {
                 if node.reportedLost {
                     change = .back
                     node.reportedLost = false
-                    node.lastReport = now
+                    node.lastReport = .now
                 }
                 node.connected = true
             }

@@ -1,5 +1,6 @@
 import CounterNode
 import Persistence
+import ShardRouter
 import TestSupport
 import Testing
 
@@ -28,6 +29,29 @@ struct HTTPAdminTests {
         let counts = try await http.writePath.postgresCounts()
         #expect(counts[post]?.count == 60 && counts[post]?.rows == 60)
         #expect(try await http.writePath.redisCount(post) == 60)
+        await http.stop()
+    }
+
+    @Test("reconcile finds Redis likers that differ from the rows though the count agrees, and repair reloads them", arguments: RedisTarget.allCases)
+    func reconcileMembershipDrift(redis: RedisTarget) async throws {
+        let http = try await HTTPHarness.start(posts: 1, redis: redis)
+        let post = http.posts[0]
+        for user in 1...3 { _ = try await http.send("PUT", "/v1/posts/\(post)/likes/\(user)") }
+        _ = try await http.send("POST", "/admin/flush", token: HTTPHarness.adminToken)
+        // What a failover that lost a like and an unlike leaves: the same count, other members.
+        let likers = http.writePath.layout.likers(ofPost: post)
+        _ = try await http.writePath.redis.send(.srem(likers, [3]), slot: HashSlot(post: post))
+        _ = try await http.writePath.redis.send(.sadd(likers, [4]), slot: HashSlot(post: post))
+        #expect(try await http.writePath.redisCount(post) == 3)
+
+        let found = try await http.send("POST", "/admin/reconcile", token: HTTPHarness.adminToken, body: #"{"post_ids":[\#(post)]}"#)
+        #expect(found.text.contains(#""redis_drifted":[{"post_id":\#(post),"redis_count":3,"likes_rows":3}]"#), "\(found.text)")
+        let repaired = try await http.send("POST", "/admin/reconcile", token: HTTPHarness.adminToken, body: #"{"post_ids":[\#(post)],"repair":true}"#)
+        #expect(repaired.text.contains(#""redis_repaired":1"#), "\(repaired.text)")
+        // The next touch loads the post from PostgreSQL again.
+        #expect(try await http.send("GET", "/v1/posts/\(post)/likes/4").text.contains(#""is_liked":false"#))
+        #expect(try await http.writePath.redisIsMember(post, 3))
+        #expect(try await !http.writePath.redisIsMember(post, 4))
         await http.stop()
     }
 

@@ -66,25 +66,38 @@ struct Reconciler: Sendable {
         return report
     }
 
-    /// Redis's count of every checked post Redis holds, against its PostgreSQL rows. A post
-    /// that differs is looked at again in an order that cannot mistake a change in flight for
-    /// drift: Redis's count, then whether changes wait for the flusher, then the rows — so a
-    /// change counted in Redis and not pending is in the rows. A change appended and flushed
-    /// between the last two steps can still show, so drift must hold three times in a row.
+    /// Posts with at most this many likers are compared member by member when the counts agree:
+    /// a failover that lost a like and an unlike leaves the count right and the members wrong.
+    /// Larger posts are compared by count (reading millions of members per check costs too much).
+    static let membershipCheckLimit: Int64 = 100_000
+
+    /// Redis's likers of every checked post Redis holds, against its PostgreSQL rows: the count,
+    /// and for posts up to `membershipCheckLimit` likers the members. A post that differs is
+    /// looked at again in an order that cannot mistake a change in flight for drift: Redis, then
+    /// whether changes wait for the flusher, then the rows — so a change in Redis and not pending
+    /// is in the rows. A change appended and flushed between the last two steps can still show,
+    /// so drift must hold three times in a row.
     private func compareRedis(_ rows: PostgresRows, into report: inout Report) async throws {
         let checked = try rows.map { (post: try $0.int64(0), rows: try $0.int64(2)) }
         guard !checked.isEmpty else { return }
         let counts = try await redisCounts(checked.map(\.post))
         for post in checked {
-            guard let count = counts[post.post], count != post.rows else { continue }
+            guard let count = counts[post.post] else { continue }
+            if count == post.rows {
+                guard count > 0, count <= Self.membershipCheckLimit,
+                      try await redisMembers(post.post) != rowMembers(post.post) else { continue }
+            }
             var verdict: (pending: Bool, redis: Int64, rows: Int64)? = nil
             for attempt in 0..<3 {
                 if attempt > 0 { try await Task.sleep(for: .milliseconds(50)) }
                 guard let redisCount = try await redisCounts([post.post])[post.post] else { verdict = nil; break }
+                let redisSet = redisCount <= Self.membershipCheckLimit ? try await redisMembers(post.post) : nil
                 if await service.hasPendingChanges(forPost: post.post) { verdict = (true, redisCount, 0); break }
                 let fresh = try await postgres.query("SELECT count(*) FROM likes WHERE post_id = $1", [.int64(post.post)])
                 let rowCount = try fresh.first?.int64(0) ?? 0
-                if redisCount == rowCount { verdict = nil; break }
+                if redisCount == rowCount {
+                    guard let redisSet, try await rowMembers(post.post) != redisSet else { verdict = nil; break }
+                }
                 verdict = (false, redisCount, rowCount)
             }
             guard let verdict else { continue }
@@ -94,6 +107,18 @@ struct Reconciler: Sendable {
                 report.redisDrifted.append(RedisDrift(postID: post.post, redisCount: verdict.redis, likesRows: verdict.rows))
             }
         }
+    }
+
+    /// The users in `post`'s likers set in Redis.
+    private func redisMembers(_ post: Int64) async throws -> Set<Int64> {
+        let reply = try await redis.send(RedisCommand("SMEMBERS", layout.likers(ofPost: post)), slot: HashSlot(post: post))
+        return Set((reply.array ?? []).compactMap(\.integer))
+    }
+
+    /// The users with a `likes` row for `post`.
+    private func rowMembers(_ post: Int64) async throws -> Set<Int64> {
+        let rows = try await postgres.query("SELECT user_id FROM likes WHERE post_id = $1", [.int64(post)])
+        return Set(try rows.map { try $0.int64(0) })
     }
 
     /// `SCARD` of the likers set of each post Redis holds (hydrated); others are left out.
