@@ -11,7 +11,7 @@ public struct SchemaMigration: Sendable {
 
 extension SchemaMigration {
     /// Every migration this build knows, in order.
-    public static let all: [SchemaMigration] = [seedLayout, flushProgress]
+    public static let all: [SchemaMigration] = [seedLayout, flushProgress, clusterMembership]
 
     /// The seed's Laravel layout: `posts.likes_count`, and `likes` with `unique(user_id, post_id)`
     /// and timestamps. Works on a database where the app already created `posts` (perhaps without
@@ -49,6 +49,25 @@ extension SchemaMigration {
             applied_changes bigint NOT NULL DEFAULT 0,
             applied_batches bigint NOT NULL DEFAULT 0,
             updated_at timestamptz NOT NULL DEFAULT now()
+        );
+        """)
+
+    /// The nodes of a cluster, each with a lease kept by PostgreSQL's clock and a new incarnation
+    /// per process start, and the owner and epoch of every slot. Unused by a node that runs alone.
+    static let clusterMembership = SchemaMigration(version: 3, name: "counter_nodes, counter_slots", sql: """
+        CREATE SEQUENCE IF NOT EXISTS counter_node_incarnations;
+        CREATE TABLE IF NOT EXISTS counter_nodes (
+            id text PRIMARY KEY,
+            incarnation bigint NOT NULL,
+            advertise_url text NOT NULL,
+            lease_expires_at timestamptz NOT NULL,
+            started_at timestamptz NOT NULL DEFAULT now()
+        );
+        CREATE TABLE IF NOT EXISTS counter_slots (
+            slot integer PRIMARY KEY CHECK (slot >= 0 AND slot < 16384),
+            owner text,
+            owner_incarnation bigint,
+            epoch bigint NOT NULL DEFAULT 0
         );
         """)
 }

@@ -1,0 +1,53 @@
+import Foundation
+import Persistence
+import Testing
+import TestSupport
+
+@Suite("Node registry against a real PostgreSQL")
+struct NodeRegistryTests {
+    static func uniqueID() -> String { "test-node-\(UUID().uuidString.prefix(8))" }
+
+    @Test("a node id is held by one process at a time; the second is refused clearly, nothing changed")
+    func oneHolder() async throws {
+        let pool = try await TestEnvironment.migratedPool()
+        let registry = NodeRegistry(pool: pool)
+        let id = Self.uniqueID()
+        let first = try await registry.register(nodeID: id, advertiseURL: "http://127.0.0.1:9001", lease: .seconds(30))
+        let refused = await #expect(throws: NodeRegistry.IDInUse.self) {
+            try await registry.register(nodeID: id, advertiseURL: "http://127.0.0.1:9002", lease: .seconds(30))
+        }
+        #expect(refused?.description.contains("http://127.0.0.1:9001") == true)
+        let nodes = try await registry.nodes().filter { $0.id == id }
+        #expect(nodes == [NodeRegistry.Node(id: id, incarnation: first, advertiseURL: "http://127.0.0.1:9001", isLive: true)])
+        await pool.close()
+    }
+
+    @Test("a lease that runs out (by PostgreSQL's clock) frees the id for a new incarnation; the old one can no longer renew")
+    func expiry() async throws {
+        let pool = try await TestEnvironment.migratedPool()
+        let registry = NodeRegistry(pool: pool)
+        let id = Self.uniqueID()
+        let old = try await registry.register(nodeID: id, advertiseURL: "http://a", lease: .milliseconds(300))
+        #expect(try await registry.renew(nodeID: id, incarnation: old, lease: .milliseconds(300)))
+        try await Task.sleep(for: .milliseconds(600))
+        #expect(try await registry.nodes().first { $0.id == id }?.isLive == false)
+        let new = try await registry.register(nodeID: id, advertiseURL: "http://b", lease: .seconds(30))
+        #expect(new > old)
+        #expect(try await registry.renew(nodeID: id, incarnation: old, lease: .seconds(30)) == false, "the old incarnation is fenced")
+        #expect(try await registry.renew(nodeID: id, incarnation: new, lease: .seconds(30)))
+        await pool.close()
+    }
+
+    @Test("a node that leaves in good order frees its id at once")
+    func release() async throws {
+        let pool = try await TestEnvironment.migratedPool()
+        let registry = NodeRegistry(pool: pool)
+        let id = Self.uniqueID()
+        let incarnation = try await registry.register(nodeID: id, advertiseURL: "http://a", lease: .seconds(60))
+        try await registry.release(nodeID: id, incarnation: incarnation)
+        #expect(try await registry.nodes().first { $0.id == id }?.isLive == false)
+        let next = try await registry.register(nodeID: id, advertiseURL: "http://a", lease: .seconds(60))
+        #expect(next > incarnation)
+        await pool.close()
+    }
+}
