@@ -161,6 +161,22 @@ struct FlushScheduler {
         uncertainSlots.contains(slot) || (backlog[slot]?.hasWork ?? false)
     }
 
+    /// The newest entry noted as appended to `slot`'s log, if any.
+    func newestAppended(inSlot slot: UInt16) -> StreamEntryID? {
+        backlog[slot]?.appended
+    }
+
+    /// `slot`'s log was found empty (its length read from Redis) while `appendedWhenAsked` was
+    /// still the newest entry noted there: nothing waits in it. What was noted is applied, or was
+    /// lost with a Redis node that failed over — either way no flush can bring it, and counting
+    /// it as waiting would keep the slot "pending" for good. Ignored when the slot is uncertain
+    /// (the loop rescans it) or an entry was noted since the question was asked.
+    /// - Returns: the waiters this satisfies, to resume.
+    mutating func logFoundEmpty(slot: UInt16, appendedWhenAsked: StreamEntryID?) -> [WaiterID] {
+        guard !uncertainSlots.contains(slot), let state = backlog[slot], state.appended == appendedWhenAsked else { return [] }
+        return settled(slot: slot, removed: state.pending, applied: state.appended, stillDirtySince: nil)
+    }
+
     /// When the longest-dirty slot became dirty; `nil` when none is.
     var oldestDirtySince: ContinuousClock.Instant? {
         backlog.values.lazy.compactMap(\.dirtySince).min()

@@ -367,9 +367,17 @@ actor WriteBehindFlusher {
     }
 
     /// Whether `slot`'s log may hold changes PostgreSQL does not have yet (also when a write's
-    /// outcome there is unknown and the log has not been read again).
-    func hasPendingChanges(inSlot slot: UInt16) -> Bool {
-        scheduler.hasPendingChanges(inSlot: slot)
+    /// outcome there is unknown and the log has not been read again). When the count says so,
+    /// the log's length is read: after a failover dropped entries that were counted, only an
+    /// empty log can tell that nothing waits (reconcile and resync depend on this answer).
+    func hasPendingChanges(inSlot slot: UInt16) async -> Bool {
+        guard scheduler.hasPendingChanges(inSlot: slot) else { return false }
+        let asked = scheduler.newestAppended(inSlot: slot)
+        let result = await redis.execute([SlotCommands(slot: HashSlot(rawValue: slot)!, commands: [.xlen(logKey(slot))])])
+        guard case .success(let replies)? = result.first, replies.first?.integer == 0 else { return true }
+        resume(scheduler.logFoundEmpty(slot: slot, appendedWhenAsked: asked))
+        publishBacklog()
+        return scheduler.hasPendingChanges(inSlot: slot)
     }
 
     /// Stats with the backlog figures of this moment.

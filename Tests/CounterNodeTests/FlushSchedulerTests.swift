@@ -53,6 +53,34 @@ struct FlushSchedulerTests {
         #expect(scheduler.nextAction(now: at(410)) == .flush)
     }
 
+    @Test("a log found empty settles what was counted there, unless an entry was noted since or the slot is uncertain")
+    func logFoundEmpty() throws {
+        var scheduler = scheduler()
+        _ = scheduler.appended([5: (3, Self.id(10))], now: at(0))
+        // A flush applied the entries read; a failover had dropped one that was counted.
+        _ = scheduler.settled(slot: 5, removed: 2, applied: Self.id(9), stillDirtySince: nil)
+        #expect(scheduler.hasPendingChanges(inSlot: 5), "counted as waiting, though nothing is left")
+        guard case .wait(let waiter, _) = scheduler.waiterAdded(marks: [5: Self.id(10)]) else {
+            Issue.record("the waiter should wait")
+            return
+        }
+        // An entry noted after the question: the answer is stale and changes nothing.
+        let asked = scheduler.newestAppended(inSlot: 5)
+        _ = scheduler.appended([5: (1, Self.id(11))], now: at(1))
+        #expect(scheduler.logFoundEmpty(slot: 5, appendedWhenAsked: asked).isEmpty)
+        #expect(scheduler.hasPendingChanges(inSlot: 5))
+        // Asked again with nothing noted since: the slot settles, the waiter is satisfied.
+        let satisfied = scheduler.logFoundEmpty(slot: 5, appendedWhenAsked: scheduler.newestAppended(inSlot: 5))
+        #expect(satisfied == [waiter])
+        #expect(!scheduler.hasPendingChanges(inSlot: 5))
+        #expect(scheduler.pendingTotal == 0)
+        // An uncertain slot is the loop's to rescan, not this answer's.
+        _ = scheduler.appended([6: (1, Self.id(20))], now: at(2))
+        _ = scheduler.uncertain([6])
+        #expect(scheduler.logFoundEmpty(slot: 6, appendedWhenAsked: scheduler.newestAppended(inSlot: 6)).isEmpty)
+        #expect(scheduler.hasPendingChanges(inSlot: 6))
+    }
+
     @Test("a slot dirty for flushMaxAge makes a flush due though the interval has not passed")
     func maximumAge() {
         var scheduler = scheduler(interval: .seconds(60), maxAge: .milliseconds(250))
