@@ -74,12 +74,12 @@ public struct NodeConfiguration: Sendable, Equatable {
         integer("--backlog-limit", "COUNTER_BACKLOG_LIMIT", "changes a shard lets wait for PostgreSQL before refusing writes with 503", 1...1_000_000_000,
                 get: { $0.writePath.backlogLimitPerShard }, set: { $0.writePath.backlogLimitPerShard = $1 }),
         integer("--flush-interval-ms", "COUNTER_FLUSH_INTERVAL_MS", "a flush runs at least this often while changes wait (milliseconds)", 1...3_600_000,
-                get: { milliseconds($0.writePath.flushInterval) },
+                get: { Int($0.writePath.flushInterval.inMilliseconds) },
                 set: { $0.writePath.flushInterval = .milliseconds($1) }),
         integer("--flush-batch-size", "COUNTER_FLUSH_BATCH_SIZE", "changes that trigger a flush at once; also about the most one flush carries", 1...1_000_000,
                 get: { $0.writePath.flushBatchSize }, set: { $0.writePath.flushBatchSize = $1 }),
         integer("--flush-max-age-ms", "COUNTER_FLUSH_MAX_AGE_MS", "a change waits at most about this long, from when its post first became dirty (milliseconds)", 1...3_600_000,
-                get: { milliseconds($0.writePath.flushMaxAge) },
+                get: { Int($0.writePath.flushMaxAge.inMilliseconds) },
                 set: { $0.writePath.flushMaxAge = .milliseconds($1) }),
         Setting(flag: "--listen", environment: "COUNTER_LISTEN", summary: "HTTP address and port (IPv4), host:port",
                 defaultValue: { "\($0.http.host):\($0.http.port)" },
@@ -146,10 +146,6 @@ public struct NodeConfiguration: Sendable, Equatable {
                     return nil
                 }),
     ]
-
-    private static func milliseconds(_ duration: Duration) -> Int {
-        Int(duration.components.seconds * 1_000 + duration.components.attoseconds / 1_000_000_000_000_000)
-    }
 
     private static func integer(_ flag: String, _ environment: String, _ summary: String, _ range: ClosedRange<Int>,
                                 get: @escaping @Sendable (NodeConfiguration) -> Int,

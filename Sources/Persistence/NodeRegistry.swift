@@ -1,3 +1,5 @@
+import CounterCore
+
 /// The nodes of a cluster in PostgreSQL (`counter_nodes`): each node id is held by one process at
 /// a time, under a lease that PostgreSQL's clock keeps — never the node's own, which a paused or
 /// skewed process cannot be trusted with. Every process start is a new incarnation, so a node
@@ -47,7 +49,7 @@ public struct NodeRegistry: Sendable {
                     lease_expires_at = EXCLUDED.lease_expires_at, started_at = now()
                 WHERE counter_nodes.lease_expires_at <= now()
             RETURNING incarnation
-            """, [.text(nodeID), .text(advertiseURL), .int64(Self.milliseconds(lease))])
+            """, [.text(nodeID), .text(advertiseURL), .int64(lease.inMilliseconds)])
         if let row = rows.first { return try row.int64(0) }
         let holder = try await pool.query("SELECT advertise_url FROM counter_nodes WHERE id = $1", [.text(nodeID)])
         throw IDInUse(nodeID: nodeID, advertiseURL: holder.first?.string(0) ?? "?")
@@ -61,7 +63,7 @@ public struct NodeRegistry: Sendable {
             UPDATE counter_nodes SET lease_expires_at = now() + $3::bigint * interval '1 millisecond'
             WHERE id = $1 AND incarnation = $2
             RETURNING 1
-            """, [.text(nodeID), .int64(incarnation), .int64(Self.milliseconds(lease))])
+            """, [.text(nodeID), .int64(incarnation), .int64(lease.inMilliseconds)])
         return !rows.isEmpty
     }
 
@@ -80,10 +82,5 @@ public struct NodeRegistry: Sendable {
         return try rows.map { row in
             Node(id: row.string(0) ?? "", incarnation: try row.int64(1), advertiseURL: row.string(2) ?? "", isLive: try row.bool(3))
         }
-    }
-
-    private static func milliseconds(_ duration: Duration) -> Int64 {
-        let (seconds, attoseconds) = duration.components
-        return seconds * 1_000 + attoseconds / 1_000_000_000_000_000
     }
 }
