@@ -22,6 +22,20 @@ public struct RedisCommand: Sendable, Hashable, CustomStringConvertible {
         self.init(name, arguments)
     }
 
+    /// A command whose trailing arguments are already encoded: `name`, then `leading` as bulk
+    /// strings, then `tail` as it is (bulk strings), `argumentCount` arguments in all after the
+    /// name. For wrapping encoded commands into a script call without encoding them again.
+    init(preEncodedName name: String, leading: [[UInt8]], argumentCount: Int, tail: [UInt8]) {
+        self.name = name
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(32 + tail.count + leading.reduce(0) { $0 + $1.count + 8 })
+        RESPEncoding.appendDecimal(prefix: UInt8(ascii: "*"), argumentCount + 1, to: &bytes)
+        name.appendBulk(to: &bytes)
+        for argument in leading { argument.appendBulk(to: &bytes) }
+        bytes.append(contentsOf: tail)
+        self.encoded = bytes
+    }
+
     public var description: String { name }
 }
 

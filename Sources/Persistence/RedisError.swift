@@ -20,6 +20,9 @@ public struct RedisError: Error, Sendable, CustomStringConvertible {
         /// The seed nodes do not describe a usable cluster: not a cluster node, slots that no
         /// master serves, no seed reachable at start. A configuration problem.
         public static let clusterConfiguration = Code(name: "clusterConfiguration")
+        /// Redis refused a fenced write (`SlotFence`): the writer no longer holds the slot's
+        /// epoch, or the slot has none. Nothing of the group ran.
+        public static let fenced = Code(name: "fenced")
         public var description: String { name }
     }
 

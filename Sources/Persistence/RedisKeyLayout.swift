@@ -27,6 +27,17 @@ public struct RedisKeyLayout: Sendable, Hashable {
         "\(prefix):{\(slot.hashTag)}:log"
     }
 
+    /// The epoch of `slot`'s current owner, which every write for the slot must hold
+    /// (`SlotFence`): `cs:{<tag>}:epoch`.
+    public func epoch(of slot: HashSlot) -> String {
+        "\(prefix):{\(slot.hashTag)}:epoch"
+    }
+
+    /// The fence of `slot` at `epoch`.
+    public func fence(of slot: HashSlot, epoch: Int64) -> SlotFence {
+        SlotFence(key: self.epoch(of: slot), epoch: epoch)
+    }
+
     /// Where changes PostgreSQL refused for good are kept, with the reason:
     /// `cs:{dead-letters}`. Its hash tag puts it in one known slot (`deadLettersSlot`).
     public var deadLetters: String { "\(prefix):{dead-letters}" }

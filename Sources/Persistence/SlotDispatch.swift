@@ -30,6 +30,8 @@ struct SlotDispatch {
         let indices: [Int]
         let asking: Bool
         let atomic: Bool
+        /// Sent as the fencing script (`FencedScript`): one reply (after `ASKING`'s, if asked).
+        let fenced: Bool
         /// Where the part's replies start in the pipeline's replies.
         let firstReply: Int
         let replyCount: Int
@@ -60,6 +62,9 @@ struct SlotDispatch {
         var result: Result<[RedisReply], RedisError>?
         /// Connection failures (nothing sent) seen; one is retried after a map refresh.
         var connectionFailures = 0
+        /// A fenced group is sent with the script's text (`EVAL`) once Redis said it does not
+        /// have the script cached (`NOSCRIPT`, after a restart or failover).
+        var loadingScript = false
     }
 
     private var groups: [GroupState]
@@ -145,7 +150,10 @@ struct SlotDispatch {
         let state = groups[index]
         let asking = state.askTarget != nil
         let first = send.commands.count
-        if state.group.atomic {
+        if let fence = state.group.fence {
+            if asking { send.commands.append(RedisCommand("ASKING")) }
+            send.commands.append(FencedScript.command(for: state.group.commands, fence: fence, loadingScript: state.loadingScript))
+        } else if state.group.atomic {
             if asking { send.commands.append(RedisCommand("ASKING")) }
             send.commands.append(RedisCommand("MULTI"))
             send.commands.append(contentsOf: state.group.commands)
@@ -157,6 +165,7 @@ struct SlotDispatch {
             }
         }
         send.parts.append(Part(group: index, indices: state.pending, asking: asking, atomic: state.group.atomic,
+                               fenced: state.group.fence != nil,
                                firstReply: first, replyCount: send.commands.count - first))
     }
 
@@ -181,7 +190,9 @@ struct SlotDispatch {
             var events: [Event] = []
             for part in send.parts {
                 let slice = Array(replies[part.firstReply..<(part.firstReply + part.replyCount)])
-                if part.atomic {
+                if part.fenced {
+                    receiveFenced(part, slice, from: send.endpoint, events: &events)
+                } else if part.atomic {
                     receiveAtomic(part, slice, from: send.endpoint, events: &events)
                 } else {
                     receivePlain(part, slice, from: send.endpoint, events: &events)
@@ -212,6 +223,36 @@ struct SlotDispatch {
             groups[part.group].result = .success(groups[part.group].replies.map { $0 ?? .null })
         } else {
             groups[part.group].askTarget = redirectedTo ?? nil
+        }
+    }
+
+    private mutating func receiveFenced(_ part: Part, _ replies: [RedisReply], from endpoint: RedisEndpoint, events: inout [Event]) {
+        let reply = replies[replies.count - 1]
+        switch reply {
+        case .array(let results):
+            groups[part.group].result = .success(results)
+        case .error(let text) where text.hasPrefix("NOSCRIPT") && !groups[part.group].loadingScript:
+            // Nothing ran; send the script's text next round.
+            groups[part.group].loadingScript = true
+        case .error(let text) where text.hasPrefix("FENCED"):
+            groups[part.group].result = .failure(RedisError(code: .fenced, message: "(Redis) \(text)"))
+        default:
+            if followsRedirects, let redirect = RedisRedirect(reply: reply, askedHost: endpoint.host) {
+                var askTarget: RedisEndpoint?? = nil
+                var down = false
+                apply(redirect, from: endpoint, events: &events, askTarget: &askTarget, down: &down)
+                if down {
+                    groups[part.group].result = .failure(Self.clusterDown(groups[part.group].group.slot))
+                } else {
+                    groups[part.group].askTarget = askTarget ?? nil
+                }
+                return
+            }
+            if case .error(let text) = reply {
+                groups[part.group].result = .failure(RedisError.server(text))
+            } else {
+                groups[part.group].result = .failure(RedisError(code: .unexpectedReply, message: "the fenced write of slot \(groups[part.group].group.slot.rawValue) answered \(reply)"))
+            }
         }
     }
 

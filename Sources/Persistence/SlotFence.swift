@@ -1,0 +1,93 @@
+import ShardRouter
+
+/// The epoch a writer must hold for its writes to a slot to run: the slot's epoch key
+/// (`RedisKeyLayout.epoch(of:)`) and the value it must have. A group of `SlotCommands` with a
+/// fence runs as one script that compares the key and runs the commands only on a match,
+/// atomically — a node that lost the slot (paused, partitioned, slow to notice) is refused by
+/// Redis itself, on every write, even before it learns that it lost it. A missing key refuses
+/// too (fail closed).
+public struct SlotFence: Sendable, Hashable {
+    /// The slot's epoch key.
+    public let key: String
+    /// The epoch the writer holds.
+    public let epoch: Int64
+
+    public init(key: String, epoch: Int64) {
+        self.key = key
+        self.epoch = epoch
+    }
+}
+
+/// The scripts that fence slot writes in Redis, and how a fenced group is sent.
+public enum FencedScript {
+    /// Runs the commands in `ARGV[2…]` (each as its argument count, then its arguments) if
+    /// `KEYS[1]` holds `ARGV[1]`, and returns their replies as `EXEC` would (an error reply in
+    /// place of a command that failed, the others still run); otherwise refuses with `FENCED`.
+    public static let guardedWrite = """
+        local held = redis.call('GET', KEYS[1])
+        if held ~= ARGV[1] then
+          return redis.error_reply('FENCED slot epoch is ' .. (held or 'missing') .. ', the writer holds ' .. ARGV[1])
+        end
+        local replies = {}
+        local i = 2
+        local last = #ARGV
+        while i <= last do
+          local n = tonumber(ARGV[i])
+          replies[#replies + 1] = redis.pcall(unpack(ARGV, i + 1, i + n))
+          i = i + n + 1
+        end
+        return replies
+        """
+
+    /// The SHA-1 of `guardedWrite`, under which Redis caches it (`EVALSHA`). A test checks it
+    /// against `SCRIPT LOAD`.
+    public static let guardedWriteSHA = "0c35b1b41b63d57ba4be21dd555122e0d89148b2"
+
+    /// Raises `KEYS[1]` to `ARGV[1]` if that is higher than what it holds (or it holds nothing),
+    /// and returns the epoch it holds afterwards: a claim that finds a higher epoch there was
+    /// overtaken by a later one and must not serve.
+    public static let raiseEpoch = """
+        local held = tonumber(redis.call('GET', KEYS[1]) or '0')
+        local wanted = tonumber(ARGV[1])
+        if wanted > held then
+          redis.call('SET', KEYS[1], ARGV[1])
+          return wanted
+        end
+        return held
+        """
+
+    /// Most arguments one command in a fenced group may have: Lua's `unpack` refuses more than
+    /// about 8,000 values, so callers split larger `SADD`s and `SREM`s.
+    public static let maximumArgumentsPerCommand = 4_000
+
+    /// `EVALSHA` (or, with `loadingScript`, `EVAL` with the script's text, which also puts it in
+    /// Redis's cache) of `guardedWrite` over `commands`, fenced by `fence`.
+    static func command(for commands: [RedisCommand], fence: SlotFence, loadingScript: Bool) -> RedisCommand {
+        let arguments: [[UInt8]] = [
+            Array((loadingScript ? guardedWrite : guardedWriteSHA).utf8), Array("1".utf8), Array(fence.key.utf8),
+            Array(String(fence.epoch).utf8),
+        ]
+        var tail: [UInt8] = []
+        var count = arguments.count
+        for command in commands {
+            // `encoded` is `*<n>\r\n` then n bulk strings: the script takes n as a bulk string,
+            // then the same bulk strings as they are.
+            let (n, headerLength) = Self.arrayHeader(command.encoded)
+            RESPEncoding.appendBulk(Int64(n), to: &tail)
+            tail.append(contentsOf: command.encoded[headerLength...])
+            count += 1 + n
+        }
+        return RedisCommand(preEncodedName: loadingScript ? "EVAL" : "EVALSHA", leading: arguments, argumentCount: count, tail: tail)
+    }
+
+    /// The element count of a RESP array header (`*<n>\r\n`) and its length in bytes.
+    private static func arrayHeader(_ bytes: [UInt8]) -> (count: Int, length: Int) {
+        var count = 0
+        var index = 1
+        while bytes[index] != 13 {
+            count = count * 10 + Int(bytes[index] - 48)
+            index += 1
+        }
+        return (count, index + 2)
+    }
+}
