@@ -101,8 +101,15 @@ public enum LikeBatchApplier {
     }
 
     /// `apply(_:pool:)` inside the caller's transaction on `connection`.
-    public static func apply(_ entries: [LoggedLikeChange], on connection: isolated PostgresConnection) throws(PostgresError) -> LikeBatchOutcome {
+    /// - Parameter auditTable: for tests: a table `(log text, entry_ms bigint, entry_seq bigint)`
+    ///   with a unique key over all three, into which every entry applied is inserted in the same
+    ///   transaction — applying one twice then fails the transaction. Letters, digits and `_`.
+    public static func apply(_ entries: [LoggedLikeChange], on connection: isolated PostgresConnection,
+                             auditTable: String? = nil) throws(PostgresError) -> LikeBatchOutcome {
         try validate(entries.map(\.change))
+        if let auditTable, !isPlainIdentifier(auditTable) {
+            throw PostgresError(code: .invalidArgument, message: "audit table \"\(auditTable)\" is not a plain identifier (letters, digits, _)")
+        }
         let logs = Array(Set(entries.map(\.log))).sorted()
         let progress = try connection.query(
             "SELECT log, last_entry_ms, last_entry_seq FROM counter_flush_progress WHERE log = ANY($1::text[]) ORDER BY log FOR UPDATE",
@@ -130,10 +137,18 @@ public enum LikeBatchApplier {
                 last_entry_ms = excluded.last_entry_ms, last_entry_seq = excluded.last_entry_seq,
                 applied_changes = p.applied_changes + excluded.applied_changes,
                 applied_batches = p.applied_batches + 1, updated_at = now()
+            WHERE (excluded.last_entry_ms, excluded.last_entry_seq) > (p.last_entry_ms, p.last_entry_seq)
             """, [.textArray(updated.map(\.key)),
                   .int64Array(updated.map { Int64($0.value.id.milliseconds) }),
                   .int64Array(updated.map { Int64($0.value.id.sequence) }),
                   .int64Array(updated.map(\.value.count))])
+        if let auditTable {
+            try connection.query("""
+                INSERT INTO \(auditTable) (log, entry_ms, entry_seq)
+                SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[])
+                """, [.textArray(fresh.map(\.log)), .int64Array(fresh.map { Int64($0.entryID.milliseconds) }),
+                      .int64Array(fresh.map { Int64($0.entryID.sequence) })])
+        }
         var result = LikeBatchOutcome(movements: outcome.movements, missingPosts: outcome.missingPosts,
                                       coalescedChanges: outcome.coalescedChanges, alreadyApplied: skipped)
         result.appliedThrough = newest.mapValues(\.id)
@@ -146,6 +161,12 @@ public enum LikeBatchApplier {
             "SELECT last_entry_ms, last_entry_seq FROM counter_flush_progress WHERE log = $1", [.text(log)])
         guard let row = rows.first else { return nil }
         return StreamEntryID(milliseconds: UInt64(try row.int64(0)), sequence: UInt64(try row.int64(1)))
+    }
+
+    static func isPlainIdentifier(_ name: String) -> Bool {
+        !name.isEmpty && name.utf8.count <= 63 && name.utf8.allSatisfy { byte in
+            (byte >= 97 && byte <= 122) || (byte >= 65 && byte <= 90) || (byte >= 48 && byte <= 57) || byte == 95
+        }
     }
 
     static func validate(_ changes: [LikeChange]) throws(PostgresError) {

@@ -12,12 +12,20 @@ public struct NodeRegistry: Sendable {
         public let advertiseURL: String
         /// Whether its lease is still running, by PostgreSQL's clock.
         public let isLive: Bool
+        /// Whether an operator asked it to give up its slots (`cluster drain`): live, but owning
+        /// none.
+        public let isDraining: Bool
+        /// Milliseconds until its lease runs out, by PostgreSQL's clock (negative: ran out).
+        public let leaseRemainingMilliseconds: Int64
 
-        public init(id: String, incarnation: Int64, advertiseURL: String, isLive: Bool) {
+        public init(id: String, incarnation: Int64, advertiseURL: String, isLive: Bool, isDraining: Bool = false,
+                    leaseRemainingMilliseconds: Int64 = 0) {
             self.id = id
             self.incarnation = incarnation
             self.advertiseURL = advertiseURL
             self.isLive = isLive
+            self.isDraining = isDraining
+            self.leaseRemainingMilliseconds = leaseRemainingMilliseconds
         }
     }
 
@@ -25,6 +33,10 @@ public struct NodeRegistry: Sendable {
     public struct IDInUse: Error, Sendable, Equatable, CustomStringConvertible {
         public let nodeID: String
         public let advertiseURL: String
+        /// The incarnation holding it.
+        public var incarnation: Int64 = 0
+        /// Milliseconds until the holder's lease runs out unless it renews it.
+        public var leaseRemainingMilliseconds: Int64 = 0
 
         public var description: String {
             "node id \"\(nodeID)\" is held by a running node (advertising \(advertiseURL)); give this node another --node-id, or stop that one"
@@ -32,9 +44,13 @@ public struct NodeRegistry: Sendable {
     }
 
     private let pool: PostgresPool
+    /// Whose nodes: deployments sharing a database (named by their Redis key prefix) each have
+    /// their own.
+    public let deployment: String
 
-    public init(pool: PostgresPool) {
+    public init(pool: PostgresPool, deployment: String) {
         self.pool = pool
+        self.deployment = deployment
     }
 
     /// Takes `nodeID` for this process with a lease of `lease`, as a new incarnation.
@@ -42,17 +58,22 @@ public struct NodeRegistry: Sendable {
     /// - Throws: `IDInUse` when another process holds the id under a lease still running.
     public func register(nodeID: String, advertiseURL: String, lease: Duration) async throws -> Int64 {
         let rows = try await pool.query("""
-            INSERT INTO counter_nodes (id, incarnation, advertise_url, lease_expires_at)
-            VALUES ($1, nextval('counter_node_incarnations'), $2, now() + $3::bigint * interval '1 millisecond')
-            ON CONFLICT (id) DO UPDATE
+            INSERT INTO counter_nodes (deployment, id, incarnation, advertise_url, lease_expires_at)
+            VALUES ($4, $1, nextval('counter_node_incarnations'), $2, now() + $3::bigint * interval '1 millisecond')
+            ON CONFLICT (deployment, id) DO UPDATE
                 SET incarnation = EXCLUDED.incarnation, advertise_url = EXCLUDED.advertise_url,
-                    lease_expires_at = EXCLUDED.lease_expires_at, started_at = now()
+                    lease_expires_at = EXCLUDED.lease_expires_at, started_at = now(), draining = false
                 WHERE counter_nodes.lease_expires_at <= now()
             RETURNING incarnation
-            """, [.text(nodeID), .text(advertiseURL), .int64(lease.inMilliseconds)])
+            """, [.text(nodeID), .text(advertiseURL), .int64(lease.inMilliseconds), .text(deployment)])
         if let row = rows.first { return try row.int64(0) }
-        let holder = try await pool.query("SELECT advertise_url FROM counter_nodes WHERE id = $1", [.text(nodeID)])
-        throw IDInUse(nodeID: nodeID, advertiseURL: holder.first?.string(0) ?? "?")
+        let holder = try await pool.query("""
+            SELECT advertise_url, incarnation, (extract(epoch FROM lease_expires_at - now()) * 1000)::bigint
+            FROM counter_nodes WHERE deployment = $2 AND id = $1
+            """, [.text(nodeID), .text(deployment)])
+        throw IDInUse(nodeID: nodeID, advertiseURL: holder.first?.string(0) ?? "?",
+                      incarnation: (try? holder.first?.int64(1)) ?? 0,
+                      leaseRemainingMilliseconds: (try? holder.first?.int64(2)) ?? 0)
     }
 
     /// Extends the lease of `incarnation` by `lease` from now (PostgreSQL's now).
@@ -61,26 +82,37 @@ public struct NodeRegistry: Sendable {
     public func renew(nodeID: String, incarnation: Int64, lease: Duration) async throws -> Bool {
         let rows = try await pool.query("""
             UPDATE counter_nodes SET lease_expires_at = now() + $3::bigint * interval '1 millisecond'
-            WHERE id = $1 AND incarnation = $2
+            WHERE deployment = $4 AND id = $1 AND incarnation = $2
             RETURNING 1
-            """, [.text(nodeID), .int64(incarnation), .int64(lease.inMilliseconds)])
+            """, [.text(nodeID), .int64(incarnation), .int64(lease.inMilliseconds), .text(deployment)])
         return !rows.isEmpty
     }
 
     /// Ends the lease of `incarnation` now (a node leaving in good order), so its slots can be
     /// taken without waiting for the lease to run out.
     public func release(nodeID: String, incarnation: Int64) async throws {
-        try await pool.query("UPDATE counter_nodes SET lease_expires_at = now() WHERE id = $1 AND incarnation = $2",
-                             [.text(nodeID), .int64(incarnation)])
+        try await pool.query("UPDATE counter_nodes SET lease_expires_at = now() WHERE deployment = $3 AND id = $1 AND incarnation = $2",
+                             [.text(nodeID), .int64(incarnation), .text(deployment)])
     }
 
     /// Every registered node, live or not, by id.
     public func nodes() async throws -> [Node] {
         let rows = try await pool.query("""
-            SELECT id, incarnation, advertise_url, lease_expires_at > now() FROM counter_nodes ORDER BY id
-            """)
+            SELECT id, incarnation, advertise_url, lease_expires_at > now(), draining,
+                   (extract(epoch FROM lease_expires_at - now()) * 1000)::bigint
+            FROM counter_nodes WHERE deployment = $1 ORDER BY id
+            """, [.text(deployment)])
         return try rows.map { row in
-            Node(id: row.string(0) ?? "", incarnation: try row.int64(1), advertiseURL: row.string(2) ?? "", isLive: try row.bool(3))
+            Node(id: row.string(0) ?? "", incarnation: try row.int64(1), advertiseURL: row.string(2) ?? "", isLive: try row.bool(3),
+                 isDraining: try row.bool(4), leaseRemainingMilliseconds: try row.int64(5))
         }
+    }
+
+    /// Marks `nodeID` as draining (it gives up its slots to the others and takes none) or not.
+    /// - Returns: `false` when no node has that id.
+    public func setDraining(nodeID: String, _ draining: Bool) async throws -> Bool {
+        let rows = try await pool.query("UPDATE counter_nodes SET draining = $2 WHERE deployment = $3 AND id = $1 RETURNING 1",
+                                        [.text(nodeID), .bool(draining), .text(deployment)])
+        return !rows.isEmpty
     }
 }

@@ -11,7 +11,7 @@ public struct SchemaMigration: Sendable {
 
 extension SchemaMigration {
     /// Every migration this build knows, in order.
-    public static let all: [SchemaMigration] = [seedLayout, flushProgress, clusterMembership]
+    public static let all: [SchemaMigration] = [seedLayout, flushProgress, clusterMembership, slotEpochs]
 
     /// The seed's Laravel layout: `posts.likes_count`, and `likes` with `unique(user_id, post_id)`
     /// and timestamps. Works on a database where the app already created `posts` (perhaps without
@@ -53,7 +53,7 @@ extension SchemaMigration {
         """)
 
     /// The nodes of a cluster, each with a lease kept by PostgreSQL's clock and a new incarnation
-    /// per process start, and the owner and epoch of every slot. Unused by a node that runs alone.
+    /// per process start, and the owner and epoch of every slot.
     static let clusterMembership = SchemaMigration(version: 3, name: "counter_nodes, counter_slots", sql: """
         CREATE SEQUENCE IF NOT EXISTS counter_node_incarnations;
         CREATE TABLE IF NOT EXISTS counter_nodes (
@@ -68,6 +68,35 @@ extension SchemaMigration {
             owner text,
             owner_incarnation bigint,
             epoch bigint NOT NULL DEFAULT 0
+        );
+        """)
+
+    /// Ownership per deployment (the Redis key prefix, so deployments sharing one database — and
+    /// tests running side by side — each have their own nodes and slots), replacing version 3's
+    /// tables, which no node used: epochs drawn from one sequence, so every change of a slot's
+    /// owner gets an epoch no slot ever had (epochs, not node ids, tell an owner from the one
+    /// before it, even A→B→A); the operator's drain mark.
+    static let slotEpochs = SchemaMigration(version: 4, name: "counter_nodes, counter_slots per deployment; counter_epochs", sql: """
+        CREATE SEQUENCE IF NOT EXISTS counter_epochs;
+        DROP TABLE IF EXISTS counter_slots;
+        DROP TABLE IF EXISTS counter_nodes;
+        CREATE TABLE counter_nodes (
+            deployment text NOT NULL,
+            id text NOT NULL,
+            incarnation bigint NOT NULL,
+            advertise_url text NOT NULL,
+            lease_expires_at timestamptz NOT NULL,
+            started_at timestamptz NOT NULL DEFAULT now(),
+            draining boolean NOT NULL DEFAULT false,
+            PRIMARY KEY (deployment, id)
+        );
+        CREATE TABLE counter_slots (
+            deployment text NOT NULL,
+            slot integer NOT NULL CHECK (slot >= 0 AND slot < 16384),
+            owner text,
+            owner_incarnation bigint,
+            epoch bigint NOT NULL DEFAULT 0,
+            PRIMARY KEY (deployment, slot)
         );
         """)
 }

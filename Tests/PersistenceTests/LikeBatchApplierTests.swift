@@ -133,6 +133,35 @@ struct LikeBatchApplierTests {
         await pool.close()
     }
 
+    @Test("the audit table records every entry applied; applying one twice fails the transaction")
+    func auditCatchesDoubleApply() async throws {
+        let pool = try await TestEnvironment.migratedPool()
+        let post = try await TestEnvironment.createPosts(1, in: pool)[0]
+        let log = TestEnvironment.uniqueKeyPrefix("audited")
+        let audit = "audit_" + log.filter { $0.isLetter || $0.isNumber }
+        try await pool.query("CREATE TABLE \(audit) (log text, entry_ms bigint, entry_seq bigint, PRIMARY KEY (log, entry_ms, entry_seq))")
+        let entries = (1...3).map { user in
+            LoggedLikeChange(log: log, slot: HashSlot(key: log.utf8).rawValue, entryID: StreamEntryID(milliseconds: 10, sequence: UInt64(user)),
+                             change: LikeChange(userID: Int64(user), postID: post, liked: true))
+        }
+        _ = try await pool.withTransaction { try LikeBatchApplier.apply(entries, on: $0, auditTable: audit) }
+        // Read again: skipped by the recorded progress, so not audited again.
+        let again = try await pool.withTransaction { try LikeBatchApplier.apply(entries, on: $0, auditTable: audit) }
+        #expect(again.alreadyApplied == 3)
+        #expect(try await pool.query("SELECT count(*) FROM \(audit)").first?.int64(0) == 3)
+        // Were the progress lost, the audit refuses the second application.
+        try await pool.query("DELETE FROM counter_flush_progress WHERE log = $1", [.text(log)])
+        await #expect(throws: PostgresError.self) {
+            _ = try await pool.withTransaction { try LikeBatchApplier.apply(entries, on: $0, auditTable: audit) }
+        }
+        #expect(try await Self.members([post], pool).count == 3)
+        await #expect(throws: PostgresError.self) {
+            _ = try await pool.withTransaction { try LikeBatchApplier.apply(entries, on: $0, auditTable: "x; DROP TABLE likes") }
+        }
+        try await pool.query("DROP TABLE \(audit)")
+        await pool.close()
+    }
+
     @Test("bad batches are refused before anything is sent", arguments: [
         ([LikeChange](), "empty batch"),
         ([LikeChange(userID: 0, postID: 1, liked: true)], "positive"),

@@ -10,7 +10,7 @@ struct NodeRegistryTests {
     @Test("a node id is held by one process at a time; the second is refused clearly, nothing changed")
     func oneHolder() async throws {
         let pool = try await TestEnvironment.migratedPool()
-        let registry = NodeRegistry(pool: pool)
+        let registry = NodeRegistry(pool: pool, deployment: TestEnvironment.uniqueKeyPrefix("registry"))
         let id = Self.uniqueID()
         let first = try await registry.register(nodeID: id, advertiseURL: "http://127.0.0.1:9001", lease: .seconds(30))
         let refused = await #expect(throws: NodeRegistry.IDInUse.self) {
@@ -18,14 +18,19 @@ struct NodeRegistryTests {
         }
         #expect(refused?.description.contains("http://127.0.0.1:9001") == true)
         let nodes = try await registry.nodes().filter { $0.id == id }
-        #expect(nodes == [NodeRegistry.Node(id: id, incarnation: first, advertiseURL: "http://127.0.0.1:9001", isLive: true)])
+        #expect(nodes.map(\.incarnation) == [first])
+        #expect(nodes.map(\.advertiseURL) == ["http://127.0.0.1:9001"])
+        #expect(nodes.map(\.isLive) == [true])
+        #expect(nodes.map(\.isDraining) == [false])
+        #expect(nodes.allSatisfy { $0.leaseRemainingMilliseconds > 25_000 && $0.leaseRemainingMilliseconds <= 30_000 })
+        #expect(refused?.incarnation == first)
         await pool.close()
     }
 
     @Test("a lease that runs out (by PostgreSQL's clock) frees the id for a new incarnation; the old one can no longer renew")
     func expiry() async throws {
         let pool = try await TestEnvironment.migratedPool()
-        let registry = NodeRegistry(pool: pool)
+        let registry = NodeRegistry(pool: pool, deployment: TestEnvironment.uniqueKeyPrefix("registry"))
         let id = Self.uniqueID()
         let old = try await registry.register(nodeID: id, advertiseURL: "http://a", lease: .milliseconds(300))
         #expect(try await registry.renew(nodeID: id, incarnation: old, lease: .milliseconds(300)))
@@ -41,7 +46,7 @@ struct NodeRegistryTests {
     @Test("a node that leaves in good order frees its id at once")
     func release() async throws {
         let pool = try await TestEnvironment.migratedPool()
-        let registry = NodeRegistry(pool: pool)
+        let registry = NodeRegistry(pool: pool, deployment: TestEnvironment.uniqueKeyPrefix("registry"))
         let id = Self.uniqueID()
         let incarnation = try await registry.register(nodeID: id, advertiseURL: "http://a", lease: .seconds(60))
         try await registry.release(nodeID: id, incarnation: incarnation)
