@@ -44,15 +44,18 @@ let package = Package(
         // The write path: shard actors, their pure batch logic, the write-behind flushers. Its
         // answer to an operation is the wire format's LikeStatus.
         .target(name: "WritePath", dependencies: ["CounterCore", "CounterWire", "Persistence", "ShardRouter"]),
+        // Running as one node of several: membership and leases in PostgreSQL, which slots this
+        // node claims, hands off, serves and drops (`MembershipRound`, pure), and the slot map.
+        .target(name: "NodeCluster", dependencies: ["CounterCore", "Persistence", "ShardRouter", "WritePath"]),
         // The HTTP transport: libmicrohttpd behind HTTPRequest/HTTPResponse/HTTPHandler. Knows no route.
         .target(name: "NodeHTTP", dependencies: ["CMicroHTTPD", "CounterCore"]),
         // The HTTP API: routes, auth, metrics, the admin answers, on top of the write path.
-        .target(name: "NodeAPI", dependencies: ["CounterCore", "CounterWire", "NodeHTTP", "Persistence", "ShardRouter", "WritePath"]),
+        .target(name: "NodeAPI", dependencies: ["CounterCore", "CounterWire", "NodeCluster", "NodeHTTP", "Persistence", "ShardRouter", "WritePath"]),
         // The operator subcommands (flush, inspect, stats, reconcile, dead-letters): clients of
         // a running node's admin API through CounterClient.
         .target(name: "OperatorCommands", dependencies: ["CounterClient", "CounterCore", "CounterWire"]),
         // The node's composition root: configuration, command line, `serve` and its lifecycle.
-        .target(name: "CounterNode", dependencies: ["CounterCore", "NodeAPI", "NodeHTTP", "OperatorCommands", "Persistence", "WritePath"]),
+        .target(name: "CounterNode", dependencies: ["CounterCore", "NodeAPI", "NodeCluster", "NodeHTTP", "OperatorCommands", "Persistence", "WritePath"]),
 
         // The client library apps add: HTTP client, optimistic like state machine, @Observable
         // models. Foundation, Observation and the wire format (with its small core) only; none of
@@ -72,6 +75,7 @@ let package = Package(
         .testTarget(name: "CounterWireTests", dependencies: ["CounterWire"]),
         .testTarget(name: "CounterCoreTests", dependencies: ["CounterCore"]),
         .testTarget(name: "ShardRouterTests", dependencies: ["ShardRouter", "CounterCore", "Persistence", "TestSupport"]),
+        .testTarget(name: "NodeClusterTests", dependencies: ["NodeCluster", "ShardRouter"]),
         .testTarget(name: "PersistenceTests", dependencies: ["CounterCore", "Persistence", "ShardRouter", "TestSupport"]),
         // A child process the crash tests kill with SIGKILL mid-stream.
         .executableTarget(name: "CrashDriver", dependencies: ["Persistence", "WritePath"], path: "Tests/CrashDriver"),

@@ -1,6 +1,7 @@
 import CounterCore
 import Foundation
 import NodeAPI
+import NodeCluster
 import NodeHTTP
 import Persistence
 import WritePath
@@ -28,6 +29,17 @@ public struct NodeConfiguration: Sendable, Equatable {
     public var nodeURLSetting: String?
     /// Least important log level written: debug, info, warn, error. Defaults to `info`.
     public var logLevel: LogLevel = .info
+    /// This node's id in its cluster, stable across restarts. Defaults to `node-1`, so one node
+    /// needs no flag.
+    public var nodeID: String = "node-1"
+    /// Where the other nodes and slot-aware clients reach this node. Defaults to
+    /// `http://<listen host>:<port>` (`127.0.0.1` when listening on `0.0.0.0`).
+    public var advertiseURLSetting: String?
+    /// How long the node's lease lasts without renewal (it is renewed every third of it): a node
+    /// silent this long loses its slots to the others. Defaults to 2 s.
+    public var lease: Duration = .seconds(2)
+    /// Most slots handed between live nodes at once. Defaults to 1,024.
+    public var maximumMoves: Int = 1_024
 
     public init() {}
 
@@ -136,6 +148,42 @@ public struct NodeConfiguration: Sendable, Equatable {
                     configuration.logLevel = level
                     return nil
                 }),
+        Setting(flag: "--node-id", environment: "COUNTER_NODE_ID",
+                summary: "this node's id in its cluster, stable across restarts (letters, digits, - _ .; at most 64)",
+                defaultValue: { $0.nodeID },
+                apply: { configuration, value in
+                    guard !value.isEmpty, value.count <= 64,
+                          value.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == ".") }) else {
+                        return "must be 1-64 ASCII letters, digits, -, _ and ."
+                    }
+                    configuration.nodeID = value
+                    return nil
+                }),
+        Setting(flag: "--advertise-url", environment: "COUNTER_ADVERTISE_URL",
+                summary: "where other nodes and slot-aware clients reach this node (default: http://<listen host>:<port>)",
+                defaultValue: { $0.advertiseURLSetting ?? "(from --listen)" },
+                apply: { configuration, value in
+                    guard value.hasPrefix("http://"), let components = URLComponents(string: value), let host = components.host,
+                          !host.isEmpty, components.port != nil, components.path.isEmpty || components.path == "/" else {
+                        return "must be a URL like http://10.0.0.5:8080 (scheme, host and port; no path)"
+                    }
+                    configuration.advertiseURLSetting = value.hasSuffix("/") ? String(value.dropLast()) : value
+                    return nil
+                }),
+        integer("--lease-ms", "COUNTER_LEASE_MS", "how long the node's lease lasts without renewal; a node silent this long loses its slots (milliseconds)", 600...600_000,
+                get: { Int($0.lease.inMilliseconds) }, set: { $0.lease = .milliseconds($1) }),
+        integer("--max-moving-slots", "COUNTER_MAX_MOVING_SLOTS", "slots handed between live nodes at once (takeovers of dead nodes' slots are not limited)", 1...16_384,
+                get: { $0.maximumMoves }, set: { $0.maximumMoves = $1 }),
+        Setting(flag: "--audit-table", environment: "COUNTER_AUDIT_TABLE",
+                summary: "for tests: a table (log text, entry_ms bigint, entry_seq bigint, unique over all three) every flush records its applied log entries in",
+                defaultValue: { $0.writePath.auditTable ?? "(none)" },
+                apply: { configuration, value in
+                    guard !value.isEmpty, value.count <= 63, value.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) else {
+                        return "must be a plain table name (letters, digits, _)"
+                    }
+                    configuration.writePath.auditTable = value
+                    return nil
+                }),
         Setting(flag: "--key-prefix", environment: "COUNTER_KEY_PREFIX", summary: "prefix of every Redis key (letters, digits, - and _)",
                 defaultValue: { $0.writePath.keyPrefix },
                 apply: { configuration, value in
@@ -225,10 +273,39 @@ public struct NodeConfiguration: Sendable, Equatable {
         nodeURLSetting ?? "http://\(http.host):\(http.port)"
     }
 
+    /// The advertised URL: `--advertise-url`, or the listening address with `port` (the bound
+    /// port, for `--listen host:0`).
+    public func advertiseURL(boundPort port: Int) -> String {
+        if let advertiseURLSetting { return advertiseURLSetting }
+        let host = http.host == "0.0.0.0" ? "127.0.0.1" : http.host
+        return "http://\(host):\(port)"
+    }
+
+    /// How the node takes part in its cluster.
+    public func membership(advertiseURL: String) -> ClusterMember.Configuration {
+        var configuration = ClusterMember.Configuration(nodeID: nodeID, advertiseURL: advertiseURL)
+        configuration.lease = lease
+        configuration.renewInterval = lease / 3
+        configuration.maximumMoves = maximumMoves
+        return configuration
+    }
+
+    /// The cluster membership's own two connections (one renews the lease while the other runs a
+    /// round, which may wait for a paused node's locks).
+    public var membershipPostgres: PostgresConfiguration {
+        var configuration = PostgresConfiguration(url: postgresURL)
+        configuration.maximumConnections = 2
+        configuration.applicationName = "counter-service-membership"
+        return configuration
+    }
+
     /// The PostgreSQL pool configuration these settings describe.
     public var postgres: PostgresConfiguration {
         var configuration = PostgresConfiguration(url: postgresURL)
         configuration.maximumConnections = postgresPoolSize
+        // A paused node must not hold a flush transaction's locks on its slots' rows — which a
+        // takeover waits for — much longer than its lease.
+        configuration.idleInTransactionTimeout = lease
         return configuration
     }
 }

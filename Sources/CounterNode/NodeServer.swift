@@ -2,6 +2,7 @@ import CounterCore
 import Dispatch
 import Foundation
 import NodeAPI
+import NodeCluster
 import NodeHTTP
 import Persistence
 import Synchronization
@@ -27,14 +28,22 @@ public enum NodeServer {
         let service: CounterService
         do {
             let redis = try RedisConfiguration(url: configuration.redisURL)
-            service = try CounterService(configuration: configuration.writePath, postgres: pool, redis: redis, log: log)
+            // A node of a cluster (possibly of one): it serves only the slots it wins.
+            service = try CounterService(configuration: configuration.writePath, postgres: pool, redis: redis,
+                                         ownership: OwnedSlots(), log: log)
         } catch {
             output.error("cannot start: \(error)")
             await pool.close()
             return .usage
         }
         let adminRedis = RedisClient(topology: service.redisTopology)
+        // The membership has connections of its own: a lease renewal must never wait behind
+        // flushes (or behind a claim waiting for a paused node's locks) for a pooled connection.
+        let membershipPool = PostgresPool(configuration: configuration.membershipPostgres)
+        let member = ClusterMember(configuration: configuration.membership(advertiseURL: configuration.advertiseURLSetting ?? ""),
+                                   service: service, postgres: membershipPool, log: log)
         let server: HTTPServer
+        var listening: HTTPServer?
         do {
             // Redis's shape first: a seed that is not a cluster, or a cluster with slots no master
             // serves, is a configuration error found before anything is written.
@@ -54,12 +63,19 @@ public enum NodeServer {
                 log.log(.info, "demo_posts", ["ids": "1-\(configuration.demoPosts)"])
             }
             try await service.start()
-            let api = CounterAPI(service: service, tokens: configuration.tokens, postgres: pool, redis: adminRedis)
+            let api = CounterAPI(service: service, tokens: configuration.tokens, postgres: pool, redis: adminRedis, member: member)
             server = try HTTPServer(configuration: configuration.http, handler: api)
+            // Bound first, so the advertised URL has the real port; requests that arrive before
+            // the node has joined find no slot served and are answered 503 (retry).
+            try server.start()
+            listening = server
+            try await member.join(advertising: configuration.advertiseURL(boundPort: server.port))
         } catch {
             output.error("cannot start: \(error)")
+            if let listening { await listening.stop() }
             await service.shutdown(drain: false)
             await adminRedis.close()
+            await membershipPool.close()
             await pool.close()
             if let error = error as? RedisError, error.code == .clusterConfiguration { return .usage }
             return .failure
@@ -85,13 +101,17 @@ public enum NodeServer {
         let announce = ListeningAnnouncement(server: server, configuration: configuration, log: log, output: output)
         var status = NodeCommand.ExitStatus.success
         do {
-            try await ServiceGroup.run([service, server, announce], until: waitForSignal)
+            // Stopping runs backwards: the membership hands the slots to the other nodes while
+            // the HTTP server still answers (forwarding), then the server stops, then the write
+            // path flushes what it still holds.
+            try await ServiceGroup.run([service, server, member, announce], until: waitForSignal)
         } catch {
             output.error("cannot serve: \(error)")
             log.log(.error, "failed", ["error": "\(error)"])
             status = .failure
         }
         await adminRedis.close()
+        await membershipPool.close()
         await pool.close()
         impatient.withLock { $0?.cancel() }
         if status == .success { log.log(.info, "stopped", ["flushed": "true"]) }

@@ -7,6 +7,7 @@ enum APIRoute: Equatable {
     case toggle(post: Int64, user: Int64)
     case post(Int64)
     case query
+    case cluster
     case healthz
     case readyz
     case metrics
@@ -26,7 +27,7 @@ enum APIRoute: Equatable {
         switch self {
         case .like: return ["GET", "PUT", "DELETE"]
         case .toggle, .query, .adminFlush, .adminReconcile, .adminDeadLettersReplay, .adminDeadLettersDrop: return ["POST"]
-        case .post, .healthz, .readyz, .metrics, .adminStats, .adminInspect, .adminDeadLetters: return ["GET"]
+        case .post, .cluster, .healthz, .readyz, .metrics, .adminStats, .adminInspect, .adminDeadLetters: return ["GET"]
         case .invalidID, .notFound: return []
         }
     }
@@ -38,6 +39,7 @@ enum APIRoute: Equatable {
         case .toggle: return "/v1/posts/{post}/likes/{user}/toggle"
         case .post: return "/v1/posts/{post}"
         case .query: return "/v1/posts/query"
+        case .cluster: return "/v1/cluster"
         case .healthz: return "/healthz"
         case .readyz: return "/readyz"
         case .metrics: return "/metrics"
@@ -59,7 +61,7 @@ enum APIRoute: Equatable {
     var access: Access {
         switch self {
         case .healthz, .readyz, .notFound: return .open
-        case .like, .toggle, .post, .query, .invalidID: return .api
+        case .like, .toggle, .post, .query, .cluster, .invalidID: return .api
         case .adminFlush, .adminStats, .adminInspect, .adminReconcile, .adminDeadLetters, .adminDeadLettersReplay,
              .adminDeadLettersDrop: return .admin
         case .metrics: return .any
@@ -85,6 +87,8 @@ enum APIRoute: Equatable {
             if part(0, is: "readyz") { return .readyz }
             if part(0, is: "metrics") { return .metrics }
             return .notFound
+        case 2 where part(0, is: "v1"):
+            return part(1, is: "cluster") ? .cluster : .notFound
         case 2 where part(0, is: "admin"):
             if part(1, is: "flush") { return .adminFlush }
             if part(1, is: "stats") { return .adminStats }

@@ -1,6 +1,7 @@
 import CounterCore
 import CounterWire
 import Foundation
+import NodeCluster
 import NodeHTTP
 import Persistence
 import ShardRouter
@@ -18,12 +19,22 @@ public final class CounterAPI: HTTPHandler {
     let reconciler: Reconciler
     let deadLetters: DeadLetters
     private let readiness: ReadinessProbe
+    /// The node's cluster membership, when it is one node of several.
+    let member: ClusterMember?
+    /// Sends requests for slots other nodes own on to them.
+    let forwarder: Forwarder?
 
-    /// - Parameter redis: the client the admin routes and `/readyz` use (the caller closes it);
-    ///   give it the service's topology (`RedisClient(topology: service.redisTopology)`).
-    public init(service: CounterService, tokens: AccessTokens, postgres: PostgresPool, redis: RedisClient) {
+    /// - Parameters:
+    ///   - redis: the client the admin routes and `/readyz` use (the caller closes it); give it
+    ///     the service's topology (`RedisClient(topology: service.redisTopology)`).
+    ///   - member: the node's cluster membership: requests for slots other nodes own are then
+    ///     forwarded to them, and `/v1/cluster` answers. `nil` for a write path that is the only
+    ///     writer.
+    public init(service: CounterService, tokens: AccessTokens, postgres: PostgresPool, redis: RedisClient, member: ClusterMember? = nil) {
         self.service = service
         self.tokens = tokens
+        self.member = member
+        self.forwarder = member.map { Forwarder(member: $0) }
         let layout = RedisKeyLayout(prefix: service.configuration.keyPrefix)
         self.inspector = PostInspector(service: service, postgres: postgres, redis: redis, layout: layout)
         self.readiness = ReadinessProbe(postgres: postgres, redis: redis)
@@ -47,6 +58,13 @@ public final class CounterAPI: HTTPHandler {
                     let response: HTTPResponse
                     switch result {
                     case .success(let state): response = Self.likeResponse(state)
+                    case .failure(let error as CounterError) where error.code == .notOwner && self.forwarder != nil:
+                        Task {
+                            let response = await self.elsewhere(request, post: post, mayRepeat: operation != .toggle)
+                            self.record(route, response, since: started)
+                            respond(response)
+                        }
+                        return
                     case .failure(let error as CounterError): response = Self.response(for: error)
                     case .failure(let error): response = .error(503, code: "unavailable", message: "\(error)", retryAfterSeconds: 1)
                     }
@@ -119,10 +137,19 @@ public final class CounterAPI: HTTPHandler {
         do {
             switch route {
             case .post(let post):
-                let state = try await service.perform(.count, post: post, user: 0)
-                return HTTPResponse(status: 200, body: HotAnswers.postCount(postID: state.postID, likesCount: state.likesCount))
+                do {
+                    let state = try await service.perform(.count, post: post, user: 0)
+                    return HTTPResponse(status: 200, body: HotAnswers.postCount(postID: state.postID, likesCount: state.likesCount))
+                } catch let error as CounterError where error.code == .notOwner && forwarder != nil {
+                    return await elsewhere(request, post: post, mayRepeat: true)
+                }
             case .query:
-                return try await feed(request.body)
+                return try await feed(request)
+            case .cluster:
+                guard let member else {
+                    return .error(404, code: "not_clustered", message: "this node runs as the only writer; it has no slot map")
+                }
+                return .json(ClusterAnswers.body(member.map, answeredBy: member.configuration.nodeID))
             case .readyz:
                 return await readiness.check()
             case .metrics:
@@ -183,25 +210,61 @@ public final class CounterAPI: HTTPHandler {
         case .invalidArgument: return .error(400, code: "invalid_argument", message: error.message)
         case .backlogFull: return .error(503, code: "backlog_full", message: error.message, retryAfterSeconds: error.retryAfterSeconds ?? 1)
         case .shuttingDown: return .error(503, code: "shutting_down", message: error.message, retryAfterSeconds: 1)
+        case .slotMoving: return .error(503, code: "slot_moving", message: error.message, retryAfterSeconds: error.retryAfterSeconds ?? 1)
+        case .notOwner: return .error(503, code: "no_owner", message: error.message, retryAfterSeconds: 1)
         default: return .error(503, code: "unavailable", message: error.message, retryAfterSeconds: error.retryAfterSeconds ?? 1)
         }
     }
 
+    /// The answer for a request on `post`, whose slot another node owns: forwarded to it, or,
+    /// when this request was itself forwarded here, `421` with the owner's URL.
+    private func elsewhere(_ request: HTTPRequest, post: Int64, mayRepeat: Bool) async -> HTTPResponse {
+        guard let forwarder else { return Self.response(for: CounterError.notOwner(HashSlot(post: post).rawValue)) }
+        let slot = HashSlot(post: post).rawValue
+        if request.forwardedBy != nil { return forwarder.misdirectedResponse(slot: slot) }
+        return await forwarder.forward(request, slot: slot, mayRepeat: mayRepeat)
+    }
+
     /// `POST /v1/posts/query`: `{"post_ids":[…],"user_id":7}` → counts and the user's likes,
-    /// one batch per shard. Posts that do not exist are left out of the answer.
-    private func feed(_ body: [UInt8]) async throws -> HTTPResponse {
-        let query = try RequestBody.feedQuery(body)
+    /// one batch per shard. Posts that do not exist are left out of the answer. Posts whose
+    /// slots other nodes own are asked of those nodes (one query each) and merged in order.
+    private func feed(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let query = try RequestBody.feedQuery(request.body)
         let results = await service.performMany(query.postIDs.map { (LikeOperation.read, $0, query.userID) })
-        var states: [LikeState] = []
-        states.reserveCapacity(results.count)
-        for result in results {
+        var states: [LikeState?] = Array(repeating: nil, count: results.count)
+        var elsewhere: [Int] = []
+        for (index, result) in results.enumerated() {
             switch result {
-            case .success(let state): states.append(state)
+            case .success(let state): states[index] = state
             case .failure(let error as CounterError) where error.code == .unknownPost: continue
+            case .failure(let error as CounterError) where error.code == .notOwner && forwarder != nil: elsewhere.append(index)
             case .failure(let error): throw error
             }
         }
-        return HTTPResponse(status: 200, body: HotAnswers.feedPage(states))
+        if !elsewhere.isEmpty {
+            if request.forwardedBy != nil, let forwarder {
+                return forwarder.misdirectedResponse(slot: HashSlot(post: query.postIDs[elsewhere[0]]).rawValue)
+            }
+            let answers = try await FeedSplit.ask(elsewhere.map { query.postIDs[$0] }, user: query.userID, like: request, api: self)
+            for index in elsewhere { states[index] = answers[query.postIDs[index]] }
+        }
+        return HTTPResponse(status: 200, body: HotAnswers.feedPage(states.compactMap { $0 }))
+    }
+
+    /// Forwards a feed query for `posts` (each group to its owner) and returns their states.
+    func forwardFeed(_ posts: [Int64], user: Int64, like request: HTTPRequest) async throws -> [Int64: LikeState] {
+        guard let forwarder else { return [:] }
+        let body = try WireEncoder.encode(FeedQuery(postIDs: posts, userID: user))
+        let forwarded = HTTPRequest(method: "POST", path: "/v1/posts/query", authorization: request.authorization, body: body)
+        let response = await forwarder.forward(forwarded, slot: HashSlot(post: posts[0]).rawValue, mayRepeat: true)
+        guard response.status == 200 else {
+            throw CounterError(code: .unavailable, message: "the owner of posts \(posts.prefix(3).map(String.init).joined(separator: ",")) answered \(response.status): \(String(decoding: response.body, as: UTF8.self))",
+                               retryAfterSeconds: 1)
+        }
+        let page = try WireDecoder.decode(FeedPage.self, from: response.body)
+        var states: [Int64: LikeState] = [:]
+        for item in page.posts { states[item.postID] = LikeState(postID: item.postID, userID: user, isLiked: item.isLiked, likesCount: item.likesCount) }
+        return states
     }
 
     private func metricsResponse() async -> HTTPResponse {
@@ -209,6 +272,9 @@ public final class CounterAPI: HTTPHandler {
         metrics.render(into: &text)
         MetricsText.renderShards(await service.stats(), into: &text)
         MetricsText.renderRedis(service.redisTopology, into: &text)
+        if let member, let forwarder {
+            ClusterMetrics.render(member: member, ownership: service.ownership, forwarder: forwarder, into: &text)
+        }
         return HTTPResponse(status: 200, contentType: "text/plain; version=0.0.4", body: Array(text.utf8))
     }
 }

@@ -7,13 +7,18 @@ public struct HTTPRequest: Sendable {
     public let query: [String: String]
     /// The `Authorization` header, if any.
     public let authorization: String?
+    /// The `Counter-Forwarded-By` header: the node that forwarded this request to this one
+    /// (a request is forwarded once at most).
+    public let forwardedBy: String?
     public let body: [UInt8]
 
-    public init(method: String, path: String, query: [String: String] = [:], authorization: String? = nil, body: [UInt8] = []) {
+    public init(method: String, path: String, query: [String: String] = [:], authorization: String? = nil,
+                forwardedBy: String? = nil, body: [UInt8] = []) {
         self.method = method
         self.path = path
         self.query = query
         self.authorization = authorization
+        self.forwardedBy = forwardedBy
         self.body = body
     }
 }

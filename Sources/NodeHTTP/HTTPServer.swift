@@ -61,7 +61,8 @@ public final class HTTPServer: Service {
         self.loop = try EventLoopThread()
     }
 
-    /// Binds and starts serving.
+    /// Binds and starts serving. `run()` calls it unless it was called before (to learn the
+    /// bound port first).
     /// - Throws: `HTTPServerError` when the address cannot be bound or the library refuses to start.
     public func start() throws {
         let socket = try Self.listeningSocket(host: configuration.host, port: configuration.port)
@@ -104,7 +105,7 @@ public final class HTTPServer: Service {
     /// As a `Service`: listens until cancelled, then stops gracefully (`stop()`).
     /// - Throws: `HTTPServerError` when it cannot listen.
     public func run() async throws {
-        try start()
+        if state.withLock({ $0.daemon == nil }) { try start() }
         await waitUntilCancelled()
         // Stopping waits and sleeps, which a cancelled task cannot: it runs on a task of its own,
         // awaited here.
@@ -289,6 +290,7 @@ private func accessHandler(
         path: fullPath,
         query: queryArguments(connection),
         authorization: MHD_lookup_connection_value(connection, .HEADER_KIND, "Authorization").map { String(cString: $0) },
+        forwardedBy: MHD_lookup_connection_value(connection, .HEADER_KIND, "Counter-Forwarded-By").map { String(cString: $0) },
         body: state.body.withLock { $0 })
     return server.dispatch(request, state: state, connection: connection)
 }

@@ -11,6 +11,11 @@ public struct PostgresConfiguration: Sendable, Hashable {
     public var applicationName: String = "counter-service"
     /// Connections a `PostgresPool` opens at most. Defaults to `4`.
     public var maximumConnections: Int = 4
+    /// How long a session may sit idle inside a transaction before PostgreSQL ends it
+    /// (`idle_in_transaction_session_timeout`), so a paused process cannot hold the locks of a
+    /// flush transaction — and block the node taking its slots over — for longer. `nil` (the
+    /// default): the server's setting.
+    public var idleInTransactionTimeout: Duration?
 
     public init(url: String) {
         self.url = url

@@ -107,8 +107,12 @@ public actor PostgresConnection {
     }
 
     private func open() throws(PostgresError) -> OpaquePointer {
-        let keywords = ["dbname", "connect_timeout", "application_name"]
-        let values = [configuration.url, String(max(2, configuration.connectTimeout.components.seconds + (configuration.connectTimeout.components.attoseconds > 0 ? 1 : 0))), configuration.applicationName]
+        var keywords = ["dbname", "connect_timeout", "application_name"]
+        var values = [configuration.url, String(max(2, configuration.connectTimeout.components.seconds + (configuration.connectTimeout.components.attoseconds > 0 ? 1 : 0))), configuration.applicationName]
+        if let timeout = configuration.idleInTransactionTimeout {
+            keywords.append("options")
+            values.append("-c idle_in_transaction_session_timeout=\(max(1, timeout.inMilliseconds))")
+        }
         let connection = withCStringArray(keywords + [nil]) { keys in
             withCStringArray(values + [nil]) { vals in PQconnectdbParams(keys, vals, 1) }
         }

@@ -273,7 +273,11 @@ struct BatchStateMachine {
 
     /// What a caller is told for `error`: a `CounterError` as it is, anything else as
     /// `unavailable` (retryable) with its description.
+    /// A write Redis fenced did not run: the slot is another node's now.
     static func counterError(_ error: Error) -> CounterError {
-        (error as? CounterError) ?? CounterError(code: .unavailable, message: "\(error)", retryAfterSeconds: 1)
+        if let error = error as? RedisError, error.code == .fenced {
+            return CounterError(code: .notOwner, message: "this node no longer owns the post's slot; nothing was done here (\(error.message))")
+        }
+        return (error as? CounterError) ?? CounterError(code: .unavailable, message: "\(error)", retryAfterSeconds: 1)
     }
 }

@@ -104,7 +104,8 @@ struct BatchWrite {
     }
 
     /// The `SADD`/`SREM` commands that bring each post's likers set to the state of the last
-    /// change per user among `changes` (in order): at most one of each per post.
+    /// change per user among `changes` (in order): one of each per post, or more for more than
+    /// `FencedScript.maximumArgumentsPerCommand` users.
     static func membershipCommands(_ changes: [LikeChange], layout: RedisKeyLayout) -> [RedisCommand] {
         struct Pair: Hashable { let post: Int64; let user: Int64 }
         var last: [Pair: Bool] = [:]
@@ -123,10 +124,21 @@ struct BatchWrite {
             if last[pair]! { added[pair.post, default: []].append(pair.user) } else { removed[pair.post, default: []].append(pair.user) }
         }
         var commands: [RedisCommand] = []
+        // A fenced write's script unpacks each command's arguments, which Lua limits: large
+        // sets of users go in several commands.
+        let chunk = FencedScript.maximumArgumentsPerCommand
         for post in postOrder {
             let likers = layout.likers(ofPost: post)
-            if let users = added[post] { commands.append(.sadd(likers, users)) }
-            if let users = removed[post] { commands.append(.srem(likers, users)) }
+            if let users = added[post] {
+                for start in stride(from: 0, to: users.count, by: chunk) {
+                    commands.append(.sadd(likers, Array(users[start..<min(start + chunk, users.count)])))
+                }
+            }
+            if let users = removed[post] {
+                for start in stride(from: 0, to: users.count, by: chunk) {
+                    commands.append(.srem(likers, Array(users[start..<min(start + chunk, users.count)])))
+                }
+            }
         }
         return commands
     }

@@ -14,6 +14,11 @@ public struct CounterError: Error, Sendable, Equatable, CustomStringConvertible 
         public static let unavailable = Code(name: "unavailable")
         /// The node is shutting down (HTTP 503).
         public static let shuttingDown = Code(name: "shutting_down")
+        /// Another node owns the post's slot (HTTP 421): nothing was done here; ask the owner.
+        public static let notOwner = Code(name: "not_owner")
+        /// The post's slot is changing owner and did not settle in time (HTTP 503 with
+        /// Retry-After): nothing was done.
+        public static let slotMoving = Code(name: "slot_moving")
         public var description: String { name }
     }
 
@@ -29,6 +34,11 @@ public struct CounterError: Error, Sendable, Equatable, CustomStringConvertible 
     }
 
     public var description: String { "\(code): \(message)" }
+
+    /// This node does not own `slot` (any more): nothing was done.
+    public static func notOwner(_ slot: UInt16) -> CounterError {
+        CounterError(code: .notOwner, message: "this node does not own slot \(slot); nothing was done here")
+    }
 
     static func unknownPost(_ postID: Int64) -> CounterError {
         CounterError(code: .unknownPost, message: "post \(postID) does not exist")

@@ -22,18 +22,26 @@ public final class CounterService: Service {
     private let topologyTask = Mutex<Task<Void, Never>?>(nil)
     /// Where Redis keeps each slot, shared by every Redis client of this service.
     public let redisTopology: RedisTopology
+    /// Which slots this node decides for, under which epochs.
+    public let ownership: OwnedSlots
+    private let layout: RedisKeyLayout
+    private let log: NodeLog
 
     /// Builds the shards; nothing connects or runs until `start()`. `log` hears of flush
     /// retries, dead letters, Redis nodes lost and found, large posts loaded and refused writes.
     /// - Throws: `CounterError(.invalidArgument)` for an unusable configuration.
     public convenience init(configuration: WritePathConfiguration, postgres: PostgresPool, redis: RedisConfiguration,
-                            log: NodeLog = .silent) throws {
-        try self.init(configuration: configuration, postgres: postgres, topology: RedisTopology(configuration: redis, log: log), log: log)
+                            ownership: OwnedSlots = .soleWriter(), log: NodeLog = .silent) throws {
+        try self.init(configuration: configuration, postgres: postgres, topology: RedisTopology(configuration: redis, log: log),
+                      ownership: ownership, log: log)
     }
 
     /// Builds the shards over `topology` (discovered, for a cluster, in `start()`).
+    /// - Parameter ownership: which slots this node decides for: every one, unfenced
+    ///   (`soleWriter()`, the default), or what a cluster's membership gives it (`acquire`).
     /// - Throws: `CounterError(.invalidArgument)` for an unusable configuration.
-    public init(configuration: WritePathConfiguration, postgres: PostgresPool, topology: RedisTopology, log: NodeLog = .silent) throws {
+    public init(configuration: WritePathConfiguration, postgres: PostgresPool, topology: RedisTopology,
+                ownership: OwnedSlots = .soleWriter(), log: NodeLog = .silent) throws {
         guard let map = try? ShardMap(shardCount: configuration.shardCount) else {
             throw CounterError(code: .invalidArgument, message: "shard count must be between 1 and \(HashSlot.count)")
         }
@@ -43,7 +51,10 @@ public final class CounterService: Service {
         }
         self.configuration = configuration
         self.shardMap = map
+        self.ownership = ownership
+        self.log = log
         let layout = RedisKeyLayout(prefix: configuration.keyPrefix)
+        self.layout = layout
         var shards: [ShardActor] = []
         var flushers: [WriteBehindFlusher] = []
         var clients: [RedisClient] = []
@@ -52,9 +63,10 @@ public final class CounterService: Service {
             let flusherRedis = RedisClient(topology: topology)
             let shardRedis = RedisClient(topology: topology)
             let flusher = WriteBehindFlusher(shardIndex: index, slots: map.slots(ofShard: index), redis: flusherRedis,
-                                             pool: postgres, layout: layout, configuration: configuration, gauge: gauge, log: log)
+                                             pool: postgres, layout: layout, configuration: configuration, gauge: gauge,
+                                             ownership: ownership, log: log)
             shards.append(ShardActor(index: index, redis: shardRedis, pool: postgres, layout: layout,
-                                     configuration: configuration, flusher: flusher, gauge: gauge, log: log))
+                                     configuration: configuration, flusher: flusher, gauge: gauge, ownership: ownership, log: log))
             flushers.append(flusher)
             clients += [flusherRedis, shardRedis]
         }
@@ -73,7 +85,8 @@ public final class CounterService: Service {
         try await redisTopology.discover()
         try await DeadLetterKeyUpgrade.run(clients[0], layout: RedisKeyLayout(prefix: configuration.keyPrefix))
         for (shard, flusher) in zip(shards, flushers) {
-            try await flusher.recover()
+            // A node of a cluster drains each slot's log when it wins the slot (`acquire`).
+            if !ownership.isFenced { try await flusher.recover() }
             await flusher.setMissingPostsHandler { [shard] posts in await shard.dropDeletedPosts(posts) }
         }
         let tasks = flushers.map { flusher in Task { await flusher.run() } }
@@ -89,8 +102,33 @@ public final class CounterService: Service {
         guard postID > 0, userID > 0 || operation == .count else {
             throw CounterError(code: .invalidArgument, message: "ids must be positive 64-bit integers (post \(postID), user \(userID))")
         }
+        try await admit(HashSlot(post: postID).rawValue)
         let shard = shards[shardMap.shard(forPost: postID)]
         return try await shard.perform(ShardDecider.Request(operation: operation, postID: postID, userID: userID))
+    }
+
+    /// Returns when operations on `slot` may be decided here: at once while it is served;
+    /// after a wait of at most `slotMoveWait` while it changes owner.
+    /// - Throws: `CounterError(.notOwner)` when another node owns it (or comes to),
+    ///   `CounterError(.slotMoving)` when the move did not settle in time.
+    private func admit(_ slot: UInt16) async throws {
+        switch ownership.admission(slot) {
+        case .serve: return
+        case .elsewhere: throw CounterError.notOwner(slot)
+        case .wait: break
+        }
+        let deadline = ContinuousClock.now + configuration.slotMoveWait
+        while ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(10))
+            switch ownership.admission(slot) {
+            case .serve: return
+            case .elsewhere: throw CounterError.notOwner(slot)
+            case .wait: continue
+            }
+        }
+        throw CounterError(code: .slotMoving,
+                           message: "slot \(slot) is changing owner and did not settle within \(configuration.slotMoveWait); nothing was done",
+                           retryAfterSeconds: 1)
     }
 
     /// Queues `operation` and calls `completion` with the answer, without waiting: for callers on
@@ -102,8 +140,24 @@ public final class CounterService: Service {
             completion(.failure(CounterError(code: .invalidArgument, message: "ids must be positive 64-bit integers (post \(postID), user \(userID))")))
             return
         }
-        shards[shardMap.shard(forPost: postID)].submit(ShardDecider.Request(operation: operation, postID: postID, userID: userID),
-                                                      completion: completion)
+        let request = ShardDecider.Request(operation: operation, postID: postID, userID: userID)
+        let shard = shards[shardMap.shard(forPost: postID)]
+        let slot = HashSlot(post: postID).rawValue
+        switch ownership.admission(slot) {
+        case .serve:
+            shard.submit(request, completion: completion)
+        case .elsewhere:
+            completion(.failure(CounterError.notOwner(slot)))
+        case .wait:
+            Task {
+                do {
+                    try await self.admit(slot)
+                    shard.submit(request, completion: completion)
+                } catch {
+                    completion(.failure(error))
+                }
+            }
+        }
     }
 
     /// Performs many operations (a feed page, say) with one batch per shard; one result per
@@ -115,6 +169,14 @@ public final class CounterService: Service {
             guard request.post > 0, request.user > 0 || request.operation == .count else {
                 results[offset] = .failure(CounterError(code: .invalidArgument, message: "ids must be positive 64-bit integers"))
                 continue
+            }
+            if ownership.isFenced {
+                do {
+                    try await admit(HashSlot(post: request.post).rawValue)
+                } catch {
+                    results[offset] = .failure(error)
+                    continue
+                }
             }
             byShard[shardMap.shard(forPost: request.post), default: []].append(
                 (offset, ShardDecider.Request(operation: request.operation, postID: request.post, userID: request.user)))
@@ -197,6 +259,97 @@ public final class CounterService: Service {
         var reset: Set<Int64> = []
         for (shard, shardPosts) in byShard { reset.formUnion(await shards[shard].resyncFromPostgres(shardPosts)) }
         return reset
+    }
+
+    // MARK: - Slots changing owner (a node of a cluster)
+
+    /// Serves `epochs`' slots, just won in PostgreSQL: raises their epoch keys in Redis (from
+    /// then on the previous owner's writes are refused), drains what their logs hold to
+    /// PostgreSQL, and only then serves them. Operations on them wait meanwhile. A slot whose
+    /// key already holds a higher epoch was overtaken by a later claim and is not served.
+    /// - Returns: the slots now served.
+    /// - Throws: when Redis or PostgreSQL fail; the slots stay waiting (`acquiring`), and the
+    ///   caller tries again.
+    @discardableResult
+    public func acquire(_ epochs: [UInt16: Int64]) async throws -> Set<UInt16> {
+        guard !epochs.isEmpty else { return [] }
+        ownership.set(epochs.keys) { .acquiring(epoch: epochs[$0]!) }
+        let ordered = epochs.sorted { $0.key < $1.key }
+        let raised = await SlotEpochKeys.raise(ordered.map { (HashSlot(rawValue: $0.key)!, $0.value) }, layout: layout, redis: clients[0])
+        var won: Set<UInt16> = []
+        var overtaken: Set<UInt16> = []
+        var failure: Error?
+        for ((slot, epoch), result) in zip(ordered, raised) {
+            switch result {
+            case .success(let held) where held == epoch: won.insert(slot)
+            case .success: overtaken.insert(slot)
+            case .failure(let error): failure = failure ?? error
+            }
+        }
+        if !overtaken.isEmpty { ownership.set(overtaken) { _ in .notOwned } }
+        if let failure { throw failure }
+        var byShard: [Int: Set<UInt16>] = [:]
+        for slot in won { byShard[shardMap.shard(for: HashSlot(rawValue: slot)!), default: []].insert(slot) }
+        let flushers = self.flushers
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (shard, slots) in byShard { group.addTask { try await flushers[shard].drain(slots) } }
+            try await group.waitForAll()
+        }
+        var served: Set<UInt16> = []
+        ownership.update(won) { slot, state in
+            guard case .acquiring(let epoch) = state, epoch == epochs[slot] else { return state }
+            served.insert(slot)
+            return .serving(epoch: epoch)
+        }
+        return served
+    }
+
+    /// Prepares served `slots` to be handed to another node: new operations on them wait, the
+    /// batches in flight are written (under the epochs held), and everything written for them
+    /// is flushed to PostgreSQL. The caller then changes the owner in PostgreSQL and calls
+    /// `drop(_:)`; until then the slots stay `releasing`.
+    public func release(_ slots: Set<UInt16>) async throws {
+        ownership.update(slots) { _, state in
+            if case .serving(let epoch) = state { return .releasing(epoch: epoch) }
+            return state
+        }
+        for shard in shards { await shard.waitForQueuedOperations() }
+        var byShard: [Int: Set<UInt16>] = [:]
+        for slot in slots { byShard[shardMap.shard(for: HashSlot(rawValue: slot)!), default: []].insert(slot) }
+        let flushers = self.flushers
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (shard, part) in byShard { group.addTask { try await flushers[shard].flush(part) } }
+            try await group.waitForAll()
+        }
+    }
+
+    /// Serves again the `slots` whose hand-off failed (still under the epochs held).
+    public func resumeServing(_ slots: Set<UInt16>) {
+        ownership.update(slots) { _, state in
+            if case .releasing(let epoch) = state { return .serving(epoch: epoch) }
+            return state
+        }
+    }
+
+    /// After a hand-off changed the owner in PostgreSQL: raises the slots' epoch keys to their
+    /// new epochs (`epochs`), so this node's writes are refused from now on whatever it still
+    /// has in flight, and drops them and `alsoDropping` (whose change in PostgreSQL found
+    /// another owner already).
+    public func handedOff(_ epochs: [UInt16: Int64], alsoDropping: Set<UInt16>) async {
+        let ordered = epochs.sorted { $0.key < $1.key }
+        _ = await SlotEpochKeys.raise(ordered.map { (HashSlot(rawValue: $0.key)!, $0.value) }, layout: layout, redis: clients[0])
+        await drop(alsoDropping.union(epochs.keys))
+    }
+
+    /// Stops deciding for `slots` (handed off, or found to be another node's): operations on
+    /// them are refused as `notOwner`, and their flushers forget them (the new owner drains
+    /// their logs).
+    public func drop(_ slots: Set<UInt16>) async {
+        guard !slots.isEmpty else { return }
+        ownership.set(slots) { _ in .notOwned }
+        var byShard: [Int: Set<UInt16>] = [:]
+        for slot in slots { byShard[shardMap.shard(for: HashSlot(rawValue: slot)!), default: []].insert(slot) }
+        for (shard, part) in byShard { await flushers[shard].forget(part) }
     }
 
     /// As a `Service`: starts (unless `start()` already ran — a node calls it before its service

@@ -359,6 +359,28 @@ struct FlushScheduler {
         return takeWaitersSatisfied(bySlot: slot)
     }
 
+    /// The node gave `slots` up (another node owns them now and drains their logs): nothing is
+    /// known of them any more.
+    /// - Returns: the waiters with a mark on one of them, to fail (their entries are in the log
+    ///   the new owner drains, but this flusher cannot tell when).
+    mutating func forget(_ slots: Set<UInt16>) -> [WaiterID] {
+        for slot in slots where backlog[slot] != nil {
+            update(slot) { $0 = SlotBacklog() }
+        }
+        uncertainSlots.subtract(slots)
+        var failing: [WaiterID] = []
+        var remaining: [(id: WaiterID, marks: [UInt16: StreamEntryID])] = []
+        for waiter in waiters {
+            if waiter.marks.keys.contains(where: slots.contains) {
+                failing.append(waiter.id)
+            } else {
+                remaining.append(waiter)
+            }
+        }
+        waiters = remaining
+        return failing
+    }
+
     /// A flush committed entries to PostgreSQL at `now`: the interval starts again.
     mutating func flushCommitted(at now: ContinuousClock.Instant) {
         lastFlush = now

@@ -12,8 +12,9 @@ enum PostHydration {
     static let likersQuery = "SELECT post_id, user_id FROM likes WHERE post_id = ANY($1::bigint[])"
 
     /// Most users one `SADD` carries, so a post with millions of likers is loaded in commands
-    /// of bounded size (Redis reads each command whole before running it).
-    static let usersPerCommand = 10_000
+    /// of bounded size (Redis reads each command whole before running it, and a fenced write's
+    /// script unpacks each command's arguments, which Lua limits).
+    static let usersPerCommand = FencedScript.maximumArgumentsPerCommand
 
     /// The ids in the rows of `existingPostsQuery`.
     /// - Throws: `PostgresError(.unexpectedResult)` for a value that is not an id.

@@ -34,6 +34,9 @@ actor ShardActor {
     private let flusher: WriteBehindFlusher
     private let gauge: BacklogGauge
     private let log: NodeLog
+    /// Sends the writes, with this node's epoch for each slot.
+    private let writer: SlotWriter
+    private let ownership: OwnedSlots
     /// Whether writes are being refused for the backlog: logged when it starts and ends, not per
     /// refused write.
     private let refusingWrites = Atomic<Bool>(false)
@@ -62,7 +65,10 @@ actor ShardActor {
     private var stats = ShardStats()
 
     init(index: Int, redis: RedisClient, pool: PostgresPool, layout: RedisKeyLayout,
-         configuration: WritePathConfiguration, flusher: WriteBehindFlusher, gauge: BacklogGauge, log: NodeLog = .silent) {
+         configuration: WritePathConfiguration, flusher: WriteBehindFlusher, gauge: BacklogGauge,
+         ownership: OwnedSlots = .soleWriter(), log: NodeLog = .silent) {
+        self.writer = SlotWriter(redis: redis, ownership: ownership, layout: layout, log: log)
+        self.ownership = ownership
         self.index = index
         self.redis = redis
         self.pool = pool
@@ -185,7 +191,7 @@ actor ShardActor {
     func dropDeletedPosts(_ posts: [Int64]) async {
         guard !posts.isEmpty else { return }
         forget(posts: posts)
-        let results = await redis.execute(PostHydration.transactions(unloading: posts, layout: layout))
+        let results = await writer.execute(PostHydration.transactions(unloading: posts, layout: layout))
         if !PostHydration.failures(of: posts, results).isEmpty { stats.redisErrors += 1 }
     }
 
@@ -227,7 +233,7 @@ actor ShardActor {
     private func resetRedis(_ posts: [Int64]) async -> Set<Int64> {
         var quiet: [Int64] = []
         for post in posts where !(await flusher.hasPendingChanges(inSlot: HashSlot(post: post).rawValue)) { quiet.append(post) }
-        let results = await redis.execute(PostHydration.transactions(unloading: quiet, layout: layout))
+        let results = await writer.execute(PostHydration.transactions(unloading: quiet, layout: layout))
         return Set(quiet).subtracting(PostHydration.failures(of: quiet, results).keys)
     }
 
@@ -237,13 +243,19 @@ actor ShardActor {
         stats.operations += batch.count
         let live = refusingUnknownPosts(batch)
         guard !live.isEmpty else { return }
+        // The epochs held as the batch begins: its writes carry them, so a batch whose slot
+        // changed owner meanwhile (even back to this node) is refused rather than written on
+        // reads made under another owner.
+        let epochs = ownership.isFenced ? heldEpochs(of: live) : nil
         var machine = BatchStateMachine(requests: live.map(\.request), acknowledgement: configuration.acknowledgement, layout: layout)
         var action = machine.start()
         while true {
             settle(machine.takeSettled(), of: live)
             switch action {
-            case .read(let groups), .hydrate(let groups), .write(let groups):
+            case .read(let groups):
                 action = machine.redisReplied(await redis.execute(groups))
+            case .hydrate(let groups), .write(let groups):
+                action = machine.redisReplied(await writer.execute(epochs: epochs, groups))
             case .findPosts(let posts):
                 do {
                     let rows = try await pool.query(PostHydration.existingPostsQuery, [.int64Array(posts)])
@@ -269,6 +281,16 @@ actor ShardActor {
                 return
             }
         }
+    }
+
+    /// The epoch held now for each slot of `batch` that this node may write.
+    private func heldEpochs(of batch: [Pending]) -> [UInt16: Int64] {
+        var epochs: [UInt16: Int64] = [:]
+        for pending in batch {
+            let slot = HashSlot(post: pending.request.postID).rawValue
+            if epochs[slot] == nil, let epoch = ownership.writeEpoch(slot) { epochs[slot] = epoch }
+        }
+        return epochs
     }
 
     /// Posts with at least this many likers are logged when they are loaded into Redis: their

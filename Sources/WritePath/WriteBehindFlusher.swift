@@ -21,6 +21,12 @@ actor WriteBehindFlusher {
         let posts: Set<Int64>
     }
 
+    /// Thrown inside a flush transaction to roll it back when PostgreSQL shows that slots of it
+    /// have another owner now (`SlotTable.staleSlots`).
+    private struct StaleSlots: Error {
+        let slots: [UInt16]
+    }
+
     let shardIndex: Int
     private let slots: Range<Int>
     private let redis: RedisClient
@@ -28,6 +34,13 @@ actor WriteBehindFlusher {
     private let layout: RedisKeyLayout
     private let gauge: BacklogGauge
     private let log: NodeLog
+    /// Which slots this node holds, under which epochs: only those are flushed, and the flush
+    /// transaction checks the epochs in PostgreSQL.
+    private let ownership: OwnedSlots
+    /// Trims with this node's epoch for each slot.
+    private let writer: SlotWriter
+    /// For tests: the table every applied entry is recorded in (`LikeBatchApplier`).
+    private let auditTable: String?
     /// Failed flush attempts in a row, for the log.
     private var failuresInARow = 0
     private var onMissingPosts: @Sendable ([Int64]) async -> Void = { _ in }
@@ -43,7 +56,11 @@ actor WriteBehindFlusher {
     private(set) var stats = ShardStats()
 
     init(shardIndex: Int, slots: Range<Int>, redis: RedisClient, pool: PostgresPool,
-         layout: RedisKeyLayout, configuration: WritePathConfiguration, gauge: BacklogGauge, log: NodeLog = .silent) {
+         layout: RedisKeyLayout, configuration: WritePathConfiguration, gauge: BacklogGauge,
+         ownership: OwnedSlots = .soleWriter(), log: NodeLog = .silent) {
+        self.ownership = ownership
+        self.writer = SlotWriter(redis: redis, ownership: ownership, layout: layout, log: log)
+        self.auditTable = configuration.auditTable
         self.shardIndex = shardIndex
         self.slots = slots
         self.redis = redis
@@ -135,6 +152,35 @@ actor WriteBehindFlusher {
         if let failure = try await rescanUncertainSlots() { throw failure }
     }
 
+    // MARK: - Slots changing owner
+
+    /// Reads the logs of `slots` (just won from another node) and returns once everything they
+    /// hold is in PostgreSQL: the new owner serves a slot only after this.
+    func drain(_ slots: Set<UInt16>) async throws {
+        follow(scheduler.uncertain(slots))
+        if let failure = try await rescanUncertainSlots() { throw failure }
+        try await waitUntilApplied(scheduler.unflushedMarks.filter { slots.contains($0.key) })
+    }
+
+    /// Returns once everything appended to `slots` so far is in PostgreSQL (a hand-off flushes
+    /// what it wrote before the slot changes owner).
+    func flush(_ slots: Set<UInt16>) async throws {
+        try await waitUntilApplied(scheduler.unflushedMarks.filter { slots.contains($0.key) })
+    }
+
+    /// Forgets `slots` (another node owns them now and drains their logs); callers waiting for
+    /// their entries are told the outcome is not known here.
+    func forget(_ slots: Set<UInt16>) {
+        guard !slots.isEmpty else { return }
+        for id in scheduler.forget(slots) { waiting.removeValue(forKey: id)?(.failure(Self.moved)) }
+        publishBacklog()
+    }
+
+    private static let moved = CounterError(
+        code: .unavailable,
+        message: "the post's slot moved to another node before the change reached PostgreSQL; the change is in the slot's log, which the new owner applies",
+        retryAfterSeconds: 1)
+
     // MARK: - The loop
 
     /// Flushes until `stop()` (or until its task is cancelled, which stops it without draining),
@@ -185,11 +231,25 @@ actor WriteBehindFlusher {
         var nodeFailure = try await rescanUncertainSlots()
         // Also the read's start: a slot read to its end counts as dirty since then if entries remain.
         let now = ContinuousClock.now
-        guard let plan = scheduler.flushPlan(now: now) else {
+        guard var plan = scheduler.flushPlan(now: now) else {
             // Nothing else to flush, but a slot could not be rescanned: fail, so the loop backs
             // off instead of asking the unreachable node again at once.
             if let nodeFailure { throw nodeFailure }
             return
+        }
+        // Only slots held are flushed, under the epochs held now; the others' logs are their
+        // new owners' to drain.
+        var epochs: [UInt16: Int64] = [:]
+        if ownership.isFenced {
+            var gone: Set<UInt16> = []
+            for planned in plan.slots {
+                if let epoch = ownership.flushEpoch(planned.slot) { epochs[planned.slot] = epoch } else { gone.insert(planned.slot) }
+            }
+            if !gone.isEmpty {
+                forget(gone)
+                plan = FlushScheduler.FlushPlan(slots: plan.slots.filter { !gone.contains($0.slot) }, entriesPerSlot: plan.entriesPerSlot)
+                if plan.slots.isEmpty { return }
+            }
         }
         let (reads, readFailure) = try await readLogs(plan.slots.map(\.slot), perSlot: plan.entriesPerSlot)
         nodeFailure = nodeFailure ?? readFailure
@@ -226,12 +286,13 @@ actor WriteBehindFlusher {
             try await addDeadLetters(malformed.map { ($0.slot, $0.entry.id, $0.entry.fields.description, nil) },
                                      reason: "malformed log entry")
         }
-        let missing = entries.isEmpty ? [] : try await apply(entries)
+        let (missing, stale) = entries.isEmpty ? ([], []) : try await apply(entries, epochs: epochs)
+        for slot in stale { newestRead[slot] = nil }
 
         // Applied: trim the logs up to what was read, and account for it. A trim that failed is
         // harmless: the next read skips what the recorded progress shows applied.
         let trimmed = Array(newestRead)
-        let trimResults = await redis.execute(trimmed.map { slot, newest in
+        let trimResults = await writer.execute(epochs: ownership.isFenced ? epochs : nil, trimmed.map { slot, newest in
             SlotCommands(slot: HashSlot(rawValue: slot)!, commands: [.xtrim(logKey(slot), olderThan: newest.successor)])
         })
         satisfied = []
@@ -290,20 +351,43 @@ actor WriteBehindFlusher {
     }
 
     /// Applies `entries` in one transaction; posts found missing get their changes dead-lettered
-    /// first, then the transaction is tried again (it records progress past them).
-    /// - Returns: the posts that did not exist.
-    private func apply(_ entries: [LoggedLikeChange]) async throws -> Set<Int64> {
+    /// first, then the transaction is tried again (it records progress past them). With
+    /// `epochs` (a node of a cluster), the transaction first checks that PostgreSQL still gives
+    /// each slot the epoch held; slots another node owns now are given up and their entries
+    /// left out, and the rest is tried again.
+    /// - Returns: the posts that did not exist, and the slots given up.
+    private func apply(_ entries: [LoggedLikeChange], epochs: [UInt16: Int64]) async throws -> (missing: Set<Int64>, stale: Set<UInt16>) {
         var knownMissing: Set<Int64> = []
+        var entries = entries
+        var stale: Set<UInt16> = []
+        let deployment = layout.prefix
+        let auditTable = self.auditTable
         while true {
             let expected = knownMissing
+            let fence = ownership.isFenced ? epochs.filter { slot, _ in !stale.contains(slot) } : [:]
             do {
+                if entries.isEmpty { return (knownMissing, stale) }
+                let batch = entries
                 _ = try await pool.withTransaction { connection in
-                    let outcome = try LikeBatchApplier.apply(entries, on: connection)
+                    let gone = try SlotTable.staleSlots(fence, deployment: deployment, on: connection)
+                    if !gone.isEmpty { throw StaleSlots(slots: gone) }
+                    let outcome = try LikeBatchApplier.apply(batch, on: connection, auditTable: auditTable)
                     let newlyMissing = Set(outcome.missingPosts.keys).subtracting(expected)
                     if !newlyMissing.isEmpty { throw NewlyMissingPosts(posts: newlyMissing) }
                     return outcome
                 }
-                return knownMissing
+                return (knownMissing, stale)
+            } catch let error as StaleSlots {
+                for slot in error.slots {
+                    ownership.noteFenced()
+                    if let epoch = epochs[slot], ownership.lose(slot, epoch: epoch) {
+                        log.log(.warn, "slot_fenced", ["slot": String(slot), "epoch": String(epoch),
+                                                       "error": "PostgreSQL gives the slot to another owner; the flush left it out"])
+                    }
+                }
+                stale.formUnion(error.slots)
+                forget(Set(error.slots))
+                entries.removeAll { stale.contains($0.slot) }
             } catch let error as NewlyMissingPosts {
                 knownMissing.formUnion(error.posts)
                 let doomed = entries.filter { error.posts.contains($0.change.postID) }

@@ -64,9 +64,11 @@ struct SlotFenceTests {
         await redis.close()
     }
 
+    // On the test cluster: the single test server's script cache is left alone, since another
+    // suite loads a script there and runs it by its hash.
     @Test("a Redis that lost its script cache (SCRIPT FLUSH) is sent the script's text, once")
     func scriptCacheLost() async throws {
-        let redis = try await client(.single)
+        let redis = try await client(.cluster)
         let layout = RedisKeyLayout(prefix: TestEnvironment.uniqueKeyPrefix("fence-flush"))
         let slot = HashSlot(post: 77)
         _ = await SlotEpochKeys.raise([(slot, 3)], layout: layout, redis: redis)

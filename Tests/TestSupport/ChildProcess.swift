@@ -8,8 +8,9 @@ public final class ChildProcess: Sendable {
     private let lines = Mutex<[String]>([])
     private let finishedReading = Atomic<Bool>(false)
 
-    /// Starts `arguments[0]` with a clean signal mask; its stderr is the test's.
-    public init(_ arguments: [String]) throws {
+    /// Starts `arguments[0]` with a clean signal mask; its stderr is the test's, or collected
+    /// with its standard output when `mergingStandardError`.
+    public init(_ arguments: [String], mergingStandardError: Bool = false) throws {
         var pipeEnds: [Int32] = [0, 0]
         guard pipe(&pipeEnds) == 0 else { throw PrivateServersError(message: "pipe() failed") }
         let environment = ProcessInfo.processInfo.environment.map { "\($0.key)=\($0.value)" }
@@ -17,6 +18,7 @@ public final class ChildProcess: Sendable {
         do {
             pid = try spawn(arguments, environment: environment) { actions in
                 posix_spawn_file_actions_adddup2(&actions, pipeEnds[1], 1)
+                if mergingStandardError { posix_spawn_file_actions_adddup2(&actions, pipeEnds[1], 2) }
                 posix_spawn_file_actions_addclose(&actions, pipeEnds[0])
             }
         } catch {

@@ -1,0 +1,32 @@
+import NodeCluster
+import WritePath
+
+/// The cluster figures of `/metrics`: slots owned, writes fenced, takeovers and their duration,
+/// hand-offs, requests forwarded and answered `421`.
+enum ClusterMetrics {
+    static func render(member: ClusterMember, ownership: OwnedSlots, forwarder: Forwarder, into text: inout String) {
+        func single(_ name: String, _ type: String, _ help: String, _ value: String) {
+            text += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n\(name) \(value)\n"
+        }
+        let states = ownership.snapshot()
+        let owned = states.reduce(0) { if case .serving = $1 { return $0 + 1 } else { return $0 } }
+        let moving = states.reduce(0) { count, state in
+            switch state {
+            case .acquiring, .releasing: return count + 1
+            default: return count
+            }
+        }
+        let counters = member.statistics
+        single("counter_owned_slots", "gauge", "Slots this node serves.", "\(owned)")
+        single("counter_moving_slots", "gauge", "Slots this node is taking over or handing off right now.", "\(moving)")
+        single("counter_fenced_writes_total", "counter", "Writes refused because this node no longer held the slot's epoch (by Redis, by PostgreSQL, or before sending).", "\(ownership.fencedWrites)")
+        single("counter_takeovers_total", "counter", "Rounds that took slots over from a node whose lease ran out.", "\(counters.takeovers)")
+        single("counter_taken_over_slots_total", "counter", "Slots taken over from nodes whose lease ran out.", "\(counters.takenOverSlots)")
+        single("counter_takeover_seconds_total", "counter", "Time from claiming slots to serving them (their logs drained), over all takeovers.", "\(counters.takeoverSecondsTotal)")
+        single("counter_last_takeover_seconds", "gauge", "Time from claiming slots to serving them, of the last takeover.", "\(counters.lastTakeoverSeconds)")
+        single("counter_handed_off_slots_total", "counter", "Slots this node handed to other nodes.", "\(counters.handedOffSlots)")
+        single("counter_adopted_slots_total", "counter", "Slots other nodes handed to this one.", "\(counters.adoptedSlots)")
+        single("counter_forwarded_requests_total", "counter", "Requests sent on to the node that owns their slot.", "\(forwarder.forwarded)")
+        single("counter_misdirected_requests_total", "counter", "Forwarded requests answered 421 here (this node did not own the slot).", "\(forwarder.misdirected)")
+    }
+}

@@ -1,0 +1,134 @@
+import CounterCore
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import NodeCluster
+import NodeHTTP
+import Synchronization
+
+/// Sends a request for a slot another node owns on to that node, once, over pooled keep-alive
+/// connections, and returns its answer.
+///
+/// The owner is read from the slot map (`ClusterMember.map`). An owner that answers `421` (the
+/// slot moved meanwhile) did nothing: the map is read again and the request sent once more. A
+/// request that reached no node (connection refused) is sent again the same way. A toggle whose
+/// connection broke after it was sent may have run: it is not sent again and the caller gets
+/// 503 `outcome_unknown`; likes, unlikes and reads are safe to repeat and are.
+final class Forwarder: Sendable {
+    private let member: ClusterMember
+    private let session: URLSession
+    private let forwardedCount = Atomic<Int>(0)
+    private let misdirectedCount = Atomic<Int>(0)
+
+    init(member: ClusterMember) {
+        self.member = member
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.httpMaximumConnectionsPerHost = 64
+        configuration.timeoutIntervalForRequest = 10
+        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        self.session = URLSession(configuration: configuration)
+    }
+
+    /// Requests sent on to their owner.
+    var forwarded: Int { forwardedCount.load(ordering: .relaxed) }
+    /// Requests answered `421` here (forwarded to this node for a slot it does not own).
+    var misdirected: Int { misdirectedCount.load(ordering: .relaxed) }
+
+    /// The `421` a node answers for a request forwarded to it for `slot`, which it does not own
+    /// (or `503` when no live node owns it).
+    func misdirectedResponse(slot: UInt16) -> HTTPResponse {
+        misdirectedCount.add(1, ordering: .relaxed)
+        guard let owner = member.map.owner(of: slot), owner.id != member.configuration.nodeID else {
+            return .error(503, code: "no_owner", message: "no live node owns slot \(slot) now (a takeover is under way); retry",
+                          retryAfterSeconds: 1)
+        }
+        return .error(421, code: "not_owner", message: "slot \(slot) is owned by node \(owner.id) at \(owner.advertiseURL); nothing was done here",
+                      headers: ["Counter-Owner": owner.advertiseURL])
+    }
+
+    /// `request`'s answer from the owner of `slot`. `mayRepeat`: whether running it twice is
+    /// harmless (everything but a toggle).
+    func forward(_ request: HTTPRequest, slot: UInt16, mayRepeat: Bool) async -> HTTPResponse {
+        let me = member.configuration.nodeID
+        var attempt = 0
+        while true {
+            attempt += 1
+            guard let owner = member.map.owner(of: slot), owner.id != me else {
+                // The map is behind what the write path knows (or no node owns the slot yet).
+                if attempt == 1 {
+                    try? await member.refreshMap()
+                    continue
+                }
+                return .error(503, code: "no_owner", message: "no other live node owns slot \(slot) now (a move or takeover is under way); retry",
+                              retryAfterSeconds: 1)
+            }
+            forwardedCount.add(1, ordering: .relaxed)
+            switch await send(request, to: owner.advertiseURL, from: me) {
+            case .answered(let response):
+                if response.status == 421 && attempt == 1 {
+                    try? await member.refreshMap()
+                    continue
+                }
+                return response
+            case .notSent(let why):
+                if attempt == 1 {
+                    try? await member.refreshMap()
+                    continue
+                }
+                return .error(503, code: "unavailable", message: "the owner of slot \(slot) (\(owner.id)) cannot be reached: \(why)",
+                              retryAfterSeconds: 1)
+            case .broken(let why):
+                if mayRepeat && attempt == 1 { continue }
+                return .error(503, code: mayRepeat ? "unavailable" : "outcome_unknown",
+                              message: mayRepeat
+                                ? "the owner of slot \(slot) (\(owner.id)) did not answer: \(why)"
+                                : "the connection to the owner of slot \(slot) (\(owner.id)) broke after the toggle was sent: it may or may not have run; read the state before toggling again (\(why))",
+                              retryAfterSeconds: 1)
+            }
+        }
+    }
+
+    private enum Outcome {
+        case answered(HTTPResponse)
+        /// Nothing reached the owner.
+        case notSent(String)
+        /// Sent, but no answer came back: it may have run.
+        case broken(String)
+    }
+
+    private func send(_ request: HTTPRequest, to base: String, from me: String) async -> Outcome {
+        var components = URLComponents(string: base + request.path)
+        if !request.query.isEmpty {
+            components?.queryItems = request.query.sorted { $0.key < $1.key }.map { URLQueryItem(name: $0.key, value: $0.value) }
+        }
+        guard let url = components?.url else { return .notSent("bad owner URL \(base)") }
+        var outgoing = URLRequest(url: url)
+        outgoing.httpMethod = request.method
+        if let authorization = request.authorization { outgoing.setValue(authorization, forHTTPHeaderField: "Authorization") }
+        outgoing.setValue(me, forHTTPHeaderField: "Counter-Forwarded-By")
+        if !request.body.isEmpty {
+            outgoing.httpBody = Data(request.body)
+            outgoing.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        }
+        do {
+            let (data, response) = try await session.data(for: outgoing)
+            guard let http = response as? HTTPURLResponse else { return .broken("not an HTTP answer") }
+            var headers: [String: String] = [:]
+            for name in ["Retry-After", "Counter-Owner"] {
+                if let value = http.value(forHTTPHeaderField: name) { headers[name] = value }
+            }
+            return .answered(HTTPResponse(status: http.statusCode, contentType: http.value(forHTTPHeaderField: "Content-Type") ?? "application/json",
+                                          headers: headers, body: Array(data)))
+        } catch let error as URLError {
+            switch error.code {
+            case .cannotConnectToHost, .cannotFindHost, .dnsLookupFailed, .badURL, .unsupportedURL:
+                return .notSent(error.localizedDescription)
+            default:
+                return .broken(error.localizedDescription)
+            }
+        } catch {
+            return .broken("\(error)")
+        }
+    }
+}

@@ -1,0 +1,328 @@
+import CounterCore
+import Persistence
+import ShardRouter
+import Synchronization
+import WritePath
+
+/// One node's membership of a cluster: its registration and lease in PostgreSQL, and the rounds
+/// that claim, adopt, hand off and drop its slots (`MembershipRound`), performed on the write
+/// path (`CounterService.acquire`, `release`, `drop`). Also keeps the slot map routing reads.
+///
+/// `join()` registers (waiting out the lease of a killed predecessor with the same id, refusing
+/// an id a live process holds) and runs the first round, so a node serves its slots before it
+/// listens. `run()` renews the lease every `renewInterval` and runs a round every
+/// `roundInterval` until cancelled; then the node leaves: it marks itself draining, hands every
+/// slot to the others, and ends its lease.
+public actor ClusterMember: Service {
+    /// How the node takes part.
+    public struct Configuration: Sendable, Equatable {
+        /// This node's id, stable across restarts (`--node-id`).
+        public var nodeID: String
+        /// Where the other nodes and slot-aware clients reach this node (`--advertise-url`); may
+        /// be given later, to `join(advertising:)`, once the listening port is known.
+        public var advertiseURL: String
+        /// How long a lease lasts without renewal, by PostgreSQL's clock: a node silent this long
+        /// loses its slots. Defaults to 2 s.
+        public var lease: Duration = .seconds(2)
+        /// How often the lease is renewed. Defaults to a third of the lease.
+        public var renewInterval: Duration = .milliseconds(667)
+        /// How often the map is read and acted on. Defaults to 250 ms.
+        public var roundInterval: Duration = .milliseconds(250)
+        /// Most slots handed between live nodes at once (takeovers of dead nodes' slots are not
+        /// limited). Defaults to 1,024.
+        public var maximumMoves: Int = 1_024
+
+        public init(nodeID: String, advertiseURL: String) {
+            self.nodeID = nodeID
+            self.advertiseURL = advertiseURL
+        }
+    }
+
+    /// What the node did, for metrics and `cluster status`.
+    public struct Counters: Sendable, Equatable {
+        /// Rounds that claimed slots from a gone owner, and the slots claimed.
+        public var takeovers = 0
+        public var takenOverSlots = 0
+        /// Seconds from claim to serving, of the last takeover and of all together.
+        public var lastTakeoverSeconds = 0.0
+        public var takeoverSecondsTotal = 0.0
+        /// Slots handed to other nodes, and slots adopted from them.
+        public var handedOffSlots = 0
+        public var adoptedSlots = 0
+        /// Slots dropped because PostgreSQL gave them to another owner.
+        public var droppedSlots = 0
+        /// Rounds that failed (PostgreSQL or Redis unreachable).
+        public var failedRounds = 0
+    }
+
+    /// This node's id was taken over by another process (its lease ran out): it must stop.
+    public struct Superseded: Error, CustomStringConvertible {
+        public let nodeID: String
+        public var description: String {
+            "node id \"\(nodeID)\" was taken by another process after this one's lease ran out; stopping"
+        }
+    }
+
+    public nonisolated let configuration: Configuration
+    private let service: CounterService
+    private let registry: NodeRegistry
+    private let table: SlotTable
+    private let log: NodeLog
+    private var incarnationNumber: Int64 = 0
+    private var advertised: String
+    private let latestMap = Mutex(ClusterMap.empty)
+    private let counters = Mutex(Counters())
+
+    public init(configuration: Configuration, service: CounterService, postgres: PostgresPool, log: NodeLog = .silent) {
+        self.configuration = configuration
+        self.service = service
+        self.registry = NodeRegistry(pool: postgres, deployment: service.configuration.keyPrefix)
+        self.table = SlotTable(pool: postgres, deployment: service.configuration.keyPrefix)
+        self.log = log
+        self.advertised = configuration.advertiseURL
+    }
+
+    /// The slot map as last read.
+    public nonisolated var map: ClusterMap { latestMap.withLock { $0 } }
+
+    /// What the node did so far.
+    public nonisolated var statistics: Counters { counters.withLock { $0 } }
+
+    /// This process's incarnation (0 before `join()`).
+    public var incarnation: Int64 { incarnationNumber }
+
+    // MARK: - Joining and leaving
+
+    /// Registers the node and runs the first round: after it, the node serves the slots it won.
+    /// - Throws: `NodeRegistry.IDInUse` when a live process holds the id; PostgreSQL and Redis
+    ///   errors.
+    public func join(advertising url: String? = nil) async throws {
+        if let url { advertised = url }
+        incarnationNumber = try await register()
+        try await table.createRows()
+        log.log(.info, "joined", ["node": configuration.nodeID, "incarnation": String(incarnationNumber),
+                                  "advertise_url": advertised])
+        try await round()
+    }
+
+    /// Registers, waiting once for a holder's lease to run out: a process killed a moment ago
+    /// holds the id until then, while a live one renews it meanwhile and is refused.
+    private func register() async throws -> Int64 {
+        do {
+            return try await registry.register(nodeID: configuration.nodeID, advertiseURL: advertised,
+                                               lease: configuration.lease)
+        } catch let holder as NodeRegistry.IDInUse {
+            let wait = max(0, holder.leaseRemainingMilliseconds) + 200
+            log.log(.info, "waiting_for_node_id", ["node": configuration.nodeID, "held_by_incarnation": String(holder.incarnation),
+                                                   "lease_remaining_ms": String(holder.leaseRemainingMilliseconds)])
+            try await Task.sleep(for: .milliseconds(wait))
+            return try await registry.register(nodeID: configuration.nodeID, advertiseURL: advertised,
+                                               lease: configuration.lease)
+        }
+    }
+
+    /// Renews the lease and runs rounds until cancelled, then leaves.
+    /// - Throws: `Superseded` when another process took the node's id.
+    public func run() async throws {
+        let renewing = Task { try await self.renewLeaseUntilCancelled() }
+        let rounds = Task { await self.runRoundsUntilCancelled() }
+        await waitUntilCancelled(or: renewing)
+        rounds.cancel()
+        await rounds.value
+        renewing.cancel()
+        let renewal = await renewing.result
+        if case .failure(let error) = renewal, error is Superseded {
+            await service.drop(Set((0..<UInt16(HashSlot.count)).filter { service.ownership.state(of: $0) != .notOwned }))
+            throw error
+        }
+        // Leaving: the renewals go on in their own task while the slots are handed off.
+        let leaseKeeper = Task { try await self.renewLeaseUntilCancelled() }
+        await leave()
+        leaseKeeper.cancel()
+        _ = await leaseKeeper.result
+        try? await registry.release(nodeID: configuration.nodeID, incarnation: incarnationNumber)
+        log.log(.info, "left", ["node": configuration.nodeID])
+    }
+
+    /// Returns when the task is cancelled or `task` ends by itself; `task` is cancelled either
+    /// way (waiting for an unstructured task's result does not end on cancellation).
+    private func waitUntilCancelled(or task: Task<Void, Error>) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await CounterCore.waitUntilCancelled() }
+            group.addTask { _ = await task.result }
+            await group.next()
+            task.cancel()
+            group.cancelAll()
+        }
+    }
+
+    private func renewLeaseUntilCancelled() async throws {
+        while !Task.isCancelled {
+            do {
+                let held = try await registry.renew(nodeID: configuration.nodeID, incarnation: incarnationNumber,
+                                                    lease: configuration.lease)
+                if !held { throw Superseded(nodeID: configuration.nodeID) }
+            } catch let error as Superseded {
+                log.log(.error, "superseded", ["node": configuration.nodeID, "incarnation": String(incarnationNumber)])
+                throw error
+            } catch {
+                // PostgreSQL unreachable: nobody can take the slots without it either; Redis
+                // fencing covers the case where only this node lost it.
+                log.log(.warn, "lease_renewal_failed", ["node": configuration.nodeID, "error": "\(error)"])
+            }
+            try? await Task.sleep(for: configuration.renewInterval)
+        }
+    }
+
+    private func runRoundsUntilCancelled() async {
+        while !Task.isCancelled {
+            try? await Task.sleep(for: configuration.roundInterval)
+            if Task.isCancelled { return }
+            do {
+                try await round()
+            } catch {
+                counters.withLock { $0.failedRounds += 1 }
+                log.log(.warn, "membership_round_failed", ["node": configuration.nodeID, "error": "\(error)"])
+            }
+        }
+    }
+
+    /// Leaving in good order: marked draining (nobody gives it slots any more), every slot
+    /// handed to the others, until none is left or no other node is live (the slots then wait
+    /// for the next node to start; the write path flushes them).
+    private func leave() async {
+        _ = try? await registry.setDraining(nodeID: configuration.nodeID, true)
+        for _ in 0..<3 {
+            do {
+                if try await round(leaving: true) == 0 { return }
+            } catch {
+                log.log(.warn, "leaving_round_failed", ["node": configuration.nodeID, "error": "\(error)"])
+            }
+        }
+    }
+
+    // MARK: - Rounds
+
+    /// Reads the map, then claims, adopts, hands off and drops as `MembershipRound` decides.
+    /// - Returns: the slots handed off.
+    @discardableResult
+    func round(leaving: Bool = false) async throws -> Int {
+        let nodes = try await registry.nodes()
+        let rows = try await table.rows()
+        publishMap(nodes: nodes, rows: rows)
+        let held = service.ownership.snapshot().map(\.epoch)
+        let plan = MembershipRound.plan(
+            me: configuration.nodeID, incarnation: incarnationNumber,
+            nodes: nodes.map { .init(id: $0.id, incarnation: $0.incarnation, isLive: $0.isLive, isDraining: $0.isDraining) },
+            slots: rows.map { .init(owner: $0.owner, incarnation: $0.incarnation, epoch: $0.epoch) },
+            held: held, maximumMoves: configuration.maximumMoves, leaving: leaving)
+        if !plan.drop.isEmpty {
+            await service.drop(plan.drop)
+            counters.withLock { $0.droppedSlots += plan.drop.count }
+            log.log(.warn, "slots_dropped", ["node": configuration.nodeID, "slots": SlotList.describe(plan.drop),
+                                             "why": "PostgreSQL gives them to another owner or epoch"])
+        }
+        if !plan.claims.isEmpty {
+            let started = ContinuousClock.now
+            let won = try await table.assign(plan.claims.map { SlotTable.Claim(slot: $0.slot, expectedEpoch: $0.epoch) },
+                                             to: configuration.nodeID, incarnation: incarnationNumber)
+            if !won.isEmpty {
+                try await acquire(won)
+                let seconds = (ContinuousClock.now - started).inSeconds
+                counters.withLock {
+                    $0.takeovers += 1
+                    $0.takenOverSlots += won.count
+                    $0.lastTakeoverSeconds = seconds
+                    $0.takeoverSecondsTotal += seconds
+                }
+                log.log(.info, "slots_taken_over", ["node": configuration.nodeID, "slots": SlotList.describe(Set(won.keys)),
+                                                    "count": String(won.count), "ms": String(Int(seconds * 1_000))])
+            }
+        }
+        if !plan.adopt.isEmpty {
+            try await acquire(plan.adopt)
+            counters.withLock { $0.adoptedSlots += plan.adopt.count }
+            log.log(.info, "slots_adopted", ["node": configuration.nodeID, "slots": SlotList.describe(Set(plan.adopt.keys)),
+                                             "count": String(plan.adopt.count)])
+        }
+        if !plan.handOffs.isEmpty { try await handOff(plan.handOffs) }
+        // The map routing and `/v1/cluster` read shows what this round changed.
+        if plan != MembershipRound() { try await refreshMap() }
+        return plan.handOffs.count
+    }
+
+    /// Serves `epochs`' slots once drained; if that fails they are let go, so the next round
+    /// adopts them again.
+    private func acquire(_ epochs: [UInt16: Int64]) async throws {
+        do {
+            try await service.acquire(epochs)
+        } catch {
+            service.ownership.update(epochs.keys) { slot, state in
+                if case .acquiring(let epoch) = state, epoch == epochs[slot] { return .notOwned }
+                return state
+            }
+            throw error
+        }
+    }
+
+    /// Hands slots over: each target's slots wait, flush, change owner in PostgreSQL (only if
+    /// still at the epoch held), get their new epoch in Redis (fencing this node out), and are
+    /// dropped here.
+    private func handOff(_ handOffs: [MembershipRound.HandOff]) async throws {
+        var byTarget: [String: [MembershipRound.HandOff]] = [:]
+        for handOff in handOffs { byTarget[handOff.to, default: []].append(handOff) }
+        for (target, moves) in byTarget.sorted(by: { $0.key < $1.key }) {
+            let slots = Set(moves.map(\.slot))
+            do {
+                try await service.release(slots)
+            } catch {
+                service.resumeServing(slots)
+                throw error
+            }
+            let assigned = try await table.assign(moves.map { SlotTable.Claim(slot: $0.slot, expectedEpoch: $0.epoch) },
+                                                  to: target, incarnation: moves[0].toIncarnation)
+            await service.handedOff(assigned, alsoDropping: slots)
+            counters.withLock { $0.handedOffSlots += assigned.count }
+            log.log(.info, "slots_handed_off", ["node": configuration.nodeID, "to": target, "slots": SlotList.describe(Set(assigned.keys)),
+                                                "count": String(assigned.count)])
+        }
+    }
+
+    /// Reads the map now (after a `421` said it is out of date), without acting on it.
+    public func refreshMap() async throws {
+        let nodes = try await registry.nodes()
+        let rows = try await table.rows()
+        publishMap(nodes: nodes, rows: rows)
+    }
+
+    private func publishMap(nodes: [NodeRegistry.Node], rows: [SlotTable.Row]) {
+        var index: [String: Int] = [:]
+        for (position, node) in nodes.enumerated() { index[node.id] = position }
+        let slots = rows.map { row -> ClusterMap.Slot in
+            let owner = row.owner.flatMap { id in index[id].flatMap { nodes[$0].incarnation == row.incarnation ? $0 : nil } }
+            return ClusterMap.Slot(owner: owner, epoch: row.epoch)
+        }
+        let map = ClusterMap(version: rows.map(\.epoch).max() ?? 0,
+                             nodes: nodes.map { .init(id: $0.id, incarnation: $0.incarnation, advertiseURL: $0.advertiseURL,
+                                                      isLive: $0.isLive, isDraining: $0.isDraining,
+                                                      leaseRemainingMilliseconds: $0.leaseRemainingMilliseconds) },
+                             slots: slots)
+        latestMap.withLock { $0 = map }
+    }
+}
+
+/// Slot sets in log lines: contiguous runs as `a-b`, at most a few runs.
+enum SlotList {
+    static func describe(_ slots: Set<UInt16>) -> String {
+        let sorted = slots.sorted()
+        var runs: [String] = []
+        var index = 0
+        while index < sorted.count {
+            var end = index
+            while end + 1 < sorted.count && sorted[end + 1] == sorted[end] + 1 { end += 1 }
+            runs.append(end == index ? "\(sorted[index])" : "\(sorted[index])-\(sorted[end])")
+            index = end + 1
+        }
+        return runs.count > 8 ? runs.prefix(8).joined(separator: ",") + ",… (\(runs.count) runs)" : runs.joined(separator: ",")
+    }
+}

@@ -1,0 +1,266 @@
+import CounterWire
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Persistence
+import ShardRouter
+import Synchronization
+import TestSupport
+import Testing
+
+/// Several `counter-node serve` processes of one cluster (one key prefix) on the test PostgreSQL
+/// and Redis, each with a node id of its own, and the checks a cluster must pass afterwards.
+/// Every flush records the entries it applies in an audit table with a unique key, so an entry
+/// applied twice fails its flush.
+final class ClusterHarness: Sendable {
+    /// One node process.
+    struct Node: Sendable {
+        let id: String
+        let port: Int
+        let process: ChildProcess
+        var url: String { "http://127.0.0.1:\(port)" }
+    }
+
+    let prefix: String
+    let auditTable: String
+    let redisURL: String
+    let pool: PostgresPool
+    private let started = Mutex<[Node]>([])
+
+    private init(prefix: String, auditTable: String, redisURL: String, pool: PostgresPool) {
+        self.prefix = prefix
+        self.auditTable = auditTable
+        self.redisURL = redisURL
+        self.pool = pool
+    }
+
+    /// Runs `body` with a fresh harness, then stops every node it started (also when `body`
+    /// throws): a node left running would keep the test process's output open.
+    static func with<T>(_ label: String, redis: RedisTarget = .single, _ body: (ClusterHarness) async throws -> T) async throws -> T {
+        let harness = try await make(label, redis: redis)
+        do {
+            let result = try await body(harness)
+            await harness.tearDown()
+            return result
+        } catch {
+            await harness.tearDown()
+            throw error
+        }
+    }
+
+    static func make(_ label: String, redis: RedisTarget = .single) async throws -> ClusterHarness {
+        let pool = try await TestEnvironment.migratedPool()
+        let prefix = TestEnvironment.uniqueKeyPrefix(label).replacingOccurrences(of: ":", with: "-")
+        let audit = "audit_" + prefix.filter { $0.isLetter || $0.isNumber }
+        try await pool.query("CREATE TABLE \(audit) (log text, entry_ms bigint, entry_seq bigint, PRIMARY KEY (log, entry_ms, entry_seq))")
+        return ClusterHarness(prefix: prefix, auditTable: audit, redisURL: redis.url, pool: pool)
+    }
+
+    /// Starts node `id` and returns once it listens (it has joined and serves its slots).
+    /// - Parameter collectingErrors: the node's log and errors are collected with its output
+    ///   (for a test that reads them) instead of going to the test's standard error.
+    /// - Parameter leaseMilliseconds: `--lease-ms`; `nil`: the node's default.
+    func start(_ id: String, leaseMilliseconds: Int? = nil, extra: [String] = [], collectingErrors: Bool = false) async throws -> Node {
+        let port = try PrivateServers.freePort()
+        let process = try ChildProcess([ChildProcess.builtProduct("counter-node"), "serve",
+                                        "--listen", "127.0.0.1:\(port)", "--postgres-url", TestEnvironment.postgresURL,
+                                        "--redis-url", redisURL, "--key-prefix", prefix, "--node-id", id,
+                                        "--audit-table", auditTable, "--shards", "2", "--log-level", "info"]
+                                        + (leaseMilliseconds.map { ["--lease-ms", String($0)] } ?? []) + extra,
+                                       mergingStandardError: collectingErrors)
+        let node = Node(id: id, port: port, process: process)
+        started.withLock { $0.append(node) }
+        let listening = try await process.waitForOutput(timeout: .seconds(60)) { lines in
+            lines.contains { $0.hasPrefix("counter-node listening on") || $0.contains("cannot start") }
+        }
+        guard listening, process.output.contains(where: { $0.hasPrefix("counter-node listening on") }) else {
+            throw HarnessError("node \(id) did not start: \(process.output.suffix(5).joined(separator: " | "))")
+        }
+        return node
+    }
+
+    /// The slot map as `node` knows it.
+    func map(via node: Node) async throws -> ClusterMapBody {
+        let (data, _) = try await ClusterHTTP.control.data(from: URL(string: "\(node.url)/v1/cluster")!)
+        return try JSONDecoder().decode(ClusterMapBody.self, from: data)
+    }
+
+    /// Waits until `condition` holds for `node`'s map (read every 100 ms), up to `timeout`.
+    func waitForMap(via node: Node, timeout: Duration = .seconds(30), _ condition: (ClusterMapBody) -> Bool) async throws -> ClusterMapBody {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            if let map = try? await map(via: node), condition(map) { return map }
+            guard ContinuousClock.now < deadline else { throw HarnessError("the map did not settle within \(timeout)") }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+    }
+
+    /// `/metrics` of `node`, as name → value for the unlabelled families.
+    func metrics(of node: Node) async throws -> [String: Double] {
+        let (data, _) = try await ClusterHTTP.control.data(from: URL(string: "\(node.url)/metrics")!)
+        var values: [String: Double] = [:]
+        for line in String(decoding: data, as: UTF8.self).split(separator: "\n") where !line.hasPrefix("#") && !line.contains("{") {
+            let parts = line.split(separator: " ")
+            if parts.count == 2, let value = Double(parts[1]) { values[String(parts[0])] = value }
+        }
+        return values
+    }
+
+    /// Flushes every node in `nodes` (each flushes the slots it owns).
+    func flush(_ nodes: [Node]) async throws {
+        for node in nodes {
+            var request = URLRequest(url: URL(string: "\(node.url)/admin/flush")!)
+            request.httpMethod = "POST"
+            request.timeoutInterval = 60
+            let (data, response) = try await ClusterHTTP.control.data(for: request)
+            guard (response as? HTTPURLResponse)?.statusCode == 200 else {
+                throw HarnessError("flush of \(node.id) answered \(String(decoding: data, as: UTF8.self))")
+            }
+        }
+    }
+
+    /// PostgreSQL against what the load acknowledged last: nothing lost, nothing phantom, every
+    /// count equal to its rows, and (by the audit table's key) no entry applied twice.
+    func verify(_ load: HTTPPairLoad) async throws {
+        let rows = try await pool.query("SELECT user_id, post_id FROM likes WHERE post_id = ANY($1::bigint[])", [.int64Array(load.posts)])
+        let members = Set(try rows.map { Pair(user: try $0.int64(0), post: try $0.int64(1)) })
+        let (lost, phantom, undetermined) = load.audit(rows: members)
+        #expect(lost.isEmpty, "acknowledged likes missing from PostgreSQL: \(lost.prefix(5))")
+        #expect(phantom.isEmpty, "likes in PostgreSQL that were not acknowledged last: \(phantom.prefix(5))")
+        #expect(undetermined == 0, "every pair's state is settled before the check")
+        let drift = try await pool.query("""
+            SELECT p.id, p.likes_count, count(l.id) FROM posts p LEFT JOIN likes l ON l.post_id = p.id
+            WHERE p.id = ANY($1::bigint[]) GROUP BY p.id HAVING p.likes_count <> count(l.id)
+            """, [.int64Array(load.posts)])
+        #expect(drift.count == 0, "posts whose likes_count differs from their rows: \(drift.count)")
+        let audited = try await pool.query("SELECT count(*) FROM \(auditTable)")
+        #expect(try audited.first?.int64(0) ?? 0 > 0, "the flushes recorded what they applied")
+    }
+
+    /// Stops every node still running (SIGKILL) and drops the audit table.
+    func tearDown() async {
+        for node in started.withLock({ $0 }) {
+            node.process.kill(SIGKILL)
+            _ = try? await node.process.waitForExit(timeout: .seconds(10))
+        }
+        _ = try? await pool.query("DROP TABLE IF EXISTS \(auditTable)")
+        await pool.close()
+    }
+}
+
+struct HarnessError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+enum ClusterHTTP {
+    /// The load's session.
+    static let session = make()
+    /// The checks' own session (maps, metrics, flushes), so they never wait behind the load's
+    /// requests to a paused node.
+    static let control = make()
+
+    private static func make() -> URLSession {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.httpMaximumConnectionsPerHost = 32
+        configuration.timeoutIntervalForRequest = 5
+        return URLSession(configuration: configuration)
+    }
+}
+
+/// Likes, unlikes and toggles over HTTP from concurrent workers to random nodes of a cluster,
+/// each worker owning its users so a pair never has two operations in flight; remembers every
+/// pair's last acknowledged state (`PairLoad`'s rules). `settle` then gives every pair whose
+/// last operation failed a like that is answered, so each pair's state is known.
+final class HTTPPairLoad: Sendable {
+    let posts: [Int64]
+    private let state = Mutex<(expected: [Pair: PairLoad.Expected], stop: Bool, acknowledged: Int, failed: Int, statuses: [Int: Int])>(([:], false, 0, 0, [:]))
+    private let nodes = Mutex<[String]>([])
+
+    init(posts: [Int64]) {
+        self.posts = posts
+    }
+
+    /// The node URLs requests go to (changed as nodes come and go).
+    func setNodes(_ urls: [String]) { nodes.withLock { $0 = urls } }
+
+    var acknowledged: Int { state.withLock { $0.acknowledged } }
+    var failed: Int { state.withLock { $0.failed } }
+    var statuses: [Int: Int] { state.withLock { $0.statuses } }
+
+    func run(workers: Int, usersPerWorker: Int = 20) async {
+        await withTaskGroup(of: Void.self) { group in
+            for worker in 0..<workers {
+                group.addTask {
+                    while !self.state.withLock({ $0.stop }) {
+                        let user = Int64(worker * usersPerWorker + Int.random(in: 1...usersPerWorker))
+                        let post = self.posts.randomElement()!
+                        let method = ["toggle", "PUT", "DELETE", "toggle"].randomElement()!
+                        await self.send(method, Pair(user: user, post: post))
+                        try? await Task.sleep(for: .milliseconds(3))
+                    }
+                }
+            }
+        }
+    }
+
+    func stop() { state.withLock { $0.stop = true } }
+
+    /// Sends `method` for `pair` to `node` (default: a random one) and records the outcome.
+    @discardableResult
+    func send(_ method: String, _ pair: Pair, via node: String? = nil) async -> Bool {
+        guard let base = node ?? nodes.withLock({ $0.randomElement() }) else { return false }
+        let path = method == "toggle" ? "/v1/posts/\(pair.post)/likes/\(pair.user)/toggle" : "/v1/posts/\(pair.post)/likes/\(pair.user)"
+        var request = URLRequest(url: URL(string: base + path)!)
+        request.httpMethod = method == "toggle" ? "POST" : method
+        do {
+            let (data, response) = try await ClusterHTTP.session.data(for: request)
+            let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+            if status == 200, let answer = try? JSONDecoder().decode(LikeStatus.self, from: data) {
+                record(pair, .liked(answer.isLiked), status: 200)
+                return true
+            }
+            record(pair, .either, status: status)
+        } catch {
+            record(pair, .either, status: 0)
+        }
+        return false
+    }
+
+    private func record(_ pair: Pair, _ expected: PairLoad.Expected, status: Int) {
+        state.withLock { state in
+            state.expected[pair] = expected
+            state.statuses[status, default: 0] += 1
+            if status == 200 { state.acknowledged += 1 } else { state.failed += 1 }
+        }
+    }
+
+    /// Likes every pair whose outcome is unknown until a node answers (at most `timeout`).
+    func settle(timeout: Duration = .seconds(30)) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let open = state.withLock { $0.expected.filter { $0.value == .either }.map(\.key) }
+            if open.isEmpty { return }
+            guard ContinuousClock.now < deadline else { throw HarnessError("\(open.count) pairs still unsettled") }
+            for pair in open { await send("PUT", pair) }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+    }
+
+    /// As `PairLoad.audit`.
+    func audit(rows members: Set<Pair>) -> (lost: [Pair], phantom: [Pair], undetermined: Int) {
+        var lost: [Pair] = [], phantom: [Pair] = []
+        var undetermined = 0
+        let expected = state.withLock { $0.expected }
+        for (pair, state) in expected {
+            switch state {
+            case .liked(true): if !members.contains(pair) { lost.append(pair) }
+            case .liked(false): if members.contains(pair) { phantom.append(pair) }
+            case .either: undetermined += 1
+            }
+        }
+        for pair in members where expected[pair] == nil { phantom.append(pair) }
+        return (lost, phantom, undetermined)
+    }
+}
