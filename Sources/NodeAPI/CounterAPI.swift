@@ -34,7 +34,7 @@ public final class CounterAPI: HTTPHandler {
         self.service = service
         self.tokens = tokens
         self.member = member
-        self.forwarder = member.map { Forwarder(member: $0) }
+        self.forwarder = member.map { Forwarder(member: $0, ownerWait: service.configuration.slotMoveWait) }
         let layout = RedisKeyLayout(prefix: service.configuration.keyPrefix)
         self.inspector = PostInspector(service: service, postgres: postgres, redis: redis, layout: layout)
         self.readiness = ReadinessProbe(postgres: postgres, redis: redis)
@@ -60,7 +60,17 @@ public final class CounterAPI: HTTPHandler {
                     case .success(let state): response = Self.likeResponse(state)
                     case .failure(let error as CounterError) where error.code == .notOwner && self.forwarder != nil:
                         Task {
-                            let response = await self.elsewhere(request, post: post, mayRepeat: operation != .toggle)
+                            let response = await self.elsewhere(request, post: post, mayRepeat: operation != .toggle) {
+                                do {
+                                    return Self.likeResponse(try await self.service.perform(operation, post: post, user: user))
+                                } catch let error as CounterError where error.code == .notOwner {
+                                    return nil
+                                } catch let error as CounterError {
+                                    return Self.response(for: error)
+                                } catch {
+                                    return .error(503, code: "unavailable", message: "\(error)", retryAfterSeconds: 1)
+                                }
+                            }
                             self.record(route, response, since: started)
                             respond(response)
                         }
@@ -141,7 +151,18 @@ public final class CounterAPI: HTTPHandler {
                     let state = try await service.perform(.count, post: post, user: 0)
                     return HTTPResponse(status: 200, body: HotAnswers.postCount(postID: state.postID, likesCount: state.likesCount))
                 } catch let error as CounterError where error.code == .notOwner && forwarder != nil {
-                    return await elsewhere(request, post: post, mayRepeat: true)
+                    return await elsewhere(request, post: post, mayRepeat: true) {
+                        do {
+                            let state = try await self.service.perform(.count, post: post, user: 0)
+                            return HTTPResponse(status: 200, body: HotAnswers.postCount(postID: state.postID, likesCount: state.likesCount))
+                        } catch let error as CounterError where error.code == .notOwner {
+                            return nil
+                        } catch let error as CounterError {
+                            return Self.response(for: error)
+                        } catch {
+                            return .error(503, code: "unavailable", message: "\(error)", retryAfterSeconds: 1)
+                        }
+                    }
                 }
             case .query:
                 return try await feed(request)
@@ -216,13 +237,33 @@ public final class CounterAPI: HTTPHandler {
         }
     }
 
-    /// The answer for a request on `post`, whose slot another node owns: forwarded to it, or,
-    /// when this request was itself forwarded here, `421` with the owner's URL.
-    private func elsewhere(_ request: HTTPRequest, post: Int64, mayRepeat: Bool) async -> HTTPResponse {
-        guard let forwarder else { return Self.response(for: CounterError.notOwner(HashSlot(post: post).rawValue)) }
+    /// Readies the forwarding client (see `Forwarder.warmUp`): call once the server listens.
+    public func warmUp(selfURL: String) async {
+        await forwarder?.warmUp(selfURL: selfURL)
+    }
+
+    /// The answer for a request on `post`, whose slot this node does not serve: forwarded to
+    /// the owner; or, when this request was itself forwarded here, run here (`locally`) if the
+    /// map, read again, says the slot was just handed to this node (`locally` answers `nil` if
+    /// it is not served here after all), else `421` with the owner's URL.
+    private func elsewhere(_ request: HTTPRequest, post: Int64, mayRepeat: Bool,
+                           locally: @Sendable () async -> HTTPResponse?) async -> HTTPResponse {
+        guard let forwarder, let member else { return Self.response(for: CounterError.notOwner(HashSlot(post: post).rawValue)) }
         let slot = HashSlot(post: post).rawValue
-        if request.forwardedBy != nil { return forwarder.misdirectedResponse(slot: slot) }
-        return await forwarder.forward(request, slot: slot, mayRepeat: mayRepeat)
+        if member.map.owner(of: slot)?.id == member.configuration.nodeID {
+            // This node's map says the slot is its own: it may be on its way here.
+            try? await member.refreshMapUnlessFresh()
+            if service.ownership.state(of: slot) != .notOwned, let response = await locally() { return response }
+        }
+        if request.forwardedBy != nil {
+            // The sender's map says this node owns the slot: it may just have been handed here.
+            try? await member.refreshMapUnlessFresh()
+            if member.map.owner(of: slot)?.id == member.configuration.nodeID && service.ownership.state(of: slot) != .notOwned {
+                if let response = await locally() { return response }
+            }
+            return forwarder.misdirectedResponse(slot: slot)
+        }
+        return await forwarder.forward(request, slot: slot, mayRepeat: mayRepeat, locally: locally)
     }
 
     /// `POST /v1/posts/query`: `{"post_ids":[…],"user_id":7}` → counts and the user's likes,

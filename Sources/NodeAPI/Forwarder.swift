@@ -21,13 +21,25 @@ final class Forwarder: Sendable {
     private let forwardedCount = Atomic<Int>(0)
     private let misdirectedCount = Atomic<Int>(0)
 
-    init(member: ClusterMember) {
+    /// How long a request waits for its slot to have a live owner in the map.
+    private let ownerWait: Duration
+
+    init(member: ClusterMember, ownerWait: Duration) {
         self.member = member
+        self.ownerWait = ownerWait
         let configuration = URLSessionConfiguration.ephemeral
         configuration.httpMaximumConnectionsPerHost = 64
         configuration.timeoutIntervalForRequest = 10
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
         self.session = URLSession(configuration: configuration)
+    }
+
+    /// Makes the HTTP client ready before the first request needs it: its first use sets up
+    /// libcurl and Foundation's networking, which took seconds of both cores at once when three
+    /// nodes did it under load (renewals of every node's lease were late meanwhile).
+    func warmUp(selfURL: String) async {
+        guard let url = URL(string: selfURL + "/healthz") else { return }
+        _ = try? await session.data(from: url)
     }
 
     /// Requests sent on to their owner.
@@ -48,21 +60,28 @@ final class Forwarder: Sendable {
     }
 
     /// `request`'s answer from the owner of `slot`. `mayRepeat`: whether running it twice is
-    /// harmless (everything but a toggle).
-    func forward(_ request: HTTPRequest, slot: UInt16, mayRepeat: Bool) async -> HTTPResponse {
+    /// harmless (everything but a toggle). `locally` runs it on this node, for when the map comes
+    /// to name this node as the owner (it took the slot over meanwhile); it answers `nil` when
+    /// the slot is not served here after all.
+    func forward(_ request: HTTPRequest, slot: UInt16, mayRepeat: Bool,
+                 locally: @Sendable () async -> HTTPResponse? = { nil }) async -> HTTPResponse {
         let me = member.configuration.nodeID
         var attempt = 0
+        let deadline = ContinuousClock.now + ownerWait
         while true {
-            attempt += 1
+            if member.map.owner(of: slot)?.id == me, let response = await locally() { return response }
             guard let owner = member.map.owner(of: slot), owner.id != me else {
-                // The map is behind what the write path knows (or no node owns the slot yet).
-                if attempt == 1 {
-                    try? await member.refreshMap()
+                // No other live node owns the slot in the map: it is between owners (a node left
+                // or died, or the map is behind). Wait for one, briefly, reading the map again.
+                if ContinuousClock.now < deadline {
+                    try? await Task.sleep(for: .milliseconds(50))
+                    try? await member.refreshMapUnlessFresh()
                     continue
                 }
-                return .error(503, code: "no_owner", message: "no other live node owns slot \(slot) now (a move or takeover is under way); retry",
+                return .error(503, code: "no_owner", message: "no other live node owned slot \(slot) within \(ownerWait) (a move or takeover is under way); retry",
                               retryAfterSeconds: 1)
             }
+            attempt += 1
             forwardedCount.add(1, ordering: .relaxed)
             switch await send(request, to: owner.advertiseURL, from: me) {
             case .answered(let response):

@@ -22,15 +22,15 @@ public actor ClusterMember: Service {
         /// be given later, to `join(advertising:)`, once the listening port is known.
         public var advertiseURL: String
         /// How long a lease lasts without renewal, by PostgreSQL's clock: a node silent this long
-        /// loses its slots. Defaults to 2 s.
-        public var lease: Duration = .seconds(2)
-        /// How often the lease is renewed. Defaults to a third of the lease.
-        public var renewInterval: Duration = .milliseconds(667)
+        /// loses its slots. Defaults to 3 s.
+        public var lease: Duration = .seconds(3)
+        /// How often the lease is renewed. Defaults to 1 s.
+        public var renewInterval: Duration = .seconds(1)
         /// How often the map is read and acted on. Defaults to 250 ms.
         public var roundInterval: Duration = .milliseconds(250)
         /// Most slots handed between live nodes at once (takeovers of dead nodes' slots are not
-        /// limited). Defaults to 1,024.
-        public var maximumMoves: Int = 1_024
+        /// limited). Defaults to 256.
+        public var maximumMoves: Int = 256
 
         public init(nodeID: String, advertiseURL: String) {
             self.nodeID = nodeID
@@ -66,17 +66,28 @@ public actor ClusterMember: Service {
     public nonisolated let configuration: Configuration
     private let service: CounterService
     private let registry: NodeRegistry
+    /// The registry on a connection of its own, for renewals only: a renewal must never wait
+    /// behind a round or a map read (a claim may wait for a paused node's locks).
+    private let leaseRegistry: NodeRegistry
     private let table: SlotTable
+    /// The map read in progress, which every caller that wants a fresh map awaits.
+    private var mapRead: Task<Void, Error>?
     private let log: NodeLog
     private var incarnationNumber: Int64 = 0
     private var advertised: String
+    private var lastMapRead: ContinuousClock.Instant?
     private let latestMap = Mutex(ClusterMap.empty)
     private let counters = Mutex(Counters())
 
-    public init(configuration: Configuration, service: CounterService, postgres: PostgresPool, log: NodeLog = .silent) {
+    /// - Parameters:
+    ///   - postgres: the connections of the rounds and map reads (two suffice).
+    ///   - leasePostgres: a connection for lease renewals only.
+    public init(configuration: Configuration, service: CounterService, postgres: PostgresPool, leasePostgres: PostgresPool,
+                log: NodeLog = .silent) {
         self.configuration = configuration
         self.service = service
         self.registry = NodeRegistry(pool: postgres, deployment: service.configuration.keyPrefix)
+        self.leaseRegistry = NodeRegistry(pool: leasePostgres, deployment: service.configuration.keyPrefix)
         self.table = SlotTable(pool: postgres, deployment: service.configuration.keyPrefix)
         self.log = log
         self.advertised = configuration.advertiseURL
@@ -157,11 +168,20 @@ public actor ClusterMember: Service {
     }
 
     private func renewLeaseUntilCancelled() async throws {
+        var lastRenewal = ContinuousClock.now
         while !Task.isCancelled {
             do {
-                let held = try await registry.renew(nodeID: configuration.nodeID, incarnation: incarnationNumber,
+                let asked = ContinuousClock.now
+                let held = try await leaseRegistry.renew(nodeID: configuration.nodeID, incarnation: incarnationNumber,
                                                     lease: configuration.lease)
                 if !held { throw Superseded(nodeID: configuration.nodeID) }
+                let now = ContinuousClock.now
+                if now - lastRenewal > configuration.lease / 2 {
+                    log.log(.warn, "lease_renewed_late", ["node": configuration.nodeID,
+                                                          "ms_since_last": String((now - lastRenewal).inMilliseconds),
+                                                          "renewal_ms": String((now - asked).inMilliseconds)])
+                }
+                lastRenewal = now
             } catch let error as Superseded {
                 log.log(.error, "superseded", ["node": configuration.nodeID, "incarnation": String(incarnationNumber)])
                 throw error
@@ -175,12 +195,16 @@ public actor ClusterMember: Service {
     }
 
     private func runRoundsUntilCancelled() async {
+        var handedOff = 0
         while !Task.isCancelled {
-            try? await Task.sleep(for: configuration.roundInterval)
+            // A round that handed slots off is followed at once by the next, so a rebalance
+            // moves on as fast as each step completes.
+            if handedOff == 0 { try? await Task.sleep(for: configuration.roundInterval) }
             if Task.isCancelled { return }
             do {
-                try await round()
+                handedOff = try await round()
             } catch {
+                handedOff = 0
                 counters.withLock { $0.failedRounds += 1 }
                 log.log(.warn, "membership_round_failed", ["node": configuration.nodeID, "error": "\(error)"])
             }
@@ -210,12 +234,14 @@ public actor ClusterMember: Service {
         let nodes = try await registry.nodes()
         let rows = try await table.rows()
         publishMap(nodes: nodes, rows: rows)
-        let held = service.ownership.snapshot().map(\.epoch)
+        let states = service.ownership.snapshot()
         let plan = MembershipRound.plan(
             me: configuration.nodeID, incarnation: incarnationNumber,
             nodes: nodes.map { .init(id: $0.id, incarnation: $0.incarnation, isLive: $0.isLive, isDraining: $0.isDraining) },
             slots: rows.map { .init(owner: $0.owner, incarnation: $0.incarnation, epoch: $0.epoch) },
-            held: held, maximumMoves: configuration.maximumMoves, leaving: leaving)
+            held: states.map(\.epoch),
+            ready: states.map { if case .acquiring = $0 { return false } else { return true } },
+            maximumMoves: configuration.maximumMoves, leaving: leaving)
         if !plan.drop.isEmpty {
             await service.drop(plan.drop)
             counters.withLock { $0.droppedSlots += plan.drop.count }
@@ -281,6 +307,9 @@ public actor ClusterMember: Service {
             }
             let assigned = try await table.assign(moves.map { SlotTable.Claim(slot: $0.slot, expectedEpoch: $0.epoch) },
                                                   to: target, incarnation: moves[0].toIncarnation)
+            // The map names the new owner before the slots are dropped, so their requests are
+            // forwarded there at once.
+            try? await refreshMap()
             await service.handedOff(assigned, alsoDropping: slots)
             counters.withLock { $0.handedOffSlots += assigned.count }
             log.log(.info, "slots_handed_off", ["node": configuration.nodeID, "to": target, "slots": SlotList.describe(Set(assigned.keys)),
@@ -288,14 +317,37 @@ public actor ClusterMember: Service {
         }
     }
 
-    /// Reads the map now (after a `421` said it is out of date), without acting on it.
+    /// Reads the map again unless it was read in the last 50 ms (many requests may ask at once).
+    public func refreshMapUnlessFresh() async throws {
+        if let last = lastMapRead, ContinuousClock.now - last < .milliseconds(50) { return }
+        try await refreshMap()
+    }
+
+    /// Reads the map now (after a `421` said it is out of date), without acting on it. Callers
+    /// that ask while a read is under way share it.
     public func refreshMap() async throws {
+        if let mapRead { return try await mapRead.value }
+        let read = Task { try await self.readMap() }
+        mapRead = read
+        defer { mapRead = nil }
+        try await read.value
+    }
+
+    private func readMap() async throws {
         let nodes = try await registry.nodes()
         let rows = try await table.rows()
         publishMap(nodes: nodes, rows: rows)
     }
 
     private func publishMap(nodes: [NodeRegistry.Node], rows: [SlotTable.Row]) {
+        // Slots handed to this node that it does not serve yet are coming: their requests wait
+        // (`acquiring`) until the next round adopts them, instead of being sent back and forth.
+        let me = configuration.nodeID
+        let incarnation = incarnationNumber
+        let incoming = rows.indices.filter { rows[$0].owner == me && rows[$0].incarnation == incarnation }.map { UInt16($0) }
+        service.ownership.update(incoming) { slot, state in
+            state == .notOwned ? .acquiring(epoch: rows[Int(slot)].epoch) : state
+        }
         var index: [String: Int] = [:]
         for (position, node) in nodes.enumerated() { index[node.id] = position }
         let slots = rows.map { row -> ClusterMap.Slot in
@@ -308,6 +360,7 @@ public actor ClusterMember: Service {
                                                       leaseRemainingMilliseconds: $0.leaseRemainingMilliseconds) },
                              slots: slots)
         latestMap.withLock { $0 = map }
+        lastMapRead = .now
     }
 }
 

@@ -69,9 +69,11 @@ public struct MembershipRound: Sendable, Equatable {
     ///   - slots: every slot's row, by slot number.
     ///   - held: the epoch this node holds per slot (serving, acquiring or releasing), by slot
     ///     number; `nil` where it holds none.
+    ///   - ready: per slot, whether it is served (or being released) under `held`, rather than
+    ///     still being acquired; empty: as `held` says.
     ///   - leaving: this node is stopping: the target leaves it out, and its hand-offs are not
     ///     rate-limited.
-    public static func plan(me: String, incarnation: Int64, nodes: [Node], slots: [Slot], held: [Int64?],
+    public static func plan(me: String, incarnation: Int64, nodes: [Node], slots: [Slot], held: [Int64?], ready: [Bool] = [],
                             maximumMoves: Int, leaving: Bool = false) -> MembershipRound {
         var round = MembershipRound()
         let live = nodes.filter(\.isLive)
@@ -98,7 +100,8 @@ public struct MembershipRound: Sendable, Equatable {
         for (index, slot) in slots.enumerated() {
             let mine = slot.owner == me && slot.incarnation == incarnation
             if mine {
-                if held[index] != slot.epoch && !handingOff.contains(UInt16(index)) { round.adopt[UInt16(index)] = slot.epoch }
+                let served = held[index] == slot.epoch && (ready.isEmpty || ready[index])
+                if !served && !handingOff.contains(UInt16(index)) { round.adopt[UInt16(index)] = slot.epoch }
             } else if held[index] != nil {
                 round.drop.insert(UInt16(index))
             }

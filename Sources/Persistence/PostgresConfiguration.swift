@@ -16,6 +16,10 @@ public struct PostgresConfiguration: Sendable, Hashable {
     /// flush transaction — and block the node taking its slots over — for longer. `nil` (the
     /// default): the server's setting.
     public var idleInTransactionTimeout: Duration?
+    /// Whether commits return before their WAL reaches disk (`synchronous_commit = off`): for
+    /// writes that may be lost in a PostgreSQL crash without harm (lease renewals), which then
+    /// never wait behind other transactions' disk flushes. Defaults to `false`.
+    public var asynchronousCommit: Bool = false
 
     public init(url: String) {
         self.url = url

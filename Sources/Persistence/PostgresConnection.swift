@@ -109,9 +109,14 @@ public actor PostgresConnection {
     private func open() throws(PostgresError) -> OpaquePointer {
         var keywords = ["dbname", "connect_timeout", "application_name"]
         var values = [configuration.url, String(max(2, configuration.connectTimeout.components.seconds + (configuration.connectTimeout.components.attoseconds > 0 ? 1 : 0))), configuration.applicationName]
+        var options: [String] = []
         if let timeout = configuration.idleInTransactionTimeout {
+            options.append("-c idle_in_transaction_session_timeout=\(max(1, timeout.inMilliseconds))")
+        }
+        if configuration.asynchronousCommit { options.append("-c synchronous_commit=off") }
+        if !options.isEmpty {
             keywords.append("options")
-            values.append("-c idle_in_transaction_session_timeout=\(max(1, timeout.inMilliseconds))")
+            values.append(options.joined(separator: " "))
         }
         let connection = withCStringArray(keywords + [nil]) { keys in
             withCStringArray(values + [nil]) { vals in PQconnectdbParams(keys, vals, 1) }

@@ -31,8 +31,8 @@ public struct WritePathConfiguration: Sendable, Equatable {
     /// ... up to this delay. Defaults to 5 s.
     public var retryMaximumDelay: Duration = .seconds(5)
     /// How long an operation on a slot that is changing owner waits for the move to settle
-    /// before it is refused with `slotMoving` (503, Retry-After). Defaults to 2 s.
-    public var slotMoveWait: Duration = .seconds(2)
+    /// before it is refused with `slotMoving` (503, Retry-After). Defaults to 5 s.
+    public var slotMoveWait: Duration = .seconds(5)
     /// For tests: a table `(log, entry_ms, entry_seq)` with a unique key into which every flush
     /// records the log entries it applies, in its transaction — applying an entry twice then
     /// fails the flush. `nil` (the default): none.

@@ -175,7 +175,7 @@ enum ClusterHTTP {
 /// last operation failed a like that is answered, so each pair's state is known.
 final class HTTPPairLoad: Sendable {
     let posts: [Int64]
-    private let state = Mutex<(expected: [Pair: PairLoad.Expected], stop: Bool, acknowledged: Int, failed: Int, statuses: [Int: Int])>(([:], false, 0, 0, [:]))
+    private let state = Mutex<(expected: [Pair: PairLoad.Expected], stop: Bool, acknowledged: Int, failed: Int, statuses: [String: Int])>(([:], false, 0, 0, [:]))
     private let nodes = Mutex<[String]>([])
 
     init(posts: [Int64]) {
@@ -187,7 +187,8 @@ final class HTTPPairLoad: Sendable {
 
     var acknowledged: Int { state.withLock { $0.acknowledged } }
     var failed: Int { state.withLock { $0.failed } }
-    var statuses: [Int: Int] { state.withLock { $0.statuses } }
+    /// Answers by status and error code (`200`, `503 slot_moving`, `0` for no answer).
+    var statuses: [String: Int] { state.withLock { $0.statuses } }
 
     func run(workers: Int, usersPerWorker: Int = 20) async {
         await withTaskGroup(of: Void.self) { group in
@@ -198,7 +199,7 @@ final class HTTPPairLoad: Sendable {
                         let post = self.posts.randomElement()!
                         let method = ["toggle", "PUT", "DELETE", "toggle"].randomElement()!
                         await self.send(method, Pair(user: user, post: post))
-                        try? await Task.sleep(for: .milliseconds(3))
+                        try? await Task.sleep(for: .milliseconds(20))
                     }
                 }
             }
@@ -209,29 +210,54 @@ final class HTTPPairLoad: Sendable {
 
     /// Sends `method` for `pair` to `node` (default: a random one) and records the outcome.
     @discardableResult
-    func send(_ method: String, _ pair: Pair, via node: String? = nil) async -> Bool {
+    /// Sends a like of `pair` to the node on `port` over a plain socket of its own (a probe that
+    /// waits behind nothing of the test's own), and records the outcome.
+    func probe(_ pair: Pair, port: Int) async -> Bool {
+        let request = RawHTTPClient.request("PUT", "/v1/posts/\(pair.post)/likes/\(pair.user)")
+        guard let answer = try? await RawHTTPClient.exchange(port: port, chunks: [request], responses: 1, timeout: .seconds(6)).first else {
+            record(pair, .either, status: 0)
+            return false
+        }
+        if answer.status == 200, let state = try? JSONDecoder().decode(LikeStatus.self, from: Data(answer.body)) {
+            record(pair, .liked(state.isLiked), status: 200)
+            return true
+        }
+        if state.withLock({ $0.statuses["\(answer.status) (probe)", default: 0] < 5 }) {
+            print("cluster-test: probe answer \(answer.status) at \(Date()): \(answer.text)")
+        }
+        record(pair, .either, status: answer.status, code: " (probe)")
+        return false
+    }
+
+    /// `probe`: sent on the checks' own session, so it does not queue behind the load's requests.
+    func send(_ method: String, _ pair: Pair, via node: String? = nil, probe: Bool = false) async -> Bool {
         guard let base = node ?? nodes.withLock({ $0.randomElement() }) else { return false }
         let path = method == "toggle" ? "/v1/posts/\(pair.post)/likes/\(pair.user)/toggle" : "/v1/posts/\(pair.post)/likes/\(pair.user)"
         var request = URLRequest(url: URL(string: base + path)!)
         request.httpMethod = method == "toggle" ? "POST" : method
         do {
-            let (data, response) = try await ClusterHTTP.session.data(for: request)
+            let (data, response) = try await (probe ? ClusterHTTP.control : ClusterHTTP.session).data(for: request)
             let status = (response as? HTTPURLResponse)?.statusCode ?? 0
             if status == 200, let answer = try? JSONDecoder().decode(LikeStatus.self, from: data) {
                 record(pair, .liked(answer.isLiked), status: 200)
                 return true
             }
-            record(pair, .either, status: status)
+            let body = try? JSONDecoder().decode(ErrorBody.self, from: data)
+            let code = body.map { " " + $0.error.code } ?? ""
+            if let body, state.withLock({ $0.statuses["\(status)\(code)", default: 0] < 3 }) {
+                print("cluster-test: load answer \(status) \(body.error.code): \(body.error.message)")
+            }
+            record(pair, .either, status: status, code: code)
         } catch {
             record(pair, .either, status: 0)
         }
         return false
     }
 
-    private func record(_ pair: Pair, _ expected: PairLoad.Expected, status: Int) {
+    private func record(_ pair: Pair, _ expected: PairLoad.Expected, status: Int, code: String = "") {
         state.withLock { state in
             state.expected[pair] = expected
-            state.statuses[status, default: 0] += 1
+            state.statuses["\(status)\(code)", default: 0] += 1
             if status == 200 { state.acknowledged += 1 } else { state.failed += 1 }
         }
     }

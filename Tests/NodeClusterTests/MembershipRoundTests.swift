@@ -82,6 +82,13 @@ struct MembershipRoundTests {
         #expect(round.drop == Set((8192..<HashSlot.count).map { UInt16($0) }))
         #expect(round.adopt == [5: 3])
         #expect(round.handOffs.isEmpty && round.claims.isEmpty)
+
+        // Held at the right epoch but still being acquired (a round before failed to drain it):
+        // adopted again.
+        var ready = [Bool](repeating: true, count: HashSlot.count)
+        ready[6] = false
+        let retried = MembershipRound.plan(me: "a", incarnation: 1, nodes: nodes, slots: slots, held: held, ready: ready, maximumMoves: 10)
+        #expect(retried.adopt == [5: 3, 6: 3])
     }
 
     @Test("a leaving or draining node hands everything to the others, without the rate limit; alone, it hands nothing")
