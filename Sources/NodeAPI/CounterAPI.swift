@@ -61,14 +61,8 @@ public final class CounterAPI: HTTPHandler {
                     case .failure(let error as CounterError) where error.code == .notOwner && self.forwarder != nil:
                         Task {
                             let response = await self.elsewhere(request, post: post, mayRepeat: operation != .toggle) {
-                                do {
-                                    return Self.likeResponse(try await self.service.perform(operation, post: post, user: user))
-                                } catch let error as CounterError where error.code == .notOwner {
-                                    return nil
-                                } catch let error as CounterError {
-                                    return Self.response(for: error)
-                                } catch {
-                                    return .error(503, code: "unavailable", message: "\(error)", retryAfterSeconds: 1)
+                                await self.answeredHere {
+                                    Self.likeResponse(try await self.service.perform(operation, post: post, user: user))
                                 }
                             }
                             self.record(route, response, since: started)
@@ -152,15 +146,9 @@ public final class CounterAPI: HTTPHandler {
                     return HTTPResponse(status: 200, body: HotAnswers.postCount(postID: state.postID, likesCount: state.likesCount))
                 } catch let error as CounterError where error.code == .notOwner && forwarder != nil {
                     return await elsewhere(request, post: post, mayRepeat: true) {
-                        do {
+                        await self.answeredHere {
                             let state = try await self.service.perform(.count, post: post, user: 0)
                             return HTTPResponse(status: 200, body: HotAnswers.postCount(postID: state.postID, likesCount: state.likesCount))
-                        } catch let error as CounterError where error.code == .notOwner {
-                            return nil
-                        } catch let error as CounterError {
-                            return Self.response(for: error)
-                        } catch {
-                            return .error(503, code: "unavailable", message: "\(error)", retryAfterSeconds: 1)
                         }
                     }
                 }
@@ -234,6 +222,20 @@ public final class CounterAPI: HTTPHandler {
         case .slotMoving: return .error(503, code: "slot_moving", message: error.message, retryAfterSeconds: error.retryAfterSeconds ?? 1)
         case .notOwner: return .error(503, code: "no_owner", message: error.message, retryAfterSeconds: 1)
         default: return .error(503, code: "unavailable", message: error.message, retryAfterSeconds: error.retryAfterSeconds ?? 1)
+        }
+    }
+
+    /// `perform`'s answer, its errors as the API phrases them; `nil` when the slot turns out not
+    /// to be served here (`notOwner`).
+    private func answeredHere(_ perform: () async throws -> HTTPResponse) async -> HTTPResponse? {
+        do {
+            return try await perform()
+        } catch let error as CounterError where error.code == .notOwner {
+            return nil
+        } catch let error as CounterError {
+            return Self.response(for: error)
+        } catch {
+            return .error(503, code: "unavailable", message: "\(error)", retryAfterSeconds: 1)
         }
     }
 

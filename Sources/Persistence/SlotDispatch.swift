@@ -238,14 +238,7 @@ struct SlotDispatch {
             groups[part.group].result = .failure(RedisError(code: .fenced, message: "(Redis) \(text)"))
         default:
             if followsRedirects, let redirect = RedisRedirect(reply: reply, askedHost: endpoint.host) {
-                var askTarget: RedisEndpoint?? = nil
-                var down = false
-                apply(redirect, from: endpoint, events: &events, askTarget: &askTarget, down: &down)
-                if down {
-                    groups[part.group].result = .failure(Self.clusterDown(groups[part.group].group.slot))
-                } else {
-                    groups[part.group].askTarget = askTarget ?? nil
-                }
+                redirectWhole(part, redirect, from: endpoint, events: &events)
                 return
             }
             if case .error(let text) = reply {
@@ -253,6 +246,19 @@ struct SlotDispatch {
             } else {
                 groups[part.group].result = .failure(RedisError(code: .unexpectedReply, message: "the fenced write of slot \(groups[part.group].group.slot.rawValue) answered \(reply)"))
             }
+        }
+    }
+
+    /// A group that did not run (atomic or fenced) was redirected: it is sent whole again where
+    /// the answer says, or fails if the cluster is down.
+    private mutating func redirectWhole(_ part: Part, _ redirect: RedisRedirect, from endpoint: RedisEndpoint, events: inout [Event]) {
+        var askTarget: RedisEndpoint?? = nil
+        var down = false
+        apply(redirect, from: endpoint, events: &events, askTarget: &askTarget, down: &down)
+        if down {
+            groups[part.group].result = .failure(Self.clusterDown(groups[part.group].group.slot))
+        } else {
+            groups[part.group].askTarget = askTarget ?? nil
         }
     }
 
@@ -268,14 +274,7 @@ struct SlotDispatch {
         if followsRedirects,
            let redirect = RedisRedirect(reply: exec, askedHost: endpoint.host)
             ?? queued.lazy.compactMap({ RedisRedirect(reply: $0, askedHost: endpoint.host) }).first {
-            var askTarget: RedisEndpoint?? = nil
-            var down = false
-            apply(redirect, from: endpoint, events: &events, askTarget: &askTarget, down: &down)
-            if down {
-                groups[part.group].result = .failure(Self.clusterDown(groups[part.group].group.slot))
-            } else {
-                groups[part.group].askTarget = askTarget ?? nil
-            }
+            redirectWhole(part, redirect, from: endpoint, events: &events)
             return
         }
         var text = exec.isNull ? "EXEC returned nil (transaction aborted)" : "\(exec)"

@@ -276,17 +276,6 @@ final class HTTPPairLoad: Sendable {
 
     /// As `PairLoad.audit`.
     func audit(rows members: Set<Pair>) -> (lost: [Pair], phantom: [Pair], undetermined: Int) {
-        var lost: [Pair] = [], phantom: [Pair] = []
-        var undetermined = 0
-        let expected = state.withLock { $0.expected }
-        for (pair, state) in expected {
-            switch state {
-            case .liked(true): if !members.contains(pair) { lost.append(pair) }
-            case .liked(false): if members.contains(pair) { phantom.append(pair) }
-            case .either: undetermined += 1
-            }
-        }
-        for pair in members where expected[pair] == nil { phantom.append(pair) }
-        return (lost, phantom, undetermined)
+        PairLoad.audit(expected: state.withLock { $0.expected }, rows: members)
     }
 }

@@ -87,9 +87,13 @@ final class PairLoad: Sendable {
     /// - Returns: pairs whose acknowledged like is missing (lost), and rows nobody acknowledged
     ///   last (phantom: an acknowledged unlike undone, or a like nobody asked for).
     func audit(rows members: Set<Pair>) -> (lost: [Pair], phantom: [Pair], undetermined: Int) {
+        Self.audit(expected: expected, rows: members)
+    }
+
+    /// `expected` (each pair's last acknowledged state) against the rows PostgreSQL holds.
+    static func audit(expected: [Pair: Expected], rows members: Set<Pair>) -> (lost: [Pair], phantom: [Pair], undetermined: Int) {
         var lost: [Pair] = [], phantom: [Pair] = []
         var undetermined = 0
-        let expected = self.expected
         for (pair, state) in expected {
             switch state {
             case .liked(true): if !members.contains(pair) { lost.append(pair) }
