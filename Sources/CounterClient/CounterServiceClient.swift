@@ -110,6 +110,18 @@ public struct CounterServiceClient: Sendable {
         try await call("POST", "/admin/flush" + (wait ? "" : "?wait=false"), admin: true, idempotent: false)
     }
 
+    /// The cluster's slot map as the node knows it (`GET /v1/cluster`; either token).
+    public func clusterMap() async throws(CounterClientError) -> ClusterMapBody {
+        try await call("GET", "/v1/cluster", admin: true, idempotent: true)
+    }
+
+    /// Marks node `nodeID` as draining (its slots go to the other nodes), or, with
+    /// `draining: false`, lets it take slots again.
+    public func drainNode(_ nodeID: String, draining: Bool = true) async throws(CounterClientError) -> DrainResult {
+        try await call("POST", "/admin/cluster/drain", body: try Self.encode(DrainRequest(nodeID: nodeID, draining: draining)),
+                       admin: true, idempotent: true)
+    }
+
     /// Per shard and in total: backlog, flushes, group commits, retries, dead letters; the Redis nodes.
     public func statistics() async throws(CounterClientError) -> ServiceStatistics {
         try await call("GET", "/admin/stats", admin: true, idempotent: true)

@@ -113,6 +113,11 @@ public enum NodeCommand {
           dead-letters list | replay [--id ID …] | drop --id ID [--id ID …]
                          changes PostgreSQL refused for good, with the reason; replay puts them
                          back into the write path (all, or the given ids); drop deletes them
+          cluster status | drain NODE [--undo]
+                         status: the nodes (incarnation, lease, draining, slots and their
+                         ranges, epochs), the map's version and the moves still to come;
+                         drain: NODE hands its slots to the others and takes none until
+                         --undo (it keeps answering, by forwarding)
 
         Settings (flags win over environment variables):
         \(NodeConfiguration.settingsHelp)

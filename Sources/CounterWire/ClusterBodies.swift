@@ -66,3 +66,37 @@ public struct ClusterNodeBody: Sendable, Equatable, Codable {
              lowestEpoch = "lowest_epoch", highestEpoch = "highest_epoch"
     }
 }
+
+/// The body of `POST /admin/cluster/drain`: mark a node as draining (it hands its slots to the
+/// others and takes none) or, with `"draining":false`, take it back.
+public struct DrainRequest: Sendable, Equatable, Codable {
+    public var nodeID: String
+    public var draining: Bool?
+
+    public init(nodeID: String, draining: Bool? = nil) {
+        self.nodeID = nodeID
+        self.draining = draining
+    }
+
+    enum CodingKeys: String, CodingKey, CaseIterable { case nodeID = "node_id", draining }
+
+    public init(from decoder: any Decoder) throws {
+        try UnknownMembers.refuse(in: decoder, allowed: CodingKeys.allCases)
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        nodeID = try container.decode(String.self, forKey: .nodeID)
+        draining = try container.decodeUnlessAbsent(Bool.self, forKey: .draining)
+    }
+}
+
+/// The answer of `POST /admin/cluster/drain`: the node's mark as it now is.
+public struct DrainResult: Sendable, Equatable, Codable {
+    public var nodeID: String
+    public var draining: Bool
+
+    public init(nodeID: String, draining: Bool) {
+        self.nodeID = nodeID
+        self.draining = draining
+    }
+
+    enum CodingKeys: String, CodingKey { case nodeID = "node_id", draining }
+}

@@ -18,6 +18,7 @@ enum APIRoute: Equatable {
     case adminDeadLetters
     case adminDeadLettersReplay
     case adminDeadLettersDrop
+    case adminClusterDrain
     /// The path has a route's shape but an id in it is not a positive 64-bit integer.
     case invalidID(String)
     case notFound
@@ -26,7 +27,7 @@ enum APIRoute: Equatable {
     var allowedMethods: [String] {
         switch self {
         case .like: return ["GET", "PUT", "DELETE"]
-        case .toggle, .query, .adminFlush, .adminReconcile, .adminDeadLettersReplay, .adminDeadLettersDrop: return ["POST"]
+        case .toggle, .query, .adminFlush, .adminReconcile, .adminDeadLettersReplay, .adminDeadLettersDrop, .adminClusterDrain: return ["POST"]
         case .post, .cluster, .healthz, .readyz, .metrics, .adminStats, .adminInspect, .adminDeadLetters: return ["GET"]
         case .invalidID, .notFound: return []
         }
@@ -50,6 +51,7 @@ enum APIRoute: Equatable {
         case .adminDeadLetters: return "/admin/dead-letters"
         case .adminDeadLettersReplay: return "/admin/dead-letters/replay"
         case .adminDeadLettersDrop: return "/admin/dead-letters/drop"
+        case .adminClusterDrain: return "/admin/cluster/drain"
         case .invalidID: return "invalid"
         case .notFound: return "unknown"
         }
@@ -61,10 +63,10 @@ enum APIRoute: Equatable {
     var access: Access {
         switch self {
         case .healthz, .readyz, .notFound: return .open
-        case .like, .toggle, .post, .query, .cluster, .invalidID: return .api
+        case .like, .toggle, .post, .query, .invalidID: return .api
         case .adminFlush, .adminStats, .adminInspect, .adminReconcile, .adminDeadLetters, .adminDeadLettersReplay,
-             .adminDeadLettersDrop: return .admin
-        case .metrics: return .any
+             .adminDeadLettersDrop, .adminClusterDrain: return .admin
+        case .metrics, .cluster: return .any
         }
     }
 
@@ -99,6 +101,8 @@ enum APIRoute: Equatable {
             if part(2, is: "replay") { return .adminDeadLettersReplay }
             if part(2, is: "drop") { return .adminDeadLettersDrop }
             return .notFound
+        case 3 where part(0, is: "admin") && part(1, is: "cluster"):
+            return part(2, is: "drain") ? .adminClusterDrain : .notFound
         case 3 where part(0, is: "admin") && part(1, is: "posts"):
             guard let post = id(2) else { return invalid(2, "post") }
             return .adminInspect(post: post)

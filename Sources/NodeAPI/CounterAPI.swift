@@ -196,6 +196,16 @@ public final class CounterAPI: HTTPHandler {
                 return try await AdminAnswers.replay(request.body, deadLetters)
             case .adminDeadLettersDrop:
                 return try await AdminAnswers.drop(request.body, deadLetters)
+            case .adminClusterDrain:
+                guard let member else {
+                    return .error(404, code: "not_clustered", message: "this node runs as the only writer; it has no cluster to drain")
+                }
+                let drain = try RequestBody.decode(DrainRequest.self, request.body)
+                let draining = drain.draining ?? true
+                guard try await member.setDraining(nodeID: drain.nodeID, draining) else {
+                    return .error(404, code: "node_not_found", message: "no node \"\(drain.nodeID)\" is registered in this cluster")
+                }
+                return .json(DrainResult(nodeID: drain.nodeID, draining: draining))
             case .toggle, .like, .healthz, .invalidID, .notFound:
                 // Answered in `dispatch`, never here.
                 return .error(500, code: "internal", message: "route \(route.label) is answered elsewhere")

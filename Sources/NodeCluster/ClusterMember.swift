@@ -317,6 +317,15 @@ public actor ClusterMember: Service {
         }
     }
 
+    /// Marks `nodeID` as draining (it hands its slots to the others and takes none) or not, for
+    /// an operator (`counter-node cluster drain`); every node acts on it at its next round.
+    /// - Returns: `false` when no node has that id.
+    public func setDraining(nodeID: String, _ draining: Bool) async throws -> Bool {
+        let found = try await registry.setDraining(nodeID: nodeID, draining)
+        if found { try? await refreshMap() }
+        return found
+    }
+
     /// Reads the map again unless it was read in the last 50 ms (many requests may ask at once).
     public func refreshMapUnlessFresh() async throws {
         if let last = lastMapRead, ContinuousClock.now - last < .milliseconds(50) { return }

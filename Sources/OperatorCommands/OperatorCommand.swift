@@ -2,12 +2,12 @@ import CounterClient
 import CounterCore
 import Foundation
 
-/// The operator subcommands — `flush`, `inspect`, `stats`, `reconcile`, `dead-letters` — which
+/// The operator subcommands — `flush`, `inspect`, `stats`, `reconcile`, `dead-letters`, `cluster` — which
 /// talk to a running node's admin API (`--node`, `--admin-token`). Human-readable output by
 /// default, the node's JSON with `--json`; progress goes to standard error.
 public struct OperatorCommand: Sendable {
     /// The subcommands this type runs.
-    public static let subcommands: Set<String> = ["flush", "inspect", "stats", "reconcile", "dead-letters"]
+    public static let subcommands: Set<String> = ["flush", "inspect", "stats", "reconcile", "dead-letters", "cluster"]
 
     let subcommand: String
     /// The node's base URL (`--node`) and admin token (`--admin-token`).
@@ -24,6 +24,9 @@ public struct OperatorCommand: Sendable {
     var repair = false
     var ids: [String] = []
     var verb: String?
+    /// `cluster drain NODE`: the node; `--undo` takes the drain back.
+    var node: String?
+    var undo = false
 
     /// A command line the subcommand cannot use, with the reason.
     public struct UsageError: Error {
@@ -72,6 +75,7 @@ public struct OperatorCommand: Sendable {
             case "--post" where subcommand == "reconcile": post = try id(argument, try value(argument))
             case "--all" where subcommand == "reconcile": all = true
             case "--repair" where subcommand == "reconcile": repair = true
+            case "--undo" where subcommand == "cluster": undo = true
             case "--id" where subcommand == "dead-letters":
                 let text = try value(argument)
                 guard DeadLetterID.isValid(text) else { throw UsageError(message: "--id \(text): not a dead letter id like 1700000000000-0") }
@@ -99,6 +103,12 @@ public struct OperatorCommand: Sendable {
             verb = positional[0]
             if verb == "drop" && ids.isEmpty { throw UsageError(message: "dead-letters drop needs at least one --id") }
             if verb == "list" && !ids.isEmpty { throw UsageError(message: "dead-letters list takes no --id") }
+        case "cluster":
+            switch positional.first {
+            case "status" where positional.count == 1 && !undo: verb = "status"
+            case "drain" where positional.count == 2: verb = "drain"; node = positional[1]
+            default: throw UsageError(message: "cluster needs status, or drain NODE [--undo]")
+            }
         default:
             if let extra = positional.first { throw UsageError(message: "unknown argument \"\(extra)\" for \(subcommand)") }
         }
@@ -115,6 +125,7 @@ public struct OperatorCommand: Sendable {
             case "inspect": return try await inspect(client)
             case "stats": return try await stats(client)
             case "reconcile": return try await reconcile(client)
+            case "cluster": return try await cluster(client)
             default: return try await deadLetters(client)
             }
         } catch {
@@ -238,6 +249,22 @@ public struct OperatorCommand: Sendable {
             output.standard(json ? Self.json(DropResult(dropped: dropped)) : "dropped \(dropped) dead letter(s)")
             return .success
         }
+    }
+
+    private func cluster(_ client: AdminClient) async throws(AdminClient.Failure) -> ExitStatus {
+        if verb == "status" {
+            let map = try await client.call("GET /v1/cluster") { client throws(CounterClientError) in try await client.clusterMap() }
+            output.standard(json ? Self.json(map) : OperatorReport.cluster(map))
+            return .success
+        }
+        let node = self.node!, draining = !undo
+        let answer = try await client.call("POST /admin/cluster/drain") { client throws(CounterClientError) in
+            try await client.drainNode(node, draining: draining)
+        }
+        output.standard(json ? Self.json(answer) : answer.draining
+            ? "node \(answer.nodeID) is draining: its slots go to the other nodes (see counter-node cluster status)"
+            : "node \(answer.nodeID) takes slots again")
+        return .success
     }
 
     /// `--json`: the answer in the node's own wire format.

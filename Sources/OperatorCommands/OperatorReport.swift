@@ -136,6 +136,21 @@ enum OperatorReport {
     }
 
     /// A plain text table, columns padded to their widest cell.
+    /// `cluster status`: one row per node, then the map's version and the moves to come.
+    static func cluster(_ map: ClusterMapBody) -> String {
+        let rows = map.nodes.map { node -> [String] in
+            let ranges = node.slots.map { $0.count == 2 && $0[0] != $0[1] ? "\($0[0])-\($0[1])" : "\($0.first ?? 0)" }
+            return [node.id, node.url, String(node.incarnation), node.live ? "yes" : "no", node.draining ? "yes" : "no",
+                    node.live ? String(node.leaseRemainingMs) : "-", String(node.ownedSlots),
+                    ranges.count > 4 ? ranges.prefix(4).joined(separator: ",") + ",…" : (ranges.isEmpty ? "-" : ranges.joined(separator: ",")),
+                    node.ownedSlots == 0 ? "-" : "\(node.lowestEpoch)-\(node.highestEpoch)"]
+        }
+        var text = table(["node", "url", "incarnation", "live", "draining", "lease ms", "slots", "ranges", "epochs"], rows)
+        text += "\nmap version \(map.version) (read by \(map.answeredBy)); "
+        text += map.movesPending == 0 ? "no moves pending" : "\(map.movesPending) slot(s) still to move"
+        return text
+    }
+
     static func table(_ header: [String], _ rows: [[String]]) -> String {
         let all = [header] + rows
         let widths = header.indices.map { column in all.map { $0.indices.contains(column) ? $0[column].count : 0 }.max() ?? 0 }

@@ -195,6 +195,54 @@ struct ClusterNodesTests {
         }
     }
 
+    @Test("cluster status shows the nodes and their ranges; cluster drain moves a node's slots away under load, and --undo back")
+    func operatorDrain() async throws {
+        try await ClusterHarness.with("drain") { harness in
+            let posts = try await TestEnvironment.createPosts(30, in: harness.pool)
+            let a = try await harness.start("a", extra: ["--max-moving-slots", "2048"])
+            let b = try await harness.start("b", extra: ["--max-moving-slots", "2048"])
+            _ = try await harness.waitForMap(via: a) { $0.movesPending == 0 && $0.nodes.allSatisfy { $0.ownedSlots == HashSlot.count / 2 } }
+            let load = HTTPPairLoad(posts: posts)
+            load.setNodes([a.url, b.url])
+            let driver = Task { await load.run(workers: 4) }
+
+            func command(_ arguments: [String]) async throws -> (status: Int32, output: [String]) {
+                let process = try ChildProcess([ChildProcess.builtProduct("counter-node")] + arguments + ["--node", a.url],
+                                               mergingStandardError: true)
+                let status = try await process.waitForExit()
+                return (status, process.output)
+            }
+            let status = try await command(["cluster", "status"])
+            #expect(status.status == 0)
+            #expect(status.output.contains { $0.hasPrefix("a ") && $0.contains("0-8191") }, "\(status.output)")
+            #expect(status.output.contains { $0.hasPrefix("b ") && $0.contains("8192-16383") }, "\(status.output)")
+            #expect(status.output.contains { $0.contains("no moves pending") })
+
+            let drained = try await command(["cluster", "drain", "b"])
+            #expect(drained.status == 0)
+            #expect(drained.output.contains { $0.contains("node b is draining") }, "\(drained.output)")
+            _ = try await harness.waitForMap(via: a) { map in
+                map.nodes.first { $0.id == "b" }.map { $0.draining && $0.ownedSlots == 0 } ?? false
+            }
+            let undone = try await command(["cluster", "drain", "b", "--undo"])
+            #expect(undone.status == 0)
+            _ = try await harness.waitForMap(via: a) { map in
+                map.movesPending == 0 && map.nodes.first { $0.id == "b" }?.ownedSlots == HashSlot.count / 2
+            }
+            let unknown = try await command(["cluster", "drain", "nobody"])
+            #expect(unknown.status != 0)
+            #expect(unknown.output.contains { $0.contains("no node \"nobody\"") }, "\(unknown.output)")
+            let usage = try await command(["cluster", "drain"])
+            #expect(usage.status == 2)
+
+            load.stop()
+            await driver.value
+            try await load.settle()
+            try await harness.flush([a, b])
+            try await harness.verify(load)
+        }
+    }
+
     @Test("a second node started with a node id a live node holds refuses to start, and says why")
     func duplicateID() async throws {
         try await ClusterHarness.with("duplicate") { harness in
