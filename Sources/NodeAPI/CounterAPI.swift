@@ -37,7 +37,7 @@ public final class CounterAPI: HTTPHandler {
         self.forwarder = member.map { Forwarder(member: $0, ownerWait: service.configuration.slotMoveWait) }
         let layout = RedisKeyLayout(prefix: service.configuration.keyPrefix)
         self.inspector = PostInspector(service: service, postgres: postgres, redis: redis, layout: layout)
-        self.readiness = ReadinessProbe(postgres: postgres, redis: redis)
+        self.readiness = ReadinessProbe(postgres: postgres, redis: redis, member: member, ownership: service.ownership)
         self.reconciler = Reconciler(postgres: postgres, redis: redis, layout: layout, service: service)
         self.deadLetters = DeadLetters(service: service, redis: redis, layout: layout)
     }
@@ -334,14 +334,20 @@ public final class CounterAPI: HTTPHandler {
 
 /// `/readyz`: PostgreSQL and Redis (every master, for a cluster with every slot served) answer.
 /// Cached for a second so probes cost little.
+/// For a node of a cluster, also: it serves every slot the map gives it (none still being
+/// acquired, its log drained, or released).
 actor ReadinessProbe {
     private let postgres: PostgresPool
     private let redis: RedisClient
+    private let member: ClusterMember?
+    private let ownership: OwnedSlots
     private var last: (at: ContinuousClock.Instant, response: HTTPResponse)?
 
-    init(postgres: PostgresPool, redis: RedisClient) {
+    init(postgres: PostgresPool, redis: RedisClient, member: ClusterMember?, ownership: OwnedSlots) {
         self.postgres = postgres
         self.redis = redis
+        self.member = member
+        self.ownership = ownership
     }
 
     func check() async -> HTTPResponse {
@@ -349,6 +355,22 @@ actor ReadinessProbe {
         var problems: [String] = []
         do { try await redis.pingMasters() } catch { problems.append("redis: \(error)") }
         do { _ = try await postgres.query("SELECT 1") } catch { problems.append("postgres: \(error)") }
+        if let member {
+            let map = member.map
+            let me = member.configuration.nodeID
+            let states = ownership.snapshot()
+            var unsettled = 0
+            for (slot, row) in map.slots.enumerated() where slot < states.count {
+                let mine = row.owner.map { map.nodes[$0].id == me } ?? false
+                switch states[slot] {
+                case .serving: if !mine { unsettled += 1 }
+                case .notOwned: if mine { unsettled += 1 }
+                case .acquiring, .releasing: unsettled += 1
+                }
+            }
+            if map.slots.isEmpty { problems.append("cluster: the slot map has not been read yet") }
+            if unsettled > 0 { problems.append("cluster: \(unsettled) slot(s) of this node are still moving") }
+        }
         let response: HTTPResponse
         if problems.isEmpty {
             response = HTTPResponse(status: 200, body: CounterAPI.ready)
