@@ -58,9 +58,9 @@ let package = Package(
         .target(name: "CounterNode", dependencies: ["CounterCore", "NodeAPI", "NodeCluster", "NodeHTTP", "OperatorCommands", "Persistence", "WritePath"]),
 
         // The client library apps add: HTTP client, optimistic like state machine, @Observable
-        // models. Foundation, Observation and the wire format (with its small core) only; none of
-        // the server's I/O.
-        .target(name: "CounterClient", dependencies: ["CounterCore", "CounterWire"]),
+        // models. Foundation, Observation, the wire format (with its small core) and the pure slot
+        // hash (for slot-aware routing) only; none of the server's I/O.
+        .target(name: "CounterClient", dependencies: ["CounterCore", "CounterWire", "ShardRouter"]),
 
         // Thin executables.
         .executableTarget(name: "CounterNodeCLI", dependencies: ["CounterNode"]),

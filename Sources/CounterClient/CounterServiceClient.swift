@@ -24,6 +24,10 @@ public struct CounterServiceClient: Sendable {
         public var timeout: Duration = .seconds(10)
         /// Retries of idempotent calls.
         public var retry = RetryPolicy()
+        /// Sends each post's requests straight to the node that owns its slot, by the cluster's
+        /// map (`GET /v1/cluster`, read on first use and again when a node answers `421`),
+        /// instead of letting `baseURL`'s node forward them. Defaults to `false`.
+        public var slotAware = false
 
         public init(baseURL: URL, apiToken: String? = nil, adminToken: String? = nil) {
             self.baseURL = baseURL
@@ -34,6 +38,7 @@ public struct CounterServiceClient: Sendable {
 
     public let configuration: Configuration
     private let transport: any HTTPTransport
+    private let routes = SlotRoutes()
 
     public init(configuration: Configuration, transport: any HTTPTransport = URLSessionTransport()) {
         self.configuration = configuration
@@ -44,17 +49,17 @@ public struct CounterServiceClient: Sendable {
 
     /// The seed's toggle. Not idempotent, so never retried; see `setLiked`.
     public func toggle(post: Int64, user: Int64) async throws(CounterClientError) -> LikeStatus {
-        try await call("POST", try likePath(post, user) + "/toggle", idempotent: false)
+        try await call("POST", try likePath(post, user) + "/toggle", idempotent: false, post: post)
     }
 
     /// Like (idempotent).
     public func like(post: Int64, user: Int64) async throws(CounterClientError) -> LikeStatus {
-        try await call("PUT", try likePath(post, user), idempotent: true)
+        try await call("PUT", try likePath(post, user), idempotent: true, post: post)
     }
 
     /// Unlike (idempotent).
     public func unlike(post: Int64, user: Int64) async throws(CounterClientError) -> LikeStatus {
-        try await call("DELETE", try likePath(post, user), idempotent: true)
+        try await call("DELETE", try likePath(post, user), idempotent: true, post: post)
     }
 
     /// Sends the state the user wants: `like` or `unlike`.
@@ -64,13 +69,13 @@ public struct CounterServiceClient: Sendable {
 
     /// Whether `user` likes `post`, and its count.
     public func status(post: Int64, user: Int64) async throws(CounterClientError) -> LikeStatus {
-        try await call("GET", try likePath(post, user), idempotent: true)
+        try await call("GET", try likePath(post, user), idempotent: true, post: post)
     }
 
     /// A post's count.
     public func count(post: Int64) async throws(CounterClientError) -> PostCount {
         try Self.positive(post, "post id")
-        return try await call("GET", "/v1/posts/\(post)", idempotent: true)
+        return try await call("GET", "/v1/posts/\(post)", idempotent: true, post: post)
     }
 
     /// A feed page: counts and the user's likes of up to 1,000 posts in one request. Posts that
@@ -176,10 +181,12 @@ public struct CounterServiceClient: Sendable {
         do { return Data(try WireEncoder.encode(body)) } catch { throw .invalidArgument("cannot encode the request: \(error)") }
     }
 
+    /// - Parameter post: the post the call is about: a slot-aware client sends it to the post's
+    ///   owner; any client follows a `421` (the node did nothing) to the owner it names, once.
     private func call<Answer: Decodable>(_ method: String, _ path: String, body: Data? = nil, admin: Bool = false,
-                                         idempotent: Bool) async throws(CounterClientError) -> Answer {
+                                         idempotent: Bool, post: Int64? = nil) async throws(CounterClientError) -> Answer {
         let data = try await raw(method, path, body: body, token: admin ? configuration.adminToken : configuration.apiToken,
-                                 idempotent: idempotent)
+                                 idempotent: idempotent, post: post)
         do {
             return try WireDecoder.decode(Answer.self, from: data)
         } catch {
@@ -189,9 +196,50 @@ public struct CounterServiceClient: Sendable {
 
     /// Sends with retries (idempotent calls only) and returns the body of a 2xx answer.
     private func raw(_ method: String, _ path: String, body: Data? = nil, token: String?,
-                     idempotent: Bool) async throws(CounterClientError) -> Data {
-        guard let url = URL(string: path, relativeTo: configuration.baseURL) else {
-            throw .invalidArgument("\(path) does not make a URL with \(configuration.baseURL)")
+                     idempotent: Bool, post: Int64? = nil) async throws(CounterClientError) -> Data {
+        var base = configuration.baseURL
+        if configuration.slotAware, let post {
+            if !routes.isKnown { await readRoutes() }
+            base = routes.owner(ofPost: post) ?? base
+        }
+        switch try await send(method, path, base: base, body: body, token: token, idempotent: idempotent) {
+        case .answer(let data):
+            return data
+        case .misdirected(let owner):
+            // Nothing was done there: safe to send once more, to the owner named, whatever the call.
+            if configuration.slotAware { await readRoutes() }
+            guard let ownerURL = URL(string: owner) else {
+                throw .server(status: 421, code: "not_owner", message: "the node named no usable owner (\(owner))", retryAfterSeconds: nil)
+            }
+            switch try await send(method, path, base: ownerURL, body: body, token: token, idempotent: idempotent) {
+            case .answer(let data):
+                return data
+            case .misdirected(let again):
+                throw .server(status: 421, code: "not_owner", message: "the post's slot moved again (now at \(again)); retry", retryAfterSeconds: 1)
+            }
+        }
+    }
+
+    /// Reads the cluster's map from `baseURL` for slot-aware routing (kept as it was if that fails).
+    private func readRoutes() async {
+        if case .answer(let data)? = try? await send("GET", "/v1/cluster", base: configuration.baseURL, body: nil,
+                                                     token: configuration.apiToken ?? configuration.adminToken, idempotent: true),
+           let map = try? WireDecoder.decode(ClusterMapBody.self, from: data) {
+            routes.update(map)
+        }
+    }
+
+    /// What a node answered: a 2xx body, or `421` with the owner it names (`Counter-Owner`).
+    private enum Sent {
+        case answer(Data)
+        case misdirected(owner: String)
+    }
+
+    /// Sends to `base` with retries (idempotent calls only).
+    private func send(_ method: String, _ path: String, base: URL, body: Data?, token: String?,
+                      idempotent: Bool) async throws(CounterClientError) -> Sent {
+        guard let url = URL(string: path, relativeTo: base) else {
+            throw .invalidArgument("\(path) does not make a URL with \(base)")
         }
         // The deadline is enforced here (`sendWithDeadline`); URLSession's own timeout is only a
         // backstop, as FoundationNetworking on Linux counts it in whole seconds.
@@ -218,8 +266,11 @@ public struct CounterServiceClient: Sendable {
         }
     }
 
-    private func once(_ request: URLRequest) async throws(CounterClientError) -> Data {
+    private func once(_ request: URLRequest) async throws(CounterClientError) -> Sent {
         let (data, response) = try await sendWithDeadline(request)
+        if response.statusCode == 421, let owner = response.value(forHTTPHeaderField: "Counter-Owner") {
+            return .misdirected(owner: owner)
+        }
         guard (200..<300).contains(response.statusCode) else {
             let retryAfter = response.value(forHTTPHeaderField: "Retry-After").flatMap(Double.init)
             if let error = try? WireDecoder.decode(ErrorBody.self, from: data) {
@@ -228,7 +279,7 @@ public struct CounterServiceClient: Sendable {
             throw .server(status: response.statusCode, code: "http_\(response.statusCode)",
                           message: String(decoding: data.prefix(200), as: UTF8.self), retryAfterSeconds: retryAfter)
         }
-        return data
+        return .answer(data)
     }
 
     /// The transport's answer, or `.timedOut` once `timeout` has passed. The request is

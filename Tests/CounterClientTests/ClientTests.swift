@@ -122,3 +122,46 @@ struct ClientTests {
         }
     }
 }
+
+@Suite("Client routing across several nodes")
+struct ClientRoutingTests {
+    static let liked = ClientTests.liked
+
+    @Test("a 421 (the node did nothing) is followed once to the owner it names, even for a toggle")
+    func followsMisdirected() async throws {
+        let transport = CannedTransport([
+            .init(status: 421, body: #"{"error":{"code":"not_owner","message":"slot 5 is owned by b"}}"#,
+                  headers: ["Counter-Owner": "http://10.0.0.2:8080"]),
+            .init(status: 200, body: Self.liked),
+        ])
+        let status = try await ClientTests.client(transport).toggle(post: 1, user: 7)
+        #expect(status.isLiked)
+        #expect(transport.sent.map { $0.url?.absoluteString } == [
+            "http://127.0.0.1:9/v1/posts/1/likes/7/toggle", "http://10.0.0.2:8080/v1/posts/1/likes/7/toggle",
+        ])
+
+        let twice = CannedTransport(Array(repeating: .init(status: 421, body: #"{"error":{"code":"not_owner","message":"moved"}}"#,
+                                                         headers: ["Counter-Owner": "http://10.0.0.3:8080"]), count: 3))
+        await #expect(throws: CounterClientError.self) { try await ClientTests.client(twice).toggle(post: 1, user: 7) }
+        #expect(twice.sent.count == 2, "followed once, not in a loop")
+    }
+
+    @Test("a slot-aware client reads the map once and sends each post's calls to its slot's owner")
+    func slotAware() async throws {
+        // Post 1's slot is 9842 (CRC-16 of "1"), post 2's 5649: b owns the upper half, a the lower.
+        let map = #"{"version":9,"answered_by":"a","nodes":[{"id":"a","url":"http://10.0.0.1:8080","incarnation":1,"live":true,"draining":false,"lease_remaining_ms":2000,"owned_slots":8192,"slots":[[0,8191]],"lowest_epoch":1,"highest_epoch":5},{"id":"b","url":"http://10.0.0.2:8080","incarnation":2,"live":true,"draining":false,"lease_remaining_ms":2000,"owned_slots":8192,"slots":[[8192,16383]],"lowest_epoch":6,"highest_epoch":9}],"moves_pending":0}"#
+        let transport = CannedTransport([
+            .init(status: 200, body: map),
+            .init(status: 200, body: Self.liked),
+            .init(status: 200, body: #"{"post_id":2,"user_id":7,"is_liked":true,"likes_count":1}"#),
+        ])
+        var configuration = CounterServiceClient.Configuration(baseURL: URL(string: "http://127.0.0.1:9")!, apiToken: "api-token-0123456789")
+        configuration.slotAware = true
+        let client = CounterServiceClient(configuration: configuration, transport: transport)
+        _ = try await client.like(post: 1, user: 7)
+        _ = try await client.like(post: 2, user: 7)
+        #expect(transport.sent.map { $0.url?.absoluteString } == [
+            "http://127.0.0.1:9/v1/cluster", "http://10.0.0.2:8080/v1/posts/1/likes/7", "http://10.0.0.1:8080/v1/posts/2/likes/7",
+        ])
+    }
+}

@@ -1,3 +1,4 @@
+import CounterClient
 import CounterWire
 import Foundation
 import Persistence
@@ -240,6 +241,35 @@ struct ClusterNodesTests {
             try await load.settle()
             try await harness.flush([a, b])
             try await harness.verify(load)
+        }
+    }
+
+    @Test("a slot-aware CounterClient sends each post's calls straight to its owner (nothing forwarded); a plain one is forwarded")
+    func slotAwareClient() async throws {
+        try await ClusterHarness.with("slotaware") { harness in
+            let posts = try await TestEnvironment.createPosts(40, in: harness.pool)
+            let nodes = try await Self.startThree(harness)
+            func forwarded() async throws -> Double {
+                var total = 0.0
+                for node in nodes { total += try await harness.metrics(of: node)["counter_forwarded_requests_total"] ?? 0 }
+                return total
+            }
+            var configuration = CounterServiceClient.Configuration(baseURL: URL(string: nodes[0].url)!)
+            configuration.slotAware = true
+            let aware = CounterServiceClient(configuration: configuration)
+            let before = try await forwarded()
+            for post in posts { #expect(try await aware.like(post: post, user: 5).isLiked) }
+            for post in posts { #expect(try await aware.toggle(post: post, user: 5).isLiked == false) }
+            #expect(try await forwarded() == before, "every call went to its owner")
+
+            let plain = CounterServiceClient(configuration: .init(baseURL: URL(string: nodes[0].url)!))
+            for post in posts { #expect(try await plain.like(post: post, user: 6).isLiked) }
+            #expect(try await forwarded() > before, "posts of b's and c's slots were forwarded by a")
+            try await harness.flush(nodes)
+            let rows = try await harness.pool.query("SELECT user_id, count(*) FROM likes WHERE post_id = ANY($1::bigint[]) GROUP BY user_id",
+                                                    [.int64Array(posts)])
+            let counts = Dictionary(uniqueKeysWithValues: try rows.map { (try $0.int64(0), try $0.int64(1)) })
+            #expect(counts == [6: Int64(posts.count)])
         }
     }
 
