@@ -75,7 +75,7 @@ let package = Package(
         .testTarget(name: "CounterWireTests", dependencies: ["CounterWire"]),
         .testTarget(name: "CounterCoreTests", dependencies: ["CounterCore"]),
         .testTarget(name: "ShardRouterTests", dependencies: ["ShardRouter", "CounterCore", "Persistence", "TestSupport"]),
-        .testTarget(name: "NodeClusterTests", dependencies: ["NodeCluster", "ShardRouter"]),
+        .testTarget(name: "NodeClusterTests", dependencies: ["NodeCluster", "Persistence", "ShardRouter"]),
         .testTarget(name: "PersistenceTests", dependencies: ["CounterCore", "Persistence", "ShardRouter", "TestSupport"]),
         // A child process the crash tests kill with SIGKILL mid-stream.
         .executableTarget(name: "CrashDriver", dependencies: ["Persistence", "WritePath"], path: "Tests/CrashDriver"),

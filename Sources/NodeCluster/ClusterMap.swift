@@ -1,19 +1,12 @@
+import Persistence
 import ShardRouter
 
 /// The slot map as this node last read it from PostgreSQL: who owns each slot, where that node
 /// listens, and the map's version (the highest epoch, which rises with every change of owner).
 /// Routing reads it on every request for a slot this node does not serve.
 public struct ClusterMap: Sendable, Equatable {
-    /// A node of the map.
-    public struct Node: Sendable, Equatable {
-        public let id: String
-        public let incarnation: Int64
-        public let advertiseURL: String
-        public let isLive: Bool
-        public let isDraining: Bool
-        /// Milliseconds its lease still runs, when the map was read.
-        public let leaseRemainingMilliseconds: Int64
-    }
+    /// A node of the map, as the registry read it (its lease as of that read).
+    public typealias Node = NodeRegistry.Node
 
     /// A slot's owner and epoch.
     public struct Slot: Sendable, Equatable {

@@ -238,7 +238,7 @@ public actor ClusterMember: Service {
         let plan = MembershipRound.plan(
             me: configuration.nodeID, incarnation: incarnationNumber,
             nodes: nodes.map { .init(id: $0.id, incarnation: $0.incarnation, isLive: $0.isLive, isDraining: $0.isDraining) },
-            slots: rows.map { .init(owner: $0.owner, incarnation: $0.incarnation, epoch: $0.epoch) },
+            slots: rows,
             held: states.map(\.epoch),
             ready: states.map { if case .acquiring = $0 { return false } else { return true } },
             maximumMoves: configuration.maximumMoves, leaving: leaving)
@@ -363,11 +363,7 @@ public actor ClusterMember: Service {
             let owner = row.owner.flatMap { id in index[id].flatMap { nodes[$0].incarnation == row.incarnation ? $0 : nil } }
             return ClusterMap.Slot(owner: owner, epoch: row.epoch)
         }
-        let map = ClusterMap(version: rows.map(\.epoch).max() ?? 0,
-                             nodes: nodes.map { .init(id: $0.id, incarnation: $0.incarnation, advertiseURL: $0.advertiseURL,
-                                                      isLive: $0.isLive, isDraining: $0.isDraining,
-                                                      leaseRemainingMilliseconds: $0.leaseRemainingMilliseconds) },
-                             slots: slots)
+        let map = ClusterMap(version: rows.map(\.epoch).max() ?? 0, nodes: nodes, slots: slots)
         latestMap.withLock { $0 = map }
         lastMapRead = .now
     }

@@ -1,3 +1,4 @@
+import Persistence
 import ShardRouter
 
 /// What one node does in one round of cluster membership, decided from what PostgreSQL shows
@@ -26,18 +27,8 @@ public struct MembershipRound: Sendable, Equatable {
         }
     }
 
-    /// A slot's row as PostgreSQL shows it.
-    public struct Slot: Sendable, Equatable {
-        public let owner: String?
-        public let incarnation: Int64?
-        public let epoch: Int64
-
-        public init(owner: String?, incarnation: Int64?, epoch: Int64) {
-            self.owner = owner
-            self.incarnation = incarnation
-            self.epoch = epoch
-        }
-    }
+    /// A slot's row as PostgreSQL shows it: owner, its incarnation, epoch.
+    public typealias Slot = SlotTable.Row
 
     /// A slot to hand to another node, if it still has `epoch`.
     public struct HandOff: Sendable, Equatable {

@@ -1,4 +1,5 @@
 import NodeCluster
+import Persistence
 import ShardRouter
 import Testing
 
