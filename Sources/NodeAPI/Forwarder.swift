@@ -73,7 +73,7 @@ final class Forwarder: Sendable {
             guard let owner = member.map.owner(of: slot), owner.id != me else {
                 // No other live node owns the slot in the map: it is between owners (a node left
                 // or died, or the map is behind). Wait for one, briefly, reading the map again.
-                if ContinuousClock.now < deadline {
+                if ContinuousClock.now < deadline && !Task.isCancelled {
                     try? await Task.sleep(for: .milliseconds(50))
                     try? await member.refreshMapUnlessFresh()
                     continue

@@ -119,7 +119,8 @@ public final class CounterService: Service {
         }
         let deadline = ContinuousClock.now + configuration.slotMoveWait
         while ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(10))
+            // A cancelled caller stops waiting (its sleep would return at once, spinning).
+            try await Task.sleep(for: .milliseconds(10))
             switch ownership.admission(slot) {
             case .serve: return
             case .elsewhere: throw CounterError.notOwner(slot)
