@@ -26,6 +26,8 @@ enum ClusterMetrics {
         single("counter_last_takeover_seconds", "gauge", "Time from claiming slots to serving them, of the last takeover.", "\(counters.lastTakeoverSeconds)")
         single("counter_handed_off_slots_total", "counter", "Slots this node handed to other nodes.", "\(counters.handedOffSlots)")
         single("counter_adopted_slots_total", "counter", "Slots other nodes handed to this one.", "\(counters.adoptedSlots)")
+        single("counter_dropped_slots_total", "counter", "Slots this node stopped serving because PostgreSQL gave them to another owner or epoch.", "\(counters.droppedSlots)")
+        single("counter_membership_rounds_failed_total", "counter", "Membership rounds that failed (PostgreSQL or Redis unreachable).", "\(counters.failedRounds)")
         single("counter_forwarded_requests_total", "counter", "Requests sent on to the node that owns their slot.", "\(forwarder.forwarded)")
         single("counter_misdirected_requests_total", "counter", "Forwarded requests answered 421 here (this node did not own the slot).", "\(forwarder.misdirected)")
     }

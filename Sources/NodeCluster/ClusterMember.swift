@@ -250,7 +250,7 @@ public actor ClusterMember: Service {
         }
         if !plan.claims.isEmpty {
             let started = ContinuousClock.now
-            let won = try await table.assign(plan.claims.map { SlotTable.Claim(slot: $0.slot, expectedEpoch: $0.epoch) },
+            let won = try await table.assign(plan.claims,
                                              to: configuration.nodeID, incarnation: incarnationNumber)
             if !won.isEmpty {
                 try await acquire(won)

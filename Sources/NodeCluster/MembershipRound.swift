@@ -39,7 +39,7 @@ public struct MembershipRound: Sendable, Equatable {
     }
 
     /// Slots to claim from a gone owner, each with the epoch it must still have.
-    public var claims: [(slot: UInt16, epoch: Int64)] = []
+    public var claims: [SlotTable.Claim] = []
     /// Slots to hand over, grouped in the order found.
     public var handOffs: [HandOff] = []
     /// Slots PostgreSQL gives this node (under its incarnation) that it does not serve yet, with
@@ -47,11 +47,6 @@ public struct MembershipRound: Sendable, Equatable {
     public var adopt: [UInt16: Int64] = [:]
     /// Slots this node holds that PostgreSQL gives to another owner or epoch: stop at once.
     public var drop: Set<UInt16> = []
-
-    public static func == (a: MembershipRound, b: MembershipRound) -> Bool {
-        a.claims.map(\.slot) == b.claims.map(\.slot) && a.claims.map(\.epoch) == b.claims.map(\.epoch)
-            && a.handOffs == b.handOffs && a.adopt == b.adopt && a.drop == b.drop
-    }
 
     public init() {}
 
@@ -82,7 +77,7 @@ public struct MembershipRound: Sendable, Equatable {
         for move in moves {
             let slot = move.slot.rawValue
             if move.to == me && move.from == nil {
-                round.claims.append((slot, slots[Int(slot)].epoch))
+                round.claims.append(SlotTable.Claim(slot: slot, expectedEpoch: slots[Int(slot)].epoch))
             } else if move.from == me, let toIncarnation = liveIncarnation[move.to] {
                 round.handOffs.append(HandOff(slot: slot, epoch: slots[Int(slot)].epoch, to: move.to, toIncarnation: toIncarnation))
             }

@@ -102,8 +102,9 @@ public final class CounterService: Service {
         guard postID > 0, userID > 0 || operation == .count else {
             throw CounterError(code: .invalidArgument, message: "ids must be positive 64-bit integers (post \(postID), user \(userID))")
         }
-        try await admit(HashSlot(post: postID).rawValue)
-        let shard = shards[shardMap.shard(forPost: postID)]
+        let slot = HashSlot(post: postID)
+        try await admit(slot.rawValue)
+        let shard = shards[shardMap.shard(for: slot)]
         return try await shard.perform(ShardDecider.Request(operation: operation, postID: postID, userID: userID))
     }
 
@@ -142,8 +143,9 @@ public final class CounterService: Service {
             return
         }
         let request = ShardDecider.Request(operation: operation, postID: postID, userID: userID)
-        let shard = shards[shardMap.shard(forPost: postID)]
-        let slot = HashSlot(post: postID).rawValue
+        let hashSlot = HashSlot(post: postID)
+        let shard = shards[shardMap.shard(for: hashSlot)]
+        let slot = hashSlot.rawValue
         switch ownership.admission(slot) {
         case .serve:
             shard.submit(request, completion: completion)

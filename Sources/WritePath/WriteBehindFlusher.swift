@@ -287,7 +287,9 @@ actor WriteBehindFlusher {
                                      reason: "malformed log entry")
         }
         let (missing, stale) = entries.isEmpty ? ([], []) : try await apply(entries, epochs: epochs)
+        // Slots found to be another node's were left out of the transaction: not trimmed, not counted.
         for slot in stale { newestRead[slot] = nil }
+        if !stale.isEmpty { entries.removeAll { stale.contains($0.slot) } }
 
         // Applied: trim the logs up to what was read, and account for it. A trim that failed is
         // harmless: the next read skips what the recorded progress shows applied.

@@ -229,14 +229,13 @@ final class HTTPPairLoad: Sendable {
         return false
     }
 
-    /// `probe`: sent on the checks' own session, so it does not queue behind the load's requests.
-    func send(_ method: String, _ pair: Pair, via node: String? = nil, probe: Bool = false) async -> Bool {
+    func send(_ method: String, _ pair: Pair, via node: String? = nil) async -> Bool {
         guard let base = node ?? nodes.withLock({ $0.randomElement() }) else { return false }
         let path = method == "toggle" ? "/v1/posts/\(pair.post)/likes/\(pair.user)/toggle" : "/v1/posts/\(pair.post)/likes/\(pair.user)"
         var request = URLRequest(url: URL(string: base + path)!)
         request.httpMethod = method == "toggle" ? "POST" : method
         do {
-            let (data, response) = try await (probe ? ClusterHTTP.control : ClusterHTTP.session).data(for: request)
+            let (data, response) = try await ClusterHTTP.session.data(for: request)
             let status = (response as? HTTPURLResponse)?.statusCode ?? 0
             if status == 200, let answer = try? JSONDecoder().decode(LikeStatus.self, from: data) {
                 record(pair, .liked(answer.isLiked), status: 200)

@@ -20,7 +20,7 @@ struct MembershipRoundTests {
         let round = MembershipRound.plan(me: "a", incarnation: 1, nodes: [Node(id: "a", incarnation: 1, isLive: true)],
                                          slots: Self.unowned, held: Self.nothingHeld, maximumMoves: 16)
         #expect(round.claims.count == HashSlot.count)
-        #expect(round.claims.allSatisfy { $0.epoch == 0 })
+        #expect(round.claims.allSatisfy { $0.expectedEpoch == 0 })
         #expect(round.handOffs.isEmpty && round.adopt.isEmpty && round.drop.isEmpty)
     }
 
@@ -59,7 +59,7 @@ struct MembershipRoundTests {
         let c = MembershipRound.plan(me: "c", incarnation: 3, nodes: nodes, slots: slots, held: Self.nothingHeld, maximumMoves: 1)
         #expect(a.claims.isEmpty, "a's target is the lower half, which it has")
         #expect(c.claims.count == 8192, "takeovers are not rate-limited")
-        #expect(c.claims.allSatisfy { $0.epoch == 7 })
+        #expect(c.claims.allSatisfy { $0.expectedEpoch == 7 })
         #expect(a.handOffs.isEmpty)
     }
 
