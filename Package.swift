@@ -64,13 +64,13 @@ let package = Package(
 
         // Thin executables.
         .executableTarget(name: "CounterNodeCLI", dependencies: ["CounterNode"]),
-        .executableTarget(name: "Bench", dependencies: ["BenchKit", "CounterCore", "CounterNode", "Persistence", "ShardRouter", "WritePath"]),
+        .executableTarget(name: "Bench", dependencies: ["BenchKit", "CounterCore", "CounterNode", "CounterWire", "Persistence", "ShardRouter", "WritePath"]),
         // The bench's parts: histogram, Zipf, correctness check (pure), load generator.
-        .target(name: "BenchKit", dependencies: ["CounterCore", "CounterWire", "Persistence", "CLinuxEvents"]),
+        .target(name: "BenchKit", dependencies: ["CounterCore", "CounterWire", "Persistence", "ShardRouter", "CLinuxEvents"]),
 
         // Shared by the test targets: where the test servers are, private servers for restart tests.
         .target(name: "TestSupport", dependencies: ["Persistence"], path: "Tests/TestSupport"),
-        .testTarget(name: "BenchKitTests", dependencies: ["BenchKit", "CounterWire"]),
+        .testTarget(name: "BenchKitTests", dependencies: ["BenchKit", "CounterWire", "ShardRouter"]),
         .testTarget(name: "CounterClientTests", dependencies: ["CounterClient", "CounterWire"]),
         .testTarget(name: "CounterWireTests", dependencies: ["CounterWire"]),
         .testTarget(name: "CounterCoreTests", dependencies: ["CounterCore"]),

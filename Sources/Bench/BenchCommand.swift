@@ -38,13 +38,26 @@ enum BenchCommand {
                         prints every row and the ratios of this run. Options: --levels 64,256,1000
                         --duration S --warmup S --url U --api-token T --admin-token T --postgres-url U
                         --html FILE; --cluster-url U adds a row per level for hot on a second
-                        node, one that runs on a Redis Cluster
+                        node, one that runs on a Redis Cluster; --nodes-url U (any node of a
+                        cluster of several nodes, on its own key prefix) adds hot and zipf on
+                        that cluster, spread over its nodes and slot-aware, with the node CPU
+                        per request against the one node's
+
+        Columns: throughput, latency percentiles, failures, and node µs/req, the CPU the
+        node(s) spent per answered request over the measured seconds.
 
         Options for http:
           --scenario S     hot (one post, new user per request), zipf, storm, feed, mixed, or
                            ceiling (GET --path on every request; default /healthz)
           --operation O    toggle (default), like or unlike, for writes
-          --url U          the node, http://host:port (default http://127.0.0.1:8080)
+          --url U          the node, http://host:port (default http://127.0.0.1:8080); with
+                           several nodes, any of them: the bench reads the cluster's map
+                           (GET /v1/cluster), flushes every node before the check and sums
+                           every node's CPU (process_cpu_seconds_total of /metrics)
+          --slot-aware     send each post's requests straight to its slot's owner, as a
+                           slot-aware client does (one socket per node per connection)
+          --spread         spread the connections over every node in turn, as a round-robin
+                           load balancer would: nodes forward what they do not own
           --connections N  keep-alive connections (default 64, up to 20000)
           --threads N      event-loop threads (default 1)
           --duration S     measured seconds (default 10); --warmup S not counted (default 2)

@@ -5,29 +5,33 @@ import Persistence
 /// `counter-bench compare`: the standard comparison in one invocation — the node's `hot`
 /// scenario (and, with `--cluster-url`, a second node's on a Redis Cluster), the `seed-sql` and
 /// `sql-upsert` baselines and the `/healthz` ceiling at each concurrency level, then `zipf`,
-/// `feed`, `storm` and `mixed` — and the ratios measured in this run.
+/// `feed`, `storm` and `mixed`; with `--nodes-url`, `hot` and `zipf` on a cluster of several
+/// nodes, spread over them (forwarding) and slot-aware — and the ratios measured in this run.
 struct CompareBench {
     var levels = [64, 256, 1_000]
     var duration = 10
     var warmup = 2
     var http: HTTPBenchOptions
-    /// A node on a Redis Cluster, measured on `hot` beside the main node (host, port).
-    var clusterNode: (host: String, port: Int)?
+    /// A node on a Redis Cluster, measured on `hot` beside the main node.
+    var clusterNode: Endpoint?
+    /// A node of a cluster of several nodes, measured on `hot` and `zipf` beside the main node.
+    var severalNodes: Endpoint?
 
     init(arguments: [String], environment: [String: String]) throws {
         var passThrough: [String] = []
         var reader = BenchArguments(arguments)
         var levels = self.levels, duration = 10, warmup = 2
-        var clusterNode: (host: String, port: Int)?
+        var clusterNode: Endpoint?, severalNodes: Endpoint?
         try reader.forEachFlag { flag, reader in
             switch flag {
-            case "--cluster-url":
-                let text = try reader.value(flag)
-                guard text.hasPrefix("http://"), let colon = text.dropFirst(7).lastIndex(of: ":"),
-                      let port = Int(text[text.index(after: colon)...].prefix { $0.isNumber }) else {
-                    throw BenchUsageError(message: "--cluster-url \(text): must be http://host:port")
+            case "--cluster-url", "--nodes-url":
+                let endpoint: Endpoint
+                do {
+                    endpoint = try Endpoint(url: try reader.value(flag))
+                } catch let error as Endpoint.Invalid {
+                    throw BenchUsageError(message: "\(flag) \(error.message)")
                 }
-                clusterNode = (String(text.dropFirst(7)[..<colon]), port)
+                if flag == "--cluster-url" { clusterNode = endpoint } else { severalNodes = endpoint }
             case "--levels":
                 let text = try reader.value(flag)
                 let parsed = text.split(separator: ",").compactMap { Int($0) }
@@ -45,6 +49,7 @@ struct CompareBench {
         }
         self.levels = levels
         self.clusterNode = clusterNode
+        self.severalNodes = severalNodes
         self.duration = duration
         self.warmup = warmup
         http = try HTTPBenchOptions(arguments: passThrough, environment: environment)
@@ -55,6 +60,8 @@ struct CompareBench {
     func run() async throws {
         var rows: [(Summary, String?)] = []
         var throughput: [String: Double] = [:]
+        /// Node CPU µs per request, by the same keys as `throughput`.
+        var cpu: [String: Double] = [:]
         let quiet: @Sendable (Int, Int, Int, UInt64) -> Void = { _, _, _, _ in }
         let targets = clusterNode == nil ? ["hot", "seed-sql", "sql-upsert", "ceiling"]
                                          : ["hot", "hot-cluster", "seed-sql", "sql-upsert", "ceiling"]
@@ -79,16 +86,15 @@ struct CompareBench {
                     var options = http
                     options.scenario = "hot"
                     options.load.connections = level
-                    if target == "hot-cluster", let clusterNode {
-                        options.load.host = clusterNode.host
-                        options.load.port = clusterNode.port
-                    }
+                    if target == "hot-cluster", let clusterNode { options.load.endpoints = [clusterNode] }
                     let (result, check) = try await HTTPBench(options: options).measure(progress: quiet)
-                    summary = Summary(label: target == "hot" ? "node hot (toggle)" : "node hot, Redis Cluster", connections: level, result: result)
+                    summary = Summary(label: target == "hot" ? "node hot (toggle)" : "node hot, Redis Cluster", connections: level,
+                                      result: result.load, nodeCPU: result.nodeCPU)
                     verdict = check.map { $0.passed ? "check passed" : "CHECK FAILED" }
-                    if check?.passed == false { rows.append((summary, verdict)); report(rows, throughput); throw BenchCheckFailure(message: "correctness check FAILED") }
+                    if check?.passed == false { rows.append((summary, verdict)); report(rows, throughput, cpu); throw BenchCheckFailure(message: "correctness check FAILED") }
                 }
                 throughput["\(target)@\(level)"] = summary.result.throughput
+                if let nodeCPU = summary.nodeCPU { cpu["\(target)@\(level)"] = nodeCPU }
                 rows.append((summary, verdict))
             }
         }
@@ -102,24 +108,52 @@ struct CompareBench {
             options.load.connections = level
             options.load.rate = rate
             let (result, check) = try await HTTPBench(options: options).measure(progress: quiet)
-            let summary = Summary(label: "node hot, open loop \(Int(rate))/s", connections: level, result: result)
+            let summary = Summary(label: "node hot, open loop \(Int(rate))/s", connections: level, result: result.load, nodeCPU: result.nodeCPU)
             rows.append((summary, check.map { $0.passed ? "check passed" : "CHECK FAILED" }))
-            if check?.passed == false { report(rows, throughput); throw BenchCheckFailure(message: "correctness check FAILED") }
+            if check?.passed == false { report(rows, throughput, cpu); throw BenchCheckFailure(message: "correctness check FAILED") }
         }
         for scenario in ["zipf", "feed", "storm", "mixed"] {
-            let level = levels.contains(256) ? 256 : levels[0]
+            let level = severalNodesLevel
             print("counter-bench compare: \(scenario) at \(level) connections …")
             var options = http
             options.scenario = scenario
             options.load.connections = level
             let (result, check) = try await HTTPBench(options: options).measure(progress: quiet)
-            rows.append((Summary(label: "node \(scenario)", connections: level, result: result), check.map { $0.passed ? "check passed" : "CHECK FAILED" }))
-            if check?.passed == false { report(rows, throughput); throw BenchCheckFailure(message: "correctness check FAILED") }
+            rows.append((Summary(label: "node \(scenario)", connections: level, result: result.load, nodeCPU: result.nodeCPU),
+                         check.map { $0.passed ? "check passed" : "CHECK FAILED" }))
+            throughput["\(scenario)@\(level)"] = result.load.throughput
+            if let nodeCPU = result.nodeCPU { cpu["\(scenario)@\(level)"] = nodeCPU }
+            if check?.passed == false { report(rows, throughput, cpu); throw BenchCheckFailure(message: "correctness check FAILED") }
         }
-        report(rows, throughput)
+        if let severalNodes {
+            let level = severalNodesLevel
+            for scenario in ["hot", "zipf"] {
+                for shape in ["spread", "slot-aware"] {
+                    print("counter-bench compare: \(scenario) on several nodes, \(shape), at \(level) connections …")
+                    var options = http
+                    options.scenario = scenario
+                    options.load.connections = level
+                    options.load.endpoints = [severalNodes]
+                    options.spread = shape == "spread"
+                    options.slotAware = shape == "slot-aware"
+                    let (result, check) = try await HTTPBench(options: options).measure(progress: quiet)
+                    let label = "nodes \(scenario), " + (shape == "spread" ? "spread (forwarding)" : "slot-aware")
+                    rows.append((Summary(label: label, connections: level, result: result.load, nodeCPU: result.nodeCPU),
+                                 check.map { $0.passed ? "check passed" : "CHECK FAILED" }))
+                    throughput["\(scenario)-\(shape)@\(level)"] = result.load.throughput
+                    if let nodeCPU = result.nodeCPU { cpu["\(scenario)-\(shape)@\(level)"] = nodeCPU }
+                    if check?.passed == false { report(rows, throughput, cpu); throw BenchCheckFailure(message: "correctness check FAILED") }
+                }
+            }
+        }
+        report(rows, throughput, cpu)
     }
 
-    private func report(_ rows: [(Summary, String?)], _ throughput: [String: Double]) {
+    /// The connections of the `zipf`, `feed`, `storm`, `mixed` and several-nodes rows: 256 when
+    /// it is one of the levels, else the first level.
+    private var severalNodesLevel: Int { levels.contains(256) ? 256 : levels[0] }
+
+    private func report(_ rows: [(Summary, String?)], _ throughput: [String: Double], _ cpu: [String: Double]) {
         if let path = http.htmlPath {
             let page = HTMLReport.render(title: "counter-bench compare", runs: rows.map {
                 HTMLReport.Run(label: $0.0.label, connections: $0.0.connections, result: $0.0.result, verdict: $0.1)
@@ -148,6 +182,23 @@ struct CompareBench {
                 line += String(format: "; hot on Redis Cluster ÷ hot on one Redis %.2f×", cluster / node)
             }
             print(line)
+        }
+        if severalNodes != nil {
+            let level = severalNodesLevel
+            print("    several nodes at \(level) connections, against the one node (requests/s; node CPU per request, all nodes summed):")
+            for scenario in ["hot", "zipf"] {
+                guard let one = throughput["\(scenario)@\(level)"], one > 0 else { continue }
+                let parts = ["spread", "slot-aware"].compactMap { shape -> String? in
+                    guard let value = throughput["\(scenario)-\(shape)@\(level)"] else { return nil }
+                    var part = String(format: "%@ %.2f×", shape as NSString, value / one)
+                    if let mine = cpu["\(scenario)-\(shape)@\(level)"], let base = cpu["\(scenario)@\(level)"], base > 0 {
+                        part += String(format: " (CPU %.1f µs, %.2f×)", mine, mine / base)
+                    }
+                    return part
+                }
+                let baseCPU = cpu["\(scenario)@\(level)"].map { String(format: ", one node's CPU %.1f µs", $0) } ?? ""
+                print("      \(scenario)\(baseCPU): " + parts.joined(separator: "; "))
+            }
         }
     }
 

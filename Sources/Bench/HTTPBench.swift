@@ -15,6 +15,11 @@ struct HTTPBenchOptions {
     var apiToken: String?
     var adminToken: String?
     var check = true
+    /// Send each post's requests to its slot's owner, by the map of `/v1/cluster`.
+    var slotAware = false
+    /// Spread the connections over every live node of the cluster, whatever the post (as a
+    /// round-robin load balancer would; nodes forward what they do not own).
+    var spread = false
     var jsonPath: String?
     var htmlPath: String?
     var servers: BenchServers
@@ -51,13 +56,13 @@ struct HTTPBenchOptions {
                 guard let value = Double(text), (0...1).contains(value) else { throw BenchUsageError(message: "--read-ratio \(text): must be from 0 to 1") }
                 readRatio = value
             case "--url":
-                let text = try reader.value(flag)
-                guard text.hasPrefix("http://"), let colon = text.dropFirst(7).lastIndex(of: ":"),
-                      let port = Int(text[text.index(after: colon)...].prefix { $0.isNumber }) else {
-                    throw BenchUsageError(message: "--url \(text): must be http://host:port")
+                do {
+                    load.endpoints = [try Endpoint(url: try reader.value(flag))]
+                } catch let error as Endpoint.Invalid {
+                    throw BenchUsageError(message: "--url \(error.message)")
                 }
-                load.host = String(text.dropFirst(7)[..<colon])
-                load.port = port
+            case "--slot-aware": slotAware = true
+            case "--spread": spread = true
             case "--path": path = try reader.value(flag)
             case "--api-token": apiToken = try reader.value(flag)
             case "--admin-token": adminToken = try reader.value(flag)
@@ -68,6 +73,7 @@ struct HTTPBenchOptions {
             }
             return true
         }
+        if slotAware && spread { throw BenchUsageError(message: "--slot-aware and --spread: choose one") }
     }
 }
 
@@ -85,12 +91,12 @@ struct HTTPBench {
                 print(String(format: "  [%3d s] %8d req/s  failures %d  p99 so far %.2f ms", second, count, failures, Double(p99) / 1_000))
             }
         }
-        let summary = Summary(label: label, connections: options.load.connections, result: result)
+        let summary = Summary(label: label, connections: options.load.connections, result: result.load, nodeCPU: result.nodeCPU)
         print("")
         print(Summary.header)
         print(summary.row)
-        let statuses = result.statuses.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
-        let errors = result.errors.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
+        let statuses = result.load.statuses.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
+        let errors = result.load.errors.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
         print("  answers by status: \(statuses.isEmpty ? "none" : statuses); errors: \(errors.isEmpty ? "none" : errors)")
         if let path = options.jsonPath {
             try Data(summary.json(check: check).utf8).write(to: URL(fileURLWithPath: path))
@@ -99,7 +105,7 @@ struct HTTPBench {
         if let path = options.htmlPath {
             let verdict = check.map { $0.passed ? "check passed" : "CHECK FAILED" }
             let page = HTMLReport.render(title: "counter-bench: \(label)",
-                                         runs: [HTMLReport.Run(label: label, connections: options.load.connections, result: result, verdict: verdict)])
+                                         runs: [HTMLReport.Run(label: label, connections: options.load.connections, result: result.load, verdict: verdict)])
             try Data(page.utf8).write(to: URL(fileURLWithPath: path))
             print("  report written to \(path)")
         }
@@ -107,12 +113,43 @@ struct HTTPBench {
     }
 
     var label: String {
-        Scenario(rawValue: options.scenario) == nil ? "GET \(options.path)" : "\(options.scenario) (\(options.operation.rawValue))"
+        let target = Scenario(rawValue: options.scenario) == nil ? "GET \(options.path)" : "\(options.scenario) (\(options.operation.rawValue))"
+        return options.slotAware ? target + ", slot-aware" : options.spread ? target + ", spread" : target
+    }
+
+    /// What one run measured: the load, and the CPU the nodes spent per request (all nodes of the
+    /// cluster, over the measured seconds) when they tell it.
+    struct Measured {
+        var load: LoadResult
+        /// Node CPU microseconds per answered request.
+        var nodeCPU: Double?
     }
 
     /// Runs the load (creating and afterwards deleting its posts) and, for write scenarios, the
     /// correctness check.
-    func measure(progress: @escaping @Sendable (Int, Int, Int, UInt64) -> Void) async throws -> (LoadResult, CorrectnessCheck.Report?) {
+    func measure(progress: @escaping @Sendable (Int, Int, Int, UInt64) -> Void) async throws -> (Measured, CorrectnessCheck.Report?) {
+        let cluster = try ClusterView.read(from: options.load.endpoints[0], token: options.apiToken)
+        var load = options.load
+        var routing = ScenarioWorkload.Routing.first
+        if options.spread {
+            load.endpoints = cluster.nodes
+            routing = .spread(count: cluster.nodes.count)
+            print("counter-bench http: connections spread over \(cluster.nodes.map(\.description).joined(separator: ", "))")
+        } else if options.slotAware {
+            guard let map = cluster.map else {
+                throw BenchCheckFailure(message: "--slot-aware: \(load.endpoints[0]) runs alone (GET /v1/cluster answered 404)")
+            }
+            let routes: SlotAwareRoutes
+            do {
+                routes = try SlotAwareRoutes(map: map)
+            } catch {
+                throw BenchCheckFailure(message: "--slot-aware: \(error)")
+            }
+            load.endpoints = routes.endpoints
+            routing = .slotAware(routes)
+            let owners = zip(routes.nodeIDs, zip(routes.endpoints, routes.slotCounts)).map { "\($0.0) \($0.1.0) (\($0.1.1) slots)" }
+            print("counter-bench http: slot-aware over \(owners.joined(separator: ", "))")
+        }
         let pool = PostgresPool(configuration: PostgresConfiguration(url: options.servers.postgresURL))
         defer { Task { await pool.close() } }
         let workload: any Workload
@@ -123,28 +160,36 @@ struct HTTPBench {
             let base = Int64.random(in: 1_000_000_000...4_000_000_000_000_000)
             posts = (0..<Int64(count)).map { base + $0 }
             try await pool.query("INSERT INTO posts (id) SELECT unnest($1::bigint[])", [.int64Array(posts)])
-            workload = ScenarioWorkload(scenario: scenario, operation: options.operation, posts: posts,
-                                        zipfExponent: options.zipfExponent, readRatio: options.readRatio, token: options.apiToken,
-                                        userBase: Int64.random(in: 1...1_000_000) * 1_000_000_000)
+            var scenarioWorkload = ScenarioWorkload(scenario: scenario, operation: options.operation, posts: posts,
+                                                    zipfExponent: options.zipfExponent, readRatio: options.readRatio, token: options.apiToken,
+                                                    userBase: Int64.random(in: 1...1_000_000) * 1_000_000_000)
+            scenarioWorkload.routing = routing
+            workload = scenarioWorkload
         } else {
             workload = FixedPathWorkload(path: options.path, token: options.apiToken)
         }
         let mode = options.load.rate.map { "open loop at \(Int($0)) req/s" } ?? "closed loop"
         print("counter-bench http: \(label), \(options.load.connections) connections, \(mode), \(Int(options.load.duration.inSeconds)) s after \(Int(options.load.warmup.inSeconds)) s warm-up")
-        let result = await LoadGenerator(options: options.load, workload: workload).run(progress: progress)
+        // The nodes' CPU counters at the end of the warm-up and at the end of the run.
+        let cpu = CPUWindow(cluster: cluster, token: options.adminToken ?? options.apiToken)
+        let warmupSeconds = Int(load.warmup.inSeconds), lastSecond = warmupSeconds + Int(load.duration.inSeconds)
+        if warmupSeconds == 0 { cpu.mark(start: true) }
+        let result = await LoadGenerator(options: load, workload: workload).run { second, count, failures, p99 in
+            if second == warmupSeconds { cpu.mark(start: true) }
+            if second == lastSecond { cpu.mark(start: false) }
+            progress(second, count, failures, p99)
+        }
         var check: CorrectnessCheck.Report?
         if options.check, let scenario, scenario.writes {
-            check = try await verify(posts: posts, expectations: result.expectations, pool: pool)
+            check = try await verify(posts: posts, expectations: result.expectations, pool: pool, cluster: cluster)
         }
         if !posts.isEmpty { try await pool.query("DELETE FROM posts WHERE id = ANY($1::bigint[])", [.int64Array(posts)]) }
-        return (result, check)
+        return (Measured(load: result, nodeCPU: cpu.microsecondsPerRequest(throughput: result.throughput)), check)
     }
 
     private func verify(posts: [Int64], expectations: [CorrectnessCheck.Pair: CorrectnessCheck.Expectation],
-                        pool: PostgresPool) async throws -> CorrectnessCheck.Report {
-        let (status, body) = try OneShotHTTP.send(host: options.load.host, port: options.load.port, method: "POST",
-                                                 path: "/admin/flush", token: options.adminToken)
-        guard status == 200 else { throw BenchCheckFailure(message: "POST /admin/flush answered \(status): \(body)") }
+                        pool: PostgresPool, cluster: ClusterView) async throws -> CorrectnessCheck.Report {
+        try cluster.flushAll(token: options.adminToken)
         let rows = try await pool.query("SELECT user_id, post_id FROM likes WHERE post_id = ANY($1::bigint[])", [.int64Array(posts)])
         let members = Set(try rows.map { CorrectnessCheck.Pair(user: try $0.int64(0), post: try $0.int64(1)) })
         let countRows = try await pool.query("""
@@ -168,9 +213,12 @@ struct Summary {
     let label: String
     let connections: Int
     let result: LoadResult
+    /// Node CPU microseconds per request (every node of the cluster), when measured.
+    var nodeCPU: Double? = nil
 
     static let header = "  " + pad("target", 34) + pad("conns", 7, left: true) + pad("req/s", 10, left: true)
         + ["p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms"].map { pad($0, 10, left: true) }.joined() + pad("failures", 10, left: true)
+        + pad("node µs/req", 13, left: true)
 
     var row: String {
         let h = result.histogram
@@ -179,6 +227,7 @@ struct Summary {
             + Self.pad(String(Int(result.throughput.rounded())), 10, left: true)
             + latencies.map { Self.pad(String(format: "%.2f", Double($0) / 1_000), 10, left: true) }.joined()
             + Self.pad(String(result.failures), 10, left: true)
+            + Self.pad(nodeCPU.map { String(format: "%.1f", $0) } ?? "-", 13, left: true)
     }
 
     static func pad(_ text: String, _ width: Int, left: Bool = false) -> String {
@@ -196,6 +245,7 @@ struct Summary {
             fields.append("\"\(name)_us\":\(h.percentile(q))")
         }
         fields.append("\"max_us\":\(h.maximum)")
+        if let nodeCPU { fields.append("\"node_cpu_us_per_request\":\(String(format: "%.2f", nodeCPU))") }
         fields.append("\"throughput_timeline\":[\(result.throughputTimeline.map(String.init).joined(separator: ","))]")
         fields.append("\"p99_timeline_us\":[\(result.p99Timeline.map(String.init).joined(separator: ","))]")
         fields.append("\"errors\":{\(result.errors.map { "\"\($0.key)\":\($0.value)" }.joined(separator: ","))}")

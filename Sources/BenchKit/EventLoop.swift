@@ -5,10 +5,21 @@ import Foundation
 /// ready, not what is open (a `poll` over 1,000 sockets per wake-up cost the bench a core in open
 /// loop, taken from the server it measures).
 final class EventLoop {
-    private struct Connection {
-        let index: Int
+    /// One socket of a connection, to one endpoint.
+    private struct Socket {
         var descriptor: Int32 = -1
         var connecting = false
+        /// Whether it is watched for writability (connecting, or output pending).
+        var watchingWrites = false
+    }
+
+    /// A client connection: one request in flight at most, over a socket per endpoint it has
+    /// sent to (one socket when there is one endpoint).
+    private struct Connection {
+        let index: Int
+        var sockets: [Socket]
+        /// The endpoint of the request in flight.
+        var endpoint = 0
         var sequence = 0
         var output: [UInt8] = []
         var written = 0
@@ -21,6 +32,7 @@ final class EventLoop {
 
     private let generator: LoadGenerator
     private var connections: [Connection]
+    private let endpoints: [Endpoint]
     private let measureFrom: ContinuousClock.Instant
     private let end: ContinuousClock.Instant
     private let interval: Duration?
@@ -28,31 +40,35 @@ final class EventLoop {
     private var backlog: [ContinuousClock.Instant] = []
     private var random = SystemRandomNumberGenerator()
     private let epoll: Int32
-    /// Whether each slot's socket is watched for writability (connecting, or output pending).
-    private var watchingWrites: [Bool]
-    /// Slots that may be idle (connected, nothing in flight); checked again when taken.
+    /// Connections that may be idle (nothing in flight); checked again when taken.
     private var idle: [Int] = []
     private var lastTimeoutCheck = ContinuousClock.now
-    /// Slots whose socket could not be made; tried again at the next timeout check.
-    private var reopen: [Int] = []
+    /// Connections whose socket could not be made or connected: idle again at the next timeout
+    /// check (10 ms), so a server that is down is not hammered in a tight loop.
+    private var retry: [Int] = []
 
     init(generator: LoadGenerator, connections: [Int], measureFrom: ContinuousClock.Instant, end: ContinuousClock.Instant, rateShare: Double?) {
         self.generator = generator
-        self.connections = connections.map { Connection(index: $0) }
+        self.endpoints = generator.options.endpoints
+        self.connections = connections.map { Connection(index: $0, sockets: Array(repeating: Socket(), count: generator.options.endpoints.count)) }
         self.measureFrom = measureFrom
         self.end = end
         self.interval = rateShare.map { .nanoseconds(Int64(1e9 / max($0, 0.001))) }
         self.nextDue = .now
         self.epoll = epoll_create1(Int32(EPOLL_CLOEXEC))
-        self.watchingWrites = Array(repeating: false, count: connections.count)
     }
 
     func run() {
-        guard epoll >= 0 else {
-            generator.recordError("epoll_create1 failed", measured: true)
+        guard epoll >= 0, !endpoints.isEmpty else {
+            generator.recordError(endpoints.isEmpty ? "no endpoint" : "epoll_create1 failed", measured: true)
             return
         }
-        for slot in connections.indices { open(slot) }
+        // Sockets open when a connection first sends to an endpoint; with one endpoint, open
+        // them all now, as connections of a client pool would be.
+        if endpoints.count == 1 {
+            for slot in connections.indices where !open(slot, endpoint: 0) { retry.append(slot) }
+        }
+        idle = Array(connections.indices.reversed())
         var events = [epoll_event](repeating: epoll_event(), count: 512)
         while ContinuousClock.now < end {
             scheduleSends()
@@ -70,38 +86,30 @@ final class EventLoop {
             let ready = epoll_wait(epoll, &events, Int32(events.count), waitMilliseconds)
             guard ready > 0 else { continue }
             for event in events[0..<Int(ready)] {
-                let slot = Int(event.data.u64)
+                let token = Int(event.data.u64)
                 var flags: Int16 = 0
                 if event.events & EPOLLIN.rawValue != 0 { flags |= Int16(POLLIN) }
                 if event.events & EPOLLOUT.rawValue != 0 { flags |= Int16(POLLOUT) }
                 if event.events & (EPOLLERR.rawValue | EPOLLHUP.rawValue | EPOLLRDHUP.rawValue) != 0 { flags |= Int16(POLLHUP) }
-                handle(slot, events: flags)
+                handle(token / endpoints.count, endpoint: token % endpoints.count, events: flags)
             }
         }
         for slot in connections.indices {
             if connections[slot].inFlight, let pair = connections[slot].pair { generator.recordExpectation(pair, .either) }
-            if connections[slot].descriptor >= 0 { close(connections[slot].descriptor) }
+            for socket in connections[slot].sockets where socket.descriptor >= 0 { close(socket.descriptor) }
         }
         close(epoll)
     }
 
-    /// Registers `slot`'s new socket: readable always, writable while `connecting`.
-    private func watch(_ slot: Int) {
-        var event = epoll_event()
-        event.events = EPOLLIN.rawValue | EPOLLRDHUP.rawValue | (connections[slot].connecting ? EPOLLOUT.rawValue : 0)
-        event.data.u64 = UInt64(slot)
-        _ = epoll_ctl(epoll, EPOLL_CTL_ADD, connections[slot].descriptor, &event)
-        watchingWrites[slot] = connections[slot].connecting
-    }
-
-    /// Watches `slot` for writability, or stops, when that changes.
-    private func watchWrites(_ slot: Int, _ wanted: Bool) {
-        guard watchingWrites[slot] != wanted, connections[slot].descriptor >= 0 else { return }
+    /// Watches `slot`'s socket to `endpoint` for writability, or stops, when that changes.
+    private func watchWrites(_ slot: Int, endpoint: Int, _ wanted: Bool) {
+        let socket = connections[slot].sockets[endpoint]
+        guard socket.watchingWrites != wanted, socket.descriptor >= 0 else { return }
         var event = epoll_event()
         event.events = EPOLLIN.rawValue | EPOLLRDHUP.rawValue | (wanted ? EPOLLOUT.rawValue : 0)
-        event.data.u64 = UInt64(slot)
-        _ = epoll_ctl(epoll, EPOLL_CTL_MOD, connections[slot].descriptor, &event)
-        watchingWrites[slot] = wanted
+        event.data.u64 = UInt64(slot * endpoints.count + endpoint)
+        _ = epoll_ctl(epoll, EPOLL_CTL_MOD, socket.descriptor, &event)
+        connections[slot].sockets[endpoint].watchingWrites = wanted
     }
 
     // MARK: - Sending
@@ -115,91 +123,114 @@ final class EventLoop {
             }
             var taken = 0
             while taken < backlog.count, let slot = idle.popLast() {
-                guard isIdle(slot) else { continue }
+                guard !connections[slot].inFlight else { continue }
                 send(slot, dueAt: backlog[taken])
                 taken += 1
             }
             backlog.removeFirst(taken)
         } else {
             while let slot = idle.popLast() {
-                if isIdle(slot) { send(slot, dueAt: now) }
+                if !connections[slot].inFlight { send(slot, dueAt: now) }
             }
         }
     }
 
-    private func isIdle(_ slot: Int) -> Bool {
-        let connection = connections[slot]
-        return connection.descriptor >= 0 && !connection.connecting && !connection.inFlight
-    }
-
     private func send(_ slot: Int, dueAt: ContinuousClock.Instant) {
         let planned = generator.workload.request(connection: connections[slot].index, sequence: connections[slot].sequence, random: &random)
+        let endpoint = planned.endpoint < endpoints.count ? planned.endpoint : 0
         connections[slot].sequence += 1
+        connections[slot].endpoint = endpoint
         connections[slot].output = planned.bytes
         connections[slot].written = 0
+        connections[slot].input.removeAll(keepingCapacity: true)
         connections[slot].inFlight = true
         connections[slot].pair = planned.pair
         connections[slot].startedAt = dueAt
-        flush(slot)
+        if connections[slot].sockets[endpoint].descriptor < 0 {
+            guard open(slot, endpoint: endpoint) else { return fail(slot, "socket failed") }
+        }
+        // A socket still connecting sends once it is writable.
+        if !connections[slot].sockets[endpoint].connecting { flush(slot) }
     }
 
     private func flush(_ slot: Int) {
+        let endpoint = connections[slot].endpoint
+        let descriptor = connections[slot].sockets[endpoint].descriptor
         while connections[slot].written < connections[slot].output.count {
-            let descriptor = connections[slot].descriptor
             let written = connections[slot].output[connections[slot].written...].withUnsafeBytes {
                 Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
             }
             if written > 0 { connections[slot].written += written; continue }
             if written < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
-                watchWrites(slot, true)
+                watchWrites(slot, endpoint: endpoint, true)
                 return
             }
             fail(slot, "connection closed")
             return
         }
-        watchWrites(slot, false)
+        watchWrites(slot, endpoint: endpoint, false)
     }
 
     // MARK: - Events
 
-    private func handle(_ slot: Int, events: Int16) {
-        if connections[slot].connecting {
+    private func handle(_ slot: Int, endpoint: Int, events: Int16) {
+        guard connections[slot].sockets[endpoint].descriptor >= 0 else { return }
+        guard connections[slot].inFlight && connections[slot].endpoint == endpoint else {
+            // A socket kept open for later requests: a close (or stray bytes) is taken now; it is
+            // opened again when a request goes there.
+            var discarded: [UInt8] = []
+            if events & Int16(POLLIN | POLLHUP | POLLERR) != 0, !connections[slot].sockets[endpoint].connecting,
+               Self.drain(connections[slot].sockets[endpoint].descriptor, into: &discarded) {
+                closeSocket(slot, endpoint: endpoint)
+            }
+            return
+        }
+        if connections[slot].sockets[endpoint].connecting {
             var error: Int32 = 0
             var length = socklen_t(MemoryLayout<Int32>.size)
-            getsockopt(connections[slot].descriptor, SOL_SOCKET, SO_ERROR, &error, &length)
+            getsockopt(connections[slot].sockets[endpoint].descriptor, SOL_SOCKET, SO_ERROR, &error, &length)
             guard error == 0, events & Int16(POLLOUT) != 0 else {
                 if error != 0 || events & Int16(POLLERR | POLLHUP) != 0 { fail(slot, "connect failed") }
                 return
             }
-            connections[slot].connecting = false
-            watchWrites(slot, false)
-            idle.append(slot)
+            connections[slot].sockets[endpoint].connecting = false
+            flush(slot)
             return
         }
         if events & Int16(POLLOUT) != 0 { flush(slot) }
-        if events & Int16(POLLIN | POLLHUP | POLLERR) != 0 { read(slot) }
+        if connections[slot].inFlight, events & Int16(POLLIN | POLLHUP | POLLERR) != 0 { read(slot) }
+    }
+
+    /// Reads what `descriptor` has into `input` (or discards it); returns whether the peer
+    /// closed.
+    private static func drain(_ descriptor: Int32, into input: inout [UInt8]) -> Bool {
+        var buffer = [UInt8](repeating: 0, count: 16_384)
+        while true {
+            let count = recv(descriptor, &buffer, buffer.count, 0)
+            if count > 0 {
+                input.append(contentsOf: buffer[0..<count])
+                continue
+            }
+            return !(count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        }
     }
 
     private func read(_ slot: Int) {
-        var buffer = [UInt8](repeating: 0, count: 16_384)
-        var closed = false
-        while true {
-            let count = recv(connections[slot].descriptor, &buffer, buffer.count, 0)
-            if count > 0 {
-                connections[slot].input.append(contentsOf: buffer[0..<count])
-                continue
-            }
-            if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { break }
-            closed = true
-            break
-        }
-        // Answers that arrived before a close count as answers (an error answer followed by the
-        // server closing the connection, say).
-        while let (status, body, used) = Self.parseResponse(connections[slot].input) {
+        let descriptor = connections[slot].sockets[connections[slot].endpoint].descriptor
+        let closed = Self.drain(descriptor, into: &connections[slot].input)
+        // An answer that arrived before a close counts as an answer (an error answer followed by
+        // the server closing the connection, say).
+        if let (status, body, used) = Self.parseResponse(connections[slot].input) {
             connections[slot].input.removeFirst(used)
             complete(slot, status: status, body: body)
         }
-        if closed { fail(slot, "connection closed") }
+        if closed {
+            if connections[slot].inFlight {
+                fail(slot, "connection closed")
+            } else {
+                closeSocket(slot, endpoint: connections[slot].endpoint)
+            }
+        }
     }
 
     private func complete(_ slot: Int, status: Int, body: ArraySlice<UInt8>) {
@@ -219,54 +250,57 @@ final class EventLoop {
     private func expireTimeouts() {
         let now = ContinuousClock.now
         lastTimeoutCheck = now
-        let retry = reopen
-        reopen.removeAll()
-        for slot in retry { open(slot) }
+        idle += retry
+        retry.removeAll()
         for slot in connections.indices where connections[slot].inFlight && now - connections[slot].startedAt > generator.options.timeout {
             fail(slot, "timeout")
         }
     }
 
-    /// The request in flight (if any) failed without an answer: either state is allowed for its
-    /// pair. The connection is reopened.
+    /// The request in flight failed without an answer: either state is allowed for its pair. Its
+    /// socket is closed (opened again by the next request there).
     private func fail(_ slot: Int, _ kind: String) {
-        if connections[slot].inFlight {
-            generator.recordError(kind, measured: connections[slot].startedAt >= measureFrom)
-            if let pair = connections[slot].pair { generator.recordExpectation(pair, .either) }
-        } else if kind == "connect failed" {
-            generator.recordError(kind, measured: ContinuousClock.now >= measureFrom)
-        }
+        guard connections[slot].inFlight else { return }
+        generator.recordError(kind, measured: connections[slot].startedAt >= measureFrom)
+        if let pair = connections[slot].pair { generator.recordExpectation(pair, .either) }
         connections[slot].inFlight = false
         connections[slot].pair = nil
-        if connections[slot].descriptor >= 0 { close(connections[slot].descriptor) }
-        open(slot)
+        closeSocket(slot, endpoint: connections[slot].endpoint)
+        if kind == "connect failed" || kind == "socket failed" {
+            retry.append(slot)
+        } else {
+            idle.append(slot)
+        }
     }
 
-    private func open(_ slot: Int) {
-        connections[slot].input.removeAll(keepingCapacity: true)
-        connections[slot].output = []
-        connections[slot].written = 0
+    private func closeSocket(_ slot: Int, endpoint: Int) {
+        let descriptor = connections[slot].sockets[endpoint].descriptor
+        if descriptor >= 0 { close(descriptor) }
+        connections[slot].sockets[endpoint] = Socket()
+        if endpoint == connections[slot].endpoint { connections[slot].input.removeAll(keepingCapacity: true) }
+    }
+
+    /// Opens `slot`'s socket to `endpoint` (connecting in the background) and watches it;
+    /// `false` when no socket could be made (out of descriptors, say).
+    private func open(_ slot: Int, endpoint: Int) -> Bool {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
-        connections[slot].descriptor = descriptor
-        guard descriptor >= 0 else {
-            // Out of descriptors, say: count it and try again at the next timeout check.
-            generator.recordError("socket failed", measured: ContinuousClock.now >= measureFrom)
-            connections[slot].connecting = false
-            reopen.append(slot)
-            return
-        }
+        guard descriptor >= 0 else { return false }
         var one: Int32 = 1
         setsockopt(descriptor, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(generator.options.port).bigEndian)
-        inet_pton(AF_INET, generator.options.host, &address.sin_addr)
+        address.sin_port = in_port_t(UInt16(endpoints[endpoint].port).bigEndian)
+        inet_pton(AF_INET, endpoints[endpoint].host, &address.sin_addr)
         let result = withUnsafePointer(to: &address) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        connections[slot].connecting = result != 0
-        watch(slot)
-        if !connections[slot].connecting { idle.append(slot) }
+        let connecting = result != 0
+        connections[slot].sockets[endpoint] = Socket(descriptor: descriptor, connecting: connecting, watchingWrites: connecting)
+        var event = epoll_event()
+        event.events = EPOLLIN.rawValue | EPOLLRDHUP.rawValue | (connecting ? EPOLLOUT.rawValue : 0)
+        event.data.u64 = UInt64(slot * endpoints.count + endpoint)
+        _ = epoll_ctl(epoll, EPOLL_CTL_ADD, descriptor, &event)
+        return true
     }
 
     // MARK: - Parsing

@@ -8,10 +8,13 @@ public struct PlannedRequest: Sendable {
     /// For writes: the pair it changes (each pair belongs to one connection, so at most one
     /// request per pair is ever in flight).
     public let pair: CorrectnessCheck.Pair?
+    /// Which of `LoadOptions.endpoints` to send it to.
+    public let endpoint: Int
 
-    public init(bytes: [UInt8], pair: CorrectnessCheck.Pair? = nil) {
+    public init(bytes: [UInt8], pair: CorrectnessCheck.Pair? = nil, endpoint: Int = 0) {
         self.bytes = bytes
         self.pair = pair
+        self.endpoint = endpoint
     }
 }
 
@@ -23,8 +26,10 @@ public protocol Workload: Sendable {
 
 /// How to drive the load.
 public struct LoadOptions: Sendable {
-    public var host = "127.0.0.1"
-    public var port = 8080
+    /// Where requests go: one node, or (slot-aware) every node of a cluster. Each connection
+    /// opens a socket to an endpoint when it first sends there and keeps it open; it still has at
+    /// most one request in flight.
+    public var endpoints = [Endpoint(host: "127.0.0.1", port: 8080)]
     public var connections = 64
     /// Event-loop threads; each owns a share of the connections. Defaults to 1.
     public var threads = 1

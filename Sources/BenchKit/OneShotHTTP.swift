@@ -1,7 +1,7 @@
 import Foundation
 
 /// One blocking HTTP/1.1 request on its own connection, for the bench's bookkeeping calls
-/// (`/admin/flush`). Not for load.
+/// (`/admin/flush`, `/v1/cluster`, `/metrics`). Not for load.
 public enum OneShotHTTP {
     public struct Failure: Error, CustomStringConvertible {
         public let message: String
@@ -9,19 +9,19 @@ public enum OneShotHTTP {
     }
 
     /// Sends the request and returns (status, body).
-    public static func send(host: String, port: Int, method: String, path: String, token: String?,
+    public static func send(to endpoint: Endpoint, method: String, path: String, token: String?,
                             timeoutSeconds: Int = 300) throws -> (Int, String) {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw Failure(message: "socket() failed") }
         defer { close(descriptor) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        inet_pton(AF_INET, host, &address.sin_addr)
+        address.sin_port = in_port_t(UInt16(endpoint.port).bigEndian)
+        inet_pton(AF_INET, endpoint.host, &address.sin_addr)
         let connected = withUnsafePointer(to: &address) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        guard connected == 0 else { throw Failure(message: "cannot connect to \(host):\(port)") }
+        guard connected == 0 else { throw Failure(message: "cannot connect to \(endpoint)") }
         var limit = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
         setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
         let request = ScenarioWorkload.http(method, path, token: token, body: nil)

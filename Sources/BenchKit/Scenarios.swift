@@ -35,6 +35,30 @@ public struct ScenarioWorkload: Workload {
     /// Users are `userBase + connection * usersPerConnection + k`.
     public let userBase: Int64
     public let usersPerConnection: Int64
+    /// Which endpoint each request goes to.
+    public var routing = Routing.first
+
+    /// Where a scenario's requests go among `LoadOptions.endpoints`.
+    public enum Routing: Sendable {
+        /// All to the first endpoint.
+        case first
+        /// Connection `i` to endpoint `i mod count`, whatever the post: a round-robin load
+        /// balancer in front of a cluster (a node forwards what it does not own).
+        case spread(count: Int)
+        /// Each post's requests to its slot's owner; feed queries, which span owners, to the
+        /// nodes in turn by connection.
+        case slotAware(SlotAwareRoutes)
+
+        func endpoint(post: Int64?, connection: Int) -> Int {
+            switch self {
+            case .first: return 0
+            case .spread(let count): return connection % max(1, count)
+            case .slotAware(let routes):
+                guard let post else { return connection % routes.endpoints.count }
+                return routes.endpoint(ofPost: post)
+            }
+        }
+    }
 
     public init(scenario: Scenario, operation: WriteOperation, posts: [Int64], zipfExponent: Double, readRatio: Double,
                 token: String?, userBase: Int64, usersPerConnection: Int64 = 1_000_000) {
@@ -52,36 +76,38 @@ public struct ScenarioWorkload: Workload {
         let firstUser = userBase + Int64(connection) * usersPerConnection + 1
         switch scenario {
         case .hot:
-            return write(post: posts[0], user: firstUser + Int64(sequence) % usersPerConnection)
+            return write(post: posts[0], user: firstUser + Int64(sequence) % usersPerConnection, connection: connection)
         case .zipf:
-            return write(post: posts[zipf.sample(using: &random)], user: firstUser + Int64.random(in: 0..<min(usersPerConnection, 1_000), using: &random))
+            return write(post: posts[zipf.sample(using: &random)], user: firstUser + Int64.random(in: 0..<min(usersPerConnection, 1_000), using: &random), connection: connection)
         case .storm:
             let post = posts[Int.random(in: 0..<min(posts.count, 4), using: &random)]
-            return write(post: post, user: firstUser + Int64.random(in: 0..<3, using: &random))
+            return write(post: post, user: firstUser + Int64.random(in: 0..<3, using: &random), connection: connection)
         case .feed:
             let size = Int.random(in: 20...100, using: &random)
             var ids: [Int64] = []
             ids.reserveCapacity(size)
             for _ in 0..<size { ids.append(posts[zipf.sample(using: &random)]) }
-            return PlannedRequest(bytes: Self.http("POST", "/v1/posts/query", token: token, body: Self.feedBody(ids, user: firstUser)))
+            return PlannedRequest(bytes: Self.http("POST", "/v1/posts/query", token: token, body: Self.feedBody(ids, user: firstUser)),
+                                  endpoint: routing.endpoint(post: nil, connection: connection))
         case .mixed:
             let post = posts[zipf.sample(using: &random)]
             let user = firstUser + Int64.random(in: 0..<min(usersPerConnection, 1_000), using: &random)
             if Double.random(in: 0..<1, using: &random) < readRatio {
-                return PlannedRequest(bytes: Self.http("GET", "/v1/posts/\(post)/likes/\(user)", token: token, body: nil))
+                return PlannedRequest(bytes: Self.http("GET", "/v1/posts/\(post)/likes/\(user)", token: token, body: nil),
+                                      endpoint: routing.endpoint(post: post, connection: connection))
             }
-            return write(post: post, user: user)
+            return write(post: post, user: user, connection: connection)
         }
     }
 
-    private func write(post: Int64, user: Int64) -> PlannedRequest {
+    private func write(post: Int64, user: Int64, connection: Int) -> PlannedRequest {
         let bytes: [UInt8]
         switch operation {
         case .toggle: bytes = Self.http("POST", "/v1/posts/\(post)/likes/\(user)/toggle", token: token, body: nil)
         case .like: bytes = Self.http("PUT", "/v1/posts/\(post)/likes/\(user)", token: token, body: nil)
         case .unlike: bytes = Self.http("DELETE", "/v1/posts/\(post)/likes/\(user)", token: token, body: nil)
         }
-        return PlannedRequest(bytes: bytes, pair: CorrectnessCheck.Pair(user: user, post: post))
+        return PlannedRequest(bytes: bytes, pair: CorrectnessCheck.Pair(user: user, post: post), endpoint: routing.endpoint(post: post, connection: connection))
     }
 
     /// A `FeedQuery` body, written with `JSONWriter` (the load generator shares the machine

@@ -325,6 +325,7 @@ public final class CounterAPI: HTTPHandler {
         metrics.render(into: &text)
         MetricsText.renderShards(await service.stats(), into: &text)
         MetricsText.renderRedis(service.redisTopology, into: &text)
+        ProcessMetrics.render(into: &text)
         if let member, let forwarder {
             ClusterMetrics.render(member: member, ownership: service.ownership, forwarder: forwarder, into: &text)
         }

@@ -1,3 +1,4 @@
+import BenchKit
 import CounterClient
 import CounterWire
 import Foundation
@@ -272,6 +273,54 @@ struct ClusterNodesTests {
                                                     [.int64Array(posts)])
             let counts = Dictionary(uniqueKeysWithValues: try rows.map { (try $0.int64(0), try $0.int64(1)) })
             #expect(counts == [6: Int64(posts.count)])
+        }
+    }
+
+    @Test("the bench's load generator: slot-aware, every request goes to its post's owner; spread, the nodes forward; PostgreSQL agrees with every answer")
+    func slotAwareLoad() async throws {
+        try await ClusterHarness.with("benchroutes") { harness in
+            let posts = try await TestEnvironment.createPosts(30, in: harness.pool)
+            let nodes = try await Self.startThree(harness)
+            func forwarded() async throws -> Double {
+                var total = 0.0
+                for node in nodes { total += try await harness.metrics(of: node)["counter_forwarded_requests_total"] ?? 0 }
+                return total
+            }
+            let routes = try SlotAwareRoutes(map: try await harness.map(via: nodes[0]))
+            #expect(Set(routes.endpoints.map(\.port)) == Set(nodes.map(\.port)))
+            var expectations: [CorrectnessCheck.Pair: CorrectnessCheck.Expectation] = [:]
+            for (index, routing) in [ScenarioWorkload.Routing.slotAware(routes), .spread(count: 3)].enumerated() {
+                var options = LoadOptions()
+                options.endpoints = routes.endpoints
+                options.connections = 12
+                options.duration = .seconds(2)
+                options.warmup = .zero
+                var workload = ScenarioWorkload(scenario: .zipf, operation: .toggle, posts: posts, zipfExponent: 0.5, readRatio: 0,
+                                                token: nil, userBase: Int64(index + 1) * 1_000_000_000)
+                workload.routing = routing
+                let before = try await forwarded()
+                let result = await LoadGenerator(options: options, workload: workload).run { _, _, _, _ in }
+                #expect(result.successes > 100, "\(result.statuses) \(result.errors)")
+                #expect(result.failures == 0, "\(result.statuses) \(result.errors)")
+                let forwardedNow = try await forwarded() - before
+                if index == 0 {
+                    #expect(forwardedNow == 0, "slot-aware: every request went to its owner")
+                } else {
+                    // Two thirds of a spread load lands on a node that does not own the post.
+                    #expect(forwardedNow > Double(result.successes) / 3, "\(forwardedNow) of \(result.successes) forwarded")
+                }
+                expectations.merge(result.expectations) { $1 }
+            }
+            try await harness.flush(nodes)
+            let rows = try await harness.pool.query("SELECT user_id, post_id FROM likes WHERE post_id = ANY($1::bigint[])", [.int64Array(posts)])
+            let members = Set(try rows.map { CorrectnessCheck.Pair(user: try $0.int64(0), post: try $0.int64(1)) })
+            let countRows = try await harness.pool.query("""
+                SELECT p.id, p.likes_count, (SELECT count(*) FROM likes l WHERE l.post_id = p.id) FROM posts p WHERE p.id = ANY($1::bigint[])
+                """, [.int64Array(posts)])
+            var counts: [Int64: (likesCount: Int64, rows: Int64)] = [:]
+            for row in countRows { counts[try row.int64(0)] = (try row.int64(1), try row.int64(2)) }
+            let report = CorrectnessCheck.run(expected: expectations, baseline: [], members: members, counts: counts)
+            #expect(report.passed, "lost \(report.lost.count), phantom \(report.phantom.count), drift \(report.drift.count)")
         }
     }
 

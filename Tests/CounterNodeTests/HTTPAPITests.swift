@@ -57,6 +57,8 @@ struct HTTPAPITests {
         #expect(metrics.text.contains("counter_backlog_changes{shard=\"0\"}"))
         #expect(metrics.text.contains("counter_redis_node_up{endpoint=\""))
         #expect(metrics.text.contains(#"kind="moved"}"#))
+        #expect(metrics.text.contains("process_cpu_seconds_total "))
+        #expect(metrics.text.contains("process_resident_memory_bytes "))
         await http.stop()
     }
 

@@ -11,7 +11,7 @@ struct LoadGeneratorTests {
         // Touch the post first, so the run does not begin with its hydration.
         #expect(try await http.send("GET", "/v1/posts/\(http.posts[0])").status == 200)
         var options = LoadOptions()
-        options.port = http.port
+        options.endpoints = [Endpoint(host: "127.0.0.1", port: http.port)]
         options.connections = 16
         // Long enough that a machine busy with the other tests still answers many requests.
         options.duration = .seconds(3)
@@ -36,7 +36,7 @@ struct LoadGeneratorTests {
     func openLoopRate() async throws {
         let http = try await HTTPHarness.start(posts: 1)
         var options = LoadOptions()
-        options.port = http.port
+        options.endpoints = [Endpoint(host: "127.0.0.1", port: http.port)]
         options.connections = 8
         options.duration = .seconds(2)
         options.warmup = .zero
@@ -53,7 +53,7 @@ struct LoadGeneratorTests {
         let http = try await HTTPHarness.start(posts: 1)
         #expect(try await http.send("GET", "/v1/posts/\(http.posts[0])").status == 200)
         var options = LoadOptions()
-        options.port = http.port
+        options.endpoints = [Endpoint(host: "127.0.0.1", port: http.port)]
         options.connections = connections
         options.duration = .seconds(2)
         options.warmup = .zero
