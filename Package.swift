@@ -48,7 +48,7 @@ let package = Package(
         // node claims, hands off, serves and drops (`MembershipRound`, pure), and the slot map.
         .target(name: "NodeCluster", dependencies: ["CounterCore", "Persistence", "ShardRouter", "WritePath"]),
         // The HTTP transport: libmicrohttpd behind HTTPRequest/HTTPResponse/HTTPHandler. Knows no route.
-        .target(name: "NodeHTTP", dependencies: ["CMicroHTTPD", "CounterCore"]),
+        .target(name: "NodeHTTP", dependencies: ["CMicroHTTPD", "CLinuxEvents", "CounterCore"]),
         // The HTTP API: routes, auth, metrics, the admin answers, on top of the write path.
         .target(name: "NodeAPI", dependencies: ["CounterCore", "CounterWire", "NodeCluster", "NodeHTTP", "Persistence", "ShardRouter", "WritePath"]),
         // The operator subcommands (flush, inspect, stats, reconcile, dead-letters): clients of

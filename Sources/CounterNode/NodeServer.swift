@@ -75,7 +75,6 @@ public enum NodeServer {
             // the node has joined find no slot served and are answered 503 (retry).
             try server.start()
             listening = server
-            await api.warmUp(selfURL: "http://127.0.0.1:\(server.port)")
             try await member.join(advertising: configuration.advertiseURL(boundPort: server.port))
         } catch {
             output.error("cannot start: \(error)")

@@ -249,11 +249,6 @@ public final class CounterAPI: HTTPHandler {
         }
     }
 
-    /// Readies the forwarding client (see `Forwarder.warmUp`): call once the server listens.
-    public func warmUp(selfURL: String) async {
-        await forwarder?.warmUp(selfURL: selfURL)
-    }
-
     /// The answer for a request on `post`, whose slot this node does not serve: forwarded to
     /// the owner; or, when this request was itself forwarded here, run here (`locally`) if the
     /// map, read again, says the slot was just handed to this node (`locally` answers `nil` if

@@ -1,14 +1,11 @@
 import CounterCore
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import NodeCluster
 import NodeHTTP
 import Synchronization
 
 /// Sends a request for a slot another node owns on to that node, once, over pooled keep-alive
-/// connections, and returns its answer.
+/// connections (`PeerClient`), and returns its answer.
 ///
 /// The owner is read from the slot map (`ClusterMember.map`). An owner that answers `421` (the
 /// slot moved meanwhile) did nothing: the map is read again and the request sent once more. A
@@ -17,7 +14,7 @@ import Synchronization
 /// 503 `outcome_unknown`; likes, unlikes and reads are safe to repeat and are.
 final class Forwarder: Sendable {
     private let member: ClusterMember
-    private let session: URLSession
+    private let peers: Result<PeerClient, any Error>
     private let forwardedCount = Atomic<Int>(0)
     private let misdirectedCount = Atomic<Int>(0)
 
@@ -27,19 +24,7 @@ final class Forwarder: Sendable {
     init(member: ClusterMember, ownerWait: Duration) {
         self.member = member
         self.ownerWait = ownerWait
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.httpMaximumConnectionsPerHost = 64
-        configuration.timeoutIntervalForRequest = 10
-        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
-        self.session = URLSession(configuration: configuration)
-    }
-
-    /// Makes the HTTP client ready before the first request needs it: its first use sets up
-    /// libcurl and Foundation's networking, which took seconds of both cores at once when three
-    /// nodes did it under load (renewals of every node's lease were late meanwhile).
-    func warmUp(selfURL: String) async {
-        guard let url = URL(string: selfURL + "/healthz") else { return }
-        _ = try? await session.data(from: url)
+        self.peers = Result { try PeerClient() }
     }
 
     /// Requests sent on to their owner.
@@ -117,37 +102,34 @@ final class Forwarder: Sendable {
     }
 
     private func send(_ request: HTTPRequest, to base: String, from me: String) async -> Outcome {
-        var components = URLComponents(string: base + request.path)
-        if !request.query.isEmpty {
-            components?.queryItems = request.query.sorted { $0.key < $1.key }.map { URLQueryItem(name: $0.key, value: $0.value) }
+        let peers: PeerClient
+        switch self.peers {
+        case .success(let client): peers = client
+        case .failure(let error): return .notSent("the forwarding client could not start: \(error)")
         }
-        guard let url = components?.url else { return .notSent("bad owner URL \(base)") }
-        var outgoing = URLRequest(url: url)
-        outgoing.httpMethod = request.method
-        if let authorization = request.authorization { outgoing.setValue(authorization, forHTTPHeaderField: "Authorization") }
-        outgoing.setValue(me, forHTTPHeaderField: "Counter-Forwarded-By")
-        if !request.body.isEmpty {
-            outgoing.httpBody = Data(request.body)
-            outgoing.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        var headers: [(name: String, value: String)] = [("Counter-Forwarded-By", me)]
+        if let authorization = request.authorization { headers.append(("Authorization", authorization)) }
+        if !request.body.isEmpty { headers.append(("Content-Type", "application/json")) }
+        let outgoing = PeerClient.Request(method: request.method, target: request.path + Self.queryString(request.query),
+                                          headers: headers, body: request.body)
+        switch await peers.send(outgoing, to: base) {
+        case .answered(let answer):
+            var passed: [String: String] = [:]
+            if let value = answer.headers["retry-after"] { passed["Retry-After"] = value }
+            if let value = answer.headers["counter-owner"] { passed["Counter-Owner"] = value }
+            return .answered(HTTPResponse(status: answer.status, contentType: answer.headers["content-type"] ?? "application/json",
+                                          headers: passed, body: answer.body))
+        case .notSent(let why): return .notSent(why)
+        case .broken(let why): return .broken(why)
         }
-        do {
-            let (data, response) = try await session.data(for: outgoing)
-            guard let http = response as? HTTPURLResponse else { return .broken("not an HTTP answer") }
-            var headers: [String: String] = [:]
-            for name in ["Retry-After", "Counter-Owner"] {
-                if let value = http.value(forHTTPHeaderField: name) { headers[name] = value }
-            }
-            return .answered(HTTPResponse(status: http.statusCode, contentType: http.value(forHTTPHeaderField: "Content-Type") ?? "application/json",
-                                          headers: headers, body: Array(data)))
-        } catch let error as URLError {
-            switch error.code {
-            case .cannotConnectToHost, .cannotFindHost, .dnsLookupFailed, .badURL, .unsupportedURL:
-                return .notSent(error.localizedDescription)
-            default:
-                return .broken(error.localizedDescription)
-            }
-        } catch {
-            return .broken("\(error)")
-        }
+    }
+
+    /// `?name=value&…` of the decoded query, encoded again (names in order).
+    static func queryString(_ query: [String: String]) -> String {
+        guard !query.isEmpty else { return "" }
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        func encode(_ text: String) -> String { text.addingPercentEncoding(withAllowedCharacters: allowed) ?? "" }
+        return "?" + query.sorted { $0.key < $1.key }.map { "\(encode($0.key))=\(encode($0.value))" }.joined(separator: "&")
     }
 }
