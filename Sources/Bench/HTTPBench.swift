@@ -183,7 +183,12 @@ struct HTTPBench {
         if options.check, let scenario, scenario.writes {
             check = try await verify(posts: posts, expectations: result.expectations, pool: pool, cluster: cluster)
         }
-        if !posts.isEmpty { try await pool.query("DELETE FROM posts WHERE id = ANY($1::bigint[])", [.int64Array(posts)]) }
+        if !posts.isEmpty {
+            // Flushed first (the check did already): deleting posts whose changes a node is still
+            // writing deadlocks with its flush in PostgreSQL.
+            if check == nil, scenario?.writes == true { try cluster.flushAll(token: options.adminToken) }
+            try await pool.query("DELETE FROM posts WHERE id = ANY($1::bigint[])", [.int64Array(posts)])
+        }
         return (Measured(load: result, nodeCPU: cpu.microsecondsPerRequest(throughput: result.throughput)), check)
     }
 
