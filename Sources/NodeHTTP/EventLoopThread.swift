@@ -38,16 +38,7 @@ final class EventLoopThread: Sendable {
 
     /// - Throws: `HTTPServerError` when the wake-up pipe cannot be made.
     init() throws {
-        var descriptors: [Int32] = [-1, -1]
-        guard pipe(&descriptors) == 0 else {
-            throw HTTPServerError(message: "pipe() failed: \(String(cString: strerror(errno)))")
-        }
-        for descriptor in descriptors {
-            _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
-            _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
-        }
-        wakeRead = descriptors[0]
-        wakeWrite = descriptors[1]
+        (wakeRead, wakeWrite) = try WakeUpPipe.make()
     }
 
     deinit {

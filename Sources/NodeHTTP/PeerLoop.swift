@@ -56,16 +56,7 @@ final class PeerLoop: @unchecked Sendable {
         self.maximumConnectionsPerPeer = max(1, maximumConnectionsPerPeer)
         self.timeout = timeout
         self.idleLimit = idleLimit
-        var ends: [Int32] = [0, 0]
-        guard pipe(&ends) == 0 else {
-            throw HTTPServerError(message: "cannot make the peer client's wake-up pipe: \(String(cString: strerror(errno)))")
-        }
-        for descriptor in ends {
-            _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
-            _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
-        }
-        wakeRead = ends[0]
-        wakeWrite = ends[1]
+        (wakeRead, wakeWrite) = try WakeUpPipe.make()
         epoll = epoll_create1(Int32(EPOLL_CLOEXEC))
         guard epoll >= 0 else {
             close(wakeRead)
