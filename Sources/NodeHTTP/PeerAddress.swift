@@ -5,7 +5,7 @@ internal import CLinuxEvents
 import Foundation
 
 /// Where a peer node listens, from its advertised URL (`http://host:port`), resolved to a socket
-/// address once (IPv4 or IPv6, the resolver's first answer).
+/// address once (IPv4, as nodes listen: the resolver's first IPv4 answer).
 struct PeerAddress: Sendable {
     /// `host:port` as written, for the `Host` header and messages.
     let authority: String
@@ -39,7 +39,7 @@ struct PeerAddress: Sendable {
     static func resolve(_ url: String) throws(Failure) -> PeerAddress {
         guard let (host, port) = split(url) else { throw Failure(message: "\(url) is not an http://host:port URL") }
         var hints = addrinfo()
-        hints.ai_family = AF_UNSPEC
+        hints.ai_family = AF_INET  // nodes listen on IPv4
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         hints.ai_flags = AI_NUMERICSERV
         var found: UnsafeMutablePointer<addrinfo>?

@@ -127,7 +127,16 @@ final class PeerLoop: @unchecked Sendable {
                 if stopping { return end(jobs) }
                 for job in jobs { assign(job) }
             }
-            if ContinuousClock.now - lastSweep >= .milliseconds(50) { sweep() }
+            if ContinuousClock.now - lastSweep >= .milliseconds(50) {
+                sweep()
+                // A safeguard: jobs are taken on the next sweep even without a wake-up byte.
+                let (jobs, stopping) = inbox.withLock { inbox in
+                    defer { inbox.jobs.removeAll(keepingCapacity: true) }
+                    return (inbox.jobs, inbox.stopping)
+                }
+                if stopping { return end(jobs) }
+                for job in jobs { assign(job) }
+            }
         }
     }
 
@@ -145,6 +154,11 @@ final class PeerLoop: @unchecked Sendable {
             connections[id]?.job = nil
             closeConnection(id)
         }
+    }
+
+    // The descriptors are closed when the last reference goes (after the thread ended), not in
+    // `end`: a `stop()` that raced the end may still write its wake-up byte.
+    deinit {
         close(epoll)
         close(wakeRead)
         close(wakeWrite)
@@ -269,8 +283,10 @@ final class PeerLoop: @unchecked Sendable {
             return
         }
         switch PeerResponseParser.parse(connection.input) {
-        case .complete(let status, let headers, let body, _, let keepAlive):
-            finish(id, .answered(PeerClient.Answer(status: status, headers: headers, body: body)), reusable: keepAlive && !closed)
+        case .complete(let status, let headers, let body, let used, let keepAlive):
+            // Kept only when clean: the whole request went out and nothing follows the answer.
+            let clean = keepAlive && !closed && connection.written >= job.bytes.count && used == connection.input.count
+            finish(id, .answered(PeerClient.Answer(status: status, headers: headers, body: body)), reusable: clean)
         case .untilClose(let status, let headers, let bodyStart):
             if closed {
                 finish(id, .answered(PeerClient.Answer(status: status, headers: headers, body: Array(connection.input[bodyStart...]))), reusable: false)
@@ -299,8 +315,14 @@ final class PeerLoop: @unchecked Sendable {
             peers[connection.key, default: Peer()].idle.append(id)
         } else {
             closeConnection(id)
-            if let next = nextWaiting(connection.key) { assign(next) }
+            serveWaiting(connection.key)
         }
+    }
+
+    /// Gives waiting requests the room closed connections left (each may fail at once and
+    /// leave room for the next).
+    private func serveWaiting(_ key: String) {
+        while let peer = peers[key], peer.open < maximumConnectionsPerPeer, let next = nextWaiting(key) { assign(next) }
     }
 
     /// The oldest request waiting for a connection to `key` that still has time; the ones out
@@ -319,6 +341,7 @@ final class PeerLoop: @unchecked Sendable {
         guard let connection = connections.removeValue(forKey: id) else { return }
         close(connection.descriptor)
         peers[connection.key]?.open -= 1
+        peers[connection.key]?.idle.removeAll { $0 == id }
     }
 
     /// Times requests out, and closes connections idle too long.

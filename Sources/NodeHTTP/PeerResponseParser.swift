@@ -1,3 +1,5 @@
+import Foundation
+
 /// Reads one HTTP/1.1 answer from the bytes a peer sent: the status, the headers (names in lower
 /// case) and a body framed by `Content-Length`, or, without one, by the end of the connection.
 /// Pure: the peer client feeds it what has arrived so far.
@@ -15,6 +17,8 @@ enum PeerResponseParser {
 
     /// Longest head accepted; a peer's heads are a few hundred bytes.
     static let maximumHeadLength = 16_384
+    /// Longest body accepted; a peer's largest answers (feed pages) are far smaller.
+    static let maximumBodyLength = 64 << 20
 
     static func parse(_ bytes: [UInt8]) -> Parsed {
         guard let headEnd = headEnd(bytes) else {
@@ -34,22 +38,29 @@ enum PeerResponseParser {
             let name = line[..<colon].lowercased()
             let value = line[line.index(after: colon)...].trimmingSpaces
             if let earlier = headers[name] {
-                // Two lengths that disagree cannot be framed safely.
-                if name == "content-length" && earlier != value { return .malformed("two different Content-Length values") }
+                // Two lengths that disagree cannot be framed safely; equal ones are one length.
+                if name == "content-length" {
+                    guard earlier == value else { return .malformed("two different Content-Length values") }
+                    continue
+                }
                 headers[name] = earlier + ", " + value
             } else {
                 headers[name] = value
             }
         }
         if headers["transfer-encoding"] != nil { return .malformed("Transfer-Encoding answers are not read by the peer client") }
-        let keepAlive = parts[0] == "HTTP/1.1" && headers["connection"]?.lowercased() != "close"
-        let bodyless = (100..<200).contains(status) || status == 204 || status == 304
+        let connectionTokens = (headers["connection"] ?? "").lowercased().split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        let keepAlive = parts[0] == "HTTP/1.1" && !connectionTokens.contains("close")
+        // The client never sends `Expect`, so an interim answer is not one it can read.
+        if (100..<200).contains(status) { return .malformed("interim answer \(status)") }
+        let bodyless = status == 204 || status == 304
         if bodyless { return .complete(status: status, headers: headers, body: [], used: headEnd, keepAlive: keepAlive) }
         guard let lengthText = headers["content-length"] else {
             return .untilClose(status: status, headers: headers, bodyStart: headEnd)
         }
         guard let length = Int(lengthText), length >= 0 else { return .malformed("bad Content-Length \"\(lengthText.prefix(40))\"") }
-        guard bytes.count >= headEnd + length else { return .incomplete }
+        guard length <= maximumBodyLength else { return .malformed("Content-Length \(length) is beyond \(maximumBodyLength) bytes") }
+        guard bytes.count - headEnd >= length else { return .incomplete }
         return .complete(status: status, headers: headers, body: Array(bytes[headEnd..<headEnd + length]), used: headEnd + length, keepAlive: keepAlive)
     }
 
