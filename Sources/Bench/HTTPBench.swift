@@ -125,31 +125,35 @@ struct HTTPBench {
         var nodeCPU: Double?
     }
 
+    /// Where the requests go: the node at `--url`; every node in turn (`--spread`); or each
+    /// post's owner (`--slot-aware`).
+    private func route(over cluster: ClusterView) throws -> ([Endpoint], ScenarioWorkload.Routing) {
+        if options.spread {
+            print("counter-bench http: connections spread over \(cluster.nodes.map(\.description).joined(separator: ", "))")
+            return (cluster.nodes, .spread(count: cluster.nodes.count))
+        }
+        guard options.slotAware else { return (options.load.endpoints, .first) }
+        guard let map = cluster.map else {
+            throw BenchCheckFailure(message: "--slot-aware: \(options.load.endpoints[0]) runs alone (GET /v1/cluster answered 404)")
+        }
+        let routes: SlotAwareRoutes
+        do {
+            routes = try SlotAwareRoutes(map: map)
+        } catch {
+            throw BenchCheckFailure(message: "--slot-aware: \(error)")
+        }
+        let owners = zip(routes.nodeIDs, zip(routes.endpoints, routes.slotCounts)).map { "\($0.0) \($0.1.0) (\($0.1.1) slots)" }
+        print("counter-bench http: slot-aware over \(owners.joined(separator: ", "))")
+        return (routes.endpoints, .slotAware(routes))
+    }
+
     /// Runs the load (creating and afterwards deleting its posts) and, for write scenarios, the
     /// correctness check.
     func measure(progress: @escaping @Sendable (Int, Int, Int, UInt64) -> Void) async throws -> (Measured, CorrectnessCheck.Report?) {
         let cluster = try ClusterView.read(from: options.load.endpoints[0], token: options.apiToken)
         var load = options.load
-        var routing = ScenarioWorkload.Routing.first
-        if options.spread {
-            load.endpoints = cluster.nodes
-            routing = .spread(count: cluster.nodes.count)
-            print("counter-bench http: connections spread over \(cluster.nodes.map(\.description).joined(separator: ", "))")
-        } else if options.slotAware {
-            guard let map = cluster.map else {
-                throw BenchCheckFailure(message: "--slot-aware: \(load.endpoints[0]) runs alone (GET /v1/cluster answered 404)")
-            }
-            let routes: SlotAwareRoutes
-            do {
-                routes = try SlotAwareRoutes(map: map)
-            } catch {
-                throw BenchCheckFailure(message: "--slot-aware: \(error)")
-            }
-            load.endpoints = routes.endpoints
-            routing = .slotAware(routes)
-            let owners = zip(routes.nodeIDs, zip(routes.endpoints, routes.slotCounts)).map { "\($0.0) \($0.1.0) (\($0.1.1) slots)" }
-            print("counter-bench http: slot-aware over \(owners.joined(separator: ", "))")
-        }
+        let routing: ScenarioWorkload.Routing
+        (load.endpoints, routing) = try route(over: cluster)
         let pool = PostgresPool(configuration: PostgresConfiguration(url: options.servers.postgresURL))
         defer { Task { await pool.close() } }
         let workload: any Workload

@@ -6,7 +6,7 @@ import WritePath
 enum ClusterMetrics {
     static func render(member: ClusterMember, ownership: OwnedSlots, forwarder: Forwarder, into text: inout String) {
         func single(_ name: String, _ type: String, _ help: String, _ value: String) {
-            text += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n\(name) \(value)\n"
+            MetricsText.single(name, type, help, value, into: &text)
         }
         let states = ownership.snapshot()
         let owned = states.reduce(0) { if case .serving = $1 { return $0 + 1 } else { return $0 } }

@@ -3,6 +3,11 @@ import WritePath
 
 /// The write path's figures in Prometheus text format.
 enum MetricsText {
+    /// One family of a single unlabelled sample: its help, type and value.
+    static func single(_ name: String, _ type: String, _ help: String, _ value: String, into text: inout String) {
+        text += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n\(name) \(value)\n"
+    }
+
     /// Per Redis node (one server, or each cluster node this process has met): up, slots served,
     /// pipelines, errors, redirects by kind; and how often the slot map was read.
     static func renderRedis(_ topology: RedisTopology, into text: inout String) {

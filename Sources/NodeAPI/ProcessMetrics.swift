@@ -9,10 +9,9 @@ enum ProcessMetrics {
         getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
         let cpu = Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
             + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
-        text += "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n# TYPE process_cpu_seconds_total counter\n"
-        text += "process_cpu_seconds_total \(String(format: "%.6f", cpu))\n"
-        text += "# HELP process_resident_memory_bytes Resident memory size in bytes.\n# TYPE process_resident_memory_bytes gauge\n"
-        text += "process_resident_memory_bytes \(residentBytes())\n"
+        MetricsText.single("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.",
+                           String(format: "%.6f", cpu), into: &text)
+        MetricsText.single("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", "\(residentBytes())", into: &text)
     }
 
     /// Resident pages from `/proc/self/statm` (0 where it cannot be read).

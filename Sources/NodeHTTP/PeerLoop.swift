@@ -120,24 +120,28 @@ final class PeerLoop: @unchecked Sendable {
                 var buffer = [UInt8](repeating: 0, count: 64)
                 while read(wakeRead, &buffer, buffer.count) > 0 {}
                 signaled.store(false, ordering: .sequentiallyConsistent)
-                let (jobs, stopping) = inbox.withLock { inbox in
-                    defer { inbox.jobs.removeAll(keepingCapacity: true) }
-                    return (inbox.jobs, inbox.stopping)
-                }
-                if stopping { return end(jobs) }
-                for job in jobs { assign(job) }
+                guard takeInbox() else { return }
             }
             if ContinuousClock.now - lastSweep >= .milliseconds(50) {
                 sweep()
                 // A safeguard: jobs are taken on the next sweep even without a wake-up byte.
-                let (jobs, stopping) = inbox.withLock { inbox in
-                    defer { inbox.jobs.removeAll(keepingCapacity: true) }
-                    return (inbox.jobs, inbox.stopping)
-                }
-                if stopping { return end(jobs) }
-                for job in jobs { assign(job) }
+                guard takeInbox() else { return }
             }
         }
+    }
+
+    /// Assigns the submitted jobs; `false` when the loop is to end (then ended).
+    private func takeInbox() -> Bool {
+        let (jobs, stopping) = inbox.withLock { inbox in
+            defer { inbox.jobs.removeAll(keepingCapacity: true) }
+            return (inbox.jobs, inbox.stopping)
+        }
+        if stopping {
+            end(jobs)
+            return false
+        }
+        for job in jobs { assign(job) }
+        return true
     }
 
     private func end(_ submitted: [Job]) {
