@@ -76,14 +76,12 @@ struct PersistenceBench {
             _ = try await redis.executeAll(groups)
         }
         // As the shards write: one MULTI/EXEC per slot, in one pipeline (per master).
-        let logged = try await time("Redis MULTI/EXEC per slot, SADD/SREM + XADD per change (\(2 * options.changes) commands)", prepare: {
+        let logged = try await time("Redis MULTI/EXEC per slot, SADD/SREM per change + one packed XADD per slot", prepare: {
             Dictionary(grouping: batch()) { HashSlot(post: $0.postID) }.map { slot, changes in
-                SlotCommands(slot: slot, commands: changes.flatMap { change -> [RedisCommand] in
+                SlotCommands(slot: slot, commands: changes.map { change -> RedisCommand in
                     let key = layout.likers(ofPost: change.postID)
-                    return [change.liked ? .sadd(key, [change.userID]) : .srem(key, [change.userID]),
-                            .xadd(layout.changeLog(of: slot),
-                                  fields: [("u", change.userID), ("p", change.postID), ("l", change.liked ? "1" : "0")])]
-                }, atomic: true)
+                    return change.liked ? .sadd(key, [change.userID]) : .srem(key, [change.userID])
+                } + [ChangeLogEntry.append(changes, to: layout.changeLog(of: slot))], atomic: true)
             }
         }) { groups in
             _ = try await redis.executeAll(groups)

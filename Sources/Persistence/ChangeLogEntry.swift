@@ -1,19 +1,116 @@
+import CounterCore
 
-/// The format of a write-behind log entry: one stream entry per change, with fields `u` (user),
-/// `p` (post) and `l` (`1` liked, `0` not). The shard writes it, the flusher and dead letters
-/// read it.
+/// The format of a write-behind log entry. The shard writes it, the flusher, the post inspector
+/// and dead letters read it.
+///
+/// **Packed (written since format 2).** One entry per slot per batch (split above
+/// `maximumChangesPerEntry`), one field `c` whose value lists the changes grouped by post, each
+/// post's changes in decision order: `<post>` then `+<user>` (liked) or `-<user>` (not liked) per
+/// change, groups separated by a space — `42+7+9-7 43+1` is user 7 liking post 42, user 9 liking
+/// it, user 7 taking it back, user 1 liking post 43. Order between posts carries no meaning (a
+/// change only ever follows earlier changes of its own pair); order within a post does. An entry
+/// is applied whole, in one transaction, so the log's progress (its newest entry applied) stays
+/// exact across crashes.
+///
+/// **One change per entry (format 1, written before).** Fields `u` (user), `p` (post), `l` (`1`
+/// liked, `0` not). Entries of this form still in a log after an upgrade are read as before;
+/// dead letters keep this form (one letter per change).
 public enum ChangeLogEntry {
-    /// `XADD <log> * u <user> p <post> l <0|1>`.
-    public static func append(_ change: LikeChange, to log: String) -> RedisCommand {
-        .xadd(log, fields: fields(of: change))
+    /// The field of a packed entry.
+    public static let packedField = "c"
+    /// Most changes one packed entry carries: a slot's batch with more is written as several
+    /// entries, so a flush can take a log in bounded steps.
+    public static let maximumChangesPerEntry = 1_000
+
+    /// `XADD <log> * c <packed changes>`.
+    /// - Precondition: `changes` is not empty.
+    public static func append<Changes: Collection>(_ changes: Changes, to log: String) -> RedisCommand where Changes.Element == LikeChange {
+        .xadd(log, fields: [(packedField, pack(changes))])
     }
 
-    /// The fields of `change`, for other streams that carry a change (dead letters).
+    /// The packed text of `changes` (see the type's description).
+    public static func pack<Changes: Collection>(_ changes: Changes) -> [UInt8] where Changes.Element == LikeChange {
+        var postOrder: [Int64] = []
+        var byPost: [Int64: [LikeChange]] = [:]
+        for change in changes {
+            if byPost[change.postID] == nil { postOrder.append(change.postID) }
+            byPost[change.postID, default: []].append(change)
+        }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(changes.count * 9 + postOrder.count * 8)
+        for (index, post) in postOrder.enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: " ")) }
+            DecimalText.append(post, to: &bytes)
+            for change in byPost[post]! {
+                bytes.append(change.liked ? UInt8(ascii: "+") : UInt8(ascii: "-"))
+                DecimalText.append(change.userID, to: &bytes)
+            }
+        }
+        return bytes
+    }
+
+    /// The changes a packed value lists, in its order; `nil` unless every group is a positive
+    /// post id followed by at least one `+`/`-` and a positive user id.
+    public static func unpack<Bytes: Collection>(_ bytes: Bytes) -> [LikeChange]? where Bytes.Element == UInt8 {
+        var changes: [LikeChange] = []
+        var post: Int64 = 0
+        var number: Int64 = 0
+        var digits = 0
+        /// What the digits being read are: a post (`nil`) or a user liked (`true`) or not.
+        var reading: Bool?
+        var changesInGroup = 0
+        func finishNumber() -> Bool {
+            guard digits > 0, number > 0 else { return false }
+            if let liked = reading {
+                changes.append(LikeChange(userID: number, postID: post, liked: liked))
+                changesInGroup += 1
+            } else {
+                post = number
+                changesInGroup = 0
+            }
+            number = 0
+            digits = 0
+            return true
+        }
+        for byte in bytes {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"):
+                let (times10, overflow1) = number.multipliedReportingOverflow(by: 10)
+                let (sum, overflow2) = times10.addingReportingOverflow(Int64(byte &- UInt8(ascii: "0")))
+                guard !overflow1, !overflow2 else { return nil }
+                number = sum
+                digits += 1
+            case UInt8(ascii: "+"), UInt8(ascii: "-"):
+                guard finishNumber() else { return nil }
+                reading = byte == UInt8(ascii: "+")
+            case UInt8(ascii: " "):
+                guard reading != nil, finishNumber() else { return nil }
+                reading = nil
+            default:
+                return nil
+            }
+        }
+        guard reading != nil, finishNumber(), changesInGroup > 0 else { return nil }
+        return changes
+    }
+
+    /// The changes an entry records, in log order, in either format; `nil` when it is neither.
+    public static func changes(from entry: StreamEntry) -> [LikeChange]? {
+        if let packed = entry.fields[packedField] {
+            guard entry.fields.count == 1 else { return nil }
+            return unpack(packed)
+        }
+        return change(from: entry).map { [$0] }
+    }
+
+    /// The fields of `change` in the one-change form, for streams that carry single changes
+    /// (dead letters).
     public static func fields(of change: LikeChange) -> [(String, RedisArgument)] {
         [("u", change.userID), ("p", change.postID), ("l", change.liked ? "1" : "0")]
     }
 
-    /// The change an entry records, or `nil` when the entry is not a well-formed change.
+    /// The change an entry of the one-change form records (a dead letter, or a log entry
+    /// written before format 2), or `nil` when the entry is not one.
     public static func change(from entry: StreamEntry) -> LikeChange? {
         guard let user = entry.integer("u"), user > 0, let post = entry.integer("p"), post > 0 else { return nil }
         switch entry.fields["l"] {

@@ -102,8 +102,9 @@ public enum LikeBatchApplier {
 
     /// `apply(_:pool:)` inside the caller's transaction on `connection`.
     /// - Parameter auditTable: for tests: a table `(log text, entry_ms bigint, entry_seq bigint)`
-    ///   with a unique key over all three, into which every entry applied is inserted in the same
-    ///   transaction — applying one twice then fails the transaction. Letters, digits and `_`.
+    ///   with a unique key over all three, into which every entry applied is inserted (once, however
+    ///   many changes it holds) in the same transaction — applying one twice then fails the
+    ///   transaction. Letters, digits and `_`.
     public static func apply(_ entries: [LoggedLikeChange], on connection: isolated PostgresConnection,
                              auditTable: String? = nil) throws(PostgresError) -> LikeBatchOutcome {
         try validate(entries.map(\.change))
@@ -143,16 +144,24 @@ public enum LikeBatchApplier {
                   .int64Array(updated.map { Int64($0.value.id.sequence) }),
                   .int64Array(updated.map(\.value.count))])
         if let auditTable {
+            // One row per entry applied (an entry may hold many changes).
+            var seen: Set<Pair> = []
+            let applied = fresh.filter { seen.insert(Pair(log: $0.log, id: $0.entryID)).inserted }
             try connection.query("""
                 INSERT INTO \(auditTable) (log, entry_ms, entry_seq)
                 SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[])
-                """, [.textArray(fresh.map(\.log)), .int64Array(fresh.map { Int64($0.entryID.milliseconds) }),
-                      .int64Array(fresh.map { Int64($0.entryID.sequence) })])
+                """, [.textArray(applied.map(\.log)), .int64Array(applied.map { Int64($0.entryID.milliseconds) }),
+                      .int64Array(applied.map { Int64($0.entryID.sequence) })])
         }
         var result = LikeBatchOutcome(movements: outcome.movements, missingPosts: outcome.missingPosts,
                                       coalescedChanges: outcome.coalescedChanges, alreadyApplied: skipped)
         result.appliedThrough = newest.mapValues(\.id)
         return result
+    }
+
+    private struct Pair: Hashable {
+        let log: String
+        let id: StreamEntryID
     }
 
     /// The progress recorded for `log`, if any batch of it was applied.

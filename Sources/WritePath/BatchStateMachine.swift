@@ -44,7 +44,7 @@ struct BatchStateMachine {
     struct Completion {
         /// Slots whose write may or may not have run: the flusher must re-read their logs.
         var uncertainSlots: Set<UInt16> = []
-        /// Log entries appended, per slot (how many, the newest), for the flusher.
+        /// Changes logged, per slot (how many, the newest entry holding them), for the flusher.
         var appended: [UInt16: (count: Int, newest: StreamEntryID)] = [:]
         /// Answers to give once the flusher knows of `appended`.
         var answers: [Answer] = []

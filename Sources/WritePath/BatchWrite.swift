@@ -5,9 +5,10 @@ import ShardRouter
 /// replies mean.
 ///
 /// A slot's transaction holds, per post, one `SADD` of the users whose last change in the batch
-/// is a like and one `SREM` of those whose last change is an unlike, then one log entry
-/// (`ChangeLogEntry`) per change, so membership and log commit together. No I/O: the shard
-/// sends `transactions` and hands the results to `outcome(of:)`.
+/// is a like and one `SREM` of those whose last change is an unlike, then the slot's changes as
+/// one packed log entry (`ChangeLogEntry`; several above `ChangeLogEntry.maximumChangesPerEntry`),
+/// so membership and log commit together. No I/O: the shard sends `transactions` and hands the
+/// results to `outcome(of:)`.
 struct BatchWrite {
     /// What the transactions did.
     struct Outcome {
@@ -18,7 +19,7 @@ struct BatchWrite {
         /// Slots whose transaction may or may not have run (the connection broke mid-way): the
         /// flusher must read their logs again.
         var uncertainSlots: Set<UInt16> = []
-        /// Entries appended, per slot: how many, and the newest.
+        /// Changes logged, per slot: how many, and the newest entry holding them.
         var appended: [UInt16: (count: Int, newest: StreamEntryID)] = [:]
 
         /// Changes whose log entry was written.
@@ -32,7 +33,8 @@ struct BatchWrite {
     /// One atomic group per slot, in order of the slots' first change.
     let transactions: [SlotCommands]
     /// Per transaction: its slot, the offsets of its changes in `changes` (in order), and how
-    /// many membership commands precede their log entries.
+    /// many membership commands precede its log entries (each of at most
+    /// `ChangeLogEntry.maximumChangesPerEntry` of those changes, in order).
     private let slots: [(slot: UInt16, offsets: [Int], membershipCommands: Int)]
 
     /// The transactions that write `changes`.
@@ -57,8 +59,11 @@ struct BatchWrite {
             let log = layout.changeLog(of: hashSlot)
             var commands = Self.membershipCommands(offsets.map { changes[$0] }, layout: layout)
             slots.append((slot, offsets, commands.count))
-            commands.reserveCapacity(commands.count + offsets.count)
-            for offset in offsets { commands.append(ChangeLogEntry.append(changes[offset], to: log)) }
+            let perEntry = ChangeLogEntry.maximumChangesPerEntry
+            commands.reserveCapacity(commands.count + (offsets.count + perEntry - 1) / perEntry)
+            for start in stride(from: 0, to: offsets.count, by: perEntry) {
+                commands.append(ChangeLogEntry.append(offsets[start..<min(start + perEntry, offsets.count)].lazy.map { changes[$0] }, to: log))
+            }
             transactions.append(SlotCommands(slot: hashSlot, commands: commands, atomic: true))
         }
         self.changes = changes
@@ -67,7 +72,8 @@ struct BatchWrite {
     }
 
     /// Reads the replies to `transactions`, one result per transaction: `EXEC`'s replies, whose
-    /// log entries' ids follow the membership commands.
+    /// log entries' ids follow the membership commands. Every change gets the id of the entry
+    /// that holds it.
     func outcome(of results: [Result<[RedisReply], RedisError>]) -> Outcome {
         var outcome = Outcome(entryIDs: [StreamEntryID?](repeating: nil, count: changes.count))
         for (index, (slot, offsets, membershipCommands)) in slots.enumerated() {
@@ -75,8 +81,9 @@ struct BatchWrite {
                 : .failure(RedisError(code: .unexpectedReply, message: "no reply to the write of slot \(slot)"))
             switch result {
             case .success(let replies):
-                for (position, offset) in offsets.enumerated() where membershipCommands + position < replies.count {
-                    if case .bulkString(let bytes) = replies[membershipCommands + position] {
+                for (position, offset) in offsets.enumerated() {
+                    let reply = membershipCommands + position / ChangeLogEntry.maximumChangesPerEntry
+                    if reply < replies.count, case .bulkString(let bytes) = replies[reply] {
                         outcome.entryIDs[offset] = StreamEntryID(bytes: bytes)
                     }
                 }

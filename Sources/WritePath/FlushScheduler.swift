@@ -2,8 +2,8 @@ import Persistence
 
 /// The write-behind flusher's bookkeeping and decisions, without I/O: events in, actions out.
 ///
-/// It knows, per slot, how many log entries wait and since when, what was appended and what
-/// applied; which slots' logs must be read again because a write's outcome there is unknown; who
+/// It knows, per slot, how many logged changes wait and since when, what was appended and what
+/// applied (by entry id); which slots' logs must be read again because a write's outcome there is unknown; who
 /// waits for which entries to reach PostgreSQL; when the last flush committed; whether the
 /// flusher is stopping; and how long to back off after a failure. From that it decides when a
 /// flush is due (`nextAction(now:)`) and what one reads (`flushPlan(now:)`).
@@ -20,7 +20,9 @@ import Persistence
 struct FlushScheduler {
     /// What the flusher knows of one slot's log.
     struct SlotBacklog: Equatable {
-        /// Entries counted as waiting in the slot's log.
+        /// Changes counted as waiting in the slot's log. Exact for what this process appended;
+        /// after a rescan, the log's length in entries (each holds at least one change), a lower
+        /// bound until the log has been read.
         var pending = 0
         /// When the slot's oldest waiting change became dirty, as far as this process knows.
         var dirtySince: ContinuousClock.Instant?
@@ -78,13 +80,13 @@ struct FlushScheduler {
         case finish(failWaiters: [WaiterID])
     }
 
-    /// What one flush reads: the oldest dirty slots, and at most how many entries of each.
+    /// What one flush reads: the oldest dirty slots, and about how many changes of each.
     struct FlushPlan: Equatable {
         /// One slot to read, with what was known of it when the plan was made.
         struct Slot: Equatable {
             /// The slot whose log to read.
             let slot: UInt16
-            /// Entries counted as waiting when the plan was made.
+            /// Changes counted as waiting when the plan was made.
             let pending: Int
             /// The newest entry known appended when the plan was made.
             let appended: StreamEntryID?
@@ -92,8 +94,9 @@ struct FlushScheduler {
 
         /// The slots to read, oldest dirty first.
         let slots: [Slot]
-        /// The most entries to read from each slot's log.
-        let entriesPerSlot: Int
+        /// How many changes to read from each slot's log: whole entries, until at least this
+        /// many (or the log's end).
+        let changesPerSlot: Int
     }
 
     /// Why and until when the loop sleeps, as last told; `nil` while it is awake.
@@ -104,7 +107,7 @@ struct FlushScheduler {
         let isBackoff: Bool
     }
 
-    /// Flush as soon as this many entries wait, and read about this many per flush.
+    /// Flush as soon as this many changes wait, and read about this many per flush.
     let flushBatchSize: Int
     /// Flush at least this often while entries wait.
     let flushInterval: Duration
@@ -255,7 +258,7 @@ struct FlushScheduler {
 
     // MARK: - Events from the shard and its callers
 
-    /// The shard appended entries: per slot, how many (at least one) and the newest id. A slot
+    /// The shard logged changes: per slot, how many (at least one) and the newest entry. A slot
     /// that had nothing waiting becomes dirty at `now`.
     mutating func appended(_ batches: [UInt16: (count: Int, newest: StreamEntryID)], now: ContinuousClock.Instant) -> LoopSignal {
         var newlyDirty = false
@@ -280,7 +283,7 @@ struct FlushScheduler {
     }
 
     /// `slot`'s log was read again: it holds `length` entries, the newest `newest`. That is now
-    /// the truth about what waits there, and the slot is no longer uncertain. A slot whose read
+    /// the truth about what waits there (`length` counted as changes: a lower bound), and the slot is no longer uncertain. A slot whose read
     /// failed needs no event: it stays uncertain.
     mutating func rescanned(slot: UInt16, length: Int, newest: StreamEntryID?, now: ContinuousClock.Instant) -> LoopSignal {
         var newlyDirty = false
@@ -320,7 +323,7 @@ struct FlushScheduler {
 
     /// The slots one flush reads at `now`: the oldest dirty first (slots with work but no known
     /// age count as dirty since `now`; equal ages by slot number), at most about
-    /// `flushBatchSize` entries in all and at least 64 per slot, so a backlog spread over many
+    /// `flushBatchSize` changes in all and at least 64 per slot, so a backlog spread over many
     /// slots still moves in sizeable steps. `nil` when no slot has work.
     func flushPlan(now: ContinuousClock.Instant) -> FlushPlan? {
         let dirty = backlog.filter { $0.value.hasWork }
@@ -329,7 +332,7 @@ struct FlushScheduler {
         let perSlot = max(64, flushBatchSize / dirty.count)
         let chosen = dirty.prefix(max(1, flushBatchSize / perSlot))
         return FlushPlan(slots: chosen.map { FlushPlan.Slot(slot: $0.key, pending: $0.value.pending, appended: $0.value.appended) },
-                         entriesPerSlot: perSlot)
+                         changesPerSlot: perSlot)
     }
 
     /// A planned slot's log read empty: whatever was appended there before the plan has been
@@ -339,8 +342,8 @@ struct FlushScheduler {
         settled(slot: planned.slot, removed: planned.pending, applied: planned.appended, stillDirtySince: nil)
     }
 
-    /// A flush accounted for `slot`: `removed` entries left its log (fewer than counted if the
-    /// trim failed; never more than are counted), and entries up to `applied` are in PostgreSQL.
+    /// A flush accounted for `slot`: the entries it read, holding `removed` changes, left its log
+    /// (none if the trim failed; never more than are counted), and entries up to `applied` are in PostgreSQL.
     /// If entries still wait, the slot counts as dirty since `stillDirtySince` (the read's start,
     /// when the read took everything there was), or as before when it is `nil`.
     /// - Returns: the waiters this satisfies, to resume.

@@ -38,26 +38,26 @@ struct ShardDecider {
         var decision = Decision()
         decision.answers.reserveCapacity(requests.count)
         for request in requests {
-            var view = views[request.postID]!
             if request.operation == .count {
                 decision.changeIndex.append(nil)
                 decision.answers.append(LikeState(postID: request.postID, userID: request.userID,
-                                                  isLiked: false, likesCount: view.likesCount))
+                                                  isLiked: false, likesCount: views[request.postID]!.likesCount))
                 continue
             }
-            let current = view.members[request.userID]!
+            let current = views[request.postID]!.members[request.userID]!
             let wanted = request.operation.wantedState(current: current)
             if wanted != current {
-                view.members[request.userID] = wanted
-                view.likesCount += wanted ? 1 : -1
+                // Changed in place: a copy of the view would copy its membership dictionary on
+                // every change (quadratic in a hot post's batch).
+                views[request.postID]!.members[request.userID] = wanted
+                views[request.postID]!.likesCount += wanted ? 1 : -1
                 decision.changeIndex.append(decision.changes.count)
                 decision.changes.append(LikeChange(userID: request.userID, postID: request.postID, liked: wanted))
-                views[request.postID] = view
             } else {
                 decision.changeIndex.append(nil)
             }
             decision.answers.append(LikeState(postID: request.postID, userID: request.userID,
-                                              isLiked: wanted, likesCount: view.likesCount))
+                                              isLiked: wanted, likesCount: views[request.postID]!.likesCount))
         }
         return decision
     }

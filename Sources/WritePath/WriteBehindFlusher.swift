@@ -247,28 +247,32 @@ actor WriteBehindFlusher {
             }
             if !gone.isEmpty {
                 forget(gone)
-                plan = FlushScheduler.FlushPlan(slots: plan.slots.filter { !gone.contains($0.slot) }, entriesPerSlot: plan.entriesPerSlot)
+                plan = FlushScheduler.FlushPlan(slots: plan.slots.filter { !gone.contains($0.slot) }, changesPerSlot: plan.changesPerSlot)
                 if plan.slots.isEmpty { return }
             }
         }
-        let (reads, readFailure) = try await readLogs(plan.slots.map(\.slot), perSlot: plan.entriesPerSlot)
+        let (reads, readFailure) = try await readLogs(plan.slots.map(\.slot), changesPerSlot: plan.changesPerSlot)
         nodeFailure = nodeFailure ?? readFailure
 
         var entries: [LoggedLikeChange] = []
         var malformed: [(slot: UInt16, entry: StreamEntry)] = []
         var newestRead: [UInt16: StreamEntryID] = [:]
+        /// Per slot read: how many entries, holding how many changes (a malformed entry counts one).
+        var readCounts: [UInt16: (entries: Int, changes: Int)] = [:]
         var fullReads: Set<UInt16> = []
         for (slot, read) in zip(plan.slots.map(\.slot), reads) {
             guard let read else { continue }
-            if read.count >= plan.entriesPerSlot { fullReads.insert(slot) }
-            for entry in read {
+            if read.mayHaveMore { fullReads.insert(slot) }
+            let log = logKey(slot)
+            for (entry, changes) in zip(read.entries, read.changes) {
                 newestRead[slot] = entry.id
-                if let change = ChangeLogEntry.change(from: entry) {
-                    entries.append(LoggedLikeChange(log: logKey(slot), slot: slot, entryID: entry.id, change: change))
+                if let changes {
+                    for change in changes { entries.append(LoggedLikeChange(log: log, slot: slot, entryID: entry.id, change: change)) }
                 } else {
                     malformed.append((slot, entry))
                 }
             }
+            readCounts[slot] = (read.entries.count, read.changeCount)
         }
         // Slots whose logs were empty: whatever was appended there has been applied and trimmed.
         var satisfied: [FlushScheduler.WaiterID] = []
@@ -299,7 +303,11 @@ actor WriteBehindFlusher {
         })
         satisfied = []
         for ((slot, newest), result) in zip(trimmed, trimResults) {
-            let removed = (try? result.get()).flatMap { Int($0[0].integer ?? 0) } ?? 0
+            // The trim removes exactly the entries read (the read began at the log's start); the
+            // scheduler counts changes.
+            let removedEntries = (try? result.get()).flatMap { Int($0[0].integer ?? 0) } ?? 0
+            let read = readCounts[slot] ?? (0, 0)
+            let removed = removedEntries >= read.entries ? read.changes : removedEntries
             satisfied += scheduler.settled(slot: slot, removed: removed, applied: newest,
                                            stillDirtySince: fullReads.contains(slot) ? nil : now)
         }
@@ -321,27 +329,47 @@ actor WriteBehindFlusher {
     /// makes every shard's round trip wait behind it.
     static let readSlice = 500
 
-    /// Up to `perSlot` of the oldest entries of each slot's log, read in slices of at most
-    /// `readSlice` entries, one round trip (per Redis node) per slice round. A slot whose node
-    /// failed reads as `nil`, and the first such failure is returned.
-    private func readLogs(_ slots: [UInt16], perSlot: Int) async throws -> (reads: [[StreamEntry]?], failure: Error?) {
-        var reads = [[StreamEntry]?](repeating: [], count: slots.count)
+    /// What a flush read of one slot's log.
+    struct LogRead {
+        var entries: [StreamEntry] = []
+        /// Per entry, its changes (`nil`: malformed).
+        var changes: [[LikeChange]?] = []
+        /// Changes read (a malformed entry counts one).
+        var changeCount = 0
+        /// Whether the read stopped at its budget rather than at the log's end.
+        var mayHaveMore = false
+    }
+
+    /// The oldest whole entries of each slot's log, until they hold at least `changesPerSlot`
+    /// changes or the log ends, read in slices of at most `readSlice` entries sized by the
+    /// changes per entry seen so far (entries hold up to `ChangeLogEntry.maximumChangesPerEntry`),
+    /// one round trip (per Redis node) per slice round. A slot whose node failed reads as `nil`,
+    /// and the first such failure is returned.
+    private func readLogs(_ slots: [UInt16], changesPerSlot: Int) async throws -> (reads: [LogRead?], failure: Error?) {
+        var reads = [LogRead?](repeating: LogRead(), count: slots.count)
         var failure: Error?
         var open = Array(slots.indices)
         while !open.isEmpty {
+            var asked: [Int] = []
             let groups = open.map { index -> SlotCommands in
-                let start = reads[index]!.last.map { "(" + $0.id.description } ?? "-"
-                return SlotCommands(slot: HashSlot(rawValue: slots[index])!, commands: [
-                    .xrange(logKey(slots[index]), start: start, count: min(Self.readSlice, perSlot - reads[index]!.count)),
-                ])
+                let read = reads[index]!
+                let start = read.entries.last.map { "(" + $0.id.description } ?? "-"
+                asked.append(Self.sliceSize(read: read, changesPerSlot: changesPerSlot))
+                return SlotCommands(slot: HashSlot(rawValue: slots[index])!, commands: [.xrange(logKey(slots[index]), start: start, count: asked.last!)])
             }
             var stillOpen: [Int] = []
-            for (index, result) in zip(open, await redis.execute(groups)) {
+            for ((index, count), result) in zip(zip(open, asked), await redis.execute(groups)) {
                 switch result {
                 case .success(let replies):
                     let slice = try replies[0].streamEntries()
-                    reads[index]! += slice
-                    if slice.count == Self.readSlice && reads[index]!.count < perSlot { stillOpen.append(index) }
+                    for entry in slice {
+                        let changes = ChangeLogEntry.changes(from: entry)
+                        reads[index]!.entries.append(entry)
+                        reads[index]!.changes.append(changes)
+                        reads[index]!.changeCount += changes?.count ?? 1
+                    }
+                    if slice.count < count { continue }
+                    if reads[index]!.changeCount >= changesPerSlot { reads[index]!.mayHaveMore = true } else { stillOpen.append(index) }
                 case .failure(let error):
                     reads[index] = nil
                     failure = failure ?? error
@@ -350,6 +378,15 @@ actor WriteBehindFlusher {
             open = stillOpen
         }
         return (reads, failure)
+    }
+
+    /// How many entries the next slice of `read` asks for: enough, at the changes per entry
+    /// seen so far, to reach `changesPerSlot` (64 at most before any is seen), at most `readSlice`.
+    static func sliceSize(read: LogRead, changesPerSlot: Int) -> Int {
+        let wanted = max(1, changesPerSlot - read.changeCount)
+        guard !read.entries.isEmpty else { return min(64, wanted, readSlice) }
+        let perEntry = max(1, read.changeCount / read.entries.count)
+        return max(1, min(readSlice, (wanted + perEntry - 1) / perEntry))
     }
 
     /// Applies `entries` in one transaction; posts found missing get their changes dead-lettered

@@ -1,6 +1,7 @@
 import CounterNode
 import Foundation
 import Persistence
+import ShardRouter
 import TestSupport
 import Testing
 @testable import WritePath
@@ -103,5 +104,51 @@ struct CrashRecoveryTests {
         #expect(try await restarted.postgresMembers().count == 120)
         for (_, state) in try await restarted.postgresCounts() { #expect(state.count == 40 && state.rows == 40) }
         await restarted.stop()
+    }
+
+    @Test("an upgrade: one-change entries the previous version left in a log are applied beside packed ones, each once, also when some were applied before a crash",
+          .timeLimit(.minutes(1)), arguments: RedisTarget.allCases)
+    func upgradeFromOneChangeEntries(redis: RedisTarget) async throws {
+        let pool = try await TestEnvironment.migratedPool()
+        let audit = "audit_" + TestEnvironment.uniqueKeyPrefix("upgrade").filter { $0.isLetter || $0.isNumber }
+        try await pool.query("CREATE TABLE \(audit) (log text, entry_ms bigint, entry_seq bigint, PRIMARY KEY (log, entry_ms, entry_seq))")
+        let harness = try await WritePathHarness.start(posts: 2, redis: redis) { configuration in
+            configuration.flushOnlyWhenAsked()
+            configuration.auditTable = audit
+        }
+        let (packedPost, oldPost) = (harness.posts[0], harness.posts[1])
+        for user in 1...10 { _ = try await harness.service.perform(.like, post: packedPost, user: Int64(user)) }
+        // As the previous version wrote them: one entry per change (fields u, p, l).
+        let slot = HashSlot(post: oldPost)
+        let log = harness.layout.changeLog(of: slot)
+        for (user, liked) in [(1, true), (2, true), (1, false), (3, true)] as [(Int64, Bool)] {
+            _ = try await harness.redis.pipeline([.xadd(log, fields: [("u", user), ("p", oldPost), ("l", liked ? "1" : "0")])], slot: slot)
+        }
+        let written = try await harness.redis.pipeline([.xrange(log, count: 100)], slot: slot)[0].streamEntries()
+        #expect(written.count == 4)
+        // The previous version applied the first two, then died before trimming them.
+        let appliedBeforeCrash = written.prefix(2).map { entry in
+            LoggedLikeChange(log: log, slot: slot.rawValue, entryID: entry.id, change: ChangeLogEntry.change(from: entry)!)
+        }
+        _ = try await pool.withTransaction { connection in
+            try LikeBatchApplier.apply(appliedBeforeCrash, on: connection, auditTable: audit)
+        }
+        await harness.service.shutdown(drain: false)
+
+        // The new version recovers both logs and flushes them: the applied entries are skipped
+        // (applying one twice would break the audit table's key and fail the flush).
+        let restarted = try await harness.restarted()
+        try await restarted.service.flush()
+        #expect(try await restarted.postgresMembers([oldPost]) == [Pair(user: 2, post: oldPost), Pair(user: 3, post: oldPost)])
+        #expect(try await restarted.postgresMembers([packedPost]) == Set((1...10).map { Pair(user: Int64($0), post: packedPost) }))
+        for (_, state) in try await restarted.postgresCounts() { #expect(state.count == state.rows) }
+        #expect(try await LikeBatchApplier.progress(of: log, pool: pool) == written.last?.id)
+        let auditRows = try await pool.query("SELECT count(*) FROM \(audit) WHERE log = $1", [.text(log)])
+        #expect(try auditRows.first?.int64(0) == 4)
+        let remaining = try await harness.redis.pipeline([.xlen(log)], slot: slot)
+        #expect(remaining.first?.integer == 0)
+        await restarted.stop()
+        try await pool.query("DROP TABLE \(audit)")
+        await pool.close()
     }
 }

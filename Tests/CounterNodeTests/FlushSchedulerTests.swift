@@ -205,7 +205,7 @@ struct FlushSchedulerTests {
             return
         }
         let plan = scheduler.flushPlan(now: at(10))
-        #expect(plan == FlushScheduler.FlushPlan(slots: [.init(slot: 1, pending: 5, appended: Self.id(5))], entriesPerSlot: 100))
+        #expect(plan == FlushScheduler.FlushPlan(slots: [.init(slot: 1, pending: 5, appended: Self.id(5))], changesPerSlot: 100))
         _ = scheduler.appended([1: (2, Self.id(7))], now: at(20))
         #expect(scheduler.emptyLogRead(plan!.slots[0]) == [waiter])
         #expect(scheduler.backlog(ofSlot: 1) == Backlog(pending: 2, dirtySince: at(0), appended: Self.id(7), applied: Self.id(5)))
@@ -332,7 +332,7 @@ struct FlushSchedulerTests {
             .init(slot: 11, pending: 11, appended: Self.id(11)),
             .init(slot: 13, pending: 13, appended: Self.id(13)),
             .init(slot: 12, pending: 12, appended: Self.id(12)),
-        ], entriesPerSlot: 64))
+        ], changesPerSlot: 64))
 
         var wide = self.scheduler(batch: 1_000)
         for slot: UInt16 in 1...4 { _ = wide.appended([slot: (1, Self.id(UInt64(slot)))], now: at(Int(slot))) }
@@ -341,7 +341,7 @@ struct FlushSchedulerTests {
         _ = wide.settled(slot: 1, removed: 1, applied: nil, stillDirtySince: nil)
         let plan = wide.flushPlan(now: at(100))
         #expect(plan?.slots.map(\.slot) == [2, 3, 4, 1])
-        #expect(plan?.entriesPerSlot == 250)
+        #expect(plan?.changesPerSlot == 250)
     }
 
     // MARK: - Random events
@@ -464,7 +464,7 @@ private struct ReferenceFlusher {
         let perSlot = max(64, batchSize / allDirty.count)
         let dirty = allDirty.prefix(max(1, batchSize / perSlot))
         return FlushScheduler.FlushPlan(slots: dirty.map { .init(slot: $0.key, pending: $0.value.pending, appended: $0.value.appended) },
-                                        entriesPerSlot: perSlot)
+                                        changesPerSlot: perSlot)
     }
 }
 
@@ -681,7 +681,7 @@ private struct FlushSimulation {
                 nodeFailure = true
                 reads.append((planned, nil))
             } else {
-                reads.append((planned, Array((logs[planned.slot] ?? []).prefix(plan.entriesPerSlot))))
+                reads.append((planned, Array((logs[planned.slot] ?? []).prefix(plan.changesPerSlot))))
             }
         }
         if chance(30) { try append() }
@@ -703,7 +703,7 @@ private struct FlushSimulation {
                 removed = logs[slot]!.prefix { $0 <= newest }.count
                 logs[slot]!.removeFirst(removed)
             }
-            let stillDirtySince = count >= plan.entriesPerSlot ? nil : planTime
+            let stillDirtySince = count >= plan.changesPerSlot ? nil : planTime
             try settled(scheduler.settled(slot: slot, removed: removed, applied: newest, stillDirtySince: stillDirtySince),
                         reference.settle(slot, removed: removed, applied: newest, stillDirtySince: stillDirtySince))
         }

@@ -216,33 +216,53 @@ struct ShardBatchProtocolTests {
         let log2 = Self.layout.changeLog(of: HashSlot(post: 2))
         #expect(write.transactions.map(\.slot.rawValue) == [Self.slot(1), Self.slot(2)])
         #expect(write.transactions.allSatisfy { $0.atomic })
+        // One packed entry per slot, its changes in decision order.
         #expect(write.transactions[0].commands == [
             .sadd(Self.likers(1), [Int64(8)]), .srem(Self.likers(1), [Int64(7)]),
-            ChangeLogEntry.append(changes[0], to: log1), ChangeLogEntry.append(changes[2], to: log1),
-            ChangeLogEntry.append(changes[3], to: log1),
+            .xadd(log1, fields: [("c", "1+7+8-7")]),
         ])
-        #expect(write.transactions[1].commands == [.sadd(Self.likers(2), [Int64(9)]), ChangeLogEntry.append(changes[1], to: log2)])
+        #expect(write.transactions[1].commands == [.sadd(Self.likers(2), [Int64(9)]), .xadd(log2, fields: [("c", "2+9")])])
 
         func id(_ text: String) -> RedisReply { .bulkString(Array(text.utf8)) }
         let outcome = write.outcome(of: [
-            .success([.integer(1), .integer(0), id("100-0"), id("100-1"), id("101-0")]),
+            .success([.integer(1), .integer(0), id("101-0")]),
             .success([.integer(1), id("100-2")]),
         ])
-        #expect(outcome.entryIDs == ["100-0", "100-2", "100-1", "101-0"].map { StreamEntryID($0) })
+        #expect(outcome.entryIDs == ["101-0", "100-2", "101-0", "101-0"].map { StreamEntryID($0) })
         #expect(outcome.appended.mapValues(\.count) == [Self.slot(1): 3, Self.slot(2): 1])
         #expect(outcome.appended.mapValues(\.newest) == [Self.slot(1): StreamEntryID("101-0")!, Self.slot(2): StreamEntryID("100-2")!])
         #expect(outcome.failures.isEmpty && outcome.uncertainSlots.isEmpty)
         #expect(outcome.committed == 4)
 
-        // An XADD refused inside EXEC: that change has no entry, and its post fails.
+        // An XADD refused inside EXEC: the changes it held have no entry, and their post fails.
         let refused = write.outcome(of: [
-            .success([.integer(1), .integer(0), id("100-0"), .error("ERR no"), id("101-0")]),
+            .success([.integer(1), .integer(0), .error("ERR no")]),
             .success([.integer(1), id("100-2")]),
         ])
-        #expect(refused.entryIDs == ["100-0", "100-2", nil, "101-0"].map { $0.flatMap(StreamEntryID.init) })
+        #expect(refused.entryIDs == [nil, "100-2", nil, nil].map { $0.flatMap(StreamEntryID.init) })
         #expect((refused.failures[1] as? CounterError)?.message == "Redis refused the write of post 1")
-        #expect(refused.appended.mapValues(\.count) == [Self.slot(1): 2, Self.slot(2): 1])
-        #expect(refused.committed == 3 && refused.lost == 1)
+        #expect(refused.appended.mapValues(\.count) == [Self.slot(2): 1])
+        #expect(refused.committed == 1 && refused.lost == 3)
+    }
+
+    @Test("a slot's changes beyond ChangeLogEntry.maximumChangesPerEntry go in further entries, in order")
+    func largeBatchSplitsEntries() throws {
+        let perEntry = ChangeLogEntry.maximumChangesPerEntry
+        let changes = (1...Int64(perEntry + 5)).map { LikeChange(userID: $0, postID: 1, liked: true) }
+        let write = BatchWrite(changes, layout: Self.layout)
+        #expect(write.transactions.count == 1)
+        let entries = write.transactions[0].commands.filter { $0.name == "XADD" }
+        #expect(entries == [
+            ChangeLogEntry.append(changes[..<perEntry], to: Self.layout.changeLog(of: HashSlot(post: 1))),
+            ChangeLogEntry.append(changes[perEntry...], to: Self.layout.changeLog(of: HashSlot(post: 1))),
+        ])
+        func id(_ text: String) -> RedisReply { .bulkString(Array(text.utf8)) }
+        let membership = write.transactions[0].commands.count - 2
+        let outcome = write.outcome(of: [.success(Array(repeating: .integer(1), count: membership) + [id("7-0"), id("7-1")])])
+        #expect(outcome.entryIDs.prefix(perEntry).allSatisfy { $0 == StreamEntryID("7-0") })
+        #expect(outcome.entryIDs.suffix(5).allSatisfy { $0 == StreamEntryID("7-1") })
+        #expect(outcome.appended[Self.slot(1)]?.count == perEntry + 5)
+        #expect(outcome.appended[Self.slot(1)]?.newest == StreamEntryID("7-1"))
     }
 
     @Test("a slot whose node failed fails only its posts; one whose connection broke is also uncertain", arguments: [
@@ -398,8 +418,9 @@ struct ShardBatchProtocolTests {
             // The logs replayed onto PostgreSQL's rows give the reference (what the flusher will do).
             for (log, entries) in redis.streams {
                 for entry in entries[logged[log, default: 0]...] {
-                    let change = try #require(ChangeLogEntry.change(from: entry))
-                    if change.liked { replayed[change.postID]!.insert(change.userID) } else { replayed[change.postID]!.remove(change.userID) }
+                    for change in try #require(ChangeLogEntry.changes(from: entry)) {
+                        if change.liked { replayed[change.postID]!.insert(change.userID) } else { replayed[change.postID]!.remove(change.userID) }
+                    }
                 }
             }
             #expect(replayed == reference, "batch \(batch): logs")
@@ -407,12 +428,16 @@ struct ShardBatchProtocolTests {
             // The flusher hears of exactly the entries written, and of the slots whose write broke.
             var written: Set<UInt16> = []
             for (log, entries) in redis.streams where entries.count > logged[log, default: 0] {
-                let slot = HashSlot(post: try #require(ChangeLogEntry.change(from: entries[entries.count - 1])).postID).rawValue
+                let newEntries = entries[logged[log, default: 0]...]
+                let slot = HashSlot(post: try #require(ChangeLogEntry.changes(from: entries[entries.count - 1])?.first).postID).rawValue
                 written.insert(slot)
                 if run.lostWrites.contains(slot) {
                     #expect(run.completion.appended[slot] == nil, "batch \(batch): a lost write is not noted")
                 } else {
-                    #expect(run.completion.appended[slot]?.count == entries.count - logged[log, default: 0], "batch \(batch): appended")
+                    // One packed entry per slot per batch, holding every change the flusher is told of.
+                    #expect(newEntries.count == 1, "batch \(batch): one entry per slot")
+                    let changes = try newEntries.reduce(0) { $0 + (try #require(ChangeLogEntry.changes(from: $1))).count }
+                    #expect(run.completion.appended[slot]?.count == changes, "batch \(batch): appended")
                     #expect(run.completion.appended[slot]?.newest == entries[entries.count - 1].id, "batch \(batch): newest")
                 }
             }

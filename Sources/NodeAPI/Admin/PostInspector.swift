@@ -31,7 +31,9 @@ struct PostInspector: Sendable {
         ]
         if let user { commands.append(.sismember(likers, user)) }
         let replies = try await redis.pipeline(commands, slot: HashSlot(post: post))
-        let pending = try replies[2].streamEntries().filter { ChangeLogEntry.change(from: $0)?.postID == post }.count
+        let pending = try replies[2].streamEntries().reduce(0) { count, entry in
+            count + (ChangeLogEntry.changes(from: entry) ?? []).filter { $0.postID == post }.count
+        }
         let rows = try await postgres.query("""
             SELECT p.likes_count, (SELECT count(*) FROM likes l WHERE l.post_id = $1),
                    (SELECT count(*) FROM likes l WHERE l.post_id = $1 AND l.user_id = $2)

@@ -1,0 +1,60 @@
+import Persistence
+import Testing
+
+@Suite("Write-behind log entry format (pure)")
+struct ChangeLogEntryTests {
+    static func entry(_ fields: [String: String]) -> StreamEntry {
+        StreamEntry(id: StreamEntryID(milliseconds: 1, sequence: 0), fields: fields.mapValues { Array($0.utf8) })
+    }
+
+    @Test("a batch packs into one field, grouped by post in first-seen order, each post's changes in order")
+    func packs() {
+        let changes = [
+            LikeChange(userID: 7, postID: 42, liked: true), LikeChange(userID: 1, postID: 43, liked: true),
+            LikeChange(userID: 9, postID: 42, liked: true), LikeChange(userID: 7, postID: 42, liked: false),
+        ]
+        #expect(String(decoding: ChangeLogEntry.pack(changes), as: UTF8.self) == "42+7+9-7 43+1")
+        #expect(ChangeLogEntry.append(changes, to: "log") == .xadd("log", fields: [("c", "42+7+9-7 43+1")]))
+        // Read back: the same changes per pair, in the same order within each pair.
+        let read = ChangeLogEntry.unpack(ChangeLogEntry.pack(changes))
+        #expect(read == [changes[0], changes[2], changes[3], changes[1]])
+    }
+
+    @Test("ids up to Int64.max round-trip; random batches read back with each pair's changes in order")
+    func roundTrips() {
+        let extreme = [LikeChange(userID: .max, postID: .max, liked: false), LikeChange(userID: 1, postID: 1, liked: true)]
+        #expect(ChangeLogEntry.unpack(ChangeLogEntry.pack(extreme)) == extreme)
+        var random = SystemRandomNumberGenerator()
+        for _ in 0..<200 {
+            let changes = (0..<Int.random(in: 1...50, using: &random)).map { _ in
+                LikeChange(userID: .random(in: 1...5, using: &random), postID: .random(in: 1...4, using: &random), liked: .random(using: &random))
+            }
+            let read = ChangeLogEntry.unpack(ChangeLogEntry.pack(changes))
+            #expect(read?.count == changes.count)
+            for post: Int64 in 1...4 {
+                #expect(read?.filter { $0.postID == post } == changes.filter { $0.postID == post })
+            }
+        }
+    }
+
+    @Test("malformed packed values are refused whole", arguments: [
+        "", " ", "42", "42+", "+7", "42+7 ", " 42+7", "42+7  43+1", "0+7", "42+0", "42*7", "42+7x", "42++7",
+        "42+99999999999999999999", "99999999999999999999+1", "42+7 43", "-1+7",
+    ])
+    func malformed(text: String) {
+        #expect(ChangeLogEntry.unpack(Array(text.utf8)) == nil)
+        #expect(ChangeLogEntry.changes(from: Self.entry(["c": text])) == nil)
+    }
+
+    @Test("entries of the one-change form (written before packing, and dead letters) still read")
+    func oneChangeForm() {
+        #expect(ChangeLogEntry.changes(from: Self.entry(["u": "7", "p": "42", "l": "1"])) == [LikeChange(userID: 7, postID: 42, liked: true)])
+        #expect(ChangeLogEntry.changes(from: Self.entry(["u": "7", "p": "42", "l": "0"])) == [LikeChange(userID: 7, postID: 42, liked: false)])
+        #expect(ChangeLogEntry.change(from: Self.entry(["u": "7", "p": "42", "l": "0"])) == LikeChange(userID: 7, postID: 42, liked: false))
+        #expect(ChangeLogEntry.changes(from: Self.entry(["u": "7", "p": "42", "l": "2"])) == nil)
+        #expect(ChangeLogEntry.changes(from: Self.entry(["u": "x", "p": "42", "l": "1"])) == nil)
+        #expect(ChangeLogEntry.changes(from: Self.entry([:])) == nil)
+        // A packed field beside others is neither form.
+        #expect(ChangeLogEntry.changes(from: Self.entry(["c": "42+7", "u": "7"])) == nil)
+    }
+}
