@@ -1,3 +1,5 @@
+import CounterCore
+
 /// A statement parameter, sent separately from the SQL text (never spliced into it), in
 /// PostgreSQL's text format. Give the parameter's type in the SQL where it is ambiguous
 /// (`$1::bigint[]`).
@@ -17,7 +19,16 @@ public enum PostgresValue: Sendable, Hashable {
         case .text(let value): return value
         case .int64(let value): return String(value)
         case .bool(let value): return value ? "t" : "f"
-        case .int64Array(let values): return Self.arrayLiteral(values.lazy.map { String($0) })
+        case .int64Array(let values):
+            // Built as bytes: a flush sends arrays of thousands of ids.
+            var bytes: [UInt8] = [UInt8(ascii: "{")]
+            bytes.reserveCapacity(values.count * 9 + 2)
+            for (index, value) in values.enumerated() {
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                DecimalText.append(value, to: &bytes)
+            }
+            bytes.append(UInt8(ascii: "}"))
+            return String(decoding: bytes, as: UTF8.self)
         case .boolArray(let values): return Self.arrayLiteral(values.lazy.map { $0 ? "t" : "f" })
         case .textArray(let values): return Self.arrayLiteral(values.lazy.map(Self.quotedElement))
         }
