@@ -32,19 +32,24 @@ enum BenchCommand {
           --redis-url U    Redis (env COUNTER_REDIS_URL; default the scripts/services one)
 
           compare       the standard comparison in one invocation: node hot, seed-sql,
-                        sql-upsert and the /healthz ceiling at each level, node hot in open
-                        loop at half its measured rate at the largest level, then zipf, feed,
-                        storm and mixed;
+                        sql-upsert, the /healthz ceiling and redis-lua (the same toggle as
+                        one Lua script in the node's Redis, SISMEMBER then SADD/SREM then
+                        SCARD by EVALSHA, driven over RESP by the same load generator) at each
+                        level, node hot in open loop at half its measured rate at the largest
+                        level, then zipf, feed, storm and mixed;
                         prints every row and the ratios of this run. Options: --levels 64,256,1000
                         --duration S --warmup S --url U --api-token T --admin-token T --postgres-url U
-                        --html FILE; --cluster-url U adds a row per level for hot on a second
+                        --redis-url U (the node's Redis, for redis-lua) --html FILE; --cluster-url U adds a row per level for hot on a second
                         node, one that runs on a Redis Cluster; --nodes-url U (any node of a
                         cluster of several nodes, on its own key prefix) adds hot and zipf on
                         that cluster, spread over its nodes and slot-aware, with the node CPU
                         per request against the one node's
 
-        Columns: throughput, latency percentiles, failures, and node µs/req, the CPU the
-        node(s) spent per answered request over the measured seconds.
+        Columns: throughput, latency percentiles, failures, node µs/req (the CPU the
+        node(s) spent per answered request over the measured seconds) and, for writes,
+        lag p50/p99 ms: how long the run's changes waited from their acknowledgement (their
+        write to Redis) to the PostgreSQL commit that applied them, from the nodes'
+        counter_write_behind_lag_seconds histogram (end of warm-up to the flush after the run).
 
         Options for http:
           --scenario S     hot (one post, new user per request), zipf, storm, feed, mixed, or

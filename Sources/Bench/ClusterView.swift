@@ -34,18 +34,4 @@ struct ClusterView {
             guard status == 200 else { throw BenchCheckFailure(message: "POST /admin/flush on \(node) answered \(status): \(body)") }
         }
     }
-
-    /// The CPU seconds the nodes have used in all (`process_cpu_seconds_total` of each node's
-    /// `/metrics`), or `nil` if a node does not tell.
-    func cpuSeconds(token: String?) -> Double? {
-        var total = 0.0
-        for node in nodes {
-            guard let (status, body) = try? OneShotHTTP.send(to: node, method: "GET", path: "/metrics", token: token, timeoutSeconds: 10),
-                  status == 200,
-                  let line = body.split(separator: "\n").first(where: { $0.hasPrefix("process_cpu_seconds_total ") }),
-                  let value = Double(line.dropFirst("process_cpu_seconds_total ".count)) else { return nil }
-            total += value
-        }
-        return total
-    }
 }

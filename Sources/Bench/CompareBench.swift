@@ -4,7 +4,8 @@ import Persistence
 
 /// `counter-bench compare`: the standard comparison in one invocation — the node's `hot`
 /// scenario (and, with `--cluster-url`, a second node's on a Redis Cluster), the `seed-sql` and
-/// `sql-upsert` baselines and the `/healthz` ceiling at each concurrency level, then `zipf`,
+/// `sql-upsert` baselines, the `/healthz` ceiling and the `redis-lua` peer (the same toggle as a
+/// Lua script in the node's Redis, over RESP) at each concurrency level, then `zipf`,
 /// `feed`, `storm` and `mixed`; with `--nodes-url`, `hot` and `zipf` on a cluster of several
 /// nodes, spread over them (forwarding) and slot-aware — and the ratios measured in this run.
 struct CompareBench {
@@ -41,7 +42,7 @@ struct CompareBench {
                 levels = parsed
             case "--duration": duration = try reader.number(flag, 1...3_600)
             case "--warmup": warmup = try reader.number(flag, 0...600)
-            case "--url", "--api-token", "--admin-token", "--postgres-url", "--json", "--html":
+            case "--url", "--api-token", "--admin-token", "--postgres-url", "--redis-url", "--json", "--html":
                 passThrough += [flag, try reader.value(flag)]
             default: return false
             }
@@ -63,8 +64,13 @@ struct CompareBench {
         /// Node CPU µs per request, by the same keys as `throughput`.
         var cpu: [String: Double] = [:]
         let quiet: @Sendable (Int, Int, Int, UInt64) -> Void = { _, _, _, _ in }
-        let targets = clusterNode == nil ? ["hot", "seed-sql", "sql-upsert", "ceiling"]
+        var targets = clusterNode == nil ? ["hot", "seed-sql", "sql-upsert", "ceiling"]
                                          : ["hot", "hot-cluster", "seed-sql", "sql-upsert", "ceiling"]
+        if let why = RedisLuaPeer.unsupported(http.servers.redisURL) {
+            print("counter-bench compare: no redis-lua row: \(why) (\(http.servers.redisURL))")
+        } else {
+            targets.append("redis-lua")
+        }
         for level in levels {
             for target in targets {
                 print("counter-bench compare: \(target) at \(level) connections …")
@@ -82,6 +88,11 @@ struct CompareBench {
                     options.connections = level
                     let result = await LoadGenerator(options: options, workload: FixedPathWorkload(path: "/healthz")).run(progress: quiet)
                     summary = Summary(label: "GET /healthz (ceiling)", connections: level, result: result)
+                case "redis-lua":
+                    var options = http.load
+                    options.connections = level
+                    let result = try await RedisLuaPeer.run(redisURL: http.servers.redisURL, options: options)
+                    summary = Summary(label: "redis-lua toggle (EVALSHA)", connections: level, result: result)
                 default:
                     var options = http
                     options.scenario = "hot"
@@ -89,7 +100,7 @@ struct CompareBench {
                     if target == "hot-cluster", let clusterNode { options.load.endpoints = [clusterNode] }
                     let (result, check) = try await HTTPBench(options: options).measure(progress: quiet)
                     summary = Summary(label: target == "hot" ? "node hot (toggle)" : "node hot, Redis Cluster", connections: level,
-                                      result: result.load, nodeCPU: result.nodeCPU)
+                                      result: result.load, nodeCPU: result.nodeCPU, lag: result.lag)
                     verdict = check.map { $0.passed ? "check passed" : "CHECK FAILED" }
                     if check?.passed == false { rows.append((summary, verdict)); report(rows, throughput, cpu); throw BenchCheckFailure(message: "correctness check FAILED") }
                 }
@@ -108,7 +119,7 @@ struct CompareBench {
             options.load.connections = level
             options.load.rate = rate
             let (result, check) = try await HTTPBench(options: options).measure(progress: quiet)
-            let summary = Summary(label: "node hot, open loop \(Int(rate))/s", connections: level, result: result.load, nodeCPU: result.nodeCPU)
+            let summary = Summary(label: "node hot, open loop \(Int(rate))/s", connections: level, result: result.load, nodeCPU: result.nodeCPU, lag: result.lag)
             rows.append((summary, check.map { $0.passed ? "check passed" : "CHECK FAILED" }))
             if check?.passed == false { report(rows, throughput, cpu); throw BenchCheckFailure(message: "correctness check FAILED") }
         }
@@ -119,7 +130,7 @@ struct CompareBench {
             options.scenario = scenario
             options.load.connections = level
             let (result, check) = try await HTTPBench(options: options).measure(progress: quiet)
-            rows.append((Summary(label: "node \(scenario)", connections: level, result: result.load, nodeCPU: result.nodeCPU),
+            rows.append((Summary(label: "node \(scenario)", connections: level, result: result.load, nodeCPU: result.nodeCPU, lag: result.lag),
                          check.map { $0.passed ? "check passed" : "CHECK FAILED" }))
             throughput["\(scenario)@\(level)"] = result.load.throughput
             if let nodeCPU = result.nodeCPU { cpu["\(scenario)@\(level)"] = nodeCPU }
@@ -138,7 +149,7 @@ struct CompareBench {
                     options.slotAware = shape == "slot-aware"
                     let (result, check) = try await HTTPBench(options: options).measure(progress: quiet)
                     let label = "nodes \(scenario), " + (shape == "spread" ? "spread (forwarding)" : "slot-aware")
-                    rows.append((Summary(label: label, connections: level, result: result.load, nodeCPU: result.nodeCPU),
+                    rows.append((Summary(label: label, connections: level, result: result.load, nodeCPU: result.nodeCPU, lag: result.lag),
                                  check.map { $0.passed ? "check passed" : "CHECK FAILED" }))
                     throughput["\(scenario)-\(shape)@\(level)"] = result.load.throughput
                     if let nodeCPU = result.nodeCPU { cpu["\(scenario)-\(shape)@\(level)"] = nodeCPU }
@@ -172,7 +183,7 @@ struct CompareBench {
         print("  ratios in this run (node hot ÷ other, requests/s):")
         for level in levels {
             guard let node = throughput["hot@\(level)"] else { continue }
-            let parts = ["seed-sql", "sql-upsert", "ceiling"].compactMap { other -> String? in
+            let parts = ["seed-sql", "sql-upsert", "ceiling", "redis-lua"].compactMap { other -> String? in
                 guard let value = throughput["\(other)@\(level)"], value > 0 else { return nil }
                 let ratio = node / value
                 return String(format: ratio < 10 ? "%@ %.2f×" : "%@ %.1f×", other as NSString, ratio)

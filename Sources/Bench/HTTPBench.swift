@@ -91,7 +91,7 @@ struct HTTPBench {
                 print(String(format: "  [%3d s] %8d req/s  failures %d  p99 so far %.2f ms", second, count, failures, Double(p99) / 1_000))
             }
         }
-        let summary = Summary(label: label, connections: options.load.connections, result: result.load, nodeCPU: result.nodeCPU)
+        let summary = Summary(label: label, connections: options.load.connections, result: result.load, nodeCPU: result.nodeCPU, lag: result.lag)
         print("")
         print(Summary.header)
         print(summary.row)
@@ -117,12 +117,16 @@ struct HTTPBench {
         return options.slotAware ? target + ", slot-aware" : options.spread ? target + ", spread" : target
     }
 
-    /// What one run measured: the load, and the CPU the nodes spent per request (all nodes of the
-    /// cluster, over the measured seconds) when they tell it.
+    /// What one run measured: the load, the CPU the nodes spent per request (all nodes of the
+    /// cluster, over the measured seconds) and, for writes, how long the changes waited for
+    /// PostgreSQL, when the nodes tell it.
     struct Measured {
         var load: LoadResult
         /// Node CPU microseconds per answered request.
         var nodeCPU: Double?
+        /// Acknowledgement → PostgreSQL commit of the changes committed from the end of the
+        /// warm-up to the flush after the run, in milliseconds.
+        var lag: (p50: Double, p99: Double)?
     }
 
     /// Where the requests go: the node at `--url`; every node in turn (`--spread`); or each
@@ -174,13 +178,14 @@ struct HTTPBench {
         }
         let mode = options.load.rate.map { "open loop at \(Int($0)) req/s" } ?? "closed loop"
         print("counter-bench http: \(label), \(options.load.connections) connections, \(mode), \(Int(options.load.duration.inSeconds)) s after \(Int(options.load.warmup.inSeconds)) s warm-up")
-        // The nodes' CPU counters at the end of the warm-up and at the end of the run.
-        let cpu = CPUWindow(cluster: cluster, token: options.adminToken ?? options.apiToken)
+        // The nodes' counters at the end of the warm-up, at the end of the run (CPU) and after
+        // the flush that follows it (lag).
+        let metrics = NodeMetricsWindow(cluster: cluster, token: options.adminToken ?? options.apiToken)
         let warmupSeconds = Int(load.warmup.inSeconds), lastSecond = warmupSeconds + Int(load.duration.inSeconds)
-        if warmupSeconds == 0 { cpu.mark(start: true) }
+        if warmupSeconds == 0 { metrics.mark(.start) }
         let result = await LoadGenerator(options: load, workload: workload).run { second, count, failures, p99 in
-            if second == warmupSeconds { cpu.mark(start: true) }
-            if second == lastSecond { cpu.mark(start: false) }
+            if second == warmupSeconds { metrics.mark(.start) }
+            if second == lastSecond { metrics.mark(.endOfRun) }
             progress(second, count, failures, p99)
         }
         var check: CorrectnessCheck.Report?
@@ -191,9 +196,11 @@ struct HTTPBench {
             // Flushed first (the check did already): deleting posts whose changes a node is still
             // writing deadlocks with its flush in PostgreSQL.
             if check == nil, scenario?.writes == true { try cluster.flushAll(token: options.adminToken) }
+            if scenario?.writes == true { metrics.mark(.afterFlush) }
             try await pool.query("DELETE FROM posts WHERE id = ANY($1::bigint[])", [.int64Array(posts)])
         }
-        return (Measured(load: result, nodeCPU: cpu.microsecondsPerRequest(throughput: result.throughput)), check)
+        return (Measured(load: result, nodeCPU: metrics.microsecondsPerRequest(throughput: result.throughput),
+                         lag: metrics.lagMilliseconds()), check)
     }
 
     private func verify(posts: [Int64], expectations: [CorrectnessCheck.Pair: CorrectnessCheck.Expectation],
@@ -224,10 +231,12 @@ struct Summary {
     let result: LoadResult
     /// Node CPU microseconds per request (every node of the cluster), when measured.
     var nodeCPU: Double? = nil
+    /// Write rows: acknowledgement → PostgreSQL commit, p50 and p99 in milliseconds.
+    var lag: (p50: Double, p99: Double)? = nil
 
     static let header = "  " + pad("target", 34) + pad("conns", 7, left: true) + pad("req/s", 10, left: true)
         + ["p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms"].map { pad($0, 10, left: true) }.joined() + pad("failures", 10, left: true)
-        + pad("node µs/req", 13, left: true)
+        + pad("node µs/req", 13, left: true) + pad("lag p50/p99 ms", 16, left: true)
 
     var row: String {
         let h = result.histogram
@@ -237,6 +246,7 @@ struct Summary {
             + latencies.map { Self.pad(String(format: "%.2f", Double($0) / 1_000), 10, left: true) }.joined()
             + Self.pad(String(result.failures), 10, left: true)
             + Self.pad(nodeCPU.map { String(format: "%.1f", $0) } ?? "-", 13, left: true)
+            + Self.pad(lag.map { String(format: "%.0f/%.0f", $0.p50, $0.p99) } ?? "-", 16, left: true)
     }
 
     static func pad(_ text: String, _ width: Int, left: Bool = false) -> String {
@@ -255,6 +265,10 @@ struct Summary {
         }
         fields.append("\"max_us\":\(h.maximum)")
         if let nodeCPU { fields.append("\"node_cpu_us_per_request\":\(String(format: "%.2f", nodeCPU))") }
+        if let lag {
+            fields.append("\"lag_p50_ms\":\(String(format: "%.1f", lag.p50))")
+            fields.append("\"lag_p99_ms\":\(String(format: "%.1f", lag.p99))")
+        }
         fields.append("\"throughput_timeline\":[\(result.throughputTimeline.map(String.init).joined(separator: ","))]")
         fields.append("\"p99_timeline_us\":[\(result.p99Timeline.map(String.init).joined(separator: ","))]")
         fields.append("\"errors\":{\(result.errors.map { "\"\($0.key)\":\($0.value)" }.joined(separator: ","))}")

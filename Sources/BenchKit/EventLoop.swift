@@ -220,9 +220,17 @@ final class EventLoop {
         let closed = Self.drain(descriptor, into: &connections[slot].input)
         // An answer that arrived before a close counts as an answer (an error answer followed by
         // the server closing the connection, say).
-        if let (status, body, used) = Self.parseResponse(connections[slot].input) {
-            connections[slot].input.removeFirst(used)
-            complete(slot, status: status, body: body)
+        switch generator.options.wire {
+        case .http:
+            if let (status, body, used) = Self.parseResponse(connections[slot].input) {
+                connections[slot].input.removeFirst(used)
+                complete(slot, status: status, body: body)
+            }
+        case .resp:
+            if let (used, isError) = RESPFraming.reply(connections[slot].input) {
+                connections[slot].input.removeFirst(used)
+                complete(slot, status: isError ? 500 : 200, body: [])
+            }
         }
         if closed {
             if connections[slot].inFlight {

@@ -42,6 +42,9 @@ public struct LoadOptions: Sendable {
     public var rate: Double? = nil
     /// A request unanswered this long counts as a timeout; its connection is reopened.
     public var timeout: Duration = .seconds(5)
+    /// What the connections speak: HTTP/1.1 to nodes, or RESP to a Redis server. A RESP reply
+    /// counts as status 200, an error reply as 500.
+    public var wire: WireProtocol = .http
 
     public init() {}
 }

@@ -319,6 +319,7 @@ public final class CounterAPI: HTTPHandler {
         var text = ""
         metrics.render(into: &text)
         MetricsText.renderShards(await service.stats(), into: &text)
+        MetricsText.renderLag(service.writeBehindLag.snapshot(), into: &text)
         MetricsText.renderRedis(service.redisTopology, into: &text)
         ProcessMetrics.render(into: &text)
         if let member, let forwarder {

@@ -49,4 +49,18 @@ enum MetricsText {
         family("counter_redis_errors_total", "counter", "Redis calls that failed.") { "\($0.redisErrors)" }
         family("counter_postgres_errors_total", "counter", "PostgreSQL calls that failed.") { "\($0.postgresErrors)" }
     }
+
+    /// `counter_write_behind_lag_seconds`: acknowledgement → PostgreSQL commit, per change.
+    static func renderLag(_ lag: WriteBehindLag.Snapshot, into text: inout String) {
+        text += "# HELP counter_write_behind_lag_seconds Time from a change's write to Redis (its acknowledgement) to the commit that put it in PostgreSQL, per change.\n"
+        text += "# TYPE counter_write_behind_lag_seconds histogram\n"
+        var cumulative = 0
+        for (bound, count) in zip(WriteBehindLag.bucketBounds, lag.buckets) {
+            cumulative += count
+            text += "counter_write_behind_lag_seconds_bucket{le=\"\(bound)\"} \(cumulative)\n"
+        }
+        text += "counter_write_behind_lag_seconds_bucket{le=\"+Inf\"} \(lag.count)\n"
+        text += "counter_write_behind_lag_seconds_sum \(lag.sumSeconds)\n"
+        text += "counter_write_behind_lag_seconds_count \(lag.count)\n"
+    }
 }

@@ -17,6 +17,8 @@ public final class CounterService: Service {
     private let shards: [ShardActor]
     /// Internal (not private) so tests can reach a shard's flusher.
     let flushers: [WriteBehindFlusher]
+    /// Acknowledgement → PostgreSQL commit, per change, over all flushers.
+    public let writeBehindLag = WriteBehindLag()
     private let clients: [RedisClient]
     private let flusherTasks = Mutex<[Task<Void, Never>]>([])
     private let topologyTask = Mutex<Task<Void, Never>?>(nil)
@@ -64,7 +66,7 @@ public final class CounterService: Service {
             let shardRedis = RedisClient(topology: topology)
             let flusher = WriteBehindFlusher(shardIndex: index, slots: map.slots(ofShard: index), redis: flusherRedis,
                                              pool: postgres, layout: layout, configuration: configuration, gauge: gauge,
-                                             ownership: ownership, log: log)
+                                             ownership: ownership, lag: writeBehindLag, log: log)
             shards.append(ShardActor(index: index, redis: shardRedis, pool: postgres, layout: layout,
                                      configuration: configuration, flusher: flusher, gauge: gauge, ownership: ownership, log: log))
             flushers.append(flusher)

@@ -39,6 +39,8 @@ actor WriteBehindFlusher {
     private let ownership: OwnedSlots
     /// Trims with this node's epoch for each slot.
     private let writer: SlotWriter
+    /// Where each commit's lag (acknowledgement → commit, per change) is recorded.
+    private let lag: WriteBehindLag
     /// For tests: the table every applied entry is recorded in (`LikeBatchApplier`).
     private let auditTable: String?
     /// Failed flush attempts in a row, for the log.
@@ -57,8 +59,9 @@ actor WriteBehindFlusher {
 
     init(shardIndex: Int, slots: Range<Int>, redis: RedisClient, pool: PostgresPool,
          layout: RedisKeyLayout, configuration: WritePathConfiguration, gauge: BacklogGauge,
-         ownership: OwnedSlots = .soleWriter(), log: NodeLog = .silent) {
+         ownership: OwnedSlots = .soleWriter(), lag: WriteBehindLag = WriteBehindLag(), log: NodeLog = .silent) {
         self.ownership = ownership
+        self.lag = lag
         self.writer = SlotWriter(redis: redis, ownership: ownership, layout: layout, log: log)
         self.auditTable = configuration.auditTable
         self.shardIndex = shardIndex
@@ -291,9 +294,11 @@ actor WriteBehindFlusher {
                                      reason: "malformed log entry")
         }
         let (missing, stale) = entries.isEmpty ? ([], []) : try await apply(entries, epochs: epochs)
+        let committedAt = Date()
         // Slots found to be another node's were left out of the transaction: not trimmed, not counted.
         for slot in stale { newestRead[slot] = nil }
         if !stale.isEmpty { entries.removeAll { stale.contains($0.slot) } }
+        recordLag(of: entries, committedAt: committedAt)
 
         // Applied: trim the logs up to what was read, and account for it. A trim that failed is
         // harmless: the next read skips what the recorded progress shows applied.
@@ -323,6 +328,19 @@ actor WriteBehindFlusher {
             await onMissingPosts(Array(missing))
         }
         if let nodeFailure { throw nodeFailure }
+    }
+
+    /// Records how long `entries` (applied by a commit at `committedAt`) waited since their
+    /// entries were written, one observation per entry weighted by its changes.
+    private func recordLag(of entries: [LoggedLikeChange], committedAt: Date) {
+        var index = 0
+        while index < entries.count {
+            let entry = entries[index]
+            var end = index + 1
+            while end < entries.count && entries[end].entryID == entry.entryID && entries[end].log == entry.log { end += 1 }
+            lag.record(changes: end - index, writtenAtMilliseconds: entry.entryID.milliseconds, committedAt: committedAt)
+            index = end
+        }
     }
 
     /// Most entries one Redis command returns: Redis is single-threaded, and one huge `XRANGE`

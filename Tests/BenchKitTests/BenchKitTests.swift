@@ -151,3 +151,67 @@ struct BenchBodyTests {
         }
     }
 }
+
+@Suite("A node's /metrics as the bench reads them (pure)")
+struct NodeMetricsTextTests {
+    static let text = """
+        # HELP process_cpu_seconds_total CPU.
+        process_cpu_seconds_total 12.5
+        counter_write_behind_lag_seconds_bucket{le="0.1"} 10
+        counter_write_behind_lag_seconds_bucket{le="0.2"} 90
+        counter_write_behind_lag_seconds_bucket{le="1.0"} 100
+        counter_write_behind_lag_seconds_bucket{le="+Inf"} 100
+        counter_write_behind_lag_seconds_count 100
+        """
+
+    @Test("CPU seconds and cumulative lag buckets are read; other lines are skipped")
+    func parses() {
+        let figures = NodeMetricsText(parsing: Self.text)
+        #expect(figures.cpuSeconds == 12.5)
+        #expect(figures.lagBuckets == [0.1: 10, 0.2: 90, 1.0: 100, .infinity: 100])
+        #expect(NodeMetricsText(parsing: "nothing here\n").cpuSeconds == nil)
+    }
+
+    @Test("quantiles interpolate inside their bucket, as histogram_quantile does")
+    func quantiles() throws {
+        let buckets = NodeMetricsText(parsing: Self.text).lagBuckets
+        // The 50th of 100 lies 40 of 80 into (0.1, 0.2]; the 99th 9 of 10 into (0.2, 1].
+        #expect(abs(try #require(NodeMetricsText.quantile(0.5, of: buckets)) - 0.15) < 1e-9)
+        #expect(abs(try #require(NodeMetricsText.quantile(0.99, of: buckets)) - 0.92) < 1e-9)
+        // The first bucket starts at 0.
+        #expect(abs(try #require(NodeMetricsText.quantile(0.05, of: buckets)) - 0.05) < 1e-9)
+        // Past the last finite bound: that bound.
+        #expect(NodeMetricsText.quantile(0.99, of: [1: 1, .infinity: 10]) == 1)
+        #expect(NodeMetricsText.quantile(0.5, of: [1: 0, .infinity: 0]) == nil)
+        #expect(NodeMetricsText.quantile(0.5, of: [:]) == nil)
+    }
+}
+
+@Suite("RESP framing and the redis-lua workload (pure)")
+struct RESPFramingTests {
+    static func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
+
+    @Test("complete replies are framed whole, errors are told apart, incomplete ones wait")
+    func frames() {
+        #expect(RESPFraming.reply(Self.bytes("+OK\r\n"))! == (5, false))
+        #expect(RESPFraming.reply(Self.bytes("-NOSCRIPT no\r\n+OK\r\n"))! == (14, true))
+        #expect(RESPFraming.reply(Self.bytes(":42\r\n"))! == (5, false))
+        #expect(RESPFraming.reply(Self.bytes("$3\r\nabc\r\n"))! == (9, false))
+        #expect(RESPFraming.reply(Self.bytes("$-1\r\n"))! == (5, false))
+        #expect(RESPFraming.reply(Self.bytes("*2\r\n:1\r\n:17\r\n:9\r\n"))! == (13, false))  // the next reply is not part of it
+        #expect(RESPFraming.reply(Self.bytes("*2\r\n*1\r\n$1\r\nx\r\n:1\r\n"))! == (19, false))
+        for partial in ["", "+OK", "+OK\r", "$3\r\nab", "$3\r\nabc\r", "*2\r\n:1\r\n", "*2\r\n:1\r\n:1"] {
+            #expect(RESPFraming.reply(Self.bytes(partial)) == nil, "\(partial.debugDescription)")
+        }
+        #expect(RESPFraming.reply(Self.bytes("HTTP/1.1 200 OK\r\n")) == nil)
+    }
+
+    @Test("each request is an EVALSHA of the script on the key, for a new user of the connection")
+    func requests() {
+        let workload = RedisLuaToggleWorkload(sha: "abc", key: "k", userBase: 1_000, usersPerConnection: 10)
+        var random = SystemRandomNumberGenerator()
+        let first = workload.request(connection: 2, sequence: 3, random: &random)
+        #expect(String(decoding: first.bytes, as: UTF8.self) == "*5\r\n$7\r\nEVALSHA\r\n$3\r\nabc\r\n$1\r\n1\r\n$1\r\nk\r\n$4\r\n1024\r\n")
+        #expect(first.pair == nil)
+    }
+}

@@ -59,6 +59,11 @@ struct HTTPAPITests {
         #expect(metrics.text.contains(#"kind="moved"}"#))
         #expect(metrics.text.contains("process_cpu_seconds_total "))
         #expect(metrics.text.contains("process_resident_memory_bytes "))
+        // The change flushed above was measured from its write to its commit.
+        let lagCount = metrics.text.split(separator: "\n").first { $0.hasPrefix("counter_write_behind_lag_seconds_count ") }
+            .flatMap { Int($0.split(separator: " ")[1]) }
+        #expect((lagCount ?? 0) >= 1)
+        #expect(metrics.text.contains("# TYPE counter_write_behind_lag_seconds histogram"))
         await http.stop()
     }
 

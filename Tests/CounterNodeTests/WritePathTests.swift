@@ -42,6 +42,11 @@ struct WritePathTests {
         // 1,500 changes: far fewer transactions and Redis round trips than changes.
         #expect(transactions > 0 && transactions < 150, "\(transactions) transactions for 1,500 changes")
         #expect(groupCommits < 750, "\(groupCommits) group commits for 1,500 changes")
+        // Every change's wait for PostgreSQL was measured once, and none took a minute.
+        let lag = harness.service.writeBehindLag.snapshot()
+        #expect(lag.count == 1_500)
+        #expect(lag.buckets.reduce(0, +) == 1_500)
+        #expect(lag.sumSeconds >= 0 && lag.sumSeconds / 1_500 < 60)
         print("1,500 changes on one post: \(groupCommits) group commits (average \(1_500 / max(groupCommits, 1))), \(transactions) PostgreSQL transactions")
         await harness.stop()
     }
