@@ -75,6 +75,14 @@ enum BenchCommand {
           --no-check       skip the correctness check; --json FILE writes the result;
           --html FILE      writes a self-contained page with charts (also for compare)
 
+          hydration     the first touch of a post with --likers likers in PostgreSQL (default
+                        1000000) and none in Redis, while toggles keep arriving on --other-posts
+                        posts of its slot (default 16) over --connections (default 64): prints
+                        the first request's time, the node's resident memory before, at its peak
+                        and after, and the other posts' latency meanwhile. Also --url U,
+                        --duration S (default 4), --postgres-url U, --api-token T, --admin-token T.
+                        Writes the rows itself (about 10 s per million) and deletes them after.
+
         Options for writepath:
           --callers N      concurrent callers (default 1000, 1-100000)
           --seconds N      seconds per run (default 5)
@@ -106,6 +114,8 @@ enum BenchCommand {
                 try await HTTPBench(options: HTTPBenchOptions(arguments: rest, environment: environment)).run()
             case "writepath":
                 try await WritePathBench(options: WritePathBenchOptions(arguments: rest, environment: environment)).run()
+            case "hydration":
+                try await HydrationBench(options: HydrationBenchOptions(arguments: rest, environment: environment)).run()
             default:
                 FileHandle.standardError.write(Data("counter-bench: unknown mode \"\(mode)\" (see --help)\n".utf8))
                 return 2

@@ -7,6 +7,10 @@ extension RedisCommand {
     public static func incrBy(_ key: String, _ amount: Int64) -> RedisCommand { RedisCommand("INCRBY", key, amount) }
     public static func del(_ keys: [String]) -> RedisCommand { RedisCommand("DEL", keys) }
     public static func exists(_ keys: [String]) -> RedisCommand { RedisCommand("EXISTS", keys) }
+    /// `RENAME source destination`: replaces `destination`, keeping `source`'s expiry.
+    public static func rename(_ source: String, to destination: String) -> RedisCommand { RedisCommand("RENAME", source, destination) }
+    public static func expire(_ key: String, seconds: Int) -> RedisCommand { RedisCommand("EXPIRE", key, seconds) }
+    public static func persist(_ key: String) -> RedisCommand { RedisCommand("PERSIST", key) }
 
     // Sets: membership of a post's likers.
     public static func sadd(_ key: String, _ members: [RedisArgument]) -> RedisCommand { RedisCommand("SADD", [key] + members) }

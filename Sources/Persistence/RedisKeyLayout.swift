@@ -16,6 +16,13 @@ public struct RedisKeyLayout: Sendable, Hashable {
         "\(prefix):{\(HashSlot(post: postID).hashTag)}:likers:\(postID)"
     }
 
+    /// Where one streamed hydration of `postID` gathers its likers before they replace the likers
+    /// set in one step: `cs:{<tag>}:likers:<post>:loading:<attempt>` (an attempt of its own, so
+    /// two nodes loading the post never share it; it expires if the loader dies).
+    public func loadingLikers(ofPost postID: Int64, attempt: UInt64) -> String {
+        "\(likers(ofPost: postID)):loading:\(attempt)"
+    }
+
     /// Set once a post's membership has been loaded into Redis (from PostgreSQL, or empty for a new
     /// post): `cs:{<tag>}:hydrated:<post>`. Without it the likers set means nothing.
     public func hydratedMarker(ofPost postID: Int64) -> String {

@@ -27,6 +27,10 @@ struct BatchStateMachine {
     struct Settled {
         var answers: [Answer] = []
         var missingPosts: [Int64] = []
+        /// Large posts Redis has not loaded, with the requests on them (in order): they leave
+        /// this batch, and the shard loads the post in the background (`LargePostHydration`)
+        /// and queues them again once it is loaded.
+        var deferred: [Int64: [Int]] = [:]
     }
 
     /// What the batch adds to the shard's statistics.
@@ -164,11 +168,22 @@ struct BatchStateMachine {
         }
     }
 
-    /// The posts, among those of the last `.findPosts`, that exist.
-    mutating func postsFound(_ existing: [Int64]) -> Action {
+    /// The posts, among those of the last `.findPosts`, that exist; of those, the `large` ones
+    /// are deferred (`Settled.deferred`) instead of loaded here.
+    mutating func postsFound(_ existing: [Int64], large: Set<Int64> = []) -> Action {
         guard case .findingPosts(let posts) = state else { preconditionFailure("no posts were looked for in state \(state)") }
-        let found = Set(existing)
-        let missing = posts.filter { !found.contains($0) }
+        var found = Set(existing)
+        let deferred = found.intersection(large)
+        if !deferred.isEmpty {
+            found.subtract(deferred)
+            open = open.filter { index in
+                let post = requests[index].postID
+                guard deferred.contains(post) else { return true }
+                settled.deferred[post, default: []].append(index)
+                return false
+            }
+        }
+        let missing = posts.filter { !found.contains($0) && !deferred.contains($0) }
         if !missing.isEmpty {
             settled.missingPosts += missing
             let missingSet = Set(missing)
@@ -179,7 +194,7 @@ struct BatchStateMachine {
                 return false
             }
         }
-        let loading = missing.isEmpty ? posts : posts.filter { found.contains($0) }
+        let loading = posts.filter { found.contains($0) }
         guard !loading.isEmpty else { return decide() }
         state = .loadingLikers(loading)
         return .loadLikers(loading)

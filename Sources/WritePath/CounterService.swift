@@ -67,10 +67,11 @@ public final class CounterService: Service {
             let flusher = WriteBehindFlusher(shardIndex: index, slots: map.slots(ofShard: index), redis: flusherRedis,
                                              pool: postgres, layout: layout, configuration: configuration, gauge: gauge,
                                              ownership: ownership, lag: writeBehindLag, log: log)
-            shards.append(ShardActor(index: index, redis: shardRedis, pool: postgres, layout: layout,
+            let hydrationRedis = RedisClient(topology: topology)
+            shards.append(ShardActor(index: index, redis: shardRedis, hydrationRedis: hydrationRedis, pool: postgres, layout: layout,
                                      configuration: configuration, flusher: flusher, gauge: gauge, ownership: ownership, log: log))
             flushers.append(flusher)
-            clients += [flusherRedis, shardRedis]
+            clients += [flusherRedis, shardRedis, hydrationRedis]
         }
         self.shards = shards
         self.flushers = flushers

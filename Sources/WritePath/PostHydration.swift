@@ -5,8 +5,46 @@ import ShardRouter
 /// values: the SQL to run, how to read its rows, the Redis transactions that write or delete a
 /// post's keys, and which posts failed. No I/O.
 enum PostHydration {
-    /// Which of `$1` (an array of post ids) exist. One column: the id.
-    static let existingPostsQuery = "SELECT id FROM posts WHERE id = ANY($1::bigint[])"
+    /// Which of `$1` (an array of post ids) exist. Columns: the id, its `likes_count` (which
+    /// says how it is loaded: `streamingHydrationThreshold`).
+    static let existingPostsQuery = "SELECT id, likes_count FROM posts WHERE id = ANY($1::bigint[])"
+
+    /// The posts in the rows of `existingPostsQuery` whose count reaches `threshold`: they are
+    /// loaded page by page in the background (`LargePostHydration`).
+    /// - Throws: `PostgresError(.unexpectedResult)` for a value that is not an integer.
+    static func largePosts(in rows: PostgresRows, threshold: Int64) throws -> Set<Int64> {
+        var large: Set<Int64> = []
+        for row in rows where (try row.optionalInt64(1) ?? 0) >= threshold { large.insert(try row.int64(0)) }
+        return large
+    }
+
+    /// The cursor of a streamed hydration (one per connection, inside its transaction): the
+    /// likers of post `$1`, read a page at a time with `fetchLikers`.
+    static let declareLikersCursor = "DECLARE counter_hydration NO SCROLL CURSOR FOR SELECT user_id FROM likes WHERE post_id = $1"
+
+    /// The next `pageSize` likers from `declareLikersCursor`'s cursor (a count is no parameter
+    /// in `FETCH`: it is the configured page size, an integer).
+    static func fetchLikers(pageSize: Int) -> String { "FETCH \(max(1, pageSize)) FROM counter_hydration" }
+
+    /// How long a streamed hydration's loading set lives without being written to: long enough
+    /// for any load, short enough that one left by a loader that died goes away.
+    static let loadingExpirySeconds = 600
+
+    /// One page of a streamed hydration: `users` added to the loading set, whose expiry restarts.
+    static func loadingPage(_ users: [Int64], post: Int64, loading: String) -> SlotCommands {
+        SlotCommands(slot: HashSlot(post: post), commands: [.sadd(loading, users), .expire(loading, seconds: loadingExpirySeconds)])
+    }
+
+    /// The end of a streamed hydration, as one transaction: the loading set (when any liker was
+    /// loaded) becomes the post's likers set, without expiry, and the hydration marker is set.
+    /// A `RENAME` that fails (the loading set expired) shows as an error reply at index 1.
+    static func publishing(post: Int64, loading: String, loaded: Int, layout: RedisKeyLayout) -> SlotCommands {
+        let likers = layout.likers(ofPost: post)
+        var commands: [RedisCommand] = [.del([likers])]
+        if loaded > 0 { commands += [.rename(loading, to: likers), .persist(likers)] }
+        commands.append(.set(layout.hydratedMarker(ofPost: post), "1"))
+        return SlotCommands(slot: HashSlot(post: post), commands: commands, atomic: true)
+    }
 
     /// The likes of `$1` (an array of post ids). Two columns: post id, user id.
     static let likersQuery = "SELECT post_id, user_id FROM likes WHERE post_id = ANY($1::bigint[])"

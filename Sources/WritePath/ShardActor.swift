@@ -28,6 +28,9 @@ actor ShardActor {
 
     let index: Int
     private let redis: RedisClient
+    /// Large posts' background loads write their pages here, so the batches' own connection
+    /// never waits behind a page.
+    private let hydrationRedis: RedisClient
     private let pool: PostgresPool
     private let layout: RedisKeyLayout
     private let configuration: WritePathConfiguration
@@ -43,6 +46,24 @@ actor ShardActor {
 
     /// Posts PostgreSQL does not have, refused without asking it again for a while.
     private var unknownPosts: UnknownPostMemory
+    /// Large posts being loaded in the background, with the operations waiting for them.
+    private var largeHydrations: [Int64: LargeHydration] = [:]
+
+    private struct LargeHydration {
+        var parked: [Pending]
+        /// Redis's copy of the post was reset or dropped meanwhile: the load is not published;
+        /// its operations go to the next batch, which loads the post afresh (or refuses it).
+        var cancelled = false
+    }
+
+    /// A background load that ended, for the drain loop to publish between batches.
+    private struct LoadedPost {
+        let hydration: LargePostHydration
+        let result: Result<Int, Error>
+        /// The epoch held when the load began: the publication carries it.
+        let epoch: Int64?
+        let started: ContinuousClock.Instant
+    }
     /// Operations waiting for the next batch. A lock, not actor isolation, guards it, so callers
     /// on any thread (the HTTP thread included) can add to it without a hop; the drain task is
     /// started once per busy period, not once per operation.
@@ -55,6 +76,8 @@ actor ShardActor {
         var resyncs: [Resync] = []
         /// Callers of `waitForQueuedOperations()`, resumed after the batch taken with them.
         var barriers: [CheckedContinuation<Void, Never>] = []
+        /// Large posts whose background load ended, published between batches.
+        var loaded: [LoadedPost] = []
         var draining = false
     }
 
@@ -64,13 +87,14 @@ actor ShardActor {
     }
     private var stats = ShardStats()
 
-    init(index: Int, redis: RedisClient, pool: PostgresPool, layout: RedisKeyLayout,
+    init(index: Int, redis: RedisClient, hydrationRedis: RedisClient? = nil, pool: PostgresPool, layout: RedisKeyLayout,
          configuration: WritePathConfiguration, flusher: WriteBehindFlusher, gauge: BacklogGauge,
          ownership: OwnedSlots = .soleWriter(), log: NodeLog = .silent) {
         self.writer = SlotWriter(redis: redis, ownership: ownership, layout: layout, log: log)
         self.ownership = ownership
         self.index = index
         self.redis = redis
+        self.hydrationRedis = hydrationRedis ?? redis
         self.pool = pool
         self.layout = layout
         self.configuration = configuration
@@ -191,6 +215,7 @@ actor ShardActor {
     func dropDeletedPosts(_ posts: [Int64]) async {
         guard !posts.isEmpty else { return }
         forget(posts: posts)
+        cancelLargeHydrations(of: posts)
         let results = await writer.execute(PostHydration.transactions(unloading: posts, layout: layout))
         if !PostHydration.failures(of: posts, results).isEmpty { stats.redisErrors += 1 }
     }
@@ -210,20 +235,25 @@ actor ShardActor {
         while true {
             // Take everything queued, or, when nothing is, end this busy period — atomically, so
             // an operation added meanwhile always finds a drain running or starts one.
-            let (batch, resyncs, barriers) = inbox.withLock { inbox in
-                if inbox.pending.isEmpty && inbox.resyncs.isEmpty && inbox.barriers.isEmpty {
+            let (queued, resyncs, barriers, loaded) = inbox.withLock { inbox in
+                if inbox.pending.isEmpty && inbox.resyncs.isEmpty && inbox.barriers.isEmpty && inbox.loaded.isEmpty {
                     inbox.draining = false
-                    return ([Pending](), [Resync](), [CheckedContinuation<Void, Never>]())
+                    return ([Pending](), [Resync](), [CheckedContinuation<Void, Never>](), [LoadedPost]())
                 }
                 defer {
                     inbox.pending.removeAll(keepingCapacity: true)
                     inbox.resyncs.removeAll()
                     inbox.barriers.removeAll()
+                    inbox.loaded.removeAll()
                 }
-                return (inbox.pending, inbox.resyncs, inbox.barriers)
+                return (inbox.pending, inbox.resyncs, inbox.barriers, inbox.loaded)
             }
-            if batch.isEmpty && resyncs.isEmpty && barriers.isEmpty { return }
+            if queued.isEmpty && resyncs.isEmpty && barriers.isEmpty && loaded.isEmpty { return }
             for resync in resyncs { resync.completion(await resetRedis(resync.posts)) }
+            // Operations that waited for a large post go first, in their order.
+            var batch: [Pending] = []
+            for done in loaded { batch += await publish(done) }
+            batch += queued
             if !batch.isEmpty { await process(batch) }
             // Everything queued before these callers was in this batch or an earlier one.
             for barrier in barriers { barrier.resume() }
@@ -231,6 +261,7 @@ actor ShardActor {
     }
 
     private func resetRedis(_ posts: [Int64]) async -> Set<Int64> {
+        cancelLargeHydrations(of: posts)
         var quiet: [Int64] = []
         for post in posts where !(await flusher.hasPendingChanges(inSlot: HashSlot(post: post).rawValue)) { quiet.append(post) }
         let results = await writer.execute(PostHydration.transactions(unloading: quiet, layout: layout))
@@ -241,7 +272,7 @@ actor ShardActor {
     /// machine asks for until it finishes, answering as it says.
     private func process(_ batch: [Pending]) async {
         stats.operations += batch.count
-        let live = refusingUnknownPosts(batch)
+        let live = refusingUnknownPosts(parkingOnLargeHydrations(batch))
         guard !live.isEmpty else { return }
         // The epochs held as the batch begins: its writes carry them, so a batch whose slot
         // changed owner meanwhile (even back to this node) is refused rather than written on
@@ -259,7 +290,8 @@ actor ShardActor {
             case .findPosts(let posts):
                 do {
                     let rows = try await pool.query(PostHydration.existingPostsQuery, [.int64Array(posts)])
-                    action = machine.postsFound(try PostHydration.postIDs(in: rows))
+                    action = machine.postsFound(try PostHydration.postIDs(in: rows),
+                                                large: try PostHydration.largePosts(in: rows, threshold: configuration.streamingHydrationThreshold))
                 } catch {
                     action = machine.postgresFailed(error)
                 }
@@ -315,10 +347,92 @@ actor ShardActor {
         return live
     }
 
-    /// Gives the answers due now and remembers the posts found missing.
+    /// Gives the answers due now, remembers the posts found missing, and parks the operations
+    /// on large posts while those load in the background.
     private func settle(_ settled: BatchStateMachine.Settled, of live: [Pending]) {
         if !settled.missingPosts.isEmpty { forget(posts: settled.missingPosts) }
         for answer in settled.answers { live[answer.request].resume(with: answer.result) }
+        for (post, requests) in settled.deferred { park(requests.map { live[$0] }, onLargePost: post) }
+    }
+
+    // MARK: - Large posts
+
+    /// `batch` without the operations on posts being loaded in the background, which wait for it.
+    private func parkingOnLargeHydrations(_ batch: [Pending]) -> [Pending] {
+        if largeHydrations.isEmpty { return batch }
+        var rest: [Pending] = []
+        rest.reserveCapacity(batch.count)
+        for pending in batch {
+            if largeHydrations[pending.request.postID] != nil {
+                largeHydrations[pending.request.postID]!.parked.append(pending)
+            } else {
+                rest.append(pending)
+            }
+        }
+        return rest
+    }
+
+    /// Parks `operations` until `post` is loaded, starting its background load if none runs.
+    private func park(_ operations: [Pending], onLargePost post: Int64) {
+        if largeHydrations[post] != nil {
+            largeHydrations[post]!.parked += operations
+            return
+        }
+        largeHydrations[post] = LargeHydration(parked: operations)
+        let slot = HashSlot(post: post).rawValue
+        let epoch = ownership.isFenced ? ownership.writeEpoch(slot) : nil
+        let hydration = LargePostHydration(post: post, pool: pool, redis: hydrationRedis, layout: layout,
+                                           pageSize: configuration.hydrationPageSize)
+        log.log(.info, "hydrating_large_post", ["shard": String(index), "post": String(post), "phase": "started"])
+        let started = ContinuousClock.now
+        Task {
+            let result: Result<Int, Error>
+            do { result = .success(try await hydration.load()) } catch { result = .failure(error) }
+            self.enqueueLoaded(LoadedPost(hydration: hydration, result: result, epoch: epoch, started: started))
+        }
+    }
+
+    private nonisolated func enqueueLoaded(_ loaded: LoadedPost) {
+        let startDrain = inbox.withLock { inbox in
+            inbox.loaded.append(loaded)
+            if inbox.draining { return false }
+            inbox.draining = true
+            return true
+        }
+        if startDrain { Task { await self.drain() } }
+    }
+
+    /// Ends a background load, between batches: publishes it (unless Redis's copy of the post
+    /// was reset or dropped meanwhile) and returns the operations that waited for it, for the
+    /// next batch; if it failed, they fail with its error.
+    private func publish(_ done: LoadedPost) async -> [Pending] {
+        let post = done.hydration.post
+        guard let state = largeHydrations.removeValue(forKey: post) else { return [] }
+        if state.cancelled {
+            await done.hydration.discard()
+            return state.parked
+        }
+        do {
+            let loaded = try done.result.get()
+            try await done.hydration.publish(loaded: loaded, writer: writer, epoch: done.epoch)
+            log.log(.info, "hydrating_large_post", ["shard": String(index), "post": String(post), "phase": "loaded",
+                                                    "likers": String(loaded), "waiting": String(state.parked.count),
+                                                    "ms": String(Int((ContinuousClock.now - done.started).inSeconds * 1_000))])
+            return state.parked
+        } catch {
+            if error is RedisError { stats.redisErrors += 1 }
+            if error is PostgresError { stats.postgresErrors += 1 }
+            await done.hydration.discard()
+            log.log(.warn, "hydrating_large_post", ["shard": String(index), "post": String(post), "phase": "failed", "error": "\(error)"])
+            let failure = BatchStateMachine.counterError(error)
+            for pending in state.parked { pending.resume(with: .failure(failure)) }
+            return []
+        }
+    }
+
+    /// Redis's copy of `posts` is being reset or dropped: loads of them under way are not published.
+    private func cancelLargeHydrations(of posts: [Int64]) {
+        for post in posts where largeHydrations[post] != nil { largeHydrations[post]!.cancelled = true }
     }
 
     /// Tells the flusher what the write did (before answering, so that a caller's `flush()`

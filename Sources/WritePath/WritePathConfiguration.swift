@@ -33,6 +33,14 @@ public struct WritePathConfiguration: Sendable, Equatable {
     /// How long an operation on a slot that is changing owner waits for the move to settle
     /// before it is refused with `slotMoving` (503, Retry-After). Defaults to 5 s.
     public var slotMoveWait: Duration = .seconds(5)
+    /// A post whose `likes_count` is at least this is loaded into Redis in the background, page
+    /// by page (`LargePostHydration`): its own requests wait for it, the shard's other posts do
+    /// not, and no more than a page of its likers is in memory at once. Smaller posts load inside
+    /// the batch that first touches them. Defaults to `10_000`.
+    public var streamingHydrationThreshold: Int64 = 10_000
+    /// Likers read from PostgreSQL (a cursor's `FETCH`) and written to Redis (one `SADD`) per page
+    /// of a streamed hydration. Defaults to `10_000`.
+    public var hydrationPageSize: Int = 10_000
     /// For tests: a table `(log, entry_ms, entry_seq)` with a unique key into which every flush
     /// records the log entries it applies, in its transaction — applying an entry twice then
     /// fails the flush. `nil` (the default): none.

@@ -114,6 +114,40 @@ struct ShardBatchProtocolTests {
         #expect(completion.answers.isEmpty)
     }
 
+    @Test("a large post not in Redis leaves the batch with its requests (deferred, in order); the rest goes on")
+    func largePostDeferred() throws {
+        let requests = [Self.request(.like, 1, 7), Self.request(.like, 2, 8), Self.request(.toggle, 1, 9), Self.request(.like, 3, 7)]
+        var machine = BatchStateMachine(requests: requests, acknowledgement: .redis, layout: Self.layout)
+        _ = machine.start()
+        let unloaded = RedisReply.array([.integer(0)])
+        guard case .findPosts(let posts) = machine.redisReplied([
+            .success([.integer(0), .integer(0), unloaded]), .success([.integer(0), .integer(0), unloaded]),
+            .success([.integer(1), .integer(4), .array([.integer(0)])]),
+        ]) else { Issue.record("unloaded posts are looked for"); return }
+        #expect(Set(posts) == [1, 2])
+        // Post 1 is large: deferred. Post 2 is small: loaded here. Post 3 was loaded already.
+        guard case .loadLikers([2]) = machine.postsFound([1, 2], large: [1]) else { Issue.record("only the small post is loaded here"); return }
+        let settled = machine.takeSettled()
+        #expect(settled.deferred == [1: [0, 2]])
+        #expect(settled.answers.isEmpty && settled.missingPosts.isEmpty)
+        guard case .hydrate(let groups) = machine.likersLoaded([:]) else { Issue.record("the small post is written"); return }
+        #expect(groups.map(\.slot.rawValue) == [Self.slot(2)])
+    }
+
+    @Test("a streamed hydration's pages grow its own loading set; its publication replaces the likers set and marks the post at once")
+    func streamedHydrationCommands() {
+        let loading = Self.layout.loadingLikers(ofPost: 1, attempt: 42)
+        #expect(loading == Self.likers(1) + ":loading:42")
+        #expect(loading.contains("{\(HashSlot(post: 1).hashTag)}"))  // the post's slot
+        #expect(PostHydration.loadingPage([5, 6], post: 1, loading: loading).commands == [.sadd(loading, [Int64(5), Int64(6)]), .expire(loading, seconds: 600)])
+        let published = PostHydration.publishing(post: 1, loading: loading, loaded: 2, layout: Self.layout)
+        #expect(published.atomic && published.slot == HashSlot(post: 1))
+        #expect(published.commands == [.del([Self.likers(1)]), .rename(loading, to: Self.likers(1)), .persist(Self.likers(1)), .set(Self.marker(1), "1")])
+        // Nothing loaded (the rows went meanwhile): an empty set, marked.
+        #expect(PostHydration.publishing(post: 1, loading: loading, loaded: 0, layout: Self.layout).commands == [.del([Self.likers(1)]), .set(Self.marker(1), "1")])
+        #expect(PostHydration.fetchLikers(pageSize: 10_000) == "FETCH 10000 FROM counter_hydration")
+    }
+
     // MARK: - Hydration
 
     @Test("a post with 25,000 likers is loaded in one transaction of SADDs of 4,000 users and its marker")

@@ -227,7 +227,7 @@ struct WritePathBehaviourTests {
         await harness.stop()
     }
 
-    @Test("loading a post with many likers into Redis is logged, with how many", arguments: RedisTarget.allCases)
+    @Test("loading a post with many likers into Redis is logged as it starts and once loaded, with how many", arguments: RedisTarget.allCases)
     func largePostLogged(redis: RedisTarget) async throws {
         let harness = try await WritePathHarness.start(posts: 2, redis: redis) { $0.flushOnlyWhenAsked() }
         let (large, small) = (harness.posts[0], harness.posts[1])
@@ -239,8 +239,9 @@ struct WritePathBehaviourTests {
         #expect(try await harness.service.perform(.read, post: large, user: 1).likesCount == Int64(likers))
         #expect(try await harness.service.perform(.read, post: small, user: 1).likesCount == 0)
         let lines = harness.log.lines(of: "hydrating_large_post")
-        #expect(lines.count == 1)
-        #expect(lines.first?.contains("post=\(large)") == true && lines.first?.contains("likers=\(likers)") == true)
+        #expect(lines.count == 2)
+        #expect(lines.first?.contains("post=\(large)") == true && lines.first?.contains("phase=started") == true)
+        #expect(lines.last?.contains("phase=loaded") == true && lines.last?.contains("likers=\(likers)") == true)
         await harness.stop()
     }
 

@@ -126,4 +126,51 @@ struct WritePathTests {
         #expect(counts[post]?.rows == 59)
         await harness.stop()
     }
+
+    @Test("a large post loads in the background, page by page: its operations wait for it, the shard's other posts are answered meanwhile, and Redis ends with exactly PostgreSQL's likers",
+          .timeLimit(.minutes(1)), arguments: RedisTarget.allCases)
+    func largePostLoadsInTheBackground(redis: RedisTarget) async throws {
+        let harness = try await WritePathHarness.start(posts: 2, redis: redis) { configuration in
+            configuration.shardCount = 1
+            configuration.streamingHydrationThreshold = 1_000
+            configuration.hydrationPageSize = 700
+        }
+        let (large, small) = (harness.posts[0], harness.posts[1])
+        try await harness.pool.query("""
+            INSERT INTO likes (user_id, post_id, created_at, updated_at) SELECT g, $1, now(), now() FROM generate_series(1, 2500) g
+            """, [.int64(large)])
+        try await harness.pool.query("UPDATE posts SET likes_count = 2500 WHERE id = $1", [.int64(large)])
+        _ = try await harness.service.perform(.like, post: small, user: 1)
+
+        // Hold the likes table, so the large post's load cannot read it until released.
+        let locker = PostgresConnection(configuration: PostgresConfiguration(url: TestEnvironment.postgresURL))
+        try await locker.query("BEGIN")
+        try await locker.query("LOCK TABLE likes IN ACCESS EXCLUSIVE MODE")
+        let first = Task { try await harness.service.perform(.toggle, post: large, user: 9_001) }
+        while harness.log.lines(of: "hydrating_large_post").isEmpty { try await Task.sleep(for: .milliseconds(5)) }
+        // The shard goes on with its other post meanwhile; a second operation on the large one waits too.
+        let second = Task { try await harness.service.perform(.read, post: large, user: 1) }
+        for user in 2...20 {
+            #expect(try await harness.service.perform(.like, post: small, user: Int64(user)).likesCount == Int64(user))
+        }
+        try await locker.query("COMMIT")
+        await locker.close()
+        #expect(try await first.value == LikeState(postID: large, userID: 9_001, isLiked: true, likesCount: 2_501))
+        #expect(try await second.value == LikeState(postID: large, userID: 1, isLiked: true, likesCount: 2_501))
+
+        // Redis holds exactly the rows and the new like; no loading set is left behind.
+        let slot = HashSlot(post: large)
+        let replies = try await harness.redis.pipeline([
+            .scard(harness.layout.likers(ofPost: large)), .smismember(harness.layout.likers(ofPost: large), [Int64(1), Int64(2_500), Int64(2_501), Int64(9_001)]),
+            RedisCommand("KEYS", harness.layout.likers(ofPost: large) + ":loading:*"),
+        ], slot: slot)
+        #expect(replies[0].integer == 2_501)
+        #expect(replies[1].array?.map(\.integer) == [1, 1, 0, 1])
+        #expect(replies[2].array?.isEmpty == true)
+        let loaded = harness.log.lines(of: "hydrating_large_post").filter { $0.contains("phase=loaded") }
+        #expect(loaded.count == 1 && loaded[0].contains("likers=2500"))
+        try await harness.service.flush()
+        #expect(try await harness.postgresCounts()[large].map { $0.count == 2_501 && $0.rows == 2_501 } == true)
+        await harness.stop()
+    }
 }
