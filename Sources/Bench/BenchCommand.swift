@@ -83,6 +83,14 @@ enum BenchCommand {
                         --duration S (default 4), --postgres-url U, --api-token T, --admin-token T.
                         Writes the rows itself (about 10 s per million) and deletes them after.
 
+          scale         --posts posts (default 1000000) get --likes-per-post likes each (default
+                        10) through the node over --connections (default 256): prints the node's
+                        resident memory before and after, Redis's bytes per post and per liker
+                        (its used_memory after one like per post and after all), and what the
+                        write-behind log costs per change before it is trimmed. Also --url U,
+                        --postgres-url U, --redis-url U (the node's Redis), --keep (leave the
+                        posts), --api-token T, --admin-token T.
+
         Options for writepath:
           --callers N      concurrent callers (default 1000, 1-100000)
           --seconds N      seconds per run (default 5)
@@ -114,6 +122,8 @@ enum BenchCommand {
                 try await HTTPBench(options: HTTPBenchOptions(arguments: rest, environment: environment)).run()
             case "writepath":
                 try await WritePathBench(options: WritePathBenchOptions(arguments: rest, environment: environment)).run()
+            case "scale":
+                try await ScaleBench(options: ScaleBenchOptions(arguments: rest, environment: environment)).run()
             case "hydration":
                 try await HydrationBench(options: HydrationBenchOptions(arguments: rest, environment: environment)).run()
             default:

@@ -1,4 +1,5 @@
 import CounterWire
+import Synchronization
 
 /// The bench's scenarios as workloads. Writes always carry their pair; every pair belongs to one
 /// connection (users are drawn from the connection's own range), so at most one request per pair
@@ -144,5 +145,38 @@ public struct FixedPathWorkload: Workload {
 
     public func request(connection: Int, sequence: Int, random: inout SystemRandomNumberGenerator) -> PlannedRequest {
         PlannedRequest(bytes: bytes)
+    }
+}
+
+/// Likes that spread evenly over many posts, each pair once: the `i`-th request sent (counted
+/// over all connections and runs of the workload) likes post `firstPost + i % posts` for user
+/// `userBase + i / posts`, so the first `posts` requests give every post its first liker, the
+/// next `posts` its second, and so on. Likes are idempotent: a request that failed can be sent
+/// again without counting twice.
+public final class SpreadLikesWorkload: Workload {
+    public let firstPost: Int64
+    public let posts: Int64
+    public let userBase: Int64
+    let token: String?
+    private let next = Atomic<Int64>(0)
+
+    public init(firstPost: Int64, posts: Int64, userBase: Int64, token: String?) {
+        self.firstPost = firstPost
+        self.posts = posts
+        self.userBase = userBase
+        self.token = token
+    }
+
+    /// Requests handed out so far.
+    public var sent: Int64 { next.load(ordering: .relaxed) }
+
+    /// The pair of request `index`.
+    public func pair(_ index: Int64) -> CorrectnessCheck.Pair {
+        CorrectnessCheck.Pair(user: userBase + index / posts, post: firstPost + index % posts)
+    }
+
+    public func request(connection: Int, sequence: Int, random: inout SystemRandomNumberGenerator) -> PlannedRequest {
+        let pair = pair(next.add(1, ordering: .relaxed).oldValue)
+        return PlannedRequest(bytes: ScenarioWorkload.http("PUT", "/v1/posts/\(pair.post)/likes/\(pair.user)", token: token, body: nil))
     }
 }

@@ -76,6 +76,10 @@ public actor ClusterMember: Service {
     private var incarnationNumber: Int64 = 0
     private var advertised: String
     private var lastMapRead: ContinuousClock.Instant?
+    /// The slot table as last read, under its version: rounds read the rows again only when the
+    /// version moved (the 16,384 rows every 250 ms cost PostgreSQL and this node more than the
+    /// rest of a round).
+    private var cachedSlots: (version: SlotTable.Version, rows: [SlotTable.Row])?
     private let latestMap = Mutex(ClusterMap.empty)
     private let counters = Mutex(Counters())
 
@@ -232,7 +236,7 @@ public actor ClusterMember: Service {
     @discardableResult
     func round(leaving: Bool = false) async throws -> Int {
         let nodes = try await registry.nodes()
-        let rows = try await table.rows()
+        let rows = try await slotRows()
         publishMap(nodes: nodes, rows: rows)
         let states = service.ownership.snapshot()
         let plan = MembershipRound.plan(
@@ -342,9 +346,19 @@ public actor ClusterMember: Service {
         try await read.value
     }
 
+    /// The slot table's rows, read again only when its version moved since the last read (the
+    /// version is read first, so rows kept under it are never older than it).
+    private func slotRows() async throws -> [SlotTable.Row] {
+        let version = try await table.version()
+        if let cached = cachedSlots, cached.version == version { return cached.rows }
+        let rows = try await table.rows()
+        cachedSlots = (version, rows)
+        return rows
+    }
+
     private func readMap() async throws {
         let nodes = try await registry.nodes()
-        let rows = try await table.rows()
+        let rows = try await slotRows()
         publishMap(nodes: nodes, rows: rows)
     }
 

@@ -50,11 +50,27 @@ public struct SlotTable: Sendable {
             """, [.text(deployment)])
     }
 
-    /// The highest epoch of any slot: it rises with every change of owner, so it versions the
-    /// whole map.
-    public func version() async throws -> Int64 {
-        let rows = try await pool.query("SELECT coalesce(max(epoch), 0) FROM counter_slots WHERE deployment = $1", [.text(deployment)])
-        return try rows.first?.int64(0) ?? 0
+    /// A version of the deployment's map: its rows and the sum of their epochs. Every change of
+    /// owner gives a slot a new epoch drawn from `counter_epochs`, above any drawn before, so
+    /// the sum rises with every committed change — also when changes commit in another order
+    /// than their epochs were drawn, which the highest epoch alone would miss. Read it before
+    /// `rows()`: rows read after an unchanged version are the same rows.
+    public struct Version: Sendable, Hashable {
+        public let rows: Int64
+        public let epochSum: Int64
+
+        public init(rows: Int64, epochSum: Int64) {
+            self.rows = rows
+            self.epochSum = epochSum
+        }
+    }
+
+    /// The map's version now (one aggregate, not the 16,384 rows).
+    public func version() async throws -> Version {
+        let rows = try await pool.query("SELECT count(*), coalesce(sum(epoch), 0) FROM counter_slots WHERE deployment = $1",
+                                        [.text(deployment)])
+        guard let row = rows.first else { return Version(rows: 0, epochSum: 0) }
+        return Version(rows: try row.int64(0), epochSum: try row.int64(1))
     }
 
     /// Every slot's row, indexed by slot number (16,384 of them once migrated).

@@ -215,3 +215,45 @@ struct RESPFramingTests {
         #expect(first.pair == nil)
     }
 }
+
+@Suite("Spread likes workload (pure)")
+struct SpreadLikesWorkloadTests {
+    @Test("requests walk every post once per round, each pair once, whichever connection sends them")
+    func walks() {
+        let workload = SpreadLikesWorkload(firstPost: 100, posts: 3, userBase: 1_000, token: nil)
+        var random = SystemRandomNumberGenerator()
+        var lines: [String] = []
+        for (connection, sequence) in [(0, 0), (1, 0), (0, 1), (1, 1), (1, 2), (0, 2), (1, 3)] {
+            let text = String(decoding: workload.request(connection: connection, sequence: sequence, random: &random).bytes, as: UTF8.self)
+            lines.append(String(text.split(separator: "\r\n").first ?? ""))
+        }
+        #expect(lines == [
+            "PUT /v1/posts/100/likes/1000 HTTP/1.1", "PUT /v1/posts/101/likes/1000 HTTP/1.1", "PUT /v1/posts/102/likes/1000 HTTP/1.1",
+            "PUT /v1/posts/100/likes/1001 HTTP/1.1", "PUT /v1/posts/101/likes/1001 HTTP/1.1", "PUT /v1/posts/102/likes/1001 HTTP/1.1",
+            "PUT /v1/posts/100/likes/1002 HTTP/1.1",
+        ])
+        #expect(workload.sent == 7)
+    }
+}
+
+@Suite("The load generator's response parsing (pure)")
+struct ResponseParsingTests {
+    @Test("status, body and length of a complete response, whatever the header's case; nothing until it is whole")
+    func parses() throws {
+        let body = #"{"post_id":1,"user_id":7,"is_liked":true,"likes_count":3}"#
+        let text = "HTTP/1.1 200 OK\r\nconnection: Keep-Alive\r\nCONTENT-LENGTH:  \(body.utf8.count)\r\nContent-Type: application/json\r\n\r\n\(body)HTTP/1.1 2"
+        let bytes = Array(text.utf8)
+        let (status, parsed, used) = try #require(EventLoop.parseResponse(bytes))
+        #expect(status == 200)
+        #expect(String(decoding: parsed, as: UTF8.self) == body)
+        #expect(used == bytes.count - "HTTP/1.1 2".utf8.count)
+        #expect(EventLoop.expectation(status: status, body: parsed) == .liked(true))
+        #expect(EventLoop.parseResponse(Array(bytes[..<(used - 1)])) == nil)
+        // No length: an empty body.
+        let empty = Array("HTTP/1.1 204 No Content\r\nX-Content-Length-Note: 5\r\n\r\n".utf8)
+        #expect(try #require(EventLoop.parseResponse(empty)).2 == empty.count)
+        #expect(EventLoop.expectation(status: 200, body: Array(#"{"is_liked":false}"#.utf8)[...]) == .liked(false))
+        #expect(EventLoop.expectation(status: 503, body: Array(#"{"is_liked":true}"#.utf8)[...]) == .either)
+        #expect(EventLoop.expectation(status: 200, body: Array(#"{"likes_count":3}"#.utf8)[...]) == .either)
+    }
+}

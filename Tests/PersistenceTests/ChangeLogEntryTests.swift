@@ -15,6 +15,8 @@ struct ChangeLogEntryTests {
         ]
         #expect(String(decoding: ChangeLogEntry.pack(changes), as: UTF8.self) == "42+7+9-7 43+1")
         #expect(ChangeLogEntry.append(changes, to: "log") == .xadd("log", fields: [("c", "42+7+9-7 43+1")]))
+        // A single change keeps the one-change form, which Redis stores smaller.
+        #expect(ChangeLogEntry.append(changes.prefix(1), to: "log") == .xadd("log", fields: [("u", Int64(7)), ("p", Int64(42)), ("l", "1")]))
         // Read back: the same changes per pair, in the same order within each pair.
         let read = ChangeLogEntry.unpack(ChangeLogEntry.pack(changes))
         #expect(read == [changes[0], changes[2], changes[3], changes[1]])

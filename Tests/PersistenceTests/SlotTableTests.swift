@@ -15,10 +15,12 @@ struct SlotTableTests {
         let rows = try await mine.rows()
         #expect(rows.count == 16_384)
         #expect(rows.allSatisfy { $0 == SlotTable.Row(owner: nil, incarnation: nil, epoch: 0) })
-        #expect(try await mine.version() == 0)
+        #expect(try await mine.version() == SlotTable.Version(rows: 16_384, epochSum: 0))
         #expect(try await other.rows().isEmpty)
-        _ = try await mine.assign([.init(slot: 5, expectedEpoch: 0)], to: "a", incarnation: 1)
-        #expect(try await other.version() == 0)
+        #expect(try await other.version() == SlotTable.Version(rows: 0, epochSum: 0))
+        let won = try await mine.assign([.init(slot: 5, expectedEpoch: 0)], to: "a", incarnation: 1)
+        #expect(try await mine.version() == SlotTable.Version(rows: 16_384, epochSum: won[5]!))
+        #expect(try await other.version() == SlotTable.Version(rows: 0, epochSum: 0))
         await pool.close()
     }
 
@@ -36,12 +38,14 @@ struct SlotTableTests {
         let winner = a[7] != nil ? ("a", Int64(1), a[7]!) : ("b", Int64(2), b[7]!)
         #expect(rows[7] == SlotTable.Row(owner: winner.0, incarnation: winner.1, epoch: winner.2))
         #expect(winner.2 > 0)
-        #expect(try await table.version() == max(a.values.max() ?? 0, b.values.max() ?? 0))
+        let version = try await table.version()
+        #expect(version.epochSum == a.values.reduce(0, +) + b.values.reduce(0, +))
 
         // A→B→A: the slot comes back with an epoch it never had.
         let toB = try await table.assign([.init(slot: 8, expectedEpoch: a[8]!)], to: "b", incarnation: 2)
         let backToA = try await table.assign([.init(slot: 8, expectedEpoch: toB[8]!)], to: "a", incarnation: 1)
         #expect(backToA[8]! > toB[8]! && toB[8]! > a[8]!)
+        #expect(try await table.version().epochSum > version.epochSum, "every change of owner changes the version")
         #expect(try await table.assign([.init(slot: 8, expectedEpoch: a[8]!)], to: "c", incarnation: 3).isEmpty,
                 "a claim on an epoch that is gone wins nothing")
         await pool.close()

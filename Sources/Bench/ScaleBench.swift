@@ -1,0 +1,158 @@
+import BenchKit
+import CounterCore
+import Foundation
+import Persistence
+
+/// Options of `counter-bench scale`.
+struct ScaleBenchOptions {
+    var posts = 1_000_000
+    var likesPerPost = 10
+    var load = LoadOptions()
+    var keep = false
+    var apiToken: String?
+    var adminToken: String?
+    var servers: BenchServers
+
+    init(arguments: [String], environment: [String: String]) throws {
+        servers = BenchServers(environment: environment)
+        apiToken = environment["COUNTER_API_TOKEN"]
+        adminToken = environment["COUNTER_ADMIN_TOKEN"]
+        load.connections = 256
+        load.warmup = .zero
+        var reader = BenchArguments(arguments)
+        try reader.forEachFlag { flag, reader in
+            switch flag {
+            case "--posts": posts = try reader.number(flag, 1...10_000_000)
+            case "--likes-per-post": likesPerPost = try reader.number(flag, 2...1_000)
+            case "--connections": load.connections = try reader.number(flag, 1...20_000)
+            case "--url":
+                do {
+                    load.endpoints = [try Endpoint(url: try reader.value(flag))]
+                } catch let error as Endpoint.Invalid {
+                    throw BenchUsageError(message: "--url \(error.message)")
+                }
+            case "--keep": keep = true
+            case "--api-token": apiToken = try reader.value(flag)
+            case "--admin-token": adminToken = try reader.value(flag)
+            default: return try servers.take(flag, from: &reader)
+            }
+            return true
+        }
+    }
+}
+
+/// `counter-bench scale`: `--posts` posts get `--likes-per-post` likes each through the node
+/// (one per post, then the rest), and the memory it took is read: the node's resident memory,
+/// and Redis's `used_memory` after the first like of every post and after the last, which gives
+/// Redis's bytes per post and per liker. Then what the write-behind log costs before it is
+/// trimmed, from scratch streams of packed entries (`MEMORY USAGE`).
+struct ScaleBench {
+    let options: ScaleBenchOptions
+
+    func run() async throws {
+        let node = options.load.endpoints[0]
+        let pool = PostgresPool(configuration: PostgresConfiguration(url: options.servers.postgresURL))
+        let redisConfiguration = try RedisConfiguration(url: options.servers.redisURL)
+        let redis = RedisConnection(configuration: redisConfiguration)
+        try await redis.connect()
+        let posts = Int64(options.posts)
+        let firstPost = Int64.random(in: 1_000_000_000...4_000_000_000_000_000)
+        let total = posts * Int64(options.likesPerPost)
+        print("counter-bench scale: \(total) likes over \(posts) posts (\(options.likesPerPost) each) through \(node), \(options.load.connections) connections")
+        try await pool.query("INSERT INTO posts (id) SELECT generate_series($1::bigint, $1::bigint + $2::bigint - 1)",
+                             [.int64(firstPost), .int64(posts)])
+        let workload = SpreadLikesWorkload(firstPost: firstPost, posts: posts, userBase: Int64.random(in: 1...1_000_000) * 1_000_000_000,
+                                           token: options.apiToken)
+        do {
+            try flush(node)
+            let nodeBefore = try HydrationBench.residentBytes(node, token: options.apiToken)
+            let redisBefore = try await usedMemory(redis)
+            print(String(format: "  before: node %.1f MB, Redis %.1f MB", Double(nodeBefore) / 1e6, Double(redisBefore) / 1e6))
+            try await drive(workload, until: posts, label: "the first like of every post")
+            try flush(node)
+            let redisOneEach = try await usedMemory(redis)
+            try await drive(workload, until: total, label: "the other likes")
+            try flush(node)
+            let nodeAfter = try HydrationBench.residentBytes(node, token: options.apiToken)
+            let redisAfter = try await usedMemory(redis)
+            let rows = try await pool.query("SELECT count(*) FROM likes WHERE post_id BETWEEN $1 AND $1 + $2 - 1", [.int64(firstPost), .int64(posts)])
+            let likes = try rows.first?.int64(0) ?? 0
+            let perLiker = Double(redisAfter - redisOneEach) / Double(max(1, likes - posts))
+            let perPost = Double(redisOneEach - redisBefore) / Double(posts) - perLiker
+            print(String(format: "  after %d likes in PostgreSQL (%d sent): node %.1f MB resident (%+.1f MB); Redis %.1f MB (%+.1f MB)",
+                         likes, workload.sent, Double(nodeAfter) / 1e6, Double(nodeAfter - nodeBefore) / 1e6,
+                         Double(redisAfter) / 1e6, Double(redisAfter - redisBefore) / 1e6))
+            print(String(format: "  Redis: %.0f bytes per liker (a post's likers set grown from 1 to %d), %.0f bytes per post (its marker and set)",
+                         perLiker, options.likesPerPost, perPost))
+            try await logCosts(redis)
+        } catch {
+            await cleanUp(node: node, pool: pool, firstPost: firstPost, posts: posts)
+            await redis.close()
+            throw error
+        }
+        await cleanUp(node: node, pool: pool, firstPost: firstPost, posts: posts)
+        await redis.close()
+        await pool.close()
+    }
+
+    /// Runs the load until `workload` has sent `target` requests in all.
+    private func drive(_ workload: SpreadLikesWorkload, until target: Int64, label: String) async throws {
+        let started = ContinuousClock.now
+        while workload.sent < target {
+            var load = options.load
+            // Rounds of about 10 s at 30,000/s; the last one short.
+            load.duration = .seconds(max(1, min(10, Int((target - workload.sent) / 30_000) + 1)))
+            let result = await LoadGenerator(options: load, workload: workload).run { _, _, _, _ in }
+            let failures = result.failures
+            print(String(format: "  %@: %d of %d sent, %.0f/s, %d failures", label, min(workload.sent, target), target, result.throughput, failures))
+            if result.successes == 0 { throw BenchCheckFailure(message: "the node answered nothing: \(result.statuses) \(result.errors)") }
+        }
+        print(String(format: "  %@ took %.1f s", label, (ContinuousClock.now - started).inSeconds))
+    }
+
+    private func flush(_ node: Endpoint) throws {
+        let (status, body) = try OneShotHTTP.send(to: node, method: "POST", path: "/admin/flush", token: options.adminToken)
+        guard status == 200 else { throw BenchCheckFailure(message: "POST /admin/flush answered \(status): \(body)") }
+    }
+
+    private func usedMemory(_ redis: RedisConnection) async throws -> Int64 {
+        let text = try await redis.send(RedisCommand("INFO", "memory")).string ?? ""
+        guard let line = text.split(whereSeparator: \.isNewline).first(where: { $0.hasPrefix("used_memory:") }),
+              let value = Int64(line.dropFirst("used_memory:".count)) else {
+            throw BenchCheckFailure(message: "INFO memory did not give used_memory")
+        }
+        return value
+    }
+
+    /// What a log holds before the flusher trims it, per change: streams of packed entries of
+    /// one change each (a quiet slot) and of 100 (a busy one), and of the one-change-per-entry
+    /// form written before, measured with `MEMORY USAGE` on scratch keys deleted after.
+    private func logCosts(_ redis: RedisConnection) async throws {
+        let key = "bench-log:\(UInt64.random(in: 1...UInt64.max))"
+        var parts: [String] = []
+        for (label, perEntry, packed) in [("1 change per entry", 1, true), ("100 per entry", 100, true), ("format 1 (u, p, l per change)", 1, false)] {
+            _ = try await redis.send(.del([key]))
+            var commands: [RedisCommand] = []
+            for entry in 0..<(10_000 / perEntry) {
+                let changes = (0..<perEntry).map { LikeChange(userID: 4_000_000_000_000 + Int64(entry * perEntry + $0), postID: 3_000_000_000_000 + Int64($0 % 7), liked: true) }
+                commands.append(packed ? ChangeLogEntry.append(changes, to: key)
+                                       : .xadd(key, fields: ChangeLogEntry.fields(of: changes[0])))
+            }
+            _ = try await redis.pipeline(commands)
+            let bytes = try await redis.send(RedisCommand("MEMORY", "USAGE", key, "SAMPLES", "0")).integer ?? 0
+            parts.append(String(format: "%@ %.1f", label, Double(bytes) / 10_000))
+        }
+        _ = try await redis.send(.del([key]))
+        print("  a log before trimming, bytes per change: " + parts.joined(separator: "; "))
+    }
+
+    private func cleanUp(node: Endpoint, pool: PostgresPool, firstPost: Int64, posts: Int64) async {
+        guard !options.keep else {
+            print("  kept: posts \(firstPost)…\(firstPost + posts - 1)")
+            return
+        }
+        print("  deleting the posts and their likes from PostgreSQL (Redis keeps their keys) …")
+        _ = try? OneShotHTTP.send(to: node, method: "POST", path: "/admin/flush", token: options.adminToken)
+        _ = try? await pool.query("DELETE FROM posts WHERE id BETWEEN $1 AND $1 + $2 - 1", [.int64(firstPost), .int64(posts)])
+    }
+}
