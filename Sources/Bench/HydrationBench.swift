@@ -10,14 +10,12 @@ struct HydrationBenchOptions {
     var likers = 1_000_000
     var otherPosts = 16
     var load = LoadOptions()
-    var apiToken: String?
-    var adminToken: String?
+    var node: NodeTarget
     var servers: BenchServers
 
     init(arguments: [String], environment: [String: String]) throws {
         servers = BenchServers(environment: environment)
-        apiToken = environment["COUNTER_API_TOKEN"]
-        adminToken = environment["COUNTER_ADMIN_TOKEN"]
+        node = NodeTarget(environment: environment)
         load.connections = 64
         load.warmup = .seconds(1)
         load.duration = .seconds(4)
@@ -28,18 +26,11 @@ struct HydrationBenchOptions {
             case "--other-posts": otherPosts = try reader.number(flag, 1...1_000)
             case "--connections": load.connections = try reader.number(flag, 1...20_000)
             case "--duration": load.duration = .seconds(try reader.number(flag, 2...3_600))
-            case "--url":
-                do {
-                    load.endpoints = [try Endpoint(url: try reader.value(flag))]
-                } catch let error as Endpoint.Invalid {
-                    throw BenchUsageError(message: "--url \(error.message)")
-                }
-            case "--api-token": apiToken = try reader.value(flag)
-            case "--admin-token": adminToken = try reader.value(flag)
-            default: return try servers.take(flag, from: &reader)
+            default: return try node.take(flag, from: &reader) || servers.take(flag, from: &reader)
             }
             return true
         }
+        load.endpoints = [node.endpoint]
     }
 }
 
@@ -51,7 +42,7 @@ struct HydrationBench {
     let options: HydrationBenchOptions
 
     func run() async throws {
-        let node = options.load.endpoints[0]
+        let node = options.node
         let pool = PostgresPool(configuration: PostgresConfiguration(url: options.servers.postgresURL))
         defer { Task { await pool.close() } }
         let post = Int64.random(in: 1_000_000_000...4_000_000_000_000_000)
@@ -83,45 +74,45 @@ struct HydrationBench {
 
     /// Flushes the node (deleting posts it is still writing deadlocks with its flush), then
     /// deletes the posts and their likes.
-    private func cleanUp(node: Endpoint, posts: [Int64], pool: PostgresPool) async {
+    private func cleanUp(node: NodeTarget, posts: [Int64], pool: PostgresPool) async {
         print("  deleting the posts and their likes …")
-        _ = try? OneShotHTTP.send(to: node, method: "POST", path: "/admin/flush", token: options.adminToken)
+        try? node.flush()
         _ = try? await pool.query("DELETE FROM posts WHERE id = ANY($1::bigint[])", [.int64Array(posts)])
     }
 
-    private func measure(node: Endpoint, post: Int64, others: [Int64], userBase: Int64) async throws {
+    private func measure(node: NodeTarget, post: Int64, others: [Int64], userBase: Int64) async throws {
         // The other posts are loaded before the measurement.
         for other in others {
-            let (status, body) = try OneShotHTTP.send(to: node, method: "POST", path: "/v1/posts/\(other)/likes/1/toggle", token: options.apiToken)
+            let (status, body) = try OneShotHTTP.send(to: node.endpoint, method: "POST", path: "/v1/posts/\(other)/likes/1/toggle", token: node.apiToken)
             guard status == 200 else { throw BenchCheckFailure(message: "toggle on post \(other) answered \(status): \(body)") }
         }
 
-        let rssBefore = try residentBytes(node)
+        let rssBefore = try node.residentBytes()
         let peak = Mutex(rssBefore)
         let sampling = Atomic<Bool>(true)
-        let sampler = Thread { [options] in
+        let sampler = Thread {
             while sampling.load(ordering: .relaxed) {
-                if let bytes = try? HydrationBench.residentBytes(node, token: options.apiToken) { peak.withLock { $0 = max($0, bytes) } }
+                if let bytes = try? node.residentBytes() { peak.withLock { $0 = max($0, bytes) } }
                 usleep(20_000)
             }
         }
         sampler.start()
         var workload = ScenarioWorkload(scenario: .zipf, operation: .toggle, posts: others, zipfExponent: 0.99, readRatio: 0,
-                                        token: options.apiToken, userBase: userBase + 1_000_000_000_000)
+                                        token: node.apiToken, userBase: userBase + 1_000_000_000_000)
         workload.routing = .first
         let generator = LoadGenerator(options: options.load, workload: workload)
         // The first request on the large post, sent as the measured seconds begin.
         let first = Task.detached { [options] () -> (Double, Int, String) in
             try? await Task.sleep(for: options.load.warmup)
             let started = ContinuousClock.now
-            let (status, body) = (try? OneShotHTTP.send(to: node, method: "POST", path: "/v1/posts/\(post)/likes/\(userBase)/toggle",
-                                                         token: options.apiToken)) ?? (0, "no answer")
+            let (status, body) = (try? OneShotHTTP.send(to: node.endpoint, method: "POST", path: "/v1/posts/\(post)/likes/\(userBase)/toggle",
+                                                         token: node.apiToken)) ?? (0, "no answer")
             return ((ContinuousClock.now - started).inSeconds, status, body)
         }
         let result = await generator.run { _, _, _, _ in }
         let (seconds, status, body) = await first.value
         sampling.store(false, ordering: .relaxed)
-        let rssAfter = try residentBytes(node)
+        let rssAfter = try node.residentBytes()
         let peakBytes = peak.withLock { $0 }
         let h = result.histogram
         print("  first request on the large post: \(String(format: "%.0f", seconds * 1_000)) ms, status \(status): \(body)")
@@ -135,18 +126,5 @@ struct HydrationBench {
         guard status == 200, body.contains(expected) else {
             throw BenchCheckFailure(message: "the first request on the large post should answer 200 with \(expected)")
         }
-    }
-
-    private func residentBytes(_ node: Endpoint) throws -> Int {
-        try Self.residentBytes(node, token: options.apiToken)
-    }
-
-    static func residentBytes(_ node: Endpoint, token: String?) throws -> Int {
-        let (status, body) = try OneShotHTTP.send(to: node, method: "GET", path: "/metrics", token: token, timeoutSeconds: 10)
-        guard status == 200, let line = body.split(separator: "\n").first(where: { $0.hasPrefix("process_resident_memory_bytes ") }),
-              let value = Double(line.dropFirst("process_resident_memory_bytes ".count)) else {
-            throw BenchCheckFailure(message: "GET /metrics on \(node) did not give process_resident_memory_bytes")
-        }
-        return Int(value)
     }
 }

@@ -9,14 +9,12 @@ struct ScaleBenchOptions {
     var likesPerPost = 10
     var load = LoadOptions()
     var keep = false
-    var apiToken: String?
-    var adminToken: String?
+    var node: NodeTarget
     var servers: BenchServers
 
     init(arguments: [String], environment: [String: String]) throws {
         servers = BenchServers(environment: environment)
-        apiToken = environment["COUNTER_API_TOKEN"]
-        adminToken = environment["COUNTER_ADMIN_TOKEN"]
+        node = NodeTarget(environment: environment)
         load.connections = 256
         load.warmup = .zero
         var reader = BenchArguments(arguments)
@@ -25,19 +23,12 @@ struct ScaleBenchOptions {
             case "--posts": posts = try reader.number(flag, 1...10_000_000)
             case "--likes-per-post": likesPerPost = try reader.number(flag, 2...1_000)
             case "--connections": load.connections = try reader.number(flag, 1...20_000)
-            case "--url":
-                do {
-                    load.endpoints = [try Endpoint(url: try reader.value(flag))]
-                } catch let error as Endpoint.Invalid {
-                    throw BenchUsageError(message: "--url \(error.message)")
-                }
             case "--keep": keep = true
-            case "--api-token": apiToken = try reader.value(flag)
-            case "--admin-token": adminToken = try reader.value(flag)
-            default: return try servers.take(flag, from: &reader)
+            default: return try node.take(flag, from: &reader) || servers.take(flag, from: &reader)
             }
             return true
         }
+        load.endpoints = [node.endpoint]
     }
 }
 
@@ -50,7 +41,7 @@ struct ScaleBench {
     let options: ScaleBenchOptions
 
     func run() async throws {
-        let node = options.load.endpoints[0]
+        let node = options.node
         let pool = PostgresPool(configuration: PostgresConfiguration(url: options.servers.postgresURL))
         let redisConfiguration = try RedisConfiguration(url: options.servers.redisURL)
         let redis = RedisConnection(configuration: redisConfiguration)
@@ -58,22 +49,22 @@ struct ScaleBench {
         let posts = Int64(options.posts)
         let firstPost = Int64.random(in: 1_000_000_000...4_000_000_000_000_000)
         let total = posts * Int64(options.likesPerPost)
-        print("counter-bench scale: \(total) likes over \(posts) posts (\(options.likesPerPost) each) through \(node), \(options.load.connections) connections")
+        print("counter-bench scale: \(total) likes over \(posts) posts (\(options.likesPerPost) each) through \(node.endpoint), \(options.load.connections) connections")
         try await pool.query("INSERT INTO posts (id) SELECT generate_series($1::bigint, $1::bigint + $2::bigint - 1)",
                              [.int64(firstPost), .int64(posts)])
         let workload = SpreadLikesWorkload(firstPost: firstPost, posts: posts, userBase: Int64.random(in: 1...1_000_000) * 1_000_000_000,
-                                           token: options.apiToken)
+                                           token: node.apiToken)
         do {
-            try flush(node)
-            let nodeBefore = try HydrationBench.residentBytes(node, token: options.apiToken)
+            try node.flush()
+            let nodeBefore = try node.residentBytes()
             let redisBefore = try await usedMemory(redis)
             print(String(format: "  before: node %.1f MB, Redis %.1f MB", Double(nodeBefore) / 1e6, Double(redisBefore) / 1e6))
             try await drive(workload, until: posts, label: "the first like of every post")
-            try flush(node)
+            try node.flush()
             let redisOneEach = try await usedMemory(redis)
             try await drive(workload, until: total, label: "the other likes")
-            try flush(node)
-            let nodeAfter = try HydrationBench.residentBytes(node, token: options.apiToken)
+            try node.flush()
+            let nodeAfter = try node.residentBytes()
             let redisAfter = try await usedMemory(redis)
             let rows = try await pool.query("SELECT count(*) FROM likes WHERE post_id BETWEEN $1 AND $1 + $2 - 1", [.int64(firstPost), .int64(posts)])
             let likes = try rows.first?.int64(0) ?? 0
@@ -110,11 +101,6 @@ struct ScaleBench {
         print(String(format: "  %@ took %.1f s", label, (ContinuousClock.now - started).inSeconds))
     }
 
-    private func flush(_ node: Endpoint) throws {
-        let (status, body) = try OneShotHTTP.send(to: node, method: "POST", path: "/admin/flush", token: options.adminToken)
-        guard status == 200 else { throw BenchCheckFailure(message: "POST /admin/flush answered \(status): \(body)") }
-    }
-
     private func usedMemory(_ redis: RedisConnection) async throws -> Int64 {
         let text = try await redis.send(RedisCommand("INFO", "memory")).string ?? ""
         guard let line = text.split(whereSeparator: \.isNewline).first(where: { $0.hasPrefix("used_memory:") }),
@@ -146,13 +132,13 @@ struct ScaleBench {
         print("  a log before trimming, bytes per change: " + parts.joined(separator: "; "))
     }
 
-    private func cleanUp(node: Endpoint, pool: PostgresPool, firstPost: Int64, posts: Int64) async {
+    private func cleanUp(node: NodeTarget, pool: PostgresPool, firstPost: Int64, posts: Int64) async {
         guard !options.keep else {
             print("  kept: posts \(firstPost)…\(firstPost + posts - 1)")
             return
         }
         print("  deleting the posts and their likes from PostgreSQL (Redis keeps their keys) …")
-        _ = try? OneShotHTTP.send(to: node, method: "POST", path: "/admin/flush", token: options.adminToken)
+        try? node.flush()
         _ = try? await pool.query("DELETE FROM posts WHERE id BETWEEN $1 AND $1 + $2 - 1", [.int64(firstPost), .int64(posts)])
     }
 }

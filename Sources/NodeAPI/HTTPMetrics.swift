@@ -45,14 +45,9 @@ final class HTTPMetrics: Sendable {
         text += "# HELP counter_http_request_duration_seconds Time from a complete request to its answer, by route.\n"
         text += "# TYPE counter_http_request_duration_seconds histogram\n"
         for (route, histogram) in snapshot.latency.sorted(by: { $0.key < $1.key }) {
-            var cumulative = 0
-            for (bound, count) in zip(HTTPMetrics.bucketBounds, histogram.buckets) {
-                cumulative += count
-                text += "counter_http_request_duration_seconds_bucket{route=\"\(route)\",le=\"\(bound)\"} \(cumulative)\n"
-            }
-            text += "counter_http_request_duration_seconds_bucket{route=\"\(route)\",le=\"+Inf\"} \(histogram.count)\n"
-            text += "counter_http_request_duration_seconds_sum{route=\"\(route)\"} \(histogram.sum)\n"
-            text += "counter_http_request_duration_seconds_count{route=\"\(route)\"} \(histogram.count)\n"
+            MetricsText.histogramSamples("counter_http_request_duration_seconds", labels: "route=\"\(route)\"",
+                                         bounds: HTTPMetrics.bucketBounds, buckets: histogram.buckets,
+                                         count: histogram.count, sum: histogram.sum, into: &text)
         }
     }
 }

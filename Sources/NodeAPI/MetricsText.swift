@@ -54,13 +54,23 @@ enum MetricsText {
     static func renderLag(_ lag: WriteBehindLag.Snapshot, into text: inout String) {
         text += "# HELP counter_write_behind_lag_seconds Time from a change's write to Redis (its acknowledgement) to the commit that put it in PostgreSQL, per change.\n"
         text += "# TYPE counter_write_behind_lag_seconds histogram\n"
+        histogramSamples("counter_write_behind_lag_seconds", labels: "", bounds: WriteBehindLag.bucketBounds, buckets: lag.buckets,
+                         count: lag.count, sum: lag.sumSeconds, into: &text)
+    }
+
+    /// One histogram's samples (after its `# HELP`/`# TYPE`): cumulative `_bucket`s from
+    /// per-bucket counts, `+Inf`, `_sum`, `_count`. `labels` (`route="/x"`, or empty) go first.
+    static func histogramSamples(_ name: String, labels: String, bounds: [Double], buckets: [Int], count: Int, sum: Double,
+                                 into text: inout String) {
+        let prefix = labels.isEmpty ? "" : labels + ","
+        let own = labels.isEmpty ? "" : "{\(labels)}"
         var cumulative = 0
-        for (bound, count) in zip(WriteBehindLag.bucketBounds, lag.buckets) {
-            cumulative += count
-            text += "counter_write_behind_lag_seconds_bucket{le=\"\(bound)\"} \(cumulative)\n"
+        for (bound, bucket) in zip(bounds, buckets) {
+            cumulative += bucket
+            text += "\(name)_bucket{\(prefix)le=\"\(bound)\"} \(cumulative)\n"
         }
-        text += "counter_write_behind_lag_seconds_bucket{le=\"+Inf\"} \(lag.count)\n"
-        text += "counter_write_behind_lag_seconds_sum \(lag.sumSeconds)\n"
-        text += "counter_write_behind_lag_seconds_count \(lag.count)\n"
+        text += "\(name)_bucket{\(prefix)le=\"+Inf\"} \(count)\n"
+        text += "\(name)_sum\(own) \(sum)\n"
+        text += "\(name)_count\(own) \(count)\n"
     }
 }
