@@ -21,8 +21,8 @@ struct FlushScheduler {
     /// What the flusher knows of one slot's log.
     struct SlotBacklog: Equatable {
         /// Changes counted as waiting in the slot's log. Exact for what this process appended;
-        /// after a rescan, the log's length in entries (each holds at least one change), a lower
-        /// bound until the log has been read.
+        /// after a rescan, an estimate (the log's entries times the newest entry's changes) until
+        /// the log has been read.
         var pending = 0
         /// When the slot's oldest waiting change became dirty, as far as this process knows.
         var dirtySince: ContinuousClock.Instant?
@@ -282,8 +282,9 @@ struct FlushScheduler {
         return signal(newlyDirtyAt: nil)
     }
 
-    /// `slot`'s log was read again: it holds `length` entries, the newest `newest`. That is now
-    /// the truth about what waits there (`length` counted as changes: a lower bound), and the slot is no longer uncertain. A slot whose read
+    /// `slot`'s log was read again: it holds about `length` changes (the flusher estimates them
+    /// from its entries and the newest entry's size), the newest entry `newest`. That is now the
+    /// truth about what waits there, and the slot is no longer uncertain. A slot whose read
     /// failed needs no event: it stays uncertain.
     mutating func rescanned(slot: UInt16, length: Int, newest: StreamEntryID?, now: ContinuousClock.Instant) -> LoopSignal {
         var newlyDirty = false

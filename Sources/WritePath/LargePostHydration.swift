@@ -4,10 +4,10 @@ import ShardRouter
 /// Loads one large post's likers from PostgreSQL into Redis page by page, off the shard's
 /// batches: a cursor reads `hydrationPageSize` likers at a time and each page is added to a
 /// loading set of this attempt's own (`RedisKeyLayout.loadingLikers`), so memory holds one page,
-/// not the post. The shard then publishes the set — it replaces the likers set and the marker is
-/// set, in one fenced transaction — between its batches (`publish`), so no batch ever sees part
-/// of the likers. The pages need no fence: the loading set is this attempt's alone, and only the
-/// publication makes it count.
+/// not the post. The shard then publishes the set — one script checks the slot's epoch and that
+/// the set is whole, replaces the likers set with it and sets the marker — between its batches
+/// (`publish`), so no batch ever sees part of the likers. The pages need no fence: the loading
+/// set is this attempt's alone, and only the publication makes it count.
 struct LargePostHydration {
     let post: Int64
     let pool: PostgresPool
@@ -75,17 +75,17 @@ struct LargePostHydration {
     }
 
     /// Makes `loaded` likers gathered by `load()` the post's likers set and marks the post
-    /// loaded, fenced by `writer` at `epoch` (the epoch held when the load began). Call from the
-    /// shard, between batches.
-    /// - Throws: Redis's error; a publication whose `RENAME` failed (the loading set expired) is
-    ///   undone — the marker and set deleted — and fails.
-    func publish(loaded: Int, writer: SlotWriter, epoch: Int64?) async throws {
-        let slot = HashSlot(post: post).rawValue
-        let group = PostHydration.publishing(post: post, loading: loading, loaded: loaded, layout: layout)
-        let replies = try await writer.execute(epochs: epoch.map { [slot: $0] }, [group]).first!.get()
-        guard loaded > 0, let renamed = replies.dropFirst().first, case .error = renamed else { return }
-        _ = await writer.execute(epochs: epoch.map { [slot: $0] }, PostHydration.transactions(unloading: [post], layout: layout))
-        throw CounterError(code: .unavailable, message: "post \(post)'s likers could not be put in place: \(renamed)", retryAfterSeconds: 1)
+    /// loaded, all or nothing (`PostHydration.publishScript`): only while the slot's epoch is
+    /// still `epoch` (the one held when the batch that deferred the post began; `nil` for a sole
+    /// writer, unfenced) and the loading set holds all it should. Call from the shard, between
+    /// batches.
+    /// - Throws: `RedisError(.fenced)` when the slot has another owner now (nothing was done:
+    ///   the operations go to it), Redis's error otherwise (nothing was done either).
+    func publish(loaded: Int, epoch: Int64?) async throws {
+        let group = PostHydration.publishing(post: post, loading: loading, loaded: loaded, epoch: epoch, layout: layout)
+        let replies = try await redis.execute([group]).first!.get()
+        if case .error(let text)? = replies.first, text.hasPrefix("FENCED") { throw RedisError(code: .fenced, message: text) }
+        _ = try replies.first?.throwingServerError()
     }
 
     private static func check(_ result: Result<[RedisReply], RedisError>?) throws {

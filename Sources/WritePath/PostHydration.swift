@@ -35,15 +35,41 @@ enum PostHydration {
         SlotCommands(slot: HashSlot(post: post), commands: [.sadd(loading, users), .expire(loading, seconds: loadingExpirySeconds)])
     }
 
-    /// The end of a streamed hydration, as one transaction: the loading set (when any liker was
-    /// loaded) becomes the post's likers set, without expiry, and the hydration marker is set.
-    /// A `RENAME` that fails (the loading set expired) shows as an error reply at index 1.
-    static func publishing(post: Int64, loading: String, loaded: Int, layout: RedisKeyLayout) -> SlotCommands {
-        let likers = layout.likers(ofPost: post)
-        var commands: [RedisCommand] = [.del([likers])]
-        if loaded > 0 { commands += [.rename(loading, to: likers), .persist(likers)] }
-        commands.append(.set(layout.hydratedMarker(ofPost: post), "1"))
-        return SlotCommands(slot: HashSlot(post: post), commands: commands, atomic: true)
+    /// Publishes a streamed hydration, all or nothing: checks the slot's epoch (when the writer
+    /// holds one), checks that the loading set holds exactly the likers loaded (a failover or an
+    /// expiry may have taken it), then makes it the likers set, without expiry, and sets the
+    /// marker. Refuses with `FENCED …` or `INCOMPLETE …` and changes nothing otherwise.
+    /// KEYS: the slot's epoch key, the loading set, the likers set, the marker. ARGV: the epoch
+    /// held (empty for a sole writer, which has no fence), the likers loaded.
+    static let publishScript = """
+        if ARGV[1] ~= '' then
+          local held = redis.call('GET', KEYS[1])
+          if held ~= ARGV[1] then
+            return redis.error_reply('FENCED slot epoch is ' .. (held or 'missing') .. ', the writer holds ' .. ARGV[1])
+          end
+        end
+        if ARGV[2] == '0' then
+          redis.call('DEL', KEYS[3])
+        else
+          local held = redis.call('SCARD', KEYS[2])
+          if held ~= tonumber(ARGV[2]) then
+            return redis.error_reply('INCOMPLETE the loading set holds ' .. held .. ' likers, not ' .. ARGV[2])
+          end
+          redis.call('RENAME', KEYS[2], KEYS[3])
+          redis.call('PERSIST', KEYS[3])
+        end
+        redis.call('SET', KEYS[4], '1')
+        return 'OK'
+        """
+
+    /// The end of a streamed hydration of `post` (`publishScript`, by `EVAL`: it runs once per
+    /// large post, so its text is sent each time rather than kept by SHA).
+    static func publishing(post: Int64, loading: String, loaded: Int, epoch: Int64?, layout: RedisKeyLayout) -> SlotCommands {
+        let slot = HashSlot(post: post)
+        return SlotCommands(slot: slot, commands: [
+            RedisCommand("EVAL", publishScript, "4", layout.epoch(of: slot), loading, layout.likers(ofPost: post),
+                         layout.hydratedMarker(ofPost: post), epoch.map { String($0) } ?? "", String(loaded)),
+        ])
     }
 
     /// The likes of `$1` (an array of post ids). Two columns: post id, user id.

@@ -51,17 +51,24 @@ actor ShardActor {
 
     private struct LargeHydration {
         var parked: [Pending]
+        /// The epoch held when the batch that deferred the post began (`nil` for a sole writer):
+        /// the load is published only under it.
+        let epoch: Int64?
+        /// Whether its load has started (at most `concurrentLargeLoads` run at once).
+        var started = false
         /// Redis's copy of the post was reset or dropped meanwhile: the load is not published;
         /// its operations go to the next batch, which loads the post afresh (or refuses it).
         var cancelled = false
     }
 
+    /// Large posts a shard loads at once; others wait their turn. Each load holds a PostgreSQL
+    /// connection of the pool (shared with the flusher and the batches) while it runs.
+    static let concurrentLargeLoads = 2
+
     /// A background load that ended, for the drain loop to publish between batches.
     private struct LoadedPost {
         let hydration: LargePostHydration
         let result: Result<Int, Error>
-        /// The epoch held when the load began: the publication carries it.
-        let epoch: Int64?
         let started: ContinuousClock.Instant
     }
     /// Operations waiting for the next batch. A lock, not actor isolation, guards it, so callers
@@ -251,6 +258,8 @@ actor ShardActor {
             if queued.isEmpty && resyncs.isEmpty && barriers.isEmpty && loaded.isEmpty { return }
             for resync in resyncs { resync.completion(await resetRedis(resync.posts)) }
             // Operations that waited for a large post go first, in their order.
+            // Counted once, when they arrive (those that waited for a large post were counted then).
+            stats.operations += queued.count
             var batch: [Pending] = []
             for done in loaded { batch += await publish(done) }
             batch += queued
@@ -271,7 +280,6 @@ actor ShardActor {
     /// Runs one batch: refuses posts known not to exist, then performs what the batch's state
     /// machine asks for until it finishes, answering as it says.
     private func process(_ batch: [Pending]) async {
-        stats.operations += batch.count
         let live = refusingUnknownPosts(parkingOnLargeHydrations(batch))
         guard !live.isEmpty else { return }
         // The epochs held as the batch begins: its writes carry them, so a batch whose slot
@@ -281,7 +289,7 @@ actor ShardActor {
         var machine = BatchStateMachine(requests: live.map(\.request), acknowledgement: configuration.acknowledgement, layout: layout)
         var action = machine.start()
         while true {
-            settle(machine.takeSettled(), of: live)
+            settle(machine.takeSettled(), of: live, epochs: epochs)
             switch action {
             case .read(let groups):
                 action = machine.redisReplied(await redis.execute(groups))
@@ -349,10 +357,11 @@ actor ShardActor {
 
     /// Gives the answers due now, remembers the posts found missing, and parks the operations
     /// on large posts while those load in the background.
-    private func settle(_ settled: BatchStateMachine.Settled, of live: [Pending]) {
+    /// - Parameter epochs: those held as the batch began (`nil` for a sole writer).
+    private func settle(_ settled: BatchStateMachine.Settled, of live: [Pending], epochs: [UInt16: Int64]?) {
         if !settled.missingPosts.isEmpty { forget(posts: settled.missingPosts) }
         for answer in settled.answers { live[answer.request].resume(with: answer.result) }
-        for (post, requests) in settled.deferred { park(requests.map { live[$0] }, onLargePost: post) }
+        for (post, requests) in settled.deferred { park(requests.map { live[$0] }, onLargePost: post, epochs: epochs) }
     }
 
     // MARK: - Large posts
@@ -372,23 +381,40 @@ actor ShardActor {
         return rest
     }
 
-    /// Parks `operations` until `post` is loaded, starting its background load if none runs.
-    private func park(_ operations: [Pending], onLargePost post: Int64) {
+    /// Parks `operations` until `post` is loaded, and starts its background load when its turn
+    /// comes. A fenced batch that no longer held the post's slot as it began refuses them
+    /// instead (`notOwner`: they go to the owner).
+    private func park(_ operations: [Pending], onLargePost post: Int64, epochs: [UInt16: Int64]?) {
         if largeHydrations[post] != nil {
             largeHydrations[post]!.parked += operations
             return
         }
-        largeHydrations[post] = LargeHydration(parked: operations)
-        let slot = HashSlot(post: post).rawValue
-        let epoch = ownership.isFenced ? ownership.writeEpoch(slot) : nil
-        let hydration = LargePostHydration(post: post, pool: pool, redis: hydrationRedis, layout: layout,
-                                           pageSize: configuration.hydrationPageSize)
-        log.log(.info, "hydrating_large_post", ["shard": String(index), "post": String(post), "phase": "started"])
-        let started = ContinuousClock.now
-        Task {
-            let result: Result<Int, Error>
-            do { result = .success(try await hydration.load()) } catch { result = .failure(error) }
-            self.enqueueLoaded(LoadedPost(hydration: hydration, result: result, epoch: epoch, started: started))
+        let slot = HashSlot(post: post)
+        let epoch = epochs?[slot.rawValue]
+        if epochs != nil && epoch == nil {
+            let refusal = BatchStateMachine.counterError(SlotWriter.notHeld(slot))
+            for pending in operations { pending.resume(with: .failure(refusal)) }
+            return
+        }
+        largeHydrations[post] = LargeHydration(parked: operations, epoch: epoch)
+        startLargeLoads()
+    }
+
+    /// Starts waiting loads while fewer than `concurrentLargeLoads` run.
+    private func startLargeLoads() {
+        var running = largeHydrations.values.filter(\.started).count
+        for (post, state) in largeHydrations where !state.started && running < Self.concurrentLargeLoads {
+            largeHydrations[post]!.started = true
+            running += 1
+            let hydration = LargePostHydration(post: post, pool: pool, redis: hydrationRedis, layout: layout,
+                                               pageSize: configuration.hydrationPageSize)
+            log.log(.info, "hydrating_large_post", ["shard": String(index), "post": String(post), "phase": "started"])
+            let started = ContinuousClock.now
+            Task {
+                let result: Result<Int, Error>
+                do { result = .success(try await hydration.load()) } catch { result = .failure(error) }
+                self.enqueueLoaded(LoadedPost(hydration: hydration, result: result, started: started))
+            }
         }
     }
 
@@ -408,13 +434,14 @@ actor ShardActor {
     private func publish(_ done: LoadedPost) async -> [Pending] {
         let post = done.hydration.post
         guard let state = largeHydrations.removeValue(forKey: post) else { return [] }
+        defer { startLargeLoads() }
         if state.cancelled {
             await done.hydration.discard()
             return state.parked
         }
         do {
             let loaded = try done.result.get()
-            try await done.hydration.publish(loaded: loaded, writer: writer, epoch: done.epoch)
+            try await done.hydration.publish(loaded: loaded, epoch: state.epoch)
             log.log(.info, "hydrating_large_post", ["shard": String(index), "post": String(post), "phase": "loaded",
                                                     "likers": String(loaded), "waiting": String(state.parked.count),
                                                     "ms": String(Int((ContinuousClock.now - done.started).inSeconds * 1_000))])

@@ -358,10 +358,11 @@ actor WriteBehindFlusher {
         var mayHaveMore = false
     }
 
-    /// The oldest whole entries of each slot's log, until they hold at least `changesPerSlot`
-    /// changes or the log ends, read in slices of at most `readSlice` entries sized by the
-    /// changes per entry seen so far (entries hold up to `ChangeLogEntry.maximumChangesPerEntry`),
-    /// one round trip (per Redis node) per slice round. A slot whose node failed reads as `nil`,
+    /// The oldest whole entries of each slot's log, up to the first that brings them to
+    /// `changesPerSlot` changes (so a slot gives at most that many plus one entry's, up to
+    /// `ChangeLogEntry.maximumChangesPerEntry`) or to the log's end, read in slices of at most
+    /// `readSlice` entries sized by the changes per entry seen so far, one round trip (per Redis
+    /// node) per slice round. A slot whose node failed reads as `nil`,
     /// and the first such failure is returned.
     private func readLogs(_ slots: [UInt16], changesPerSlot: Int) async throws -> (reads: [LogRead?], failure: Error?) {
         var reads = [LogRead?](repeating: LogRead(), count: slots.count)
@@ -380,14 +381,18 @@ actor WriteBehindFlusher {
                 switch result {
                 case .success(let replies):
                     let slice = try replies[0].streamEntries()
+                    var reachedBudget = false
                     for entry in slice {
                         let changes = ChangeLogEntry.changes(from: entry)
                         reads[index]!.entries.append(entry)
                         reads[index]!.changes.append(changes)
                         reads[index]!.changeCount += changes?.count ?? 1
+                        // Whole entries up to the budget: what a slice read beyond it is left
+                        // for the next flush (the trim stops at the last entry kept).
+                        if reads[index]!.changeCount >= changesPerSlot { reachedBudget = true; break }
                     }
-                    if slice.count < count { continue }
-                    if reads[index]!.changeCount >= changesPerSlot { reads[index]!.mayHaveMore = true } else { stillOpen.append(index) }
+                    if reachedBudget { reads[index]!.mayHaveMore = true; continue }
+                    if slice.count == count { stillOpen.append(index) }
                 case .failure(let error):
                     reads[index] = nil
                     failure = failure ?? error
@@ -399,10 +404,11 @@ actor WriteBehindFlusher {
     }
 
     /// How many entries the next slice of `read` asks for: enough, at the changes per entry
-    /// seen so far, to reach `changesPerSlot` (64 at most before any is seen), at most `readSlice`.
+    /// seen so far, to reach `changesPerSlot` (16 at most before any is seen: an entry holds
+    /// up to 1,000), at most `readSlice`.
     static func sliceSize(read: LogRead, changesPerSlot: Int) -> Int {
         let wanted = max(1, changesPerSlot - read.changeCount)
-        guard !read.entries.isEmpty else { return min(64, wanted, readSlice) }
+        guard !read.entries.isEmpty else { return min(16, wanted, readSlice) }
         let perEntry = max(1, read.changeCount / read.entries.count)
         return max(1, min(readSlice, (wanted + perEntry - 1) / perEntry))
     }
@@ -500,8 +506,11 @@ actor WriteBehindFlusher {
                     continue
                 }
                 let length = Int(try reply[0].throwingServerError().integer ?? 0)
-                let newest = try reply[1].streamEntries().first?.id
-                follow(scheduler.rescanned(slot: slot, length: length, newest: newest, now: now))
+                let newest = try reply[1].streamEntries().first
+                // The changes waiting, estimated from the newest entry's size (entries of a log
+                // hold one change each when its slot is quiet, up to 1,000 when busy).
+                let perEntry = newest.flatMap { ChangeLogEntry.changes(from: $0)?.count } ?? 1
+                follow(scheduler.rescanned(slot: slot, length: length * max(1, perEntry), newest: newest?.id, now: now))
             }
         }
         return failure

@@ -134,17 +134,20 @@ struct ShardBatchProtocolTests {
         #expect(groups.map(\.slot.rawValue) == [Self.slot(2)])
     }
 
-    @Test("a streamed hydration's pages grow its own loading set; its publication replaces the likers set and marks the post at once")
+    @Test("a streamed hydration's pages grow its own loading set; its publication is one script on the post's slot")
     func streamedHydrationCommands() {
         let loading = Self.layout.loadingLikers(ofPost: 1, attempt: 42)
         #expect(loading == Self.likers(1) + ":loading:42")
         #expect(loading.contains("{\(HashSlot(post: 1).hashTag)}"))  // the post's slot
         #expect(PostHydration.loadingPage([5, 6], post: 1, loading: loading).commands == [.sadd(loading, [Int64(5), Int64(6)]), .expire(loading, seconds: 600)])
-        let published = PostHydration.publishing(post: 1, loading: loading, loaded: 2, layout: Self.layout)
-        #expect(published.atomic && published.slot == HashSlot(post: 1))
-        #expect(published.commands == [.del([Self.likers(1)]), .rename(loading, to: Self.likers(1)), .persist(Self.likers(1)), .set(Self.marker(1), "1")])
-        // Nothing loaded (the rows went meanwhile): an empty set, marked.
-        #expect(PostHydration.publishing(post: 1, loading: loading, loaded: 0, layout: Self.layout).commands == [.del([Self.likers(1)]), .set(Self.marker(1), "1")])
+        let published = PostHydration.publishing(post: 1, loading: loading, loaded: 2, epoch: 7, layout: Self.layout)
+        #expect(published.slot == HashSlot(post: 1))
+        #expect(published.commands == [RedisCommand("EVAL", PostHydration.publishScript, "4", Self.layout.epoch(of: HashSlot(post: 1)),
+                                                    loading, Self.likers(1), Self.marker(1), "7", "2")])
+        // A sole writer holds no epoch: the script skips the check.
+        #expect(PostHydration.publishing(post: 1, loading: loading, loaded: 0, epoch: nil, layout: Self.layout).commands
+                == [RedisCommand("EVAL", PostHydration.publishScript, "4", Self.layout.epoch(of: HashSlot(post: 1)),
+                                 loading, Self.likers(1), Self.marker(1), "", "0")])
         #expect(PostHydration.fetchLikers(pageSize: 10_000) == "FETCH 10000 FROM counter_hydration")
     }
 

@@ -173,4 +173,57 @@ struct WritePathTests {
         #expect(try await harness.postgresCounts()[large].map { $0.count == 2_501 && $0.rows == 2_501 } == true)
         await harness.stop()
     }
+
+    @Test("a streamed hydration is published all or nothing: refused when the slot's epoch moved or the loading set is not whole, and nothing changes then",
+          arguments: RedisTarget.allCases)
+    func largePostPublication(redis: RedisTarget) async throws {
+        let harness = try await WritePathHarness.start(posts: 1, redis: redis)
+        let post = harness.posts[0]
+        let slot = HashSlot(post: post)
+        let layout = harness.layout
+        let loading = layout.loadingLikers(ofPost: post, attempt: 1)
+        func run(_ group: SlotCommands) async throws -> RedisReply { try await harness.redis.execute([group]).first!.get()[0] }
+        func state() async throws -> [RedisReply] {
+            try await harness.redis.pipeline([.exists([layout.hydratedMarker(ofPost: post)]), .scard(layout.likers(ofPost: post)),
+                                              .exists([loading])], slot: slot)
+        }
+        _ = try await harness.redis.pipeline([.set(layout.epoch(of: slot), "5"), .sadd(loading, [Int64(1), Int64(2), Int64(3)])], slot: slot)
+        // Another epoch: fenced, nothing done.
+        let fenced = try await run(PostHydration.publishing(post: post, loading: loading, loaded: 3, epoch: 4, layout: layout))
+        guard case .error(let fencedText) = fenced else { Issue.record("refused"); return }
+        #expect(fencedText.hasPrefix("FENCED"))
+        // Fewer likers in the set than were loaded (a failover lost some): refused, nothing done.
+        let incomplete = try await run(PostHydration.publishing(post: post, loading: loading, loaded: 4, epoch: 5, layout: layout))
+        guard case .error(let incompleteText) = incomplete else { Issue.record("refused"); return }
+        #expect(incompleteText.hasPrefix("INCOMPLETE"))
+        #expect(try await state().map(\.integer) == [0, 0, 1])
+        // Whole, under the epoch held: the set becomes the likers set and the post is marked.
+        #expect(try await run(PostHydration.publishing(post: post, loading: loading, loaded: 3, epoch: 5, layout: layout)).string == "OK")
+        #expect(try await state().map(\.integer) == [1, 3, 0])
+        let ttl = try await harness.redis.pipeline([RedisCommand("TTL", layout.likers(ofPost: post))], slot: slot)
+        #expect(ttl.first?.integer == -1)
+        await harness.stop()
+    }
+
+    @Test("a flush takes whole log entries only up to its budget: big batches reach PostgreSQL in transactions of bounded size", arguments: RedisTarget.allCases)
+    func flushBudget(redis: RedisTarget) async throws {
+        let harness = try await WritePathHarness.start(posts: 1, redis: redis) { configuration in
+            configuration.flushOnlyWhenAsked()
+            configuration.shardCount = 1
+            configuration.flushBatchSize = 50
+        }
+        let post = harness.posts[0]
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for user in 1...3_000 { group.addTask { _ = try await harness.service.perform(.like, post: post, user: Int64(user)) } }
+            try await group.waitForAll()
+        }
+        try await harness.service.flush()
+        #expect(try await harness.postgresCounts()[post].map { $0.count == 3_000 && $0.rows == 3_000 } == true)
+        let stats = await harness.service.stats()
+        // A slot's budget here is 64 changes; the entry that crosses it can hold up to 1,000 more.
+        let largest = stats.map(\.largestFlush).max() ?? 0
+        #expect(largest <= 64 + ChangeLogEntry.maximumChangesPerEntry, "largest flush \(largest) changes")
+        #expect(stats.reduce(0) { $0 + $1.flushTransactions } >= 3)
+        await harness.stop()
+    }
 }
