@@ -323,17 +323,24 @@ struct FlushScheduler {
     // MARK: - Events from a flush
 
     /// The slots one flush reads at `now`: the oldest dirty first (slots with work but no known
-    /// age count as dirty since `now`; equal ages by slot number), at most about
-    /// `flushBatchSize` changes in all and at least 64 per slot, so a backlog spread over many
-    /// slots still moves in sizeable steps. `nil` when no slot has work.
+    /// age count as dirty since `now`; equal ages by slot number), each up to a share of
+    /// `flushBatchSize` changes (at least 64, so a backlog spread over many slots still moves
+    /// in sizeable steps), until what they hold — each counted up to its share — reaches
+    /// `flushBatchSize`: many quiet slots go in one flush, not 64 changes' worth at a time.
+    /// `nil` when no slot has work.
     func flushPlan(now: ContinuousClock.Instant) -> FlushPlan? {
         let dirty = backlog.filter { $0.value.hasWork }
             .sorted { ($0.value.dirtySince ?? now, $0.key) < ($1.value.dirtySince ?? now, $1.key) }
         guard !dirty.isEmpty else { return nil }
         let perSlot = max(64, flushBatchSize / dirty.count)
-        let chosen = dirty.prefix(max(1, flushBatchSize / perSlot))
-        return FlushPlan(slots: chosen.map { FlushPlan.Slot(slot: $0.key, pending: $0.value.pending, appended: $0.value.appended) },
-                         changesPerSlot: perSlot)
+        var chosen: [FlushPlan.Slot] = []
+        var planned = 0
+        for (slot, state) in dirty {
+            chosen.append(FlushPlan.Slot(slot: slot, pending: state.pending, appended: state.appended))
+            planned += min(max(state.pending, 1), perSlot)
+            if planned >= flushBatchSize { break }
+        }
+        return FlushPlan(slots: chosen, changesPerSlot: perSlot)
     }
 
     /// A planned slot's log read empty: whatever was appended there before the plan has been

@@ -404,11 +404,12 @@ actor WriteBehindFlusher {
     }
 
     /// How many entries the next slice of `read` asks for: enough, at the changes per entry
-    /// seen so far, to reach `changesPerSlot` (16 at most before any is seen: an entry holds
-    /// up to 1,000), at most `readSlice`.
+    /// seen so far, to reach `changesPerSlot` (64 at most before any is seen: one round trip for
+    /// a quiet slot's small entries; what a slice of big ones brings past the budget is left in
+    /// the log), at most `readSlice`.
     static func sliceSize(read: LogRead, changesPerSlot: Int) -> Int {
         let wanted = max(1, changesPerSlot - read.changeCount)
-        guard !read.entries.isEmpty else { return min(16, wanted, readSlice) }
+        guard !read.entries.isEmpty else { return min(64, wanted, readSlice) }
         let perEntry = max(1, read.changeCount / read.entries.count)
         return max(1, min(readSlice, (wanted + perEntry - 1) / perEntry))
     }

@@ -321,18 +321,25 @@ struct FlushSchedulerTests {
         #expect(scheduler.oldestDirtySince == at(500))
     }
 
-    @Test("a flush reads the oldest dirty slots first, about flushBatchSize entries in all, at least 64 per slot")
+    @Test("a flush reads the oldest dirty slots first, each up to its share (at least 64), until they hold about flushBatchSize changes")
     func plan() {
         var scheduler = scheduler(batch: 200)
-        for (slot, time) in [(10, 50), (11, 10), (12, 30), (13, 10), (14, 40)] as [(UInt16, Int)] {
-            _ = scheduler.appended([slot: (Int(slot), Self.id(UInt64(slot)))], now: at(time))
+        for (slot, time, pending) in [(10, 50, 100), (11, 10, 100), (12, 30, 10), (13, 10, 30), (14, 40, 100)] as [(UInt16, Int, Int)] {
+            _ = scheduler.appended([slot: (pending, Self.id(UInt64(slot)))], now: at(time))
         }
-        // Five dirty: 200 / 5 is below 64, so 64 each from the three oldest (equal ages by slot).
+        // Five dirty: 200 / 5 is below 64, so shares of 64. Oldest first (equal ages by slot):
+        // 11 (64 of its 100), 13 (30), 12 (10), 14 (64): 168, then 10 brings it past 200.
         #expect(scheduler.flushPlan(now: at(100)) == FlushScheduler.FlushPlan(slots: [
-            .init(slot: 11, pending: 11, appended: Self.id(11)),
-            .init(slot: 13, pending: 13, appended: Self.id(13)),
-            .init(slot: 12, pending: 12, appended: Self.id(12)),
+            .init(slot: 11, pending: 100, appended: Self.id(11)),
+            .init(slot: 13, pending: 30, appended: Self.id(13)),
+            .init(slot: 12, pending: 10, appended: Self.id(12)),
+            .init(slot: 14, pending: 100, appended: Self.id(14)),
+            .init(slot: 10, pending: 100, appended: Self.id(10)),
         ], changesPerSlot: 64))
+        // Big slots: the batch fills sooner. 500 each, shares of 64: four slots make 256 ≥ 200.
+        var busy = self.scheduler(batch: 200)
+        for slot: UInt16 in 1...6 { _ = busy.appended([slot: (500, Self.id(UInt64(slot)))], now: at(Int(slot))) }
+        #expect(busy.flushPlan(now: at(100))?.slots.map(\.slot) == [1, 2, 3, 4])
 
         var wide = self.scheduler(batch: 1_000)
         for slot: UInt16 in 1...4 { _ = wide.appended([slot: (1, Self.id(UInt64(slot)))], now: at(Int(slot))) }
@@ -462,8 +469,14 @@ private struct ReferenceFlusher {
             .sorted { ($0.value.dirtySince ?? now, $0.key) < ($1.value.dirtySince ?? now, $1.key) }
         guard !allDirty.isEmpty else { return nil }
         let perSlot = max(64, batchSize / allDirty.count)
-        let dirty = allDirty.prefix(max(1, batchSize / perSlot))
-        return FlushScheduler.FlushPlan(slots: dirty.map { .init(slot: $0.key, pending: $0.value.pending, appended: $0.value.appended) },
+        // Oldest first until their shares reach the batch: counted by a plain scan.
+        var count = 0
+        while count < allDirty.count {
+            count += 1
+            let planned = allDirty.prefix(count).map { min(max($0.value.pending, 1), perSlot) }.reduce(0, +)
+            if planned >= batchSize { break }
+        }
+        return FlushScheduler.FlushPlan(slots: allDirty.prefix(count).map { .init(slot: $0.key, pending: $0.value.pending, appended: $0.value.appended) },
                                         changesPerSlot: perSlot)
     }
 }

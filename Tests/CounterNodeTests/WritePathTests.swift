@@ -142,10 +142,24 @@ struct WritePathTests {
         try await harness.pool.query("UPDATE posts SET likes_count = 2500 WHERE id = $1", [.int64(large)])
         _ = try await harness.service.perform(.like, post: small, user: 1)
 
-        // Hold the likes table, so the large post's load cannot read it until released.
+        // Hold the likes table, so the large post's load cannot read it until released. NOWAIT,
+        // retried: a lock request queued behind another suite's transaction would make every
+        // later reader of the shared table wait behind it too; held, it lasts a moment.
         let locker = PostgresConnection(configuration: PostgresConfiguration(url: TestEnvironment.postgresURL))
-        try await locker.query("BEGIN")
-        try await locker.query("LOCK TABLE likes IN ACCESS EXCLUSIVE MODE")
+        while true {
+            try await locker.query("BEGIN")
+            let acquired: Bool
+            do {
+                try await locker.query("LOCK TABLE likes IN ACCESS EXCLUSIVE MODE NOWAIT")
+                acquired = true
+            } catch {
+                guard error.sqlState == "55P03" else { throw error }
+                acquired = false
+            }
+            if acquired { break }
+            try await locker.query("ROLLBACK")
+            try await Task.sleep(for: .milliseconds(10))
+        }
         let first = Task { try await harness.service.perform(.toggle, post: large, user: 9_001) }
         while harness.log.lines(of: "hydrating_large_post").isEmpty { try await Task.sleep(for: .milliseconds(5)) }
         // The shard goes on with its other post meanwhile; a second operation on the large one waits too.
