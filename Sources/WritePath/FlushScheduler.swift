@@ -323,16 +323,18 @@ struct FlushScheduler {
     // MARK: - Events from a flush
 
     /// The slots one flush reads at `now`: the oldest dirty first (slots with work but no known
-    /// age count as dirty since `now`; equal ages by slot number), each up to a share of
-    /// `flushBatchSize` changes (at least 64, so a backlog spread over many slots still moves
-    /// in sizeable steps), until what they hold — each counted up to its share — reaches
-    /// `flushBatchSize`: many quiet slots go in one flush, not 64 changes' worth at a time.
-    /// `nil` when no slot has work.
+    /// age count as dirty since `now`; equal ages by slot number). When everything waiting fits
+    /// in `flushBatchSize` changes, every slot, whole. Otherwise each slot up to a share of
+    /// `flushBatchSize` (at least 64, so a backlog spread over many slots still moves in
+    /// sizeable steps), until what they hold — each counted up to its share — reaches
+    /// `flushBatchSize`. `nil` when no slot has work.
     func flushPlan(now: ContinuousClock.Instant) -> FlushPlan? {
         let dirty = backlog.filter { $0.value.hasWork }
             .sorted { ($0.value.dirtySince ?? now, $0.key) < ($1.value.dirtySince ?? now, $1.key) }
         guard !dirty.isEmpty else { return nil }
-        let perSlot = max(64, flushBatchSize / dirty.count)
+        // A share caps a busy slot only when the batch cannot take everything: a slot of a
+        // popular post would otherwise fall behind by a share per flush.
+        let perSlot = pendingTotal <= flushBatchSize ? flushBatchSize : max(64, flushBatchSize / dirty.count)
         var chosen: [FlushPlan.Slot] = []
         var planned = 0
         for (slot, state) in dirty {

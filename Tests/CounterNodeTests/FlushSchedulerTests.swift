@@ -321,7 +321,7 @@ struct FlushSchedulerTests {
         #expect(scheduler.oldestDirtySince == at(500))
     }
 
-    @Test("a flush reads the oldest dirty slots first, each up to its share (at least 64), until they hold about flushBatchSize changes")
+    @Test("a flush reads every slot whole when all fits in flushBatchSize; otherwise the oldest first, each up to its share (at least 64), until about flushBatchSize")
     func plan() {
         var scheduler = scheduler(batch: 200)
         for (slot, time, pending) in [(10, 50, 100), (11, 10, 100), (12, 30, 10), (13, 10, 30), (14, 40, 100)] as [(UInt16, Int, Int)] {
@@ -348,7 +348,8 @@ struct FlushSchedulerTests {
         _ = wide.settled(slot: 1, removed: 1, applied: nil, stillDirtySince: nil)
         let plan = wide.flushPlan(now: at(100))
         #expect(plan?.slots.map(\.slot) == [2, 3, 4, 1])
-        #expect(plan?.changesPerSlot == 250)
+        // Everything waiting fits in the batch: no slot is capped.
+        #expect(plan?.changesPerSlot == 1_000)
     }
 
     // MARK: - Random events
@@ -468,7 +469,7 @@ private struct ReferenceFlusher {
         let allDirty = backlog.filter { $0.value.hasWork }
             .sorted { ($0.value.dirtySince ?? now, $0.key) < ($1.value.dirtySince ?? now, $1.key) }
         guard !allDirty.isEmpty else { return nil }
-        let perSlot = max(64, batchSize / allDirty.count)
+        let perSlot = pendingTotal <= batchSize ? batchSize : max(64, batchSize / allDirty.count)
         // Oldest first until their shares reach the batch: counted by a plain scan.
         var count = 0
         while count < allDirty.count {
