@@ -1,12 +1,13 @@
 import CounterCore
-import Foundation
 import CounterWire
-import Persistence
+import Foundation
+import ShardRouter
 import TestSupport
 import Testing
 @testable import BenchKit
 @testable import NodeAPI
 @testable import NodeHTTP
+@testable import Persistence
 
 /// Seeded random and mutated input for the parsers that read what clients, peers and Redis send:
 /// none may crash or hang, and each answer is either a refusal or a correct result. The inputs
@@ -135,6 +136,24 @@ struct ParserFuzzTests {
         for _ in 0..<Self.inputs(200_000) {
             let bytes = Self.mutate(seeds.randomElement(using: &random)!, &random)
             if let (length, _) = RESPFraming.reply(bytes) { #expect(length > 0 && length <= bytes.count) }
+        }
+    }
+}
+
+extension ParserFuzzTests {
+    @Test("Redis redirect errors (MOVED, ASK): any text is no redirect, or one to a real slot and port")
+    func redirects() {
+        var random = SeededGenerator(seed: 7)
+        let seeds = ["MOVED 3999 127.0.0.1:6381", "ASK 16383 redis-2:7000", "TRYAGAIN Multiple keys request during rehashing of slot",
+                     "CLUSTERDOWN The cluster is down", "MOVED 0 :6379"].map { Array($0.utf8) }
+        for _ in 0..<Self.inputs(200_000) {
+            let text = String(decoding: Self.mutate(seeds.randomElement(using: &random)!, &random), as: UTF8.self)
+            switch RedisRedirect(errorText: text, askedHost: "10.0.0.1") {
+            case .moved(let slot, let endpoint)?, .ask(let slot, let endpoint)?:
+                #expect(Int(slot.rawValue) < HashSlot.count && (1...65_535).contains(endpoint.port) && !endpoint.host.isEmpty, "\(text.debugDescription)")
+            default:
+                break
+            }
         }
     }
 }
