@@ -41,6 +41,12 @@ public struct NodeConfiguration: Sendable, Equatable {
     public var lease: Duration = .seconds(3)
     /// Most slots handed between live nodes at once. Defaults to 256.
     public var maximumMoves: Int = 256
+    /// `/readyz` fails while the oldest change waiting for PostgreSQL is older than this many
+    /// seconds; 0 never. Defaults to 60: far above a healthy flusher's lag (under a second), so
+    /// only a PostgreSQL that is down or far behind takes the node out of a load balancer.
+    public var readyMaxLagSeconds: Int = 60
+    /// `readyMaxLagSeconds` as the API takes it: `nil` when it is off.
+    public var readyMaxLag: Duration? { readyMaxLagSeconds > 0 ? .seconds(readyMaxLagSeconds) : nil }
 
     public init() {}
 
@@ -173,6 +179,8 @@ public struct NodeConfiguration: Sendable, Equatable {
                 }),
         integer("--lease-ms", "COUNTER_LEASE_MS", "how long the node's lease lasts without renewal; a node silent this long loses its slots (milliseconds)", 600...600_000,
                 get: { Int($0.lease.inMilliseconds) }, set: { $0.lease = .milliseconds($1) }),
+        integer("--ready-max-lag", "COUNTER_READY_MAX_LAG", "/readyz fails while the oldest change waiting for PostgreSQL is older than this (seconds; 0: never)", 0...86_400,
+                get: { Int($0.readyMaxLagSeconds) }, set: { $0.readyMaxLagSeconds = $1 }),
         integer("--max-moving-slots", "COUNTER_MAX_MOVING_SLOTS", "slots handed between live nodes at once (takeovers of dead nodes' slots are not limited)", 1...16_384,
                 get: { $0.maximumMoves }, set: { $0.maximumMoves = $1 }),
         Setting(flag: "--audit-table", environment: "COUNTER_AUDIT_TABLE",

@@ -50,6 +50,8 @@ public enum NodeServer {
                                    service: service, postgres: membershipPool, leasePostgres: leasePool, log: log)
         let server: HTTPServer
         var listening: HTTPServer?
+        let api = CounterAPI(service: service, tokens: configuration.tokens, postgres: pool, redis: adminRedis, member: member,
+                             readyMaxLag: configuration.readyMaxLag)
         do {
             // Redis's shape first: a seed that is not a cluster, or a cluster with slots no master
             // serves, is a configuration error found before anything is written.
@@ -69,7 +71,6 @@ public enum NodeServer {
                 log.log(.info, "demo_posts", ["ids": "1-\(configuration.demoPosts)"])
             }
             try await service.start()
-            let api = CounterAPI(service: service, tokens: configuration.tokens, postgres: pool, redis: adminRedis, member: member)
             server = try HTTPServer(configuration: configuration.http, handler: api)
             // Bound first, so the advertised URL has the real port; requests that arrive before
             // the node has joined find no slot served and are answered 503 (retry).
@@ -95,6 +96,8 @@ public enum NodeServer {
             var iterator = signals.stream.makeAsyncIterator()
             guard let first = await iterator.next() else { return }
             log.log(.info, "shutting_down", ["signal": first == SIGINT ? "SIGINT" : "SIGTERM"])
+            // Load balancers stop sending here while the slots are handed off.
+            api.markShuttingDown()
             impatient.withLock {
                 $0 = Task {
                     var rest = signals.stream.makeAsyncIterator()

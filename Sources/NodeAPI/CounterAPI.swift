@@ -30,16 +30,25 @@ public final class CounterAPI: HTTPHandler {
     ///   - member: the node's cluster membership: requests for slots other nodes own are then
     ///     forwarded to them, and `/v1/cluster` answers. `nil` for a write path that is the only
     ///     writer.
-    public init(service: CounterService, tokens: AccessTokens, postgres: PostgresPool, redis: RedisClient, member: ClusterMember? = nil) {
+    ///   - readyMaxLag: `/readyz` fails while the oldest change waiting for PostgreSQL is older;
+    ///     `nil` never.
+    public init(service: CounterService, tokens: AccessTokens, postgres: PostgresPool, redis: RedisClient, member: ClusterMember? = nil,
+                readyMaxLag: Duration? = nil) {
         self.service = service
         self.tokens = tokens
         self.member = member
         self.forwarder = member.map { Forwarder(member: $0, ownerWait: service.configuration.slotMoveWait) }
         let layout = RedisKeyLayout(prefix: service.configuration.keyPrefix)
         self.inspector = PostInspector(service: service, postgres: postgres, redis: redis, layout: layout)
-        self.readiness = ReadinessProbe(postgres: postgres, redis: redis, member: member, ownership: service.ownership)
+        self.readiness = ReadinessProbe(postgres: postgres, redis: redis, member: member, service: service, maxLag: readyMaxLag)
         self.reconciler = Reconciler(postgres: postgres, redis: redis, layout: layout, service: service)
         self.deadLetters = DeadLetters(service: service, redis: redis, layout: layout)
+    }
+
+    /// From now on `/readyz` answers 503 (`shutting down`), so load balancers stop sending here
+    /// while the node hands its slots off and stops. Called on the first SIGTERM/SIGINT.
+    public func markShuttingDown() {
+        readiness.markShuttingDown()
     }
 
     /// Routes once: refusals and health are answered at once; like/unlike/toggle/read go straight
@@ -329,33 +338,51 @@ public final class CounterAPI: HTTPHandler {
     }
 }
 
-/// `/readyz`: PostgreSQL and Redis (every master, for a cluster with every slot served) answer.
-/// Cached for a second so probes cost little.
-/// For a node of a cluster, also: it serves every slot the map gives it (none still being
-/// acquired, its log drained, or released).
+/// `/readyz`: ready while PostgreSQL and Redis (every master, for a cluster with every slot
+/// served) answer, the oldest change waiting for PostgreSQL is younger than `maxLag` (when
+/// set), the node is not shutting down, and — for a node of a cluster — it serves every slot the
+/// map gives it (none still being acquired, its log drained, or released). Otherwise 503 with
+/// every reason. Cached for a second so probes cost little (shutting down shows at once).
 actor ReadinessProbe {
     private let postgres: PostgresPool
     private let redis: RedisClient
     private let member: ClusterMember?
-    private let ownership: OwnedSlots
+    private let service: CounterService
+    private let maxLag: Duration?
+    private let shuttingDown = Atomic<Bool>(false)
     private var last: (at: ContinuousClock.Instant, response: HTTPResponse)?
 
-    init(postgres: PostgresPool, redis: RedisClient, member: ClusterMember?, ownership: OwnedSlots) {
+    init(postgres: PostgresPool, redis: RedisClient, member: ClusterMember?, service: CounterService, maxLag: Duration?) {
         self.postgres = postgres
         self.redis = redis
         self.member = member
-        self.ownership = ownership
+        self.service = service
+        self.maxLag = maxLag
+    }
+
+    nonisolated func markShuttingDown() {
+        shuttingDown.store(true, ordering: .relaxed)
     }
 
     func check() async -> HTTPResponse {
+        if shuttingDown.load(ordering: .relaxed) {
+            return .error(503, code: "not_ready", message: "the node is shutting down", retryAfterSeconds: 1)
+        }
         if let last, ContinuousClock.now - last.at < .seconds(1) { return last.response }
         var problems: [String] = []
         do { try await redis.pingMasters() } catch { problems.append("redis: \(error)") }
         do { _ = try await postgres.query("SELECT 1") } catch { problems.append("postgres: \(error)") }
+        if let maxLag {
+            let oldest = await service.stats().map(\.oldestPendingAgeSeconds).max() ?? 0
+            if oldest > maxLag.inSeconds {
+                problems.append(String(format: "write-behind: the oldest change waiting for PostgreSQL is %.1f s old (limit %.0f s)",
+                                       oldest, maxLag.inSeconds))
+            }
+        }
         if let member {
             let map = member.map
             let me = member.configuration.nodeID
-            let states = ownership.snapshot()
+            let states = service.ownership.snapshot()
             var unsettled = 0
             for (slot, row) in map.slots.enumerated() where slot < states.count {
                 let mine = row.owner.map { map.nodes[$0].id == me } ?? false

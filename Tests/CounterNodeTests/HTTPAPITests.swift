@@ -125,6 +125,29 @@ struct HTTPAPITests {
         await http.stop()
     }
 
+    @Test("readiness: not ready while a change has waited for PostgreSQL longer than the limit, ready once flushed, and not ready from the moment the node shuts down",
+          arguments: RedisTarget.allCases)
+    func readiness(redis: RedisTarget) async throws {
+        let http = try await HTTPHarness.start(redis: redis, writePath: { $0.flushOnlyWhenAsked() }, readyMaxLag: .seconds(1))
+        let post = http.posts[0]
+        #expect(try await http.send("GET", "/readyz", token: nil).status == 200)
+        #expect(try await http.send("POST", "/v1/posts/\(post)/likes/7/toggle").status == 200)
+        // The change waits (flushes only when asked); once older than the limit, and past the
+        // probe's one-second cache, the node is not ready, and says why.
+        try await Task.sleep(for: .milliseconds(2_200))
+        let lagging = try await http.send("GET", "/readyz", token: nil)
+        #expect(lagging.status == 503)
+        #expect(lagging.text.contains("write-behind: the oldest change waiting for PostgreSQL is"), "\(lagging.text)")
+        #expect(try await http.send("GET", "/healthz", token: nil).status == 200, "liveness stays")
+        try await http.writePath.service.flush()
+        try await Task.sleep(for: .milliseconds(1_100))
+        #expect(try await http.send("GET", "/readyz", token: nil).status == 200)
+        http.api.markShuttingDown()
+        let stopping = try await http.send("GET", "/readyz", token: nil)
+        #expect(stopping.status == 503 && stopping.text.contains("the node is shutting down"))
+        await http.stop()
+    }
+
     @Test("oversized headers (over 8 KiB) and bodies are refused; malformed request lines are answered by the HTTP library; the node keeps serving", arguments: RedisTarget.allCases)
     func malformedTraffic(redis: RedisTarget) async throws {
         let http = try await HTTPHarness.start(redis: redis)

@@ -12,20 +12,22 @@ struct HTTPHarness {
 
     let writePath: WritePathHarness
     let server: HTTPServer
+    let api: CounterAPI
     var port: Int { server.port }
     var posts: [Int64] { writePath.posts }
 
     static func start(posts: Int = 3, redis target: RedisTarget = .single, configure: (inout HTTPServerConfiguration) -> Void = { _ in },
-                      writePath configureWritePath: (inout WritePathConfiguration) -> Void = { _ in }) async throws -> HTTPHarness {
+                      writePath configureWritePath: (inout WritePathConfiguration) -> Void = { _ in },
+                      readyMaxLag: Duration? = nil) async throws -> HTTPHarness {
         let writePath = try await WritePathHarness.start(posts: posts, redis: target, configure: configureWritePath)
         var configuration = HTTPServerConfiguration()
         configuration.port = 0
         configure(&configuration)
         let api = CounterAPI(service: writePath.service, tokens: AccessTokens(api: apiToken, admin: adminToken),
-                             postgres: writePath.pool, redis: writePath.redis)
+                             postgres: writePath.pool, redis: writePath.redis, readyMaxLag: readyMaxLag)
         let server = try HTTPServer(configuration: configuration, handler: api)
         try server.start()
-        return HTTPHarness(writePath: writePath, server: server)
+        return HTTPHarness(writePath: writePath, server: server, api: api)
     }
 
     /// Sends one request on its own connection and returns the response.
