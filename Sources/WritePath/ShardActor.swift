@@ -164,8 +164,14 @@ actor ShardActor {
     }
 
     private nonisolated func enqueue(_ pending: Pending) {
+        addToInbox { $0.pending.append(pending) }
+    }
+
+    /// Adds work to the inbox and starts the drain task unless one runs: the one way in, for
+    /// operations, resyncs and finished background loads alike.
+    private nonisolated func addToInbox(_ add: (inout Inbox) -> Void) {
         let startDrain = inbox.withLock { inbox in
-            inbox.pending.append(pending)
+            add(&inbox)
             if inbox.draining { return false }
             inbox.draining = true
             return true
@@ -180,13 +186,7 @@ actor ShardActor {
     /// - Returns: the posts that were reset.
     func resyncFromPostgres(_ posts: [Int64]) async -> Set<Int64> {
         await withCheckedContinuation { continuation in
-            let startDrain = inbox.withLock { inbox in
-                inbox.resyncs.append(Resync(posts: posts) { continuation.resume(returning: $0) })
-                if inbox.draining { return false }
-                inbox.draining = true
-                return true
-            }
-            if startDrain { Task { await self.drain() } }
+            addToInbox { $0.resyncs.append(Resync(posts: posts) { continuation.resume(returning: $0) }) }
         }
     }
 
@@ -419,13 +419,7 @@ actor ShardActor {
     }
 
     private nonisolated func enqueueLoaded(_ loaded: LoadedPost) {
-        let startDrain = inbox.withLock { inbox in
-            inbox.loaded.append(loaded)
-            if inbox.draining { return false }
-            inbox.draining = true
-            return true
-        }
-        if startDrain { Task { await self.drain() } }
+        addToInbox { $0.loaded.append(loaded) }
     }
 
     /// Ends a background load, between batches: publishes it (unless Redis's copy of the post
