@@ -53,9 +53,10 @@ public final class PeerClient: Sendable {
     ///   - maximumConnectionsPerPeer: connections opened to one peer at most; further requests
     ///     wait for one to be free.
     ///   - timeout: how long a request may take, waiting for a connection included.
+    ///   - idleLimit: how long a kept-alive connection may sit unused before it is closed.
     /// - Throws: `HTTPServerError` when the loop's descriptors cannot be made.
-    public init(maximumConnectionsPerPeer: Int = 128, timeout: Duration = .seconds(10)) throws {
-        loop = try PeerLoop(maximumConnectionsPerPeer: maximumConnectionsPerPeer, timeout: timeout, idleLimit: .seconds(5))
+    public init(maximumConnectionsPerPeer: Int = 128, timeout: Duration = .seconds(10), idleLimit: Duration = .seconds(5)) throws {
+        loop = try PeerLoop(maximumConnectionsPerPeer: maximumConnectionsPerPeer, timeout: timeout, idleLimit: idleLimit)
     }
 
     deinit {

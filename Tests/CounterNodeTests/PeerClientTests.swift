@@ -119,7 +119,9 @@ struct PeerClientTests {
     func keepAlive() async throws {
         let peer = try ScriptedPeer(.answer)
         defer { peer.stop() }
-        let client = try PeerClient()
+        // An idle limit no stall of a busy test machine reaches between two requests: this test is
+        // about reuse; the limit has its own test.
+        let client = try PeerClient(idleLimit: .seconds(600))
         for index in 0..<50 {
             let outcome = await client.send(Self.request("/v1/posts/\(index)/likes/7/toggle", body: Array("{}".utf8)), to: "http://127.0.0.1:\(peer.port)")
             guard case .answered(let answer) = outcome else { Issue.record("request \(index): \(outcome)"); return }
@@ -130,6 +132,23 @@ struct PeerClientTests {
         }
         #expect(peer.connections == 1)
         #expect(peer.requests == 50)
+    }
+
+    @Test("a kept connection idle past the idle limit is closed by the client; the next request opens a new one")
+    func idleLimit() async throws {
+        let peer = try ScriptedPeer(.answer)
+        defer { peer.stop() }
+        let client = try PeerClient(idleLimit: .milliseconds(100))
+        guard case .answered = await client.send(Self.request("/first", method: "GET"), to: "http://127.0.0.1:\(peer.port)") else {
+            Issue.record("the first request was not answered"); return
+        }
+        try await Task.sleep(for: .milliseconds(600))
+        guard case .answered(let answer) = await client.send(Self.request("/second", method: "GET"), to: "http://127.0.0.1:\(peer.port)") else {
+            Issue.record("the second request was not answered"); return
+        }
+        #expect(String(decoding: answer.body, as: UTF8.self) == "/second")
+        #expect(peer.connections == 2)
+        #expect(peer.requests == 2)
     }
 
     @Test("more concurrent requests than connections allowed: they wait for a free one and all are answered")
