@@ -85,8 +85,9 @@ public struct DeadLetterSelection: Sendable, Equatable, Codable {
     }
 }
 
-/// The answer of `POST /admin/dead-letters/replay`: what went back into the write path, and
-/// what failed again (those letters stay).
+/// The answer of `POST /admin/dead-letters/replay`: what went back into the write path, what a
+/// later change of the same pair had superseded (removed, nothing written), and what failed again
+/// (those letters stay).
 public struct ReplayResult: Sendable, Equatable, Codable {
     public struct Failure: Sendable, Equatable, Codable {
         public var id: String
@@ -99,11 +100,23 @@ public struct ReplayResult: Sendable, Equatable, Codable {
     }
 
     public var replayed: [String]
+    public var superseded: [String]
     public var failed: [Failure]
 
-    public init(replayed: [String], failed: [Failure]) {
+    public init(replayed: [String], superseded: [String] = [], failed: [Failure]) {
         self.replayed = replayed
+        self.superseded = superseded
         self.failed = failed
+    }
+
+    enum CodingKeys: String, CodingKey { case replayed, superseded, failed }
+
+    /// A node from before `superseded` existed leaves it out: read as none.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        replayed = try container.decode([String].self, forKey: .replayed)
+        superseded = try container.decodeIfPresent([String].self, forKey: .superseded) ?? []
+        failed = try container.decode([Failure].self, forKey: .failed)
     }
 }
 

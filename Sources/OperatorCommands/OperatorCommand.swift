@@ -240,6 +240,10 @@ public struct OperatorCommand: Sendable {
             }
             if json { output.standard(Self.json(answer)) } else {
                 var text = "replayed \(answer.replayed.count) change(s) into the write path"
+                if !answer.superseded.isEmpty {
+                    text += "\nsuperseded \(answer.superseded.count) (a later change of the same user and post stands; removed): "
+                        + answer.superseded.joined(separator: ", ")
+                }
                 for failure in answer.failed { text += "\nnot replayed \(failure.id): \(failure.reason)" }
                 output.standard(text)
             }

@@ -131,11 +131,17 @@ enum OperatorReport {
         return "\(letters.count) dead letter(s)\n" + table(["id", "user", "post", "liked", "reason", "from log entry"], letters.map {
             [$0.id, $0.fields["u"] ?? "", $0.fields["p"] ?? "",
              $0.fields["l"].map { $0 == "1" ? "yes" : "no" } ?? ($0.fields["raw"] ?? ""),
-             $0.reason ?? "", ($0.fields["log"] ?? "") + " " + ($0.fields["entry"] ?? "")]
+             Self.reason(of: $0),
+             ($0.fields["log"] ?? "") + " " + ($0.fields["entry"] ?? "")]
         })
     }
 
-    /// A plain text table, columns padded to their widest cell.
+    /// A letter's reason, with PostgreSQL's SQLSTATE and message for a refused change.
+    static func reason(of letter: DeadLetter) -> String {
+        guard let state = letter.fields["sqlstate"] else { return letter.reason ?? "" }
+        return "\(letter.reason ?? ""): [\(state)] \(letter.fields["message"] ?? "")"
+    }
+
     /// `cluster status`: one row per node, then the map's version and the moves to come.
     static func cluster(_ map: ClusterMapBody) -> String {
         let rows = map.nodes.map { node -> [String] in
@@ -151,6 +157,7 @@ enum OperatorReport {
         return text
     }
 
+    /// A plain text table, columns padded to their widest cell.
     static func table(_ header: [String], _ rows: [[String]]) -> String {
         let all = [header] + rows
         let widths = header.indices.map { column in all.map { $0.indices.contains(column) ? $0[column].count : 0 }.max() ?? 0 }

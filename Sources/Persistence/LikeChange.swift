@@ -30,6 +30,41 @@ public struct LoggedLikeChange: Sendable, Hashable {
     }
 }
 
+/// A (user, post) pair: what one membership is about.
+public struct LikePair: Sendable, Hashable {
+    public let userID: Int64
+    public let postID: Int64
+
+    public init(userID: Int64, postID: Int64) {
+        self.userID = userID
+        self.postID = postID
+    }
+
+    public init(_ change: LikeChange) {
+        self.init(userID: change.userID, postID: change.postID)
+    }
+}
+
+/// A change PostgreSQL refused on its own (`PostgresError.isRefusal`): not applied, while the
+/// rest of its batch was.
+public struct RejectedLikeChange: Sendable, Equatable {
+    public let change: LikeChange
+    /// PostgreSQL's SQLSTATE (for example `P0001`, an exception a trigger raised).
+    public let sqlState: String
+    /// PostgreSQL's message, with its detail line when it sent one.
+    public let message: String
+
+    public init(change: LikeChange, sqlState: String, message: String) {
+        self.change = change
+        self.sqlState = sqlState
+        self.message = message
+    }
+
+    public init(change: LikeChange, error: PostgresError) {
+        self.init(change: change, sqlState: error.sqlState ?? "", message: error.detail.map { "\(error.message) (\($0))" } ?? error.message)
+    }
+}
+
 /// What applying a batch did to PostgreSQL.
 public struct LikeBatchOutcome: Sendable, Equatable {
     /// How one post's `likes_count` moved.
@@ -58,6 +93,24 @@ public struct LikeBatchOutcome: Sendable, Equatable {
     public let alreadyApplied: Int
     /// The newest entry applied per log (only for logged batches).
     public var appliedThrough: [String: StreamEntryID] = [:]
+    /// Changes PostgreSQL refused, each on its own (only when asked to isolate them); the rest
+    /// of the batch was applied.
+    public var rejected: [RejectedLikeChange] = []
 
     static let empty = LikeBatchOutcome(movements: [:], missingPosts: [:], coalescedChanges: 0, alreadyApplied: 0)
+
+    /// The outcome of two parts of one batch applied one after the other (disjoint pairs).
+    func merged(with later: LikeBatchOutcome) -> LikeBatchOutcome {
+        var movements = self.movements
+        for (post, movement) in later.movements {
+            let delta = (movements[post]?.delta ?? 0) + movement.delta
+            movements[post] = CountMovement(delta: delta, likesCount: movement.likesCount)
+        }
+        var result = LikeBatchOutcome(movements: movements.filter { $0.value.delta != 0 },
+                                      missingPosts: missingPosts.merging(later.missingPosts, uniquingKeysWith: +),
+                                      coalescedChanges: coalescedChanges + later.coalescedChanges,
+                                      alreadyApplied: alreadyApplied + later.alreadyApplied)
+        result.rejected = rejected + later.rejected
+        return result
+    }
 }

@@ -42,18 +42,29 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible {
     public var isForeignKeyViolation: Bool { sqlState == "23503" }
     /// `42P01`: a table named in the statement does not exist.
     public var isUndefinedTable: Bool { sqlState == "42P01" }
-    /// Whether trying the same work again later can succeed: connection failures, serialization
-    /// failures and deadlocks (`40xxx`), and server shutdown or resource errors (`53xxx`, `57xxx`).
+    /// Whether trying the same work again later can succeed: connection failures and what
+    /// PostgreSQL reports by these SQLSTATE classes — `08` connection exception, `25` invalid
+    /// transaction state, `40` serialization failure or deadlock, `53` insufficient resources
+    /// (disk full, out of memory, too many connections), `55` object not in prerequisite state
+    /// (a lock not available), `57` operator intervention (shutdown, statement timeout, a query
+    /// cancelled), `58` system error (I/O), `XX` internal error.
     public var isRetryable: Bool {
         switch code {
         case .connectionFailed, .connectionLost: return true
         case .server:
             guard let state = sqlState else { return false }
-            return state.hasPrefix("40") || state.hasPrefix("53") || state.hasPrefix("57")
-                || state.hasPrefix("08")
+            return Self.transientClasses.contains(String(state.prefix(2)))
         default: return false
         }
     }
+
+    private static let transientClasses: Set<String> = ["08", "25", "40", "53", "55", "57", "58", "XX"]
+
+    /// Whether PostgreSQL refused the statement for what it carries, so sending it again fails
+    /// again while a part of it may succeed: a server error of any class but the transient ones
+    /// (`23` a check, unique or foreign key constraint, `22` a value out of range, `P0` an
+    /// exception a trigger raised, `42` a privilege or an object missing, …).
+    public var isRefusal: Bool { code == .server && sqlState != nil && !isRetryable }
 
     public var description: String {
         var text = "PostgreSQL \(code)"

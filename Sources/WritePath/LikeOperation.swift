@@ -12,6 +12,12 @@ public enum LikeOperation: String, Sendable, Hashable, CaseIterable {
     case read
     /// Only read the count (no user involved; the answer's `isLiked` is `false`).
     case count
+    /// Write the membership to the log again, unchanged, when the user is a liker, so PostgreSQL
+    /// gets it once more (replaying a like PostgreSQL refused before); when the user is not a
+    /// liker (a later change superseded the like), nothing is written. The answer says which.
+    case confirmLike
+    /// As `confirmLike`, for a membership that is not a like.
+    case confirmUnlike
 
     /// The membership after this operation, given the one before.
     func wantedState(current: Bool) -> Bool {
@@ -19,7 +25,16 @@ public enum LikeOperation: String, Sendable, Hashable, CaseIterable {
         case .toggle: return !current
         case .like: return true
         case .unlike: return false
-        case .read, .count: return current
+        case .read, .count, .confirmLike, .confirmUnlike: return current
+        }
+    }
+
+    /// Whether the operation logs the membership it finds, unchanged (`current`).
+    func confirms(current: Bool) -> Bool {
+        switch self {
+        case .confirmLike: return current
+        case .confirmUnlike: return !current
+        default: return false
         }
     }
 

@@ -53,6 +53,10 @@ struct ShardDecider {
                 views[request.postID]!.likesCount += wanted ? 1 : -1
                 decision.changeIndex.append(decision.changes.count)
                 decision.changes.append(LikeChange(userID: request.userID, postID: request.postID, liked: wanted))
+            } else if request.operation.confirms(current: current) {
+                // Logged again as it is: membership and count stay.
+                decision.changeIndex.append(decision.changes.count)
+                decision.changes.append(LikeChange(userID: request.userID, postID: request.postID, liked: current))
             } else {
                 decision.changeIndex.append(nil)
             }

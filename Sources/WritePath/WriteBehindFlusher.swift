@@ -21,6 +21,12 @@ actor WriteBehindFlusher {
         let posts: Set<Int64>
     }
 
+    /// Thrown inside a flush transaction to roll it back when PostgreSQL refused changes of it
+    /// that have no dead letters yet.
+    private struct NewlyRejectedChanges: Error {
+        let rejected: [RejectedLikeChange]
+    }
+
     /// Thrown inside a flush transaction to roll it back when PostgreSQL shows that slots of it
     /// have another owner now (`SlotTable.staleSlots`).
     private struct StaleSlots: Error {
@@ -290,7 +296,7 @@ actor WriteBehindFlusher {
         }
 
         if !malformed.isEmpty {
-            try await addDeadLetters(malformed.map { ($0.slot, $0.entry.id, $0.entry.fields.description, nil) },
+            try await addDeadLetters(malformed.map { DeadLetter(slot: $0.slot, entryID: $0.entry.id, raw: $0.entry.fields.description) },
                                      reason: "malformed log entry")
         }
         let (missing, stale) = entries.isEmpty ? ([], []) : try await apply(entries, epochs: epochs)
@@ -415,19 +421,24 @@ actor WriteBehindFlusher {
     }
 
     /// Applies `entries` in one transaction; posts found missing get their changes dead-lettered
-    /// first, then the transaction is tried again (it records progress past them). With
+    /// first, then the transaction is tried again (it records progress past them). Changes
+    /// PostgreSQL refuses on their own (a trigger, a constraint, a value: `isRefusal`) are found
+    /// by bisection, dead-lettered with PostgreSQL's SQLSTATE and message, and left out of the
+    /// next try the same way; transient errors are thrown, for the loop to retry. With
     /// `epochs` (a node of a cluster), the transaction first checks that PostgreSQL still gives
     /// each slot the epoch held; slots another node owns now are given up and their entries
     /// left out, and the rest is tried again.
     /// - Returns: the posts that did not exist, and the slots given up.
     private func apply(_ entries: [LoggedLikeChange], epochs: [UInt16: Int64]) async throws -> (missing: Set<Int64>, stale: Set<UInt16>) {
         var knownMissing: Set<Int64> = []
+        var knownRejected: Set<LikePair> = []
         var entries = entries
         var stale: Set<UInt16> = []
         let deployment = layout.prefix
         let auditTable = self.auditTable
         while true {
             let expected = knownMissing
+            let skipping = knownRejected
             let fence = ownership.isFenced ? epochs.filter { slot, _ in !stale.contains(slot) } : [:]
             do {
                 if entries.isEmpty { return (knownMissing, stale) }
@@ -435,9 +446,11 @@ actor WriteBehindFlusher {
                 _ = try await pool.withTransaction { connection in
                     let gone = try SlotTable.staleSlots(fence, deployment: deployment, on: connection)
                     if !gone.isEmpty { throw StaleSlots(slots: gone) }
-                    let outcome = try LikeBatchApplier.apply(batch, on: connection, auditTable: auditTable)
+                    let outcome = try LikeBatchApplier.apply(batch, on: connection, auditTable: auditTable,
+                                                             skipping: skipping, isolatingRefusals: true)
                     let newlyMissing = Set(outcome.missingPosts.keys).subtracting(expected)
                     if !newlyMissing.isEmpty { throw NewlyMissingPosts(posts: newlyMissing) }
+                    if !outcome.rejected.isEmpty { throw NewlyRejectedChanges(rejected: outcome.rejected) }
                     return outcome
                 }
                 return (knownMissing, stale)
@@ -455,33 +468,37 @@ actor WriteBehindFlusher {
             } catch let error as NewlyMissingPosts {
                 knownMissing.formUnion(error.posts)
                 let doomed = entries.filter { error.posts.contains($0.change.postID) }
-                try await addDeadLetters(doomed.map { entry in
-                    (entry.slot, entry.entryID,
-                     "user \(entry.change.userID) post \(entry.change.postID) liked \(entry.change.liked)", entry.change)
-                }, reason: "post does not exist in posts")
+                try await addDeadLetters(doomed.map { DeadLetter(slot: $0.slot, entryID: $0.entryID, change: $0.change) },
+                                         reason: DeadLetter.missingPostReason)
+            } catch let error as NewlyRejectedChanges {
+                // Only a pair's last change in the batch was sent: its letter names that change's entry.
+                var lastEntry: [LikePair: LoggedLikeChange] = [:]
+                for entry in entries { lastEntry[LikePair(entry.change)] = entry }
+                let letters = error.rejected.compactMap { rejected -> DeadLetter? in
+                    let pair = LikePair(rejected.change)
+                    guard knownRejected.insert(pair).inserted, let entry = lastEntry[pair] else { return nil }
+                    return DeadLetter(slot: entry.slot, entryID: entry.entryID, change: rejected.change,
+                                      refusal: (rejected.sqlState, rejected.message))
+                }
+                try await addDeadLetters(letters, reason: DeadLetter.refusedReason)
             }
         }
     }
 
-    private func addDeadLetters(_ letters: [(slot: UInt16, id: StreamEntryID, summary: String, change: LikeChange?)],
-                                reason: String) async throws {
+    private func addDeadLetters(_ letters: [DeadLetter], reason: String) async throws {
         guard !letters.isEmpty else { return }
         let at = String(Int64(Date().timeIntervalSince1970 * 1000))
-        let commands = letters.map { letter -> RedisCommand in
-            var fields: [(String, RedisArgument)] = [
-                ("log", logKey(letter.slot)), ("entry", letter.id.description), ("reason", reason), ("at", at),
-            ]
-            if let change = letter.change {
-                fields += ChangeLogEntry.fields(of: change)
-            } else {
-                fields.append(("raw", letter.summary))
-            }
-            return .xadd(layout.deadLetters, fields: fields)
-        }
+        let commands = letters.map { RedisCommand.xadd(layout.deadLetters, fields: $0.fields(log: logKey($0.slot), reason: reason, at: at)) }
         for reply in try await redis.pipeline(commands, slot: layout.deadLettersSlot) { _ = try reply.throwingServerError() }
         stats.deadLetters += letters.count
-        log.log(.warn, "dead_lettered", ["shard": String(shardIndex), "changes": String(letters.count), "reason": reason,
-                                         "stream": layout.deadLetters])
+        let states = Set(letters.compactMap { $0.refusal?.sqlState }).sorted().joined(separator: ",")
+        if states.isEmpty {
+            log.log(.warn, "dead_lettered", ["shard": String(shardIndex), "changes": String(letters.count), "reason": reason,
+                                             "stream": layout.deadLetters])
+        } else {
+            log.log(.warn, "dead_lettered", ["shard": String(shardIndex), "changes": String(letters.count), "reason": reason,
+                                             "sqlstate": states, "stream": layout.deadLetters])
+        }
     }
 
     /// Reads the length and newest entry of every uncertain slot's log, 4,096 slots per call

@@ -73,6 +73,80 @@ struct HTTPAdminTests {
         await http.stop()
     }
 
+    @Test("a trigger that raises for one user: exactly that user's changes become dead letters with SQLSTATE and message, the rest reaches PostgreSQL, the flusher goes on; once the trigger is dropped, replay applies them (a later change supersedes) and counts equal rows",
+          arguments: RedisTarget.allCases)
+    func poisonChange(redis: RedisTarget) async throws {
+        // A database of its own: the trigger must not reach other tests.
+        try await TestEnvironment.withScratchDatabase { pool, url in
+            _ = try await SchemaMigrator.migrate(pool)
+            try await pool.withConnection { connection in
+                try await connection.runScript("""
+                    CREATE FUNCTION refuse_banned() RETURNS trigger LANGUAGE plpgsql AS $$
+                    BEGIN
+                        IF COALESCE(NEW.user_id, OLD.user_id) = 666 THEN RAISE EXCEPTION 'user 666 is banned'; END IF;
+                        RETURN COALESCE(NEW, OLD);
+                    END $$;
+                    CREATE TRIGGER refuse_banned BEFORE INSERT OR DELETE ON likes FOR EACH ROW EXECUTE FUNCTION refuse_banned();
+                    """)
+            }
+            let http = try await HTTPHarness.start(posts: 3, redis: redis, postgresURL: url, writePath: { $0.flushOnlyWhenAsked() })
+            let posts = http.posts
+            var expected: Set<Pair> = []
+            for user in 1...30 {
+                for post in posts {
+                    #expect(try await http.send("PUT", "/v1/posts/\(post)/likes/\(user)").status == 200)
+                    expected.insert(Pair(user: Int64(user), post: post))
+                }
+                // User 666's likes go between the others', in the same batches and entries.
+                if user == 10 {
+                    for post in [posts[0], posts[2]] { #expect(try await http.send("PUT", "/v1/posts/\(post)/likes/666").status == 200) }
+                    // Liked and unliked again: its last change (an unlike of no row) meets no trigger.
+                    _ = try await http.send("PUT", "/v1/posts/\(posts[1])/likes/666")
+                    _ = try await http.send("DELETE", "/v1/posts/\(posts[1])/likes/666")
+                }
+            }
+            #expect(try await http.send("POST", "/admin/flush", token: HTTPHarness.adminToken).status == 200)
+            #expect(try await http.writePath.postgresMembers() == expected)
+            for (_, state) in try await http.writePath.postgresCounts() { #expect(state.count == state.rows) }
+            let letters = try await http.writePath.redis.send(.xrange(http.writePath.layout.deadLetters, count: 100),
+                                                              slot: http.writePath.layout.deadLettersSlot).streamEntries()
+            #expect(letters.count == 2)
+            #expect(Set(letters.compactMap { $0.string("p") }) == [String(posts[0]), String(posts[2])])
+            #expect(letters.allSatisfy {
+                $0.string("u") == "666" && $0.string("l") == "1" && $0.string("sqlstate") == "P0001"
+                    && $0.string("message") == "user 666 is banned" && $0.string("reason") == "PostgreSQL refused the change"
+            })
+            // Logged at warn with the SQLSTATE, per shard flushed.
+            let logged = http.writePath.log.lines(of: "dead_lettered").filter { $0.contains("level=warn") && $0.contains("sqlstate=P0001") }
+            #expect(logged.compactMap { line in line.split(separator: " ").first { $0.hasPrefix("changes=") }.flatMap { Int($0.dropFirst(8)) } }
+                .reduce(0, +) == 2, "\(logged)")
+            // The flusher never stopped: no retry, and what comes next is applied.
+            #expect(http.writePath.log.lines(of: "flush_failed").isEmpty)
+            _ = try await http.send("PUT", "/v1/posts/\(posts[0])/likes/31")
+            expected.insert(Pair(user: 31, post: posts[0]))
+            #expect(try await http.send("POST", "/admin/flush", token: HTTPHarness.adminToken).status == 200)
+            #expect(try await http.writePath.postgresMembers() == expected)
+            // The user still sees the likes (Redis kept them); one is taken back before the replay.
+            #expect(try await http.send("GET", "/v1/posts/\(posts[0])/likes/666").text.contains(#""is_liked":true"#))
+            _ = try await http.send("DELETE", "/v1/posts/\(posts[2])/likes/666")
+
+            try await pool.query("DROP TRIGGER refuse_banned ON likes")
+            let replayed = try await http.send("POST", "/admin/dead-letters/replay", token: HTTPHarness.adminToken)
+            #expect(replayed.status == 200)
+            let byPost = Dictionary(uniqueKeysWithValues: letters.map { ($0.string("p")!, $0.id.description) })
+            #expect(replayed.text.contains(#""replayed":["\#(byPost[String(posts[0])]!)"]"#), "\(replayed.text)")
+            #expect(replayed.text.contains(#""superseded":["\#(byPost[String(posts[2])]!)"]"#), "\(replayed.text)")
+            #expect(replayed.text.contains(#""failed":[]"#))
+            #expect(try await http.send("POST", "/admin/flush", token: HTTPHarness.adminToken).status == 200)
+            expected.insert(Pair(user: 666, post: posts[0]))
+            #expect(try await http.writePath.postgresMembers() == expected)
+            for (_, state) in try await http.writePath.postgresCounts() { #expect(state.count == state.rows) }
+            #expect(try await http.send("GET", "/admin/dead-letters", token: HTTPHarness.adminToken).text == #"{"dead_letters":[]}"#)
+            #expect(try await http.send("GET", "/v1/posts/\(posts[0])/likes/666").text.contains(#""likes_count":32"#))
+            await http.stop()
+        }
+    }
+
     @Test("dead letters: listed with the reason, replayed once the cause is fixed, then gone", arguments: RedisTarget.allCases)
     func deadLetterReplay(redis: RedisTarget) async throws {
         // Nothing flushes until asked, so the like is still pending when its post is deleted.

@@ -16,10 +16,11 @@ struct HTTPHarness {
     var port: Int { server.port }
     var posts: [Int64] { writePath.posts }
 
-    static func start(posts: Int = 3, redis target: RedisTarget = .single, configure: (inout HTTPServerConfiguration) -> Void = { _ in },
+    static func start(posts: Int = 3, redis target: RedisTarget = .single, postgresURL: String = TestEnvironment.postgresURL,
+                      configure: (inout HTTPServerConfiguration) -> Void = { _ in },
                       writePath configureWritePath: (inout WritePathConfiguration) -> Void = { _ in },
                       readyMaxLag: Duration? = nil) async throws -> HTTPHarness {
-        let writePath = try await WritePathHarness.start(posts: posts, redis: target, configure: configureWritePath)
+        let writePath = try await WritePathHarness.start(posts: posts, postgresURL: postgresURL, redis: target, configure: configureWritePath)
         var configuration = HTTPServerConfiguration()
         configuration.port = 0
         configure(&configuration)

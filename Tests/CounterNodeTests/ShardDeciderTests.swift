@@ -44,6 +44,19 @@ struct ShardDeciderTests {
         #expect(views[1]?.likesCount == 3)
     }
 
+    @Test("a confirm logs the membership unchanged when it is the one confirmed; otherwise nothing (a later change superseded it)", arguments: [
+        (LikeOperation.confirmLike, true, true), (LikeOperation.confirmLike, false, false),
+        (LikeOperation.confirmUnlike, false, true), (LikeOperation.confirmUnlike, true, false),
+    ])
+    func confirm(operation: LikeOperation, member: Bool, logs: Bool) {
+        var views = Self.views(3, members: [5: member])
+        let decision = ShardDecider.decide([Request(operation: operation, postID: 1, userID: 5)], views: &views)
+        #expect(decision.changes == (logs ? [LikeChange(userID: 5, postID: 1, liked: member)] : []))
+        #expect(decision.changeIndex == [logs ? 0 : nil])
+        #expect(decision.answers == [LikeState(postID: 1, userID: 5, isLiked: member, likesCount: 3)])
+        #expect(views[1] == ShardDecider.PostView(likesCount: 3, members: [5: member]))
+    }
+
     @Test("posts are independent within a batch")
     func severalPosts() {
         var views: [Int64: ShardDecider.PostView] = [

@@ -42,7 +42,10 @@ struct WireFormatTests {
                                      postgres: .init(exists: true, likesCount: nil, likesRows: 2, isLiked: true), userID: nil))
         try roundTrip(DeadLetterList(deadLetters: [DeadLetter(id: "1700000000000-0", fields: ["u": "7", "p": "9", "l": "1", "reason": "gone"])]))
         try roundTrip(DeadLetterSelection(ids: ["1-0"]))
-        try roundTrip(ReplayResult(replayed: ["1-0"], failed: [.init(id: "2-0", reason: "post 9 does not exist")]))
+        try roundTrip(ReplayResult(replayed: ["1-0"], superseded: ["3-0"], failed: [.init(id: "2-0", reason: "post 9 does not exist")]))
+        // A node from before `superseded` leaves it out.
+        #expect(try WireDecoder.decode(ReplayResult.self, from: Array(#"{"replayed":["1-0"],"failed":[]}"#.utf8))
+                == ReplayResult(replayed: ["1-0"], failed: []))
         try roundTrip(DropResult(dropped: 2))
     }
 

@@ -6,21 +6,7 @@ import Testing
 @Suite("Schema migrations on real databases")
 struct SchemaMigratorTests {
     static func withScratchDatabase(_ body: (PostgresPool) async throws -> Void) async throws {
-        let admin = PostgresConnection(configuration: TestEnvironment.postgres())
-        let name = "counter_scratch_\(UInt32.random(in: 0...UInt32.max))"
-        // Database names cannot be parameters; this one is made of a constant and digits only.
-        try await admin.query("CREATE DATABASE \(name)")
-        let url = TestEnvironment.postgresURL.replacingLastPathComponent(with: name)
-        let pool = PostgresPool(configuration: PostgresConfiguration(url: url))
-        do {
-            try await body(pool)
-        } catch {
-            await pool.close()
-            try await admin.query("DROP DATABASE \(name) WITH (FORCE)")
-            throw error
-        }
-        await pool.close()
-        try await admin.query("DROP DATABASE \(name) WITH (FORCE)")
+        try await TestEnvironment.withScratchDatabase { pool, _ in try await body(pool) }
     }
 
     @Test("an empty database gets every version; a second run applies nothing")
@@ -107,14 +93,5 @@ struct SchemaMigratorTests {
             let reports = try await [first, second]
             #expect(reports.flatMap(\.applied).sorted() == SchemaMigration.all.map(\.version))
         }
-    }
-}
-
-extension String {
-    /// The URL with its last path component (the database name) replaced.
-    func replacingLastPathComponent(with component: String) -> String {
-        guard let slash = lastIndex(of: "/") else { return self }
-        let query = self[slash...].firstIndex(of: "?").map { String(self[$0...]) } ?? ""
-        return String(self[...slash]) + component + query
     }
 }

@@ -46,6 +46,30 @@ public enum TestEnvironment {
         return ids
     }
 
+    /// Runs `body` with a database of its own on the test server (a pool on it, nothing migrated,
+    /// and its URL), created before and dropped after, also when `body` throws: for tests that
+    /// change tables in ways other tests must not see (a trigger, a dropped column).
+    public static func withScratchDatabase<T>(_ body: (PostgresPool, String) async throws -> T) async throws -> T {
+        let admin = PostgresConnection(configuration: postgres())
+        let name = "counter_scratch_\(UInt32.random(in: 0...UInt32.max))"
+        // Database names cannot be parameters; this one is made of a constant and digits only.
+        try await admin.query("CREATE DATABASE \(name)")
+        let url = postgresURL.replacingLastPathComponent(with: name)
+        let pool = PostgresPool(configuration: PostgresConfiguration(url: url))
+        do {
+            let value = try await body(pool, url)
+            await pool.close()
+            try await admin.query("DROP DATABASE \(name) WITH (FORCE)")
+            await admin.close()
+            return value
+        } catch {
+            await pool.close()
+            try? await admin.query("DROP DATABASE \(name) WITH (FORCE)")
+            await admin.close()
+            throw error
+        }
+    }
+
     /// A key prefix no other test uses.
     public static func uniqueKeyPrefix(_ label: String) -> String {
         "test:\(label):\(UUID().uuidString.prefix(8))"
@@ -54,5 +78,14 @@ public enum TestEnvironment {
     /// The repository's root folder (where `scripts/` is).
     public static var repositoryRoot: URL {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    }
+}
+
+extension String {
+    /// The URL with its last path component (the database name) replaced.
+    public func replacingLastPathComponent(with component: String) -> String {
+        guard let slash = lastIndex(of: "/") else { return self }
+        let query = self[slash...].firstIndex(of: "?").map { String(self[$0...]) } ?? ""
+        return String(self[...slash]) + component + query
     }
 }

@@ -37,6 +37,7 @@ enum AdminAnswers {
         let ids = body.isEmpty ? nil : try letterIDs(body, required: false)
         let outcome = try await deadLetters.replay(ids: ids)
         return .json(ReplayResult(replayed: outcome.replayed.map(\.description),
+                                  superseded: outcome.superseded.map(\.description),
                                   failed: outcome.failed.map { ReplayResult.Failure(id: $0.0.description, reason: $0.1) }))
     }
 

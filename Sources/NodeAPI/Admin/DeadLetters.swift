@@ -13,11 +13,14 @@ struct DeadLetters: Sendable {
 
     struct ReplayOutcome: Sendable, Equatable {
         var replayed: [StreamEntryID] = []
+        /// Refused letters whose pair a later change settled otherwise (the user's latest wish
+        /// stands): removed, nothing written.
+        var superseded: [StreamEntryID] = []
         /// Letters that failed again, with why; they stay in the stream.
         var failed: [(StreamEntryID, String)] = []
 
         static func == (lhs: ReplayOutcome, rhs: ReplayOutcome) -> Bool {
-            lhs.replayed == rhs.replayed && lhs.failed.map(\.0) == rhs.failed.map(\.0)
+            lhs.replayed == rhs.replayed && lhs.superseded == rhs.superseded && lhs.failed.map(\.0) == rhs.failed.map(\.0)
         }
     }
 
@@ -33,8 +36,14 @@ struct DeadLetters: Sendable {
         }
     }
 
-    /// Applies the letters `ids` (or all, up to 10,000) again as likes/unlikes; removes each one
-    /// that succeeds.
+    /// Applies the letters `ids` (or all, up to 10,000) again; removes each one that succeeds.
+    ///
+    /// A letter of a missing post goes through the write path as a like or unlike: its post's
+    /// keys were dropped with it, so the post loads afresh from PostgreSQL. A change PostgreSQL
+    /// refused (the letter has `sqlstate`) is still the membership in Redis, so it is logged
+    /// again as it is (`confirmLike`/`confirmUnlike`) for the flusher to apply in order with
+    /// everything else; if the membership is no longer the letter's, a later change settled the
+    /// pair and the letter is superseded.
     func replay(ids: [StreamEntryID]?) async throws -> ReplayOutcome {
         let letters = try await list(count: 10_000).filter { ids == nil || ids!.contains($0.id) }
         // The operator may have just restored the posts: do not trust the memory that they are gone.
@@ -46,9 +55,15 @@ struct DeadLetters: Sendable {
                 continue
             }
             do {
-                _ = try await service.perform(change.liked ? .like : .unlike, post: change.postID, user: change.userID)
-                try await redis.send(.xdel(layout.deadLetters, ids: [letter.id]), slot: layout.deadLettersSlot)
-                outcome.replayed.append(letter.id)
+                if letter.fields["sqlstate"] != nil {
+                    let state = try await service.perform(change.liked ? .confirmLike : .confirmUnlike, post: change.postID, user: change.userID)
+                    try await redis.send(.xdel(layout.deadLetters, ids: [letter.id]), slot: layout.deadLettersSlot)
+                    if state.isLiked == change.liked { outcome.replayed.append(letter.id) } else { outcome.superseded.append(letter.id) }
+                } else {
+                    _ = try await service.perform(change.liked ? .like : .unlike, post: change.postID, user: change.userID)
+                    try await redis.send(.xdel(layout.deadLetters, ids: [letter.id]), slot: layout.deadLettersSlot)
+                    outcome.replayed.append(letter.id)
+                }
             } catch {
                 outcome.failed.append((letter.id, "\(error)"))
             }
