@@ -47,6 +47,13 @@ public struct NodeConfiguration: Sendable, Equatable {
     public var readyMaxLagSeconds: Int = 60
     /// `readyMaxLagSeconds` as the API takes it: `nil` when it is off.
     public var readyMaxLag: Duration? { readyMaxLagSeconds > 0 ? .seconds(readyMaxLagSeconds) : nil }
+    /// How long a shutdown may take from the first signal (handing slots off, answering what is
+    /// in flight, flushing); then the node exits 0 and leaves what is not yet in PostgreSQL in its
+    /// Redis logs, for the next start. 0: no limit. Defaults to 25 s, under Kubernetes' default
+    /// grace period of 30 s, so the node logs what it left before a SIGKILL could cut it short.
+    public var shutdownTimeoutSeconds: Int = 25
+    /// `shutdownTimeoutSeconds` as a duration: `nil` when there is no limit.
+    public var shutdownTimeout: Duration? { shutdownTimeoutSeconds > 0 ? .seconds(shutdownTimeoutSeconds) : nil }
 
     public init() {}
 
@@ -181,6 +188,8 @@ public struct NodeConfiguration: Sendable, Equatable {
                 get: { Int($0.lease.inMilliseconds) }, set: { $0.lease = .milliseconds($1) }),
         integer("--ready-max-lag", "COUNTER_READY_MAX_LAG", "/readyz fails while the oldest change waiting for PostgreSQL is older than this (seconds; 0: never)", 0...86_400,
                 get: { Int($0.readyMaxLagSeconds) }, set: { $0.readyMaxLagSeconds = $1 }),
+        integer("--shutdown-timeout", "COUNTER_SHUTDOWN_TIMEOUT", "a shutdown that has not flushed everything this long after the first signal exits 0 and leaves the rest in the Redis logs for the next start, saying what it left (seconds; 0: no limit)", 0...86_400,
+                get: { $0.shutdownTimeoutSeconds }, set: { $0.shutdownTimeoutSeconds = $1 }),
         integer("--max-moving-slots", "COUNTER_MAX_MOVING_SLOTS", "slots handed between live nodes at once (takeovers of dead nodes' slots are not limited)", 1...16_384,
                 get: { $0.maximumMoves }, set: { $0.maximumMoves = $1 }),
         Setting(flag: "--audit-table", environment: "COUNTER_AUDIT_TABLE",

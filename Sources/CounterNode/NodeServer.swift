@@ -11,8 +11,9 @@ import WritePath
 /// `counter-node serve`, the composition root: reads Redis's shape, migrates, recovers the write
 /// path, then runs the write path and the HTTP server as one `ServiceGroup` until SIGTERM or
 /// SIGINT. The first signal stops the HTTP server (it answers what is in flight), then the write
-/// path (it flushes everything to PostgreSQL), and the process exits 0; a second signal exits at
-/// once. If the HTTP server cannot start, the write path that already started is stopped the
+/// path (it flushes everything to PostgreSQL), and the process exits 0 — after at most
+/// `--shutdown-timeout`, leaving what is not flushed by then in the Redis logs
+/// (`ShutdownDeadline`); a second signal exits at once. If the HTTP server cannot start, the write path that already started is stopped the
 /// same way. Every connection opened here is closed here.
 public enum NodeServer {
     public static func run(_ configuration: NodeConfiguration, output: NodeCommand.Output) async -> NodeCommand.ExitStatus {
@@ -92,12 +93,15 @@ public enum NodeServer {
         // Signals: the first ends the group (the services stop, last started first); a second
         // ends the process at once.
         let impatient = Mutex<Task<Void, Never>?>(nil)
+        let deadline = ShutdownDeadline()
         let waitForSignal: @Sendable () async -> Void = {
             var iterator = signals.stream.makeAsyncIterator()
             guard let first = await iterator.next() else { return }
-            log.log(.info, "shutting_down", ["signal": first == SIGINT ? "SIGINT" : "SIGTERM"])
+            log.log(.info, "shutting_down", ["signal": first == SIGINT ? "SIGINT" : "SIGTERM",
+                                             "timeout_s": String(configuration.shutdownTimeoutSeconds)])
             // Load balancers stop sending here while the slots are handed off.
             api.markShuttingDown()
+            if let timeout = configuration.shutdownTimeout { deadline.start(timeout: timeout, service: service, log: log) }
             impatient.withLock {
                 $0 = Task {
                     var rest = signals.stream.makeAsyncIterator()
@@ -125,7 +129,16 @@ public enum NodeServer {
         await leasePool.close()
         await pool.close()
         impatient.withLock { $0?.cancel() }
-        if status == .success { log.log(.info, "stopped", ["flushed": "true"]) }
+        deadline.cancel()
+        if status == .success {
+            if deadline.hasExpired {
+                // What is left waits in the Redis logs; the next start (or the slots' next owner) flushes it.
+                let left = ShutdownDeadline.summary(await service.pendingBySlot())
+                log.log(.warn, "stopped", ["flushed": "false", "left_changes": left.changes, "left_slots": left.slotCount, "slots": left.slots])
+            } else {
+                log.log(.info, "stopped", ["flushed": "true"])
+            }
+        }
         return status
     }
 }

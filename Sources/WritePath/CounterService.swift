@@ -370,6 +370,21 @@ public final class CounterService: Service {
         await Task { await service.shutdown(drain: true) }.value
     }
 
+    /// The slots whose write-behind logs hold changes not yet in PostgreSQL, with how many
+    /// changes are counted in each (0: the log's content is not known until it is read again).
+    public func pendingBySlot() async -> [UInt16: Int] {
+        var pending: [UInt16: Int] = [:]
+        for flusher in flushers { pending.merge(await flusher.pendingBySlot()) { $0 + $1 } }
+        return pending
+    }
+
+    /// Gives up draining: the flushers stop after the flush under way (callers waiting for
+    /// PostgreSQL are told the write path is shutting down), leaving what waits in the Redis logs
+    /// for the next start. For a shutdown that ran out of time.
+    public func abandonDrain() async {
+        for flusher in flushers { await flusher.stop(drain: false) }
+    }
+
     /// Stops taking operations, flushes everything acknowledged to PostgreSQL (when `drain`),
     /// and stops the flushers.
     public func shutdown(drain: Bool = true) async {

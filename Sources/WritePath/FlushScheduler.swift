@@ -180,6 +180,15 @@ struct FlushScheduler {
         return settled(slot: slot, removed: state.pending, applied: state.appended, stillDirtySince: nil)
     }
 
+    /// The slots whose logs may hold changes PostgreSQL does not have, with the changes counted
+    /// there (0 for a slot whose log must be read again to know).
+    var pendingBySlot: [UInt16: Int] {
+        var pending: [UInt16: Int] = [:]
+        for (slot, state) in backlog where state.hasWork { pending[slot] = state.pending }
+        for slot in uncertainSlots where pending[slot] == nil { pending[slot] = 0 }
+        return pending
+    }
+
     /// When the longest-dirty slot became dirty; `nil` when none is.
     var oldestDirtySince: ContinuousClock.Instant? {
         backlog.values.lazy.compactMap(\.dirtySince).min()

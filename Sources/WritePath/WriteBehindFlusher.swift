@@ -548,6 +548,11 @@ actor WriteBehindFlusher {
         return scheduler.hasPendingChanges(inSlot: slot)
     }
 
+    /// The slots whose logs hold changes not yet in PostgreSQL, with how many are counted there.
+    func pendingBySlot() -> [UInt16: Int] {
+        scheduler.pendingBySlot
+    }
+
     /// Stats with the backlog figures of this moment.
     func currentStats() -> ShardStats {
         var current = stats

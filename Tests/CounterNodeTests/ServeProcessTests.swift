@@ -78,6 +78,51 @@ struct ServeProcessTests {
         }
     }
 
+    @Test("the shutdown waits at most --shutdown-timeout: with PostgreSQL gone it exits 0 after it, says what it left in the Redis logs, and the next start flushes that")
+    func boundedShutdown() async throws {
+        try await PrivateServers.with { servers in
+            let port = try PrivateServers.freePort()
+            let arguments = [ChildProcess.builtProduct("counter-node"), "serve", "--listen", "127.0.0.1:\(port)",
+                             "--postgres-url", servers.postgresURL, "--redis-url", servers.redisURL, "--demo-posts", "3"]
+            let node = try ChildProcess(arguments + ["--shutdown-timeout", "2", "--log-level", "info",
+                                                     "--flush-interval-ms", "3600000", "--flush-max-age-ms", "3600000", "--flush-batch-size", "1000000"],
+                                        mergingStandardError: true)
+            #expect(try await node.waitForOutput(timeout: .seconds(30)) { $0.contains { $0.hasPrefix("counter-node listening on") } })
+            for user in 5...7 {
+                #expect(try await Self.curl(["-X", "PUT", "http://127.0.0.1:\(port)/v1/posts/1/likes/\(user)"]).status == 200)
+            }
+            try await servers.run("stop", only: "postgres")
+            let signalled = ContinuousClock.now
+            node.kill(SIGTERM)
+            #expect(try await node.waitForExit(timeout: .seconds(20)) == 0)
+            let took = ContinuousClock.now - signalled
+            #expect(took >= .seconds(2), "it drained until the timeout, \(took)")
+            let lines = node.output
+            let timeout = lines.first { $0.contains("event=shutdown_timeout") }
+            #expect(timeout?.contains("level=warn") == true && timeout?.contains("left_changes=3") == true
+                    && timeout?.contains("left_slots=1") == true && timeout?.contains("slots=\(HashSlot(post: 1).rawValue)") == true,
+                    "\(lines.suffix(10))")
+            #expect(lines.contains { $0.contains("event=stopped") && $0.contains("flushed=false") && $0.contains("left_changes=3") },
+                    "\(lines.suffix(10))")
+            // The acknowledged changes wait in their Redis log…
+            let redis = RedisConnection(configuration: try RedisConfiguration(url: servers.redisURL))
+            let log = RedisKeyLayout().changeLog(of: HashSlot(post: 1))
+            #expect(try await redis.send(.xlen(log)).integer ?? 0 >= 1)
+            // …and the next start flushes them.
+            try await servers.run("start", only: "postgres")
+            let next = try ChildProcess(arguments, mergingStandardError: true)
+            #expect(try await next.waitForOutput(timeout: .seconds(30)) { $0.contains { $0.hasPrefix("counter-node listening on") } })
+            next.kill(SIGTERM)
+            #expect(try await next.waitForExit(timeout: .seconds(30)) == 0)
+            #expect(next.output.contains { $0.contains("event=stopped") && $0.contains("flushed=true") })
+            let pool = PostgresPool(configuration: PostgresConfiguration(url: servers.postgresURL))
+            let rows = try await pool.query("SELECT user_id FROM likes WHERE post_id = 1 ORDER BY user_id")
+            #expect(try rows.map { try $0.int64(0) } == [5, 6, 7])
+            #expect(try await pool.query("SELECT likes_count FROM posts WHERE id = 1").first?.int64(0) == 3)
+            await pool.close()
+        }
+    }
+
     @Test("serve refuses a non-loopback address without tokens, before touching anything")
     func refusesOpenAddress() async throws {
         let node = try ChildProcess([ChildProcess.builtProduct("counter-node"), "serve", "--listen", "0.0.0.0:0",
