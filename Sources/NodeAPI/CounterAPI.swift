@@ -106,6 +106,8 @@ public final class CounterAPI: HTTPHandler {
             return .error(503, code: "shutting_down", message: "the node is shutting down", retryAfterSeconds: 1)
         case .bodyTooLarge(let limit):
             return .error(413, code: "body_too_large", message: "the request body exceeds \(limit) bytes")
+        case .malformed(let why):
+            return .error(400, code: "bad_request", message: why)
         }
     }
 
@@ -175,7 +177,12 @@ public final class CounterAPI: HTTPHandler {
             case .adminFlush:
                 // `?wait=false` starts the flush and answers at once; by default the answer waits
                 // until PostgreSQL has everything acknowledged before the request.
-                let wait = request.query["wait"] != "false"
+                let wait: Bool
+                switch request.query["wait"] {
+                case nil, "true": wait = true
+                case "false": wait = false
+                case let text?: return .error(400, code: "invalid_argument", message: "wait is \"true\" or \"false\", not \"\(text)\"")
+                }
                 if wait {
                     try await service.flush()
                 } else {
@@ -199,7 +206,14 @@ public final class CounterAPI: HTTPHandler {
             case .adminReconcile:
                 return try await AdminAnswers.reconcile(request.body, reconciler)
             case .adminDeadLetters:
-                let count = request.query["count"].flatMap { Int($0) } ?? 100
+                var count = 100
+                if let text = request.query["count"] {
+                    // Digits only, on what the client sent (nothing is percent-decoded).
+                    guard let parsed = EntityID.parse(text), parsed <= 10_000 else {
+                        return .error(400, code: "invalid_argument", message: "count \"\(text)\" is not a whole number from 1 to 10,000")
+                    }
+                    count = Int(parsed)
+                }
                 return AdminAnswers.letters(try await deadLetters.list(count: count))
             case .adminDeadLettersReplay:
                 return try await AdminAnswers.replay(request.body, deadLetters)

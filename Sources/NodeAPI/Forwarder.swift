@@ -110,7 +110,7 @@ final class Forwarder: Sendable {
         var headers: [(name: String, value: String)] = [("Counter-Forwarded-By", me)]
         if let authorization = request.authorization { headers.append(("Authorization", authorization)) }
         if !request.body.isEmpty { headers.append(("Content-Type", "application/json")) }
-        let outgoing = PeerClient.Request(method: request.method, target: request.path + Self.queryString(request.query),
+        let outgoing = PeerClient.Request(method: request.method, target: request.path + (request.rawQuery.isEmpty ? "" : "?" + request.rawQuery),
                                           headers: headers, body: request.body)
         switch await peers.send(outgoing, to: base) {
         case .answered(let answer):
@@ -122,14 +122,5 @@ final class Forwarder: Sendable {
         case .notSent(let why): return .notSent(why)
         case .broken(let why): return .broken(why)
         }
-    }
-
-    /// `?name=value&…` of the decoded query, encoded again (names in order).
-    static func queryString(_ query: [String: String]) -> String {
-        guard !query.isEmpty else { return "" }
-        var allowed = CharacterSet.alphanumerics
-        allowed.insert(charactersIn: "-._~")
-        func encode(_ text: String) -> String { text.addingPercentEncoding(withAllowedCharacters: allowed) ?? "" }
-        return "?" + query.sorted { $0.key < $1.key }.map { "\(encode($0.key))=\(encode($0.value))" }.joined(separator: "&")
     }
 }

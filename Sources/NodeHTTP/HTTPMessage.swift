@@ -1,10 +1,12 @@
 /// A complete HTTP request as the handlers see it: the HTTP library stays behind `HTTPServer`.
 public struct HTTPRequest: Sendable {
     public let method: String
-    /// The path without the query string, as sent (not decoded).
+    /// The path without the query string, as sent (not percent-decoded).
     public let path: String
-    /// Query arguments, decoded.
+    /// Query arguments as sent (not percent-decoded; `+` stays `+`): `RequestTarget`.
     public let query: [String: String]
+    /// The query string as sent, without `?`; empty when there is none.
+    public let rawQuery: String
     /// The `Authorization` header, if any.
     public let authorization: String?
     /// The `Counter-Forwarded-By` header: the node that forwarded this request to this one
@@ -12,11 +14,12 @@ public struct HTTPRequest: Sendable {
     public let forwardedBy: String?
     public let body: [UInt8]
 
-    public init(method: String, path: String, query: [String: String] = [:], authorization: String? = nil,
+    public init(method: String, path: String, query: [String: String] = [:], rawQuery: String = "", authorization: String? = nil,
                 forwardedBy: String? = nil, body: [UInt8] = []) {
         self.method = method
         self.path = path
         self.query = query
+        self.rawQuery = rawQuery
         self.authorization = authorization
         self.forwardedBy = forwardedBy
         self.body = body
@@ -54,6 +57,12 @@ public enum HTTPRefusal: Sendable, Equatable {
     case shuttingDown
     /// The body exceeds `HTTPServerConfiguration.maximumBodyBytes` (`limit`).
     case bodyTooLarge(limit: Int)
+    /// The request's framing or target is one that intermediaries may read differently from
+    /// this server (a request smuggled behind a load balancer): both `Content-Length` and
+    /// `Transfer-Encoding`, a transfer coding other than `chunked`, `Content-Length` twice,
+    /// whitespace in a header name, a NUL byte in the target. Answered 400, and the connection
+    /// is closed.
+    case malformed(String)
 }
 
 /// Answers requests.

@@ -76,12 +76,18 @@ public final class HTTPServer: Service {
         let context = Unmanaged.passUnretained(self).toOpaque()
         let completed: MHD_RequestCompletedCallback = requestCompleted
         let handler: MHD_AccessHandlerCallback = accessHandler
+        let targetReceived: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CChar>?, OpaquePointer?) -> UnsafeMutableRawPointer? = requestTargetReceived
+        let keepEscaped: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafeMutablePointer<CChar>?) -> Int = counter_mhd_keep_escaped
         let options: [CVarArg] = [
             MHD_OPTION.LISTEN_SOCKET.rawValue, socket,
             MHD_OPTION.CONNECTION_LIMIT.rawValue, UInt32(configuration.maximumConnections),
             MHD_OPTION.CONNECTION_TIMEOUT.rawValue, UInt32(clamping: max(1, configuration.idleTimeout.components.seconds)),
             MHD_OPTION.CONNECTION_MEMORY_LIMIT.rawValue, UInt(configuration.maximumHeaderBytes + 2_048),
             MHD_OPTION.NOTIFY_COMPLETED.rawValue, OpaquePointer(unsafeBitCast(completed, to: UnsafeMutableRawPointer.self)), OpaquePointer(context),
+            // The raw target, before the library splits and decodes it: it starts each request's state.
+            MHD_OPTION.URI_LOG_CALLBACK.rawValue, OpaquePointer(unsafeBitCast(targetReceived, to: UnsafeMutableRawPointer.self)), OpaquePointer(context),
+            // Nothing is percent-decoded (the library's own copies of path and arguments included).
+            MHD_OPTION.UNESCAPE_CALLBACK.rawValue, OpaquePointer(unsafeBitCast(keepEscaped, to: UnsafeMutableRawPointer.self)), OpaquePointer(context),
             MHD_OPTION.END.rawValue,
         ]
         let daemon: OpaquePointer? = withVaList(options) { arguments in
@@ -177,6 +183,19 @@ public final class HTTPServer: Service {
         if resumed { loop.connectionResumed() }
     }
 
+    /// What makes a request's framing or target ambiguous (see `HTTPRefusal.malformed`), or
+    /// `nil` when nothing does.
+    fileprivate static func framingProblem(_ connection: OpaquePointer, state: RequestState, version: UnsafePointer<CChar>?) -> String? {
+        if state.targetHeldNUL(version: version) { return "the request target holds a NUL byte" }
+        switch counter_mhd_framing_problem(connection) {
+        case Int32(COUNTER_FRAMING_OK.rawValue): return nil
+        case Int32(COUNTER_FRAMING_SPACE_IN_NAME.rawValue): return "a header field name holds whitespace"
+        case Int32(COUNTER_FRAMING_BOTH_LENGTHS.rawValue): return "both Content-Length and Transfer-Encoding: send one"
+        case Int32(COUNTER_FRAMING_TRANSFER_CODING.rawValue): return "Transfer-Encoding other than one \"chunked\""
+        default: return "Content-Length given more than once"
+        }
+    }
+
     fileprivate static func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> MHD_Result {
         let mhdResponse = response.body.withUnsafeBytes { body in
             MHD_create_response_from_buffer(body.count, UnsafeMutableRawPointer(mutating: body.baseAddress), .RESPMEM_MUST_COPY)
@@ -243,17 +262,49 @@ private struct ConnectionHandle: @unchecked Sendable {
     let pointer: OpaquePointer
 }
 
-/// What one request accumulates across the library's calls: its body, then its answer.
+/// What one request accumulates across the library's calls: its target, its body, then its answer.
 private final class RequestState: Sendable {
+    /// The request target as sent, up to a NUL byte if it holds one.
+    let target: String
+    /// Where the target lies in the library's read buffer, and how long it is up to its first
+    /// NUL byte: the version string that follows it tells whether a NUL cut it short.
+    let targetAddress: UInt
+    let targetLength: Int
+    /// Whether the first call (headers complete) has been seen and the framing checked.
+    let headersChecked = Atomic<Bool>(false)
     let body = Mutex<[UInt8]>([])
     let tooLarge = Atomic<Bool>(false)
     let dispatched = Atomic<Bool>(false)
     let response = Mutex<HTTPResponse?>(nil)
+
+    init(target: UnsafePointer<CChar>?) {
+        let length = target.map { strlen($0) } ?? 0
+        self.target = target.map { String(cString: $0) } ?? "/"
+        targetAddress = target.map { UInt(bitPattern: $0) } ?? 0
+        targetLength = length
+    }
+
+    /// Whether the target held a NUL byte (which would cut it short, `1%00` sent raw): the
+    /// version string follows the target and the one space after it in the same buffer.
+    func targetHeldNUL(version: UnsafePointer<CChar>?) -> Bool {
+        guard let version, targetAddress != 0 else { return false }
+        let distance = Int(bitPattern: UInt(bitPattern: version)) - Int(bitPattern: targetAddress)
+        // A version elsewhere (the library's empty string for a request line without one) says nothing.
+        guard distance > 0 && distance <= 1 << 20 else { return false }
+        return distance - 1 != targetLength
+    }
 }
 
-/// The library calls this for every request, several times: first with headers only (we attach
-/// a `RequestState`), then with body chunks, then with no more data (we dispatch and suspend), and
-/// after a resume once more (we queue the answer).
+/// The library calls this once per request with the request target as sent, before it splits
+/// and decodes it; what it returns is the request's context in the calls that follow.
+private func requestTargetReceived(_ context: UnsafeMutableRawPointer?, _ target: UnsafePointer<CChar>?,
+                                   _ connection: OpaquePointer?) -> UnsafeMutableRawPointer? {
+    Unmanaged.passRetained(RequestState(target: target)).toOpaque()
+}
+
+/// The library calls this for every request, several times: first with headers only (we check
+/// the framing and the target), then with body chunks, then with no more data (we dispatch and
+/// suspend), and after a resume once more (we queue the answer).
 private func accessHandler(
     _ context: UnsafeMutableRawPointer?, _ connection: OpaquePointer?, _ url: UnsafePointer<CChar>?,
     _ method: UnsafePointer<CChar>?, _ version: UnsafePointer<CChar>?, _ uploadData: UnsafePointer<CChar>?,
@@ -261,11 +312,17 @@ private func accessHandler(
 ) -> MHD_Result {
     guard let context, let connection, let requestContext, let uploadDataSize else { return .NO }
     let server = Unmanaged<HTTPServer>.fromOpaque(context).takeUnretainedValue()
-    guard let stored = requestContext.pointee else {
-        requestContext.pointee = Unmanaged.passRetained(RequestState()).toOpaque()
-        return .YES
-    }
+    // The state was made when the target arrived (`requestTargetReceived`).
+    guard let stored = requestContext.pointee else { return .NO }
     let state = Unmanaged<RequestState>.fromOpaque(stored).takeUnretainedValue()
+    if !state.headersChecked.exchange(true, ordering: .relaxed) {
+        guard let problem = HTTPServer.framingProblem(connection, state: state, version: version) else { return .YES }
+        // Answered before any of the body is read, and the connection closes after it: the bytes
+        // that follow may be another request only to an intermediary.
+        var response = server.handler.response(for: .malformed(problem))
+        response.headers["Connection"] = "close"
+        return HTTPServer.queue(response, on: connection)
+    }
     if let response = state.response.withLock({ $0 }) {
         return HTTPServer.queue(response, on: connection)
     }
@@ -286,32 +343,16 @@ private func accessHandler(
     if state.tooLarge.load(ordering: .relaxed) {
         return HTTPServer.queue(server.handler.response(for: .bodyTooLarge(limit: server.configuration.maximumBodyBytes)), on: connection)
     }
-    let fullPath = url.map { String(cString: $0) } ?? "/"
+    let target = RequestTarget(state.target)
     let request = HTTPRequest(
         method: method.map { String(cString: $0) } ?? "",
-        path: fullPath,
-        query: queryArguments(connection),
+        path: target.path,
+        query: target.arguments,
+        rawQuery: target.rawQuery,
         authorization: MHD_lookup_connection_value(connection, .HEADER_KIND, "Authorization").map { String(cString: $0) },
         forwardedBy: MHD_lookup_connection_value(connection, .HEADER_KIND, "Counter-Forwarded-By").map { String(cString: $0) },
         body: state.body.withLock { $0 })
     return server.dispatch(request, state: state, connection: connection)
-}
-
-/// Every query argument the library parsed, decoded (the last one wins for a repeated name).
-/// Requests without a query string, the hot routes among them, cost one count and nothing more.
-private func queryArguments(_ connection: OpaquePointer) -> [String: String] {
-    guard MHD_get_connection_values(connection, .GET_ARGUMENT_KIND, nil, nil) > 0 else { return [:] }
-    final class Collected { var arguments: [String: String] = [:] }
-    let collected = Collected()
-    _ = withExtendedLifetime(collected) {
-        MHD_get_connection_values(connection, .GET_ARGUMENT_KIND, { context, _, key, value in
-            guard let context, let key else { return .YES }
-            let collected = Unmanaged<Collected>.fromOpaque(context).takeUnretainedValue()
-            collected.arguments[String(cString: key)] = value.map { String(cString: $0) } ?? ""
-            return .YES
-        }, Unmanaged.passUnretained(collected).toOpaque())
-    }
-    return collected.arguments
 }
 
 /// Releases a request's state when the library is done with the request.

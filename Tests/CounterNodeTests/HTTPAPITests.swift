@@ -104,6 +104,27 @@ struct HTTPAPITests {
         ("POST", "/v1/posts/query", HTTPHarness.apiToken, "[" + String(repeating: "[", count: 100) + "]", 400, "invalid_json"),
         ("POST", "/v1/posts/query", HTTPHarness.apiToken, #"{"post_ids":[\#((1...1001).map(String.init).joined(separator: ","))],"user_id":7}"#, 400, "invalid_body"),
         ("GET", "/admin/posts/POST?user=abc", HTTPHarness.adminToken, nil, 400, "invalid_id"),
+        // Ids are read on the bytes sent, never percent-decoded: none of these is user 1 (who
+        // likes the post; an unlike taken as user 1 would show in the count).
+        ("DELETE", "/v1/posts/POST/likes/1%00", HTTPHarness.apiToken, nil, 400, "invalid_id"),
+        ("DELETE", "/v1/posts/POST/likes/%31", HTTPHarness.apiToken, nil, 400, "invalid_id"),
+        ("DELETE", "/v1/posts/POST/likes/1%2F", HTTPHarness.apiToken, nil, 400, "invalid_id"),
+        ("DELETE", "/v1/posts/POST/likes/%2531", HTTPHarness.apiToken, nil, 400, "invalid_id"),
+        ("DELETE", "/v1/posts/POST/likes/%C0%B1", HTTPHarness.apiToken, nil, 400, "invalid_id"),
+        ("DELETE", "/v1/posts/POST/likes/1%20", HTTPHarness.apiToken, nil, 400, "invalid_id"),
+        ("DELETE", "/v1/posts/POST/likes/1+", HTTPHarness.apiToken, nil, 400, "invalid_id"),
+        ("DELETE", "/v1/posts/POST/likes/+1", HTTPHarness.apiToken, nil, 400, "invalid_id"),
+        ("POST", "/v1/posts/POST/likes/1%00/toggle", HTTPHarness.apiToken, nil, 400, "invalid_id"),
+        ("DELETE", "/v1/posts/POST%00/likes/1", HTTPHarness.apiToken, nil, 400, "invalid_id"),
+        ("DELETE", "/v1/posts/POST%2F/likes/1", HTTPHarness.apiToken, nil, 400, "invalid_id"),
+        // Query strings of the admin routes likewise.
+        ("GET", "/admin/posts/POST?user=1%00", HTTPHarness.adminToken, nil, 400, "invalid_id"),
+        ("GET", "/admin/posts/POST?user=%31", HTTPHarness.adminToken, nil, 400, "invalid_id"),
+        ("GET", "/admin/posts/POST?user=+1", HTTPHarness.adminToken, nil, 400, "invalid_id"),
+        ("GET", "/admin/dead-letters?count=1%00", HTTPHarness.adminToken, nil, 400, "invalid_argument"),
+        ("GET", "/admin/dead-letters?count=+5", HTTPHarness.adminToken, nil, 400, "invalid_argument"),
+        ("GET", "/admin/dead-letters?count=0", HTTPHarness.adminToken, nil, 400, "invalid_argument"),
+        ("POST", "/admin/flush?wait=fals%65", HTTPHarness.adminToken, nil, 400, "invalid_argument"),
     ]
 
     @Test("bad requests get their documented status and JSON error, change nothing, and the node keeps serving", arguments: RedisTarget.allCases)
@@ -169,6 +190,51 @@ struct HTTPAPITests {
         // A line that is not a request at all: the library closes the connection without an answer.
         #expect(try await RawHTTPClient.exchange(port: http.port, chunks: [Array("GARBAGE\r\n\r\n".utf8)], responses: 1).isEmpty)
         #expect(try await http.send("GET", "/healthz", token: nil).status == 200)
+        await http.stop()
+    }
+
+    @Test("framing that intermediaries read differently is refused with 400 and the connection closed, before any body is read; a NUL byte in the target too; nothing changes",
+          arguments: RedisTarget.allCases)
+    func ambiguousFraming(redis: RedisTarget) async throws {
+        let http = try await HTTPHarness.start(redis: redis)
+        let post = http.posts[0]
+        _ = try await http.send("PUT", "/v1/posts/\(post)/likes/1")
+        let auth = "Authorization: Bearer \(HTTPHarness.apiToken)\r\n"
+        // Each carries, after what the node reads as its end, a second request: the unlike of user 1
+        // a proxy that frames the first differently would have passed on as a request of its own.
+        let smuggled = "DELETE /v1/posts/\(post)/likes/1 HTTP/1.1\r\nHost: x\r\n\(auth)\r\n"
+        let chunkedBody = "0\r\n\r\n"
+        let cases: [(String, [UInt8])] = [
+            ("Content-Length and Transfer-Encoding",
+             Array("POST /v1/posts/query HTTP/1.1\r\nHost: x\r\n\(auth)Content-Length: \(chunkedBody.utf8.count)\r\nTransfer-Encoding: chunked\r\n\r\n\(chunkedBody)\(smuggled)".utf8)),
+            ("Transfer-Encoding and Content-Length", Array("POST /v1/posts/query HTTP/1.1\r\nHost: x\r\n\(auth)Transfer-Encoding: chunked\r\nContent-Length: 0\r\n\r\n\(chunkedBody)\(smuggled)".utf8)),
+            ("two Content-Length values", Array("POST /v1/posts/query HTTP/1.1\r\nHost: x\r\n\(auth)Content-Length: 0\r\nContent-Length: \(smuggled.utf8.count)\r\n\r\n\(smuggled)".utf8)),
+            ("the same Content-Length twice", Array("POST /v1/posts/query HTTP/1.1\r\nHost: x\r\n\(auth)Content-Length: 0\r\nContent-Length: 0\r\n\r\n\(smuggled)".utf8)),
+            ("a transfer coding other than chunked", Array("POST /v1/posts/query HTTP/1.1\r\nHost: x\r\n\(auth)Transfer-Encoding: gzip, chunked\r\n\r\n\(chunkedBody)\(smuggled)".utf8)),
+            ("Transfer-Encoding twice", Array("POST /v1/posts/query HTTP/1.1\r\nHost: x\r\n\(auth)Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n\(chunkedBody)\(smuggled)".utf8)),
+            ("whitespace before the colon", Array("POST /v1/posts/query HTTP/1.1\r\nHost: x\r\n\(auth)Transfer-Encoding : chunked\r\nContent-Length: 0\r\n\r\n\(chunkedBody)\(smuggled)".utf8)),
+            ("a NUL byte in the target", Array("DELETE /v1/posts/\(post)/likes/1".utf8) + [0] + Array("7 HTTP/1.1\r\nHost: x\r\n\(auth)\r\n\(smuggled)".utf8)),
+        ]
+        for (name, bytes) in cases {
+            let responses = try await RawHTTPClient.exchange(port: http.port, chunks: [bytes], responses: 2)
+            #expect(responses.count == 1, "\(name): one answer, then the connection closes (\(responses.map(\.status)))")
+            #expect(responses.first?.status == 400, "\(name)")
+            #expect(responses.first?.text.hasPrefix(#"{"error":{"code":"bad_request","message":""#) == true, "\(name): \(responses.first?.text ?? "")")
+            #expect(responses.first?.headers["connection"]?.lowercased() == "close", "\(name)")
+        }
+        // A Content-Length that is not a number is refused by the HTTP library itself, before
+        // the node sees the request (its answer is its own, not the node's JSON).
+        let badLength = Array("POST /v1/posts/query HTTP/1.1\r\nHost: x\r\n\(auth)Content-Length: 1x\r\n\r\n\(smuggled)".utf8)
+        let refused = try await RawHTTPClient.exchange(port: http.port, chunks: [badLength], responses: 2)
+        #expect(refused.count == 1 && refused.first?.status == 400, "\(refused.map(\.status))")
+        // A chunked body alone is read as usual.
+        let chunked = Array("POST /v1/posts/query HTTP/1.1\r\nHost: x\r\n\(auth)Transfer-Encoding: chunked\r\n\r\n".utf8)
+            + Array(String(format: "%x\r\n", #"{"post_ids":[\#(post)],"user_id":1}"#.utf8.count).utf8)
+            + Array(#"{"post_ids":[\#(post)],"user_id":1}"#.utf8) + Array("\r\n0\r\n\r\n".utf8)
+        let answered = try await RawHTTPClient.exchange(port: http.port, chunks: [chunked], responses: 1)
+        #expect(answered.first?.status == 200, "\(answered.first?.text ?? "")")
+        // Nothing changed: user 1 still likes the post.
+        #expect(try await http.send("GET", "/v1/posts/\(post)/likes/1").text.contains(#""is_liked":true,"likes_count":1"#))
         await http.stop()
     }
 

@@ -65,6 +65,24 @@ struct ParserFuzzTests {
         }
     }
 
+    @Test("request targets: split at the first ?, nothing decoded, every argument a piece of the query as sent")
+    func requestTargets() {
+        var random = SeededGenerator(seed: 7)
+        let seeds = ["/admin/posts/5?user=7", "/admin/dead-letters?count=10&x", "/admin/flush?wait=false", "/v1/posts/1%2F/likes/%31",
+                     "/a?b=c=d&&=e&f"].map { Array($0.utf8) }
+        for _ in 0..<Self.inputs(100_000) {
+            let raw = String(decoding: Self.mutate(seeds.randomElement(using: &random)!, &random), as: UTF8.self)
+            let target = RequestTarget(raw)
+            let mark = raw.firstIndex(of: "?")
+            #expect(target.path == String(raw[..<(mark ?? raw.endIndex)]), "\(raw.debugDescription)")
+            #expect(target.rawQuery == (mark.map { String(raw[raw.index(after: $0)...]) } ?? ""), "\(raw.debugDescription)")
+            let pieces = target.rawQuery.split(separator: "&").map(String.init)
+            for (name, value) in target.arguments {
+                #expect(!name.isEmpty && (pieces.contains("\(name)=\(value)") || (value.isEmpty && pieces.contains(name))), "\(raw.debugDescription)")
+            }
+        }
+    }
+
     @Test("feed query bodies: refused with an error, or 1 to 1,000 positive ids; the hand-read shape always agrees with the wire's decoder")
     func feedBodies() {
         var random = SeededGenerator(seed: 2)
