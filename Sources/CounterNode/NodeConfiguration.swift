@@ -99,6 +99,10 @@ public struct NodeConfiguration: Sendable, Equatable {
                 }),
         integer("--backlog-limit", "COUNTER_BACKLOG_LIMIT", "changes a shard lets wait for PostgreSQL before refusing writes with 503", 1...1_000_000_000,
                 get: { $0.writePath.backlogLimitPerShard }, set: { $0.writePath.backlogLimitPerShard = $1 }),
+        integer("--max-queued-operations", "COUNTER_MAX_QUEUED_OPERATIONS", "operations a shard holds waiting to be decided (about 200 bytes each); more get 503 overloaded", 1...100_000_000,
+                get: { $0.writePath.maximumQueuedOperationsPerShard }, set: { $0.writePath.maximumQueuedOperationsPerShard = $1 }),
+        integer("--unknown-posts-remembered", "COUNTER_UNKNOWN_POSTS_REMEMBERED", "posts a shard remembers as not existing for 5 s, so PostgreSQL is not asked again (about 100 bytes each; the oldest go first)", 1...10_000_000,
+                get: { $0.writePath.unknownPostsRemembered }, set: { $0.writePath.unknownPostsRemembered = $1 }),
         integer("--flush-interval-ms", "COUNTER_FLUSH_INTERVAL_MS", "a flush runs at least this often while changes wait (milliseconds)", 1...3_600_000,
                 get: { Int($0.writePath.flushInterval.inMilliseconds) },
                 set: { $0.writePath.flushInterval = .milliseconds($1) }),
@@ -130,7 +134,7 @@ public struct NodeConfiguration: Sendable, Equatable {
                     configuration.tokens.admin = value
                     return nil
                 }),
-        integer("--max-connections", "COUNTER_MAX_CONNECTIONS", "open HTTP connections at most", 1...1_000_000,
+        integer("--max-connections", "COUNTER_MAX_CONNECTIONS", "open HTTP connections at most; more are closed at once (each holds a file descriptor and, while a request is read, up to 10 KiB of headers and 64 KiB of body)", 1...1_000_000,
                 get: { $0.http.maximumConnections }, set: { $0.http.maximumConnections = $1 }),
         Setting(flag: "--node", environment: "COUNTER_NODE_URL",
                 summary: "the running node that flush, inspect, stats, reconcile and dead-letters talk to",

@@ -251,6 +251,7 @@ public final class CounterAPI: HTTPHandler {
         case .unknownPost: return .error(404, code: "post_not_found", message: error.message)
         case .invalidArgument: return .error(400, code: "invalid_argument", message: error.message)
         case .backlogFull: return .error(503, code: "backlog_full", message: error.message, retryAfterSeconds: error.retryAfterSeconds ?? 1)
+        case .overloaded: return .error(503, code: "overloaded", message: error.message, retryAfterSeconds: error.retryAfterSeconds ?? 1)
         case .shuttingDown: return .error(503, code: "shutting_down", message: error.message, retryAfterSeconds: 1)
         case .slotMoving: return .error(503, code: "slot_moving", message: error.message, retryAfterSeconds: error.retryAfterSeconds ?? 1)
         case .notOwner: return .error(503, code: "no_owner", message: error.message, retryAfterSeconds: 1)

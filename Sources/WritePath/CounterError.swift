@@ -19,6 +19,10 @@ public struct CounterError: Error, Sendable, Equatable, CustomStringConvertible 
         /// The post's slot is changing owner and did not settle in time (HTTP 503 with
         /// Retry-After): nothing was done.
         public static let slotMoving = Code(name: "slot_moving")
+        /// The shard already holds as many operations waiting to be decided as it may
+        /// (`WritePathConfiguration.maximumQueuedOperationsPerShard`); retry later (HTTP 503 with
+        /// Retry-After): nothing was done.
+        public static let overloaded = Code(name: "overloaded")
         public var description: String { name }
     }
 

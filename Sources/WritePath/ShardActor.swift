@@ -76,6 +76,9 @@ actor ShardActor {
     /// started once per busy period, not once per operation.
     private let inbox = Mutex(Inbox())
     private let accepting = Atomic<Bool>(true)
+    /// Operations parked on large posts being loaded, as of the end of the last batch: they
+    /// count toward `maximumQueuedOperationsPerShard` with the queue.
+    private let parkedOperations = Atomic<Int>(0)
 
     private struct Inbox {
         var pending: [Pending] = []
@@ -108,7 +111,7 @@ actor ShardActor {
         self.flusher = flusher
         self.gauge = gauge
         self.log = log
-        self.unknownPosts = UnknownPostMemory(lifetime: configuration.unknownPostMemory)
+        self.unknownPosts = UnknownPostMemory(capacity: max(1, configuration.unknownPostsRemembered), lifetime: configuration.unknownPostMemory)
     }
 
     /// Performs one operation and returns the state after it, once it is acknowledged as
@@ -164,7 +167,17 @@ actor ShardActor {
     }
 
     private nonisolated func enqueue(_ pending: Pending) {
-        addToInbox { $0.pending.append(pending) }
+        let limit = configuration.maximumQueuedOperationsPerShard
+        let parked = parkedOperations.load(ordering: .relaxed)
+        var refused = false
+        addToInbox { inbox in
+            if inbox.pending.count + parked >= limit { refused = true } else { inbox.pending.append(pending) }
+        }
+        if refused {
+            pending.resume(with: .failure(CounterError(
+                code: .overloaded, message: "shard \(index) already holds \(limit) operations waiting to be decided; retry later",
+                retryAfterSeconds: 1)))
+        }
     }
 
     /// Adds work to the inbox and starts the drain task unless one runs: the one way in, for
@@ -264,6 +277,7 @@ actor ShardActor {
             for done in loaded { batch += await publish(done) }
             batch += queued
             if !batch.isEmpty { await process(batch) }
+            parkedOperations.store(largeHydrations.values.reduce(0) { $0 + $1.parked.count }, ordering: .relaxed)
             // Everything queued before these callers was in this batch or an earlier one.
             for barrier in barriers { barrier.resume() }
         }

@@ -21,9 +21,16 @@ public struct WritePathConfiguration: Sendable, Equatable {
     /// Defaults to 1 s.
     public var flushMaxAge: Duration = .seconds(1)
     /// How long "this post does not exist" is remembered before PostgreSQL is asked again
-    /// (for at most 10,000 posts per shard; beyond that the oldest are forgotten first).
-    /// Defaults to 5 s.
+    /// (for at most `unknownPostsRemembered` posts per shard; beyond that the oldest are
+    /// forgotten first). Defaults to 5 s.
     public var unknownPostMemory: Duration = .seconds(5)
+    /// Most posts a shard remembers as not existing at once: a client sending endless distinct
+    /// ids that do not exist cannot grow the memory past it (about 100 bytes each). Defaults to 10,000.
+    public var unknownPostsRemembered: Int = 10_000
+    /// Most operations a shard holds waiting to be decided (queued, or parked while a large
+    /// post loads); more are refused with `CounterError(.overloaded)` until it catches up, so
+    /// clients cannot grow the queue without bound (about 200 bytes each). Defaults to 100,000.
+    public var maximumQueuedOperationsPerShard: Int = 100_000
     /// Prefix of every Redis key. Defaults to `cs`.
     public var keyPrefix: String = "cs"
     /// Flush retries back off from this delay, doubling. Defaults to 50 ms.

@@ -200,6 +200,35 @@ struct WritePathBehaviourTests {
         await harness.stop()
     }
 
+    @Test("more operations at once than a shard may hold waiting: the rest are refused (overloaded, retryable) and change nothing; the shard goes on", arguments: RedisTarget.allCases)
+    func queueBound(redis: RedisTarget) async throws {
+        let harness = try await WritePathHarness.start(posts: 1, redis: redis) {
+            $0.shardCount = 1
+            $0.maximumQueuedOperationsPerShard = 50
+        }
+        let post = harness.posts[0]
+        _ = try await harness.service.perform(.read, post: post, user: 1)
+        // 2,000 likes queued at once, far faster than a batch is decided.
+        let results = await harness.service.performMany((1...2_000).map { (LikeOperation.like, post, Int64($0)) })
+        var liked = 0, refused = 0
+        for result in results {
+            switch result {
+            case .success(let state): #expect(state.isLiked); liked += 1
+            case .failure(let error as CounterError):
+                #expect(error.code == .overloaded && error.retryAfterSeconds == 1, "\(error)")
+                refused += 1
+            case .failure(let error): Issue.record("\(error)")
+            }
+        }
+        #expect(liked >= 50 && refused > 0 && liked + refused == 2_000, "liked \(liked), refused \(refused)")
+        // Only the accepted likes happened.
+        #expect(try await harness.redisCount(post) == Int64(liked))
+        #expect(try await harness.service.perform(.like, post: post, user: 5_000).likesCount == Int64(liked + 1))
+        try await harness.service.flush()
+        #expect(try await harness.postgresCounts()[post]?.count == Int64(liked + 1))
+        await harness.stop()
+    }
+
     @Test("postgres acknowledgement: the answer comes after the change is committed in PostgreSQL", arguments: RedisTarget.allCases)
     func postgresAcknowledgement(redis: RedisTarget) async throws {
         let harness = try await WritePathHarness.start(posts: 1, redis: redis) { $0.acknowledgement = .postgres }
