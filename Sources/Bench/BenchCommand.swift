@@ -91,6 +91,20 @@ enum BenchCommand {
                         --postgres-url U, --redis-url U (the node's Redis), --keep (leave the
                         posts), --api-token T, --admin-token T.
 
+          chaos         (run by scripts/chaos, which starts PostgreSQL and Redis of its own) a node
+                        under mixed load — likes, unlikes, toggles on pairs each connection owns,
+                        reads, feed queries — while faults come every 17 s: kill -9 of the node, a
+                        PostgreSQL restart, kill -9 of Redis, SIGSTOP of the node, PostgreSQL down
+                        until a shard's backlog passes its limit, a trigger that refuses one user's
+                        rows. Then replays the dead letters, flushes and checks PostgreSQL: nothing
+                        lost or phantom, likes_count equal to the rows, dead letters only of the
+                        poisoned user; prints a timeline of throughput and failures with the faults.
+                        Options: --minutes M (default 2), --connections N (32), --rate R (800 per
+                        second, open loop), --posts N (200), --backlog-limit N (400 per shard),
+                        --port P (18180), --node-binary PATH, --services PATH (scripts/services;
+                        its data folder and ports from COUNTER_DATA_DIR, COUNTER_PG_PORT,
+                        COUNTER_REDIS_PORT, COUNTER_REDIS_APPENDFSYNC).
+
         Options for writepath:
           --callers N      concurrent callers (default 1000, 1-100000)
           --seconds N      seconds per run (default 5)
@@ -126,6 +140,8 @@ enum BenchCommand {
                 try await ScaleBench(options: ScaleBenchOptions(arguments: rest, environment: environment)).run()
             case "hydration":
                 try await HydrationBench(options: HydrationBenchOptions(arguments: rest, environment: environment)).run()
+            case "chaos":
+                try await ChaosBench(options: ChaosBenchOptions(arguments: rest, environment: environment)).run()
             default:
                 FileHandle.standardError.write(Data("counter-bench: unknown mode \"\(mode)\" (see --help)\n".utf8))
                 return 2

@@ -121,6 +121,15 @@ final class EventLoop {
                 backlog.append(nextDue)
                 nextDue += interval
             }
+            // A request that could not even be sent within the timeout (every connection busy
+            // or the node unreachable) has failed: it is dropped unsent, so it touches no pair,
+            // rather than sent already late and timed out at once, again and again.
+            var overdue = 0
+            while overdue < backlog.count, now - backlog[overdue] > generator.options.timeout {
+                generator.recordError("not sent within the timeout", measured: backlog[overdue] >= measureFrom)
+                overdue += 1
+            }
+            if overdue > 0 { backlog.removeFirst(overdue) }
             var taken = 0
             while taken < backlog.count, let slot = idle.popLast() {
                 guard !connections[slot].inFlight else { continue }

@@ -1,3 +1,4 @@
+import BenchKit
 import Foundation
 
 /// A PostgreSQL and a Redis of a test's own, started with `scripts/services` in a temporary data
@@ -120,39 +121,14 @@ func spawnAndWait(_ arguments: [String], environment: [String]) throws -> Int32 
     return exitStatus(status)
 }
 
-/// Starts `arguments[0]` with a clean signal mask and default signal handling. The test process
-/// blocks signals on its threads and a child inherits that mask: a Redis started with SIGTERM
-/// blocked would never stop.
+/// `ProcessSpawn.spawn`: a clean signal mask and default signal handling for the child.
 func spawn(_ arguments: [String], environment: [String],
            fileActions: (inout posix_spawn_file_actions_t) -> Void) throws -> pid_t {
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    fileActions(&actions)
-    var attributes = posix_spawnattr_t()
-    posix_spawnattr_init(&attributes)
-    defer { posix_spawnattr_destroy(&attributes) }
-    var emptyMask = sigset_t()
-    sigemptyset(&emptyMask)
-    posix_spawnattr_setsigmask(&attributes, &emptyMask)
-    var defaults = sigset_t()
-    sigemptyset(&defaults)
-    for signal in [SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGCHLD] { sigaddset(&defaults, signal) }
-    posix_spawnattr_setsigdefault(&attributes, &defaults)
-    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-    let argv = arguments.map { strdup($0) } + [nil]
-    let envp = environment.map { strdup($0) } + [nil]
-    defer { (argv + envp).forEach { free($0) } }
-    var pid = pid_t()
-    let spawned = posix_spawn(&pid, arguments[0], &actions, &attributes, argv, envp)
-    guard spawned == 0 else { throw PrivateServersError(message: "cannot start \(arguments[0]): error \(spawned)") }
-    return pid
+    try ProcessSpawn.spawn(arguments, environment: environment, fileActions: fileActions)
 }
 
-/// WIFEXITED / WEXITSTATUS by hand (Swift does not import the macros): the exit status, or
-/// 128 + the signal that ended the process.
 func exitStatus(_ status: Int32) -> Int32 {
-    (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+    ProcessSpawn.exitStatus(status)
 }
 
 public struct PrivateServersError: Error, CustomStringConvertible {

@@ -1,0 +1,53 @@
+/// The chaos run's load: likes, unlikes and toggles on pairs each connection owns (so the last
+/// acknowledged state of every pair is known), reads of those pairs, and feed queries. The
+/// first user of connection 0 is the planted poison user: the fault schedule adds a trigger that
+/// refuses that user's rows for a while.
+public struct ChaosWorkload: Workload {
+    public let posts: [Int64]
+    public let zipf: ZipfDistribution
+    public let token: String?
+    /// Users are `userBase + connection * usersPerConnection + k`, `k` in 1…`usersPerConnection`.
+    public let userBase: Int64
+    public let usersPerConnection: Int64
+
+    /// The user the poison trigger refuses.
+    public var poisonUser: Int64 { userBase + 1 }
+
+    public init(posts: [Int64], token: String?, userBase: Int64, usersPerConnection: Int64 = 50) {
+        self.posts = posts
+        self.zipf = ZipfDistribution(count: posts.count, exponent: 0.99)
+        self.token = token
+        self.userBase = userBase
+        self.usersPerConnection = usersPerConnection
+    }
+
+    public func request(connection: Int, sequence: Int, random: inout SystemRandomNumberGenerator) -> PlannedRequest {
+        let firstUser = userBase + Int64(connection) * usersPerConnection + 1
+        // Connection 0 writes as the poison user half the time, so the poison trigger meets its
+        // changes whenever it is in place.
+        let user = connection == 0 && Bool.random(using: &random) ? poisonUser
+            : firstUser + Int64.random(in: 0..<usersPerConnection, using: &random)
+        let post = posts[zipf.sample(using: &random)]
+        let roll = Int.random(in: 0..<100, using: &random)
+        switch roll {
+        case 0..<25:
+            return PlannedRequest(bytes: ScenarioWorkload.http("POST", "/v1/posts/\(post)/likes/\(user)/toggle", token: token, body: nil),
+                                  pair: CorrectnessCheck.Pair(user: user, post: post))
+        case 25..<45:
+            return PlannedRequest(bytes: ScenarioWorkload.http("PUT", "/v1/posts/\(post)/likes/\(user)", token: token, body: nil),
+                                  pair: CorrectnessCheck.Pair(user: user, post: post))
+        case 45..<60:
+            return PlannedRequest(bytes: ScenarioWorkload.http("DELETE", "/v1/posts/\(post)/likes/\(user)", token: token, body: nil),
+                                  pair: CorrectnessCheck.Pair(user: user, post: post))
+        case 60..<80:
+            // A read changes nothing, so it does not touch what is expected of the pair (a read
+            // that fails during a fault must not make an acknowledged state unknown).
+            return PlannedRequest(bytes: ScenarioWorkload.http("GET", "/v1/posts/\(post)/likes/\(user)", token: token, body: nil))
+        default:
+            var ids: [Int64] = []
+            for _ in 0..<20 { ids.append(posts[zipf.sample(using: &random)]) }
+            return PlannedRequest(bytes: ScenarioWorkload.http("POST", "/v1/posts/query", token: token,
+                                                               body: ScenarioWorkload.feedBody(ids, user: firstUser)))
+        }
+    }
+}
