@@ -99,7 +99,8 @@ struct ChaosBench {
 
         var timeline = ChaosTimeline()
         let schedule = ChaosSchedule(duration: .seconds(minutes * 60))
-        let faults = ChaosFaults(node: node, services: services, pool: pool, poisonUser: workload.poisonUser, backlogLimit: options.backlogLimit)
+        let faults = ChaosFaults(node: node, services: services, pool: pool, poisonCondition: workload.poisonCondition("COALESCE(NEW.user_id, OLD.user_id)"),
+                                 backlogLimit: options.backlogLimit)
         for entry in schedule.entries {
             try await Task.sleep(until: started + entry.at)
             let began = (ContinuousClock.now - started).inSeconds
@@ -120,8 +121,7 @@ struct ChaosBench {
         try await faults.dropPoison()
         try await node.waitUntilAnswering("/readyz", timeout: .seconds(60))
         let letters = try Self.deadLetters(endpoint)
-        let poison = String(workload.poisonUser)
-        let unexpected = letters.filter { $0.fields["u"] != poison }
+        let unexpected = letters.filter { letter in !(letter.fields["u"].flatMap { Int64($0) }.map(workload.isPoison) ?? false) }
         let (status, replayBody) = try OneShotHTTP.send(to: endpoint, method: "POST", path: "/admin/dead-letters/replay", token: nil)
         let replay = status == 200 ? try? WireDecoder.decode(ReplayResult.self, from: Array(replayBody.utf8)) : nil
         let (flushStatus, flushBody) = try OneShotHTTP.send(to: endpoint, method: "POST", path: "/admin/flush", token: nil)
@@ -147,7 +147,7 @@ struct ChaosBench {
         for (kind, count) in result.errors.sorted(by: { $0.value > $1.value }) { say("  \(kind): \(count)") }
         say("pairs: \(report.checkedPairs) checked, \(report.undeterminedPairs) with an unknown last outcome (failed request)")
         say("PostgreSQL after flush: lost \(report.lost.count), phantom \(report.phantom.count), likes_count ≠ rows on \(report.drift.count) post(s)")
-        say("dead letters: \(letters.count), of the poison user \(letters.count - unexpected.count), of others \(unexpected.count); "
+        say("dead letters: \(letters.count), of the poison users \(letters.count - unexpected.count), of others \(unexpected.count); "
               + "replay: \(replay.map { "\($0.replayed.count) replayed, \($0.superseded.count) superseded, \($0.failed.count) failed" } ?? "answered \(status)")")
         say("node exit status after SIGTERM: \(exit.map(String.init) ?? "none (still running)")")
         for pair in report.lost.prefix(10) { say("  lost \(pair)") }
@@ -155,7 +155,7 @@ struct ChaosBench {
         for drift in report.drift.prefix(10) { say("  post \(drift.post): likes_count \(drift.likesCount), rows \(drift.rows)") }
         let poisonPlanted = timeline.events.contains { $0.fault == .poisonTrigger }
         if poisonPlanted && letters.isEmpty {
-            throw BenchCheckFailure(message: "chaos: the poison trigger was in place, but no change of the poison user became a dead letter")
+            throw BenchCheckFailure(message: "chaos: the poison trigger was in place, but no change of a poison user became a dead letter")
         }
         guard report.passed, unexpected.isEmpty, replay?.failed.isEmpty == true, exit == 0 else {
             let window = options.appendfsync == "always" ? "" : " (with appendfsync \(options.appendfsync), kill -9 of Redis may lose what it acknowledged in its last second)"
@@ -198,7 +198,8 @@ struct ChaosFaults {
     let node: ChaosNode
     let services: ChaosServices
     let pool: PostgresPool
-    let poisonUser: Int64
+    /// SQL that holds for the poison users' rows (`ChaosWorkload.poisonCondition`).
+    let poisonCondition: String
     let backlogLimit: Int
 
     func perform(_ fault: ChaosFault) async throws -> String {
@@ -252,14 +253,14 @@ struct ChaosFaults {
             try await ChaosBench.sql(pool, """
                 CREATE OR REPLACE FUNCTION chaos_poison() RETURNS trigger LANGUAGE plpgsql AS $$
                 BEGIN
-                    IF COALESCE(NEW.user_id, OLD.user_id) = \(poisonUser) THEN RAISE EXCEPTION 'chaos: user \(poisonUser) is poison'; END IF;
+                    IF \(poisonCondition) THEN RAISE EXCEPTION 'chaos: user % is poison', COALESCE(NEW.user_id, OLD.user_id); END IF;
                     RETURN COALESCE(NEW, OLD);
                 END $$
                 """)
             try await ChaosBench.sql(pool, "CREATE TRIGGER chaos_poison BEFORE INSERT OR DELETE ON likes FOR EACH ROW EXECUTE FUNCTION chaos_poison()")
             try await Task.sleep(for: .seconds(8))
             try await dropPoison()
-            return "refused user \(poisonUser)'s rows for \(since())"
+            return "refused the poison users' rows for \(since())"
         }
     }
 

@@ -1,7 +1,8 @@
 /// The chaos run's load: likes, unlikes and toggles on pairs each connection owns (so the last
 /// acknowledged state of every pair is known), reads of those pairs, and feed queries. The
-/// first user of connection 0 is the planted poison user: the fault schedule adds a trigger that
-/// refuses that user's rows for a while.
+/// first user of each connection is a poison user: the fault schedule adds a trigger that
+/// refuses those users' rows for a while (every connection has one, as the open-loop generator
+/// may leave some connections idle for long).
 public struct ChaosWorkload: Workload {
     public let posts: [Int64]
     public let zipf: ZipfDistribution
@@ -10,8 +11,15 @@ public struct ChaosWorkload: Workload {
     public let userBase: Int64
     public let usersPerConnection: Int64
 
-    /// The user the poison trigger refuses.
-    public var poisonUser: Int64 { userBase + 1 }
+    /// Whether the poison trigger refuses `user`: the first user of a connection.
+    public func isPoison(_ user: Int64) -> Bool {
+        user > userBase && (user - userBase - 1) % usersPerConnection == 0
+    }
+
+    /// The same rule in SQL, for the trigger: `user` names the user.
+    public func poisonCondition(_ user: String) -> String {
+        "(\(user) > \(userBase) AND (\(user) - \(userBase) - 1) % \(usersPerConnection) = 0)"
+    }
 
     public init(posts: [Int64], token: String?, userBase: Int64, usersPerConnection: Int64 = 50) {
         self.posts = posts
@@ -23,9 +31,9 @@ public struct ChaosWorkload: Workload {
 
     public func request(connection: Int, sequence: Int, random: inout SystemRandomNumberGenerator) -> PlannedRequest {
         let firstUser = userBase + Int64(connection) * usersPerConnection + 1
-        // Connection 0 writes as the poison user half the time, so the poison trigger meets its
+        // A fifth of the writes are the connection's poison user's, so the poison trigger meets
         // changes whenever it is in place.
-        let user = connection == 0 && Bool.random(using: &random) ? poisonUser
+        let user = Int.random(in: 0..<5, using: &random) == 0 ? firstUser
             : firstUser + Int64.random(in: 0..<usersPerConnection, using: &random)
         let post = posts[zipf.sample(using: &random)]
         let roll = Int.random(in: 0..<100, using: &random)

@@ -199,7 +199,9 @@ final class EventLoop {
             var length = socklen_t(MemoryLayout<Int32>.size)
             getsockopt(connections[slot].sockets[endpoint].descriptor, SOL_SOCKET, SO_ERROR, &error, &length)
             guard error == 0, events & Int16(POLLOUT) != 0 else {
-                if error != 0 || events & Int16(POLLERR | POLLHUP) != 0 { fail(slot, "connect failed") }
+                if error != 0 || events & Int16(POLLERR | POLLHUP) != 0 {
+                    fail(slot, "connect failed" + (error != 0 ? " (\(String(cString: strerror(error))))" : ""))
+                }
                 return
             }
             connections[slot].sockets[endpoint].connecting = false
@@ -283,7 +285,7 @@ final class EventLoop {
         connections[slot].inFlight = false
         connections[slot].pair = nil
         closeSocket(slot, endpoint: connections[slot].endpoint)
-        if kind == "connect failed" || kind == "socket failed" {
+        if kind.hasPrefix("connect failed") || kind == "socket failed" {
             retry.append(slot)
         } else {
             idle.append(slot)
@@ -292,7 +294,14 @@ final class EventLoop {
 
     private func closeSocket(_ slot: Int, endpoint: Int) {
         let descriptor = connections[slot].sockets[endpoint].descriptor
-        if descriptor >= 0 { close(descriptor) }
+        if descriptor >= 0 {
+            // Abandoned with a reset, not a FIN: a failing node makes the generator reconnect
+            // hundreds of times a second, and each graceful close would hold a local port in
+            // TIME_WAIT for a minute — enough of them and no connection can be made at all.
+            var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+            setsockopt(descriptor, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+            close(descriptor)
+        }
         connections[slot].sockets[endpoint] = Socket()
         if endpoint == connections[slot].endpoint { connections[slot].input.removeAll(keepingCapacity: true) }
     }
@@ -300,7 +309,10 @@ final class EventLoop {
     /// Opens `slot`'s socket to `endpoint` (connecting in the background) and watches it;
     /// `false` when no socket could be made (out of descriptors, say).
     private func open(_ slot: Int, endpoint: Int) -> Bool {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        // Close-on-exec: a process the bench starts meanwhile (the chaos run restarts the node)
+        // must not inherit the socket — it would keep it open after the bench closes it, and its
+        // events would keep arriving under the slot's token.
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else { return false }
         var one: Int32 = 1
         setsockopt(descriptor, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))

@@ -15,12 +15,13 @@ struct ChaosTests {
         #expect(ChaosSchedule(duration: .seconds(15)).entries.isEmpty)
     }
 
-    @Test("writes carry their pair, each pair belongs to one connection (the poison user to connection 0); reads and feed queries carry none")
+    @Test("writes carry their pair, each pair belongs to one connection, each connection writes as its poison user; reads and feed queries carry none")
     func workload() {
         let workload = ChaosWorkload(posts: Array(1...50), token: nil, userBase: 1_000_000)
         var random = SystemRandomNumberGenerator()
         var owner: [Int64: Int] = [:]
         var kinds: Set<String> = []
+        var poisonWrites: [Int: Int] = [:]
         for connection in 0..<8 {
             for sequence in 0..<2_000 {
                 let request = workload.request(connection: connection, sequence: sequence, random: &random)
@@ -31,13 +32,18 @@ struct ChaosTests {
                     #expect(["POST", "PUT", "DELETE"].contains(method) && !text.contains("/query "))
                     #expect(owner.updateValue(connection, forKey: pair.user) ?? connection == connection, "user \(pair.user)")
                     #expect(text.contains("/v1/posts/\(pair.post)/likes/\(pair.user)"))
+                    if workload.isPoison(pair.user) {
+                        #expect(pair.user == 1_000_000 + Int64(connection) * workload.usersPerConnection + 1)
+                        poisonWrites[connection, default: 0] += 1
+                    }
                 } else {
                     #expect(method == "GET" || text.contains("/v1/posts/query "), "\(text)")
                 }
             }
         }
         #expect(kinds == ["POST toggle", "PUT", "DELETE", "GET", "POST query"])
-        #expect(owner[workload.poisonUser] == 0)
+        #expect((0..<8).allSatisfy { poisonWrites[$0, default: 0] > 100 }, "\(poisonWrites)")
+        #expect(workload.poisonCondition("u") == "(u > 1000000 AND (u - 1000000 - 1) % 50 = 0)")
     }
 
     @Test("the timeline has a row per bucket with its rates and the faults that began in it, then a line per fault")
