@@ -36,6 +36,17 @@ struct ClusterNodesTests {
         _ = try await harness.waitForMap(via: nodes[0]) { map in
             map.movesPending == 0 && map.nodes.filter(\.live).count == 3 && map.nodes.allSatisfy { $0.ownedSlots > 5_000 }
         }
+        // The map settles when the last slots change owner; each new owner serves them once it
+        // has drained their logs, which its readiness says (up to 30 s).
+        for node in nodes {
+            var ready = false
+            for _ in 0..<300 where !ready {
+                let answer = try? await RawHTTPClient.exchange(port: node.port, chunks: [RawHTTPClient.request("GET", "/readyz")], responses: 1)
+                ready = answer?.first?.status == 200
+                if !ready { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            #expect(ready, "node \(node.id) is not ready")
+        }
         return nodes
     }
 
