@@ -22,8 +22,8 @@ struct ChaosBenchOptions {
 
     init(arguments: [String], environment: [String: String]) throws {
         dataDirectory = environment["COUNTER_DATA_DIR"] ?? ".data/chaos"
-        postgresPort = Int(environment["COUNTER_PG_PORT"] ?? "") ?? 55_532
-        redisPort = Int(environment["COUNTER_REDIS_PORT"] ?? "") ?? 56_479
+        postgresPort = Int(environment["COUNTER_PG_PORT"] ?? "") ?? 25_532
+        redisPort = Int(environment["COUNTER_REDIS_PORT"] ?? "") ?? 26_479
         appendfsync = environment["COUNTER_REDIS_APPENDFSYNC"] ?? "everysec"
         var reader = BenchArguments(arguments)
         try reader.forEachFlag { flag, reader in
