@@ -279,7 +279,7 @@ private final class RequestState: Sendable {
 
     init(target: UnsafePointer<CChar>?) {
         let length = target.map { strlen($0) } ?? 0
-        self.target = target.map { String(cString: $0) } ?? "/"
+        self.target = target.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: length), as: UTF8.self) } ?? "/"
         targetAddress = target.map { UInt(bitPattern: $0) } ?? 0
         targetLength = length
     }

@@ -20,21 +20,6 @@ struct ResourceBoundsTests {
         (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? 0
     }
 
-    /// A connected TCP socket to `port` on loopback (blocking), or -1.
-    static func connectSocket(_ port: Int) -> Int32 {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { return -1 }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else { close(descriptor); return -1 }
-        return descriptor
-    }
-
     /// Opens `count` connections on a thread of its own (never on the cooperative pool), sending
     /// `greeting` on each; returns their descriptors.
     static func openConnections(_ count: Int, port: Int, greeting: [UInt8]) async -> [Int32] {
@@ -43,8 +28,7 @@ struct ResourceBoundsTests {
                 var descriptors: [Int32] = []
                 descriptors.reserveCapacity(count)
                 for _ in 0..<count {
-                    let descriptor = connectSocket(port)
-                    guard descriptor >= 0 else { break }
+                    guard let descriptor = try? RawHTTPClient.connectedSocket(port: port) else { break }
                     if !greeting.isEmpty { _ = greeting.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } }
                     descriptors.append(descriptor)
                 }

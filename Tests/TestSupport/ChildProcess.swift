@@ -1,3 +1,4 @@
+import BenchKit
 import Foundation
 import Synchronization
 
@@ -16,7 +17,7 @@ public final class ChildProcess: Sendable {
         let environment = ProcessInfo.processInfo.environment.map { "\($0.key)=\($0.value)" }
         let pid: pid_t
         do {
-            pid = try spawn(arguments, environment: environment) { actions in
+            pid = try ProcessSpawn.spawn(arguments, environment: environment) { actions in
                 posix_spawn_file_actions_adddup2(&actions, pipeEnds[1], 1)
                 if mergingStandardError { posix_spawn_file_actions_adddup2(&actions, pipeEnds[1], 2) }
                 posix_spawn_file_actions_addclose(&actions, pipeEnds[0])
@@ -89,7 +90,7 @@ public final class ChildProcess: Sendable {
             try await Task.sleep(for: .milliseconds(20))
         }
         while !finishedReading.load(ordering: .acquiring) { try await Task.sleep(for: .milliseconds(10)) }
-        return exitStatus(status)
+        return ProcessSpawn.exitStatus(status)
     }
 
     /// Where the build put the executables (next to the test bundle).

@@ -1,3 +1,4 @@
+import BenchKit
 import Foundation
 
 /// One cluster-enabled Redis that serves only some slots (a cluster with holes), for tests of
@@ -18,7 +19,7 @@ public final class LoneClusterNode: Sendable {
         }
         guard chosen > 0 else { throw PrivateServersError(message: "no free port for a lone cluster node") }
         port = chosen
-        pid = try spawn(["/usr/bin/redis-server", "--port", String(chosen), "--bind", "127.0.0.1", "--dir", folder.path,
+        pid = try ProcessSpawn.spawn(["/usr/bin/redis-server", "--port", String(chosen), "--bind", "127.0.0.1", "--dir", folder.path,
                          "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--save", "", "--appendonly", "no"],
                         environment: ProcessInfo.processInfo.environment.map { "\($0.key)=\($0.value)" }) { actions in
             posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)

@@ -102,33 +102,11 @@ public final class PrivateServers: Sendable {
 func runServicesScript(_ arguments: [String], environment: [String: String]) async throws {
     let script = TestEnvironment.repositoryRoot.appendingPathComponent("scripts/services").path
     let pairs = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }.map { "\($0.key)=\($0.value)" }
-    let status: Int32 = try await withCheckedThrowingContinuation { continuation in
-        Thread { continuation.resume(with: Result { try spawnAndWait(["/bin/bash", script] + arguments, environment: pairs) }) }.start()
-    }
+    let status = try await ProcessSpawn.run(["/bin/bash", script] + arguments, environment: pairs)
     guard status == 0 else {
         let settings = environment.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
         throw PrivateServersError(message: "\(settings) scripts/services \(arguments.joined(separator: " ")) exited with \(status)")
     }
-}
-
-/// Runs `arguments[0]` with its standard output sent to /dev/null and returns its exit status.
-func spawnAndWait(_ arguments: [String], environment: [String]) throws -> Int32 {
-    let pid = try spawn(arguments, environment: environment) { actions in
-        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-    }
-    var status: Int32 = 0
-    while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
-    return exitStatus(status)
-}
-
-/// `ProcessSpawn.spawn`: a clean signal mask and default signal handling for the child.
-func spawn(_ arguments: [String], environment: [String],
-           fileActions: (inout posix_spawn_file_actions_t) -> Void) throws -> pid_t {
-    try ProcessSpawn.spawn(arguments, environment: environment, fileActions: fileActions)
-}
-
-func exitStatus(_ status: Int32) -> Int32 {
-    ProcessSpawn.exitStatus(status)
 }
 
 public struct PrivateServersError: Error, CustomStringConvertible {

@@ -38,10 +38,10 @@ public enum RawHTTPClient {
         return Array(text.utf8)
     }
 
-    private static func blockingExchange(port: Int, chunks: [[UInt8]], responses: Int, pause: Duration, timeout: Duration) throws -> [RawHTTPResponse] {
+    /// A blocking TCP socket connected to `port` on loopback; the caller closes it.
+    public static func connectedSocket(port: Int) throws -> Int32 {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw PrivateServersError(message: "socket() failed") }
-        defer { close(descriptor) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -49,7 +49,16 @@ public enum RawHTTPClient {
         let connected = withUnsafePointer(to: &address) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        guard connected == 0 else { throw PrivateServersError(message: "connect to port \(port) failed") }
+        guard connected == 0 else {
+            close(descriptor)
+            throw PrivateServersError(message: "connect to port \(port) failed")
+        }
+        return descriptor
+    }
+
+    private static func blockingExchange(port: Int, chunks: [[UInt8]], responses: Int, pause: Duration, timeout: Duration) throws -> [RawHTTPResponse] {
+        let descriptor = try connectedSocket(port: port)
+        defer { close(descriptor) }
         var one: Int32 = 1
         setsockopt(descriptor, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
         var limit = timeval(tv_sec: Int(timeout.components.seconds), tv_usec: 0)
