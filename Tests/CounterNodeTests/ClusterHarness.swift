@@ -71,11 +71,8 @@ final class ClusterHarness: Sendable {
                                        mergingStandardError: collectingErrors)
         let node = Node(id: id, port: port, process: process)
         started.withLock { $0.append(node) }
-        let listening = try await process.waitForOutput(timeout: .seconds(60)) { lines in
-            lines.contains { $0.hasPrefix("counter-node listening on") || $0.contains("cannot start") }
-        }
-        guard listening, process.output.contains(where: { $0.hasPrefix("counter-node listening on") }) else {
-            throw HarnessError("node \(id) did not start: \(process.output.suffix(5).joined(separator: " | "))")
+        guard try await process.waitUntilListening() else {
+            throw HarnessError("node \(id) did not start: \(process.lastLines)")
         }
         return node
     }

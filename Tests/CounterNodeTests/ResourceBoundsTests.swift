@@ -65,7 +65,7 @@ struct ResourceBoundsTests {
         let node = try ChildProcess([ChildProcess.builtProduct("counter-node"), "serve", "--listen", "127.0.0.1:\(port)",
                                      "--postgres-url", TestEnvironment.postgresURL, "--redis-url", TestEnvironment.redisURL,
                                      "--key-prefix", prefix, "--max-connections", String(idleCount + 1_000), "--idle-timeout", "300", "--log-level", "warn"])
-        #expect(try await node.waitForOutput(timeout: .seconds(30)) { $0.contains { $0.hasPrefix("counter-node listening on") } })
+        try #require(try await node.waitUntilListening(), "\(node.lastLines)")
         for user in 1...200 {
             #expect(try await RawHTTPClient.exchange(port: port, chunks: [RawHTTPClient.request("POST", "/v1/posts/\(post)/likes/\(user)/toggle")],
                                                      responses: 1).first?.status == 200)

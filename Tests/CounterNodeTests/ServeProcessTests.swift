@@ -25,8 +25,9 @@ struct ServeProcessTests {
                                      "--redis-url", TestEnvironment.redisURL, "--key-prefix", prefix,
                                      "--api-token", "serve-test-token-0123456789", "--admin-token", "serve-admin-token-0123456789",
                                      // Nothing flushes on its own during the test: only the shutdown does.
-                                     "--flush-interval-ms", "3600000", "--flush-max-age-ms", "3600000", "--flush-batch-size", "1000000"])
-        #expect(try await node.waitForOutput(timeout: .seconds(30)) { $0.contains { $0.hasPrefix("counter-node listening on") } })
+                                     "--flush-interval-ms", "3600000", "--flush-max-age-ms", "3600000", "--flush-batch-size", "1000000"],
+                                    mergingStandardError: true)
+        try #require(try await node.waitUntilListening(), "\(node.lastLines)")
         let base = "http://127.0.0.1:\(port)"
         let auth = ["-H", "Authorization: Bearer serve-test-token-0123456789"]
         #expect(try await Self.curl(["\(base)/healthz"]) == (#"{"status":"ok"}"#, 200))
@@ -59,8 +60,9 @@ struct ServeProcessTests {
             let port = try PrivateServers.freePort()
             let node = try ChildProcess([ChildProcess.builtProduct("counter-node"), "serve", "--listen", "127.0.0.1:\(port)",
                                          "--postgres-url", servers.postgresURL, "--redis-url", servers.redisURL, "--demo-posts", "3",
-                                         "--flush-interval-ms", "3600000", "--flush-max-age-ms", "3600000", "--flush-batch-size", "1000000"])
-            #expect(try await node.waitForOutput(timeout: .seconds(30)) { $0.contains { $0.hasPrefix("counter-node listening on") } })
+                                         "--flush-interval-ms", "3600000", "--flush-max-age-ms", "3600000", "--flush-batch-size", "1000000"],
+                                        mergingStandardError: true)
+            try #require(try await node.waitUntilListening(), "\(node.lastLines)")
             #expect(try await Self.curl(["-X", "PUT", "http://127.0.0.1:\(port)/v1/posts/1/likes/5"]).status == 200)
             // With PostgreSQL gone, the graceful shutdown cannot finish its flush…
             try await servers.run("stop", only: "postgres")
@@ -87,7 +89,7 @@ struct ServeProcessTests {
             let node = try ChildProcess(arguments + ["--shutdown-timeout", "2", "--log-level", "info",
                                                      "--flush-interval-ms", "3600000", "--flush-max-age-ms", "3600000", "--flush-batch-size", "1000000"],
                                         mergingStandardError: true)
-            #expect(try await node.waitForOutput(timeout: .seconds(30)) { $0.contains { $0.hasPrefix("counter-node listening on") } })
+            try #require(try await node.waitUntilListening(), "\(node.lastLines)")
             for user in 5...7 {
                 #expect(try await Self.curl(["-X", "PUT", "http://127.0.0.1:\(port)/v1/posts/1/likes/\(user)"]).status == 200)
             }
@@ -111,7 +113,7 @@ struct ServeProcessTests {
             // …and the next start flushes them.
             try await servers.run("start", only: "postgres")
             let next = try ChildProcess(arguments, mergingStandardError: true)
-            #expect(try await next.waitForOutput(timeout: .seconds(30)) { $0.contains { $0.hasPrefix("counter-node listening on") } })
+            try #require(try await next.waitUntilListening(), "\(next.lastLines)")
             next.kill(SIGTERM)
             #expect(try await next.waitForExit(timeout: .seconds(30)) == 0)
             #expect(next.output.contains { $0.contains("event=stopped") && $0.contains("flushed=true") })

@@ -71,6 +71,21 @@ public final class ChildProcess: Sendable {
         return lines.withLock { predicate($0) }
     }
 
+    /// Waits until a `counter-node serve` child prints "counter-node listening on …", and returns
+    /// whether it did; it stops waiting early when the node says it cannot start. The bound is
+    /// generous: on a loaded 2-core CI machine running every suite at once, a debug-built node
+    /// took over 30 s to adopt its 16,384 slots and listen (it takes about 1 s alone).
+    public func waitUntilListening(timeout: Duration = .seconds(120)) async throws -> Bool {
+        let listening: (String) -> Bool = { $0.hasPrefix("counter-node listening on") }
+        _ = try await waitForOutput(timeout: timeout) { lines in
+            lines.contains { listening($0) || $0.contains("cannot start") }
+        }
+        return output.contains(where: listening)
+    }
+
+    /// The last lines printed, for a failed expectation's message.
+    public var lastLines: String { output.suffix(10).joined(separator: " | ") }
+
     public func kill(_ signal: Int32) {
         _ = Glibc.kill(pid, signal)
     }

@@ -24,12 +24,20 @@ public final class LoneClusterNode: Sendable {
                         environment: ProcessInfo.processInfo.environment.map { "\($0.key)=\($0.value)" }) { actions in
             posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
         }
-        for _ in 0..<100 {
-            if !PrivateServers.isFree(chosen) { break }
+        // Until it answers (not merely until its port is bound): on a loaded CI machine, starting
+        // took more than the 5 s once allowed here.
+        let deadline = ContinuousClock.now + .seconds(60)
+        while true {
+            let ping = try ChildProcess(["/usr/bin/redis-cli", "-p", String(chosen), "ping"], mergingStandardError: true)
+            if try await ping.waitForExit() == 0, ping.output.first == "PONG" { break }
+            guard ContinuousClock.now < deadline else {
+                stop()
+                throw PrivateServersError(message: "the lone cluster node on port \(chosen) did not answer PING: \(ping.output)")
+            }
             try await Task.sleep(for: .milliseconds(50))
         }
         let add = try ChildProcess(["/usr/bin/redis-cli", "-p", String(chosen), "cluster", "addslotsrange",
-                                    String(slots.lowerBound), String(slots.upperBound)])
+                                    String(slots.lowerBound), String(slots.upperBound)], mergingStandardError: true)
         guard try await add.waitForExit() == 0, add.output.first == "OK" else {
             stop()
             throw PrivateServersError(message: "CLUSTER ADDSLOTSRANGE failed: \(add.output)")

@@ -21,12 +21,15 @@ public final class PrivateServers: Sendable {
         redisPort = try Self.freePort()
     }
 
+    /// Two private servers start at a time (an `initdb` each), however many tests ask at once.
+    private static let startups = StartupGate(limit: 2)
+
     /// Starts both servers, runs `body` with them, and stops and removes them afterwards, also
     /// when `body` throws.
     public static func with<T>(_ body: (PrivateServers) async throws -> T) async throws -> T {
         let servers = try PrivateServers()
         do {
-            try await servers.run("start")
+            try await startups.pass { try await servers.run("start") }
             let value = try await body(servers)
             try await servers.tearDown()
             return value
