@@ -26,6 +26,11 @@ let package = Package(
         .systemLibrary(
             name: "CMicroHTTPD", pkgConfig: "libmicrohttpd",
             providers: [.apt(["libmicrohttpd-dev"])]),
+        .systemLibrary(
+            // No pkg-config: its flags for libcrypto are ones SwiftPM refuses, and the headers
+            // are in the default include path.
+            name: "COpenSSL",
+            providers: [.apt(["libssl-dev"])]),
         // Linux's epoll, which Glibc's module leaves out (header only, nothing to link).
         .systemLibrary(name: "CLinuxEvents"),
 
@@ -49,13 +54,16 @@ let package = Package(
         .target(name: "NodeCluster", dependencies: ["CounterCore", "Persistence", "ShardRouter", "WritePath"]),
         // The HTTP transport: libmicrohttpd behind HTTPRequest/HTTPResponse/HTTPHandler. Knows no route.
         .target(name: "NodeHTTP", dependencies: ["CMicroHTTPD", "CLinuxEvents", "CounterCore"]),
+        // End-user tokens: JWT parsing, claim rules (pure), signatures through OpenSSL, the
+        // verified-token cache, and the JWKS key set read from a file or URL.
+        .target(name: "UserTokens", dependencies: ["COpenSSL", "CounterCore"]),
         // The HTTP API: routes, auth, metrics, the admin answers, on top of the write path.
-        .target(name: "NodeAPI", dependencies: ["CounterCore", "CounterWire", "NodeCluster", "NodeHTTP", "Persistence", "ShardRouter", "WritePath"]),
+        .target(name: "NodeAPI", dependencies: ["CounterCore", "CounterWire", "NodeCluster", "NodeHTTP", "Persistence", "ShardRouter", "UserTokens", "WritePath"]),
         // The operator subcommands (flush, inspect, stats, reconcile, dead-letters): clients of
         // a running node's admin API through CounterClient.
         .target(name: "OperatorCommands", dependencies: ["CounterClient", "CounterCore", "CounterWire"]),
         // The node's composition root: configuration, command line, `serve` and its lifecycle.
-        .target(name: "CounterNode", dependencies: ["CounterCore", "NodeAPI", "NodeCluster", "NodeHTTP", "OperatorCommands", "Persistence", "WritePath"]),
+        .target(name: "CounterNode", dependencies: ["CounterCore", "NodeAPI", "NodeCluster", "NodeHTTP", "OperatorCommands", "Persistence", "UserTokens", "WritePath"]),
 
         // The client library apps add: HTTP client, optimistic like state machine, @Observable
         // models. Foundation, Observation, the wire format (with its small core) and the pure slot
@@ -74,6 +82,7 @@ let package = Package(
         .testTarget(name: "CounterClientTests", dependencies: ["CounterClient", "CounterWire"]),
         .testTarget(name: "CounterWireTests", dependencies: ["CounterWire"]),
         .testTarget(name: "CounterCoreTests", dependencies: ["CounterCore"]),
+        .testTarget(name: "UserTokensTests", dependencies: ["UserTokens", "TestSupport"]),
         .testTarget(name: "ShardRouterTests", dependencies: ["ShardRouter", "CounterCore", "Persistence", "TestSupport"]),
         .testTarget(name: "NodeClusterTests", dependencies: ["NodeCluster", "Persistence", "ShardRouter"]),
         .testTarget(name: "PersistenceTests", dependencies: ["CounterCore", "Persistence", "ShardRouter", "TestSupport"]),
