@@ -90,7 +90,7 @@ let package = Package(
         .executableTarget(name: "CrashDriver", dependencies: ["Persistence", "WritePath"], path: "Tests/CrashDriver"),
         .testTarget(name: "CounterNodeTests", dependencies: [
             "BenchKit", "CounterClient", "CounterCore", "CounterNode", "CounterWire", "NodeAPI", "NodeHTTP", "OperatorCommands",
-            "Persistence", "ShardRouter", "WritePath", "TestSupport", "CrashDriver", "CounterNodeCLI",
+            "Persistence", "ShardRouter", "UserTokens", "WritePath", "TestSupport", "CrashDriver", "CounterNodeCLI",
         ]),
     ],
     swiftLanguageModes: [.v6]

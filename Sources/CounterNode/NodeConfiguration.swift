@@ -4,6 +4,7 @@ import NodeAPI
 import NodeCluster
 import NodeHTTP
 import Persistence
+import UserTokens
 import WritePath
 
 /// Everything a node is configured with. Each setting has a default, a `COUNTER_*` environment
@@ -21,6 +22,8 @@ public struct NodeConfiguration: Sendable, Equatable {
     public var http = HTTPServerConfiguration()
     /// Bearer tokens for the API and the admin API. Default: none (only allowed on loopback).
     public var tokens = AccessTokens()
+    /// End users: their tokens, the seed's route, their write limits. Off by default.
+    public var users = UserAccessConfiguration()
     /// Whether `serve` runs `migrate` first. Defaults to `true`.
     public var migrateOnStart: Bool = true
     /// `serve` creates posts 1…N if they are missing, for trying the node out. Defaults to `0`.
@@ -134,6 +137,67 @@ public struct NodeConfiguration: Sendable, Equatable {
                     configuration.tokens.admin = value
                     return nil
                 }),
+        Setting(flag: "--user-token-secret", environment: "COUNTER_USER_TOKEN_SECRET",
+                summary: "HS256 shared secret of the app's identity provider (at least 32 bytes): end users' tokens signed with it are accepted on the user routes",
+                defaultValue: { $0.users.secret == nil ? "(none)" : "(set)" },
+                apply: { configuration, value in
+                    guard HMACSecret(value) != nil else { return "must be at least \(HMACSecret.minimumBytes) bytes" }
+                    configuration.users.secret = value
+                    return nil
+                }),
+        Setting(flag: "--user-token-jwks", environment: "COUNTER_USER_TOKEN_JWKS",
+                summary: "JWKS file path or http(s):// URL with the identity provider's RS256/ES256 public keys; read at start and every --user-token-jwks-refresh seconds",
+                defaultValue: { $0.users.keySetLocation ?? "(none)" },
+                apply: { configuration, value in
+                    guard !value.isEmpty else { return "must be a file path or an http(s):// URL" }
+                    if value.contains("://") {
+                        guard (value.hasPrefix("http://") || value.hasPrefix("https://")), URL(string: value)?.host != nil else {
+                            return "must be a file path or an http(s):// URL"
+                        }
+                    }
+                    configuration.users.keySetLocation = value
+                    return nil
+                }),
+        integer("--user-token-jwks-refresh", "COUNTER_USER_TOKEN_JWKS_REFRESH", "seconds between reads of the JWKS (a rotated key is picked up without a restart)", 1...86_400,
+                get: { Int($0.users.keySetRefresh.components.seconds) }, set: { $0.users.keySetRefresh = .seconds($1) }),
+        Setting(flag: "--user-token-issuer", environment: "COUNTER_USER_TOKEN_ISSUER",
+                summary: "when set, end users' tokens must carry this \"iss\"",
+                defaultValue: { $0.users.rules.issuer ?? "(any)" },
+                apply: { configuration, value in
+                    guard !value.isEmpty else { return "must not be empty" }
+                    configuration.users.rules.issuer = value
+                    return nil
+                }),
+        Setting(flag: "--user-token-audience", environment: "COUNTER_USER_TOKEN_AUDIENCE",
+                summary: "when set, end users' tokens must name this in \"aud\"",
+                defaultValue: { $0.users.rules.audience ?? "(any)" },
+                apply: { configuration, value in
+                    guard !value.isEmpty else { return "must not be empty" }
+                    configuration.users.rules.audience = value
+                    return nil
+                }),
+        Setting(flag: "--user-token-claim", environment: "COUNTER_USER_TOKEN_CLAIM",
+                summary: "the claim holding the user id (a positive 64-bit integer in digits)",
+                defaultValue: { $0.users.rules.userClaim },
+                apply: { configuration, value in
+                    guard !value.isEmpty, value.count <= 64 else { return "must be a claim name (1-64 characters)" }
+                    configuration.users.rules.userClaim = value
+                    return nil
+                }),
+        integer("--user-token-leeway", "COUNTER_USER_TOKEN_LEEWAY", "seconds a token's exp and nbf may be off, for clocks that differ", 0...600,
+                get: { Int($0.users.rules.leewaySeconds) }, set: { $0.users.rules.leewaySeconds = Int64($1) }),
+        boolean("--api-token-on-user-routes", "COUNTER_API_TOKEN_ON_USER_ROUTES",
+                "whether the user routes also take the API token, with the user named in a Counter-User header (for a gateway that authenticated the user itself)",
+                get: { $0.users.apiTokenOnUserRoutes }, set: { $0.users.apiTokenOnUserRoutes = $1 }),
+        boolean("--seed-route", "COUNTER_SEED_ROUTE",
+                "whether POST /api/posts/{id}/like answers, toggling the token's user's like in the seed's shape {\"is_liked\",\"likes_count\"}",
+                get: { $0.users.seedRoute }, set: { $0.users.seedRoute = $1 }),
+        integer("--user-write-rate", "COUNTER_USER_WRITE_RATE", "writes per second each end user may make on the user routes; more are answered 429 (0: no limit)", 0...1_000_000,
+                get: { $0.users.writesPerSecond }, set: { $0.users.writesPerSecond = $1 }),
+        integer("--user-write-burst", "COUNTER_USER_WRITE_BURST", "writes an end user may make at once after a pause", 1...1_000_000,
+                get: { $0.users.burst }, set: { $0.users.burst = $1 }),
+        integer("--user-limit-users", "COUNTER_USER_LIMIT_USERS", "end users whose write limits are kept at most (about 100 bytes each; idle ones go first)", 16...100_000_000,
+                get: { $0.users.trackedUsers }, set: { $0.users.trackedUsers = $1 }),
         integer("--max-connections", "COUNTER_MAX_CONNECTIONS", "open HTTP connections at most; more are closed at once (each holds a file descriptor and, while a request is read, up to 10 KiB of headers and 64 KiB of body)", 1...1_000_000,
                 get: { $0.http.maximumConnections }, set: { $0.http.maximumConnections = $1 }),
         Setting(flag: "--node", environment: "COUNTER_NODE_URL",
@@ -227,6 +291,18 @@ public struct NodeConfiguration: Sendable, Equatable {
                         return "must be a whole number from \(range.lowerBound) to \(range.upperBound)"
                     }
                     set(&configuration, number)
+                    return nil
+                })
+    }
+
+    private static func boolean(_ flag: String, _ environment: String, _ summary: String,
+                                get: @escaping @Sendable (NodeConfiguration) -> Bool,
+                                set: @escaping @Sendable (inout NodeConfiguration, Bool) -> Void) -> Setting {
+        Setting(flag: flag, environment: environment, summary: "\(summary): true or false",
+                defaultValue: { String(get($0)) },
+                apply: { configuration, value in
+                    guard let flag = Bool(value) else { return "must be true or false" }
+                    set(&configuration, flag)
                     return nil
                 })
     }

@@ -6,6 +6,7 @@ import NodeCluster
 import NodeHTTP
 import Persistence
 import Synchronization
+import UserTokens
 import WritePath
 
 /// `counter-node serve`, the composition root: reads Redis's shape, migrates, recovers the write
@@ -51,11 +52,27 @@ public enum NodeServer {
                                    service: service, postgres: membershipPool, leasePostgres: leasePool, log: log)
         let server: HTTPServer
         var listening: HTTPServer?
+        let users: UserAccess?
+        do {
+            users = configuration.users.isEnabled ? try UserAccess(configuration: configuration.users) : nil
+        } catch {
+            output.error("cannot start: \(error)")
+            await pool.close()
+            return .usage
+        }
         let api = CounterAPI(service: service, tokens: configuration.tokens, postgres: pool, redis: adminRedis, member: member,
-                             readyMaxLag: configuration.readyMaxLag)
+                             readyMaxLag: configuration.readyMaxLag, users: users)
         do {
             // Redis's shape first: a seed that is not a cluster, or a cluster with slots no master
             // serves, is a configuration error found before anything is written.
+            // The identity provider's keys first too: a node that cannot check tokens would
+            // turn every end user away.
+            if let users, let source = users.keySetSource {
+                let (keys, skipped) = try await source.load()
+                users.verifier.replaceKeys(keys)
+                log.log(.info, "user_token_keys", ["source": source.location, "kids": users.verifier.keyIDs.joined(separator: ","),
+                                                   "skipped": skipped.joined(separator: "; ")])
+            }
             try await service.redisTopology.discover()
             if service.redisTopology.isCluster {
                 let masters = service.redisTopology.map.slotCounts.keys.sorted().map(\.description)
@@ -118,7 +135,11 @@ public enum NodeServer {
             // Stopping runs backwards: the membership hands the slots to the other nodes while
             // the HTTP server still answers (forwarding), then the server stops, then the write
             // path flushes what it still holds.
-            try await ServiceGroup.run([service, server, member, announce], until: waitForSignal)
+            var services: [any Service] = [service, server, member, announce]
+            if let users, let source = users.keySetSource {
+                services.append(KeySetRefresher(source: source, verifier: users.verifier, interval: configuration.users.keySetRefresh, log: log))
+            }
+            try await ServiceGroup.run(services, until: waitForSignal)
         } catch {
             output.error("cannot serve: \(error)")
             log.log(.error, "failed", ["error": "\(error)"])
@@ -163,6 +184,18 @@ private struct ListeningAnnouncement: Service {
         output.standard("counter-node listening on \(url)")
         output.standard("try: curl -s -X POST\(auth) \(url)/v1/posts/1/likes/7/toggle")
         await waitUntilCancelled()
+    }
+}
+
+/// Reads the end users' key set again every `interval`, so a rotated key is taken without a restart.
+private struct KeySetRefresher: Service {
+    let source: KeySetSource
+    let verifier: TokenVerifier
+    let interval: Duration
+    let log: NodeLog
+
+    func run() async throws {
+        await source.refresh(verifier, every: interval, log: log)
     }
 }
 

@@ -57,6 +57,46 @@ public struct FeedQuery: Sendable, Equatable, Codable {
     }
 }
 
+/// `POST /v1/posts/query` from an end user: `user_id` may be left out, as the token names the
+/// user (when it is given, it must be the token's).
+public struct OwnFeedQuery: Sendable, Equatable, Codable {
+    public let postIDs: [Int64]
+    public let userID: Int64?
+
+    public init(postIDs: [Int64], userID: Int64? = nil) {
+        self.postIDs = postIDs
+        self.userID = userID
+    }
+
+    enum CodingKeys: String, CodingKey, CaseIterable { case postIDs = "post_ids", userID = "user_id" }
+
+    public init(from decoder: any Decoder) throws {
+        try UnknownMembers.refuse(in: decoder, allowed: CodingKeys.allCases)
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        postIDs = try container.decode([WireInteger].self, forKey: .postIDs).map(\.value)
+        userID = try container.decodeIfPresent(WireInteger.self, forKey: .userID)?.value
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(postIDs, forKey: .postIDs)
+        try container.encodeIfPresent(userID, forKey: .userID)
+    }
+}
+
+/// The seed's answer (`POST /api/posts/{id}/like`), in the shape its Laravel endpoint returned.
+public struct SeedLikeStatus: Sendable, Equatable, Codable {
+    public let isLiked: Bool
+    public let likesCount: Int64
+
+    public init(isLiked: Bool, likesCount: Int64) {
+        self.isLiked = isLiked
+        self.likesCount = likesCount
+    }
+
+    enum CodingKeys: String, CodingKey { case isLiked = "is_liked", likesCount = "likes_count" }
+}
+
 /// One post of a feed page: its count and whether the user likes it.
 public struct FeedEntry: Sendable, Equatable, Codable {
     public let postID: Int64

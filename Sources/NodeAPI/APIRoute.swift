@@ -5,6 +5,12 @@ import Persistence
 enum APIRoute: Equatable {
     case like(post: Int64, user: Int64)
     case toggle(post: Int64, user: Int64)
+    /// `/v1/posts/{post}/like`: the caller's own like (the user from their token).
+    case userLike(post: Int64)
+    /// `/v1/posts/{post}/like/toggle`.
+    case userToggle(post: Int64)
+    /// `/api/posts/{id}/like`: the seed's route, answered in its shape.
+    case seedToggle(post: Int64)
     case post(Int64)
     case query
     case cluster
@@ -26,8 +32,8 @@ enum APIRoute: Equatable {
     /// The methods the route answers.
     var allowedMethods: [String] {
         switch self {
-        case .like: return ["GET", "PUT", "DELETE"]
-        case .toggle, .query, .adminFlush, .adminReconcile, .adminDeadLettersReplay, .adminDeadLettersDrop, .adminClusterDrain: return ["POST"]
+        case .like, .userLike: return ["GET", "PUT", "DELETE"]
+        case .toggle, .userToggle, .seedToggle, .query, .adminFlush, .adminReconcile, .adminDeadLettersReplay, .adminDeadLettersDrop, .adminClusterDrain: return ["POST"]
         case .post, .cluster, .healthz, .readyz, .metrics, .adminStats, .adminInspect, .adminDeadLetters: return ["GET"]
         case .invalidID, .notFound: return []
         }
@@ -38,6 +44,9 @@ enum APIRoute: Equatable {
         switch self {
         case .like: return "/v1/posts/{post}/likes/{user}"
         case .toggle: return "/v1/posts/{post}/likes/{user}/toggle"
+        case .userLike: return "/v1/posts/{post}/like"
+        case .userToggle: return "/v1/posts/{post}/like/toggle"
+        case .seedToggle: return "/api/posts/{post}/like"
         case .post: return "/v1/posts/{post}"
         case .query: return "/v1/posts/query"
         case .cluster: return "/v1/cluster"
@@ -57,13 +66,17 @@ enum APIRoute: Equatable {
         }
     }
 
-    /// Which token the route needs.
-    enum Access { case open, api, admin, any }
+    /// Which token the route needs: none, the API token (or the admin token), the admin token,
+    /// either, an end user's token, or the API token or a user's.
+    enum Access { case open, api, admin, any, user, apiOrUser }
 
     var access: Access {
         switch self {
         case .healthz, .readyz, .notFound: return .open
-        case .like, .toggle, .post, .query, .invalidID: return .api
+        case .like, .toggle, .post: return .api
+        // A bad id is named to anyone who may use one of the routes it could be meant for.
+        case .query, .invalidID: return .apiOrUser
+        case .userLike, .userToggle, .seedToggle: return .user
         case .adminFlush, .adminStats, .adminInspect, .adminReconcile, .adminDeadLetters, .adminDeadLettersReplay,
              .adminDeadLettersDrop, .adminClusterDrain: return .admin
         case .metrics, .cluster: return .any
@@ -110,6 +123,13 @@ enum APIRoute: Equatable {
             if part(2, is: "query") { return .query }
             guard let post = id(2) else { return invalid(2, "post") }
             return .post(post)
+        case 4 where part(0, is: "v1") && part(1, is: "posts") && part(3, is: "like"),
+             5 where part(0, is: "v1") && part(1, is: "posts") && part(3, is: "like") && part(4, is: "toggle"):
+            guard let post = id(2) else { return invalid(2, "post") }
+            return parts.count == 4 ? .userLike(post: post) : .userToggle(post: post)
+        case 4 where part(0, is: "api") && part(1, is: "posts") && part(3, is: "like"):
+            guard let post = id(2) else { return invalid(2, "post") }
+            return .seedToggle(post: post)
         case 5 where part(0, is: "v1") && part(1, is: "posts") && part(3, is: "likes"),
              6 where part(0, is: "v1") && part(1, is: "posts") && part(3, is: "likes") && part(5, is: "toggle"):
             guard let post = id(2) else { return invalid(2, "post") }

@@ -15,9 +15,10 @@ public struct AccessTokens: Sendable, Equatable {
         let accepted: [String]
         switch access {
         case .open: return nil
-        case .api: accepted = [api, admin].compactMap { $0 }; if api == nil { return nil }
+        case .api, .apiOrUser: accepted = [api, admin].compactMap { $0 }; if api == nil { return nil }
         case .admin: accepted = [admin].compactMap { $0 }; if admin == nil { return nil }
         case .any: accepted = [api, admin].compactMap { $0 }; if accepted.isEmpty { return nil }
+        case .user: return "the user routes take an end user's token"
         }
         guard let authorization, authorization.hasPrefix("Bearer ") else {
             return "missing bearer token: send Authorization: Bearer <token>"
@@ -27,6 +28,13 @@ public struct AccessTokens: Sendable, Equatable {
         var granted = false
         for token in accepted where Self.constantTimeEqual(presented, Array(token.utf8)) { granted = true }
         return granted ? nil : "invalid token"
+    }
+
+    /// Whether `token` is the API or the admin token (checked fully against both).
+    func isServiceToken(_ token: [UInt8]) -> Bool {
+        var matched = false
+        for known in [api, admin].compactMap({ $0 }) where Self.constantTimeEqual(token, Array(known.utf8)) { matched = true }
+        return matched
     }
 
     /// Compares without stopping at the first difference.

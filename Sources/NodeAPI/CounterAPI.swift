@@ -6,6 +6,7 @@ import NodeHTTP
 import Persistence
 import ShardRouter
 import Synchronization
+import UserTokens
 import WritePath
 
 /// The HTTP API (README, "HTTP API") on top of a `CounterService`: routes, auth, JSON, error mapping,
@@ -14,6 +15,9 @@ import WritePath
 public final class CounterAPI: HTTPHandler {
     let service: CounterService
     let tokens: AccessTokens
+    /// End users' tokens and write limits; `nil`: no user routes.
+    let users: UserAccess?
+    let authentication: Authentication
     let metrics = HTTPMetrics()
     let inspector: PostInspector
     let reconciler: Reconciler
@@ -32,10 +36,14 @@ public final class CounterAPI: HTTPHandler {
     ///     writer.
     ///   - readyMaxLag: `/readyz` fails while the oldest change waiting for PostgreSQL is older;
     ///     `nil` never.
+    ///   - users: end users' tokens, the seed's route and per-user write limits; `nil` (or one
+    ///     without a secret or key set): the user routes answer 404.
     public init(service: CounterService, tokens: AccessTokens, postgres: PostgresPool, redis: RedisClient, member: ClusterMember? = nil,
-                readyMaxLag: Duration? = nil) {
+                readyMaxLag: Duration? = nil, users: UserAccess? = nil) {
         self.service = service
         self.tokens = tokens
+        self.users = users
+        self.authentication = Authentication(tokens: tokens, users: users)
         self.member = member
         self.forwarder = member.map { Forwarder(member: $0, ownerWait: service.configuration.slotMoveWait) }
         let layout = RedisKeyLayout(prefix: service.configuration.keyPrefix)
@@ -57,21 +65,30 @@ public final class CounterAPI: HTTPHandler {
     public func dispatch(_ request: HTTPRequest) -> HTTPDisposition {
         let started = ContinuousClock.now
         let route = APIRoute.match(request.path)
-        if let response = immediate(route, request) {
+        let caller: Caller
+        switch admit(route, request) {
+        case .answer(let response):
             record(route, response, since: started)
             return .respond(response)
+        case .proceed(let admitted):
+            caller = admitted
         }
-        if let (operation, post, user) = Self.likeOperation(route, method: request.method) {
+        if let (operation, post, user) = Self.likeOperation(route, method: request.method, caller: caller) {
+            if operation != .read, case .user = caller, let refusal = limit(user, post: post) {
+                record(route, refusal, since: started)
+                return .respond(refusal)
+            }
+            let answer: @Sendable (LikeState) -> HTTPResponse = route == .seedToggle(post: post) ? Self.seedResponse : Self.likeResponse
             return .later { respond in
                 self.service.submit(operation, post: post, user: user) { result in
                     let response: HTTPResponse
                     switch result {
-                    case .success(let state): response = Self.likeResponse(state)
+                    case .success(let state): response = answer(state)
                     case .failure(let error as CounterError) where error.code == .notOwner && self.forwarder != nil:
                         Task {
                             let response = await self.elsewhere(request, post: post, mayRepeat: operation != .toggle) {
                                 await self.answeredHere {
-                                    Self.likeResponse(try await self.service.perform(operation, post: post, user: user))
+                                    answer(try await self.service.perform(operation, post: post, user: user))
                                 }
                             }
                             self.record(route, response, since: started)
@@ -88,7 +105,7 @@ public final class CounterAPI: HTTPHandler {
         }
         return .later { respond in
             Task {
-                let response = await self.answer(route, request)
+                let response = await self.answer(route, request, caller: caller)
                 self.record(route, response, since: started)
                 respond(response)
             }
@@ -111,13 +128,29 @@ public final class CounterAPI: HTTPHandler {
         }
     }
 
-    /// The operation a like route asks for: toggle, or like/unlike/read by method.
-    static func likeOperation(_ route: APIRoute, method: String) -> (LikeOperation, Int64, Int64)? {
-        switch route {
-        case .toggle(let post, let user): return (.toggle, post, user)
-        case .like(let post, let user): return (method == "PUT" ? .like : method == "DELETE" ? .unlike : .read, post, user)
+    /// The operation a like route asks for — toggle, or like/unlike/read by method — its post,
+    /// and its user: from the path, or, on the user routes, the caller's.
+    static func likeOperation(_ route: APIRoute, method: String, caller: Caller) -> (LikeOperation, Int64, Int64)? {
+        let byMethod: LikeOperation = method == "PUT" ? .like : method == "DELETE" ? .unlike : .read
+        switch (route, caller) {
+        case (.toggle(let post, let user), _): return (.toggle, post, user)
+        case (.like(let post, let user), _): return (byMethod, post, user)
+        case (.userToggle(let post), .user(let user)), (.seedToggle(let post), .user(let user)): return (.toggle, post, user)
+        case (.userLike(let post), .user(let user)): return (byMethod, post, user)
         default: return nil
         }
+    }
+
+    /// The `429` for a user's write over their limit, or `nil` to let it go ahead. Counted where
+    /// the post's slot is served: a request this node forwards is counted by the node it goes
+    /// to, so each write takes one token, wherever it came in.
+    private func limit(_ user: Int64, post: Int64) -> HTTPResponse? {
+        guard let limiter = users?.limiter else { return nil }
+        if forwarder != nil && service.ownership.state(of: HashSlot(post: post).rawValue) == .notOwned { return nil }
+        guard let wait = limiter.admit(user) else { return nil }
+        return .error(429, code: "rate_limited",
+                      message: "user \(user) may write \(Int(limiter.writesPerSecond)) times a second (\(limiter.burst) at once); try again in \(wait) s",
+                      retryAfterSeconds: wait)
     }
 
     private func record(_ route: APIRoute, _ response: HTTPResponse, since started: ContinuousClock.Instant) {
@@ -126,29 +159,37 @@ public final class CounterAPI: HTTPHandler {
                        seconds: elapsed.inSeconds)
     }
 
-    /// Answers that need no waiting: health, unknown routes, wrong methods, bad ids, auth.
-    private func immediate(_ route: APIRoute, _ request: HTTPRequest) -> HTTPResponse? {
-        if route == .notFound {
-            return .error(404, code: "not_found", message: "no route \(request.method) \(request.path)")
-        }
-        if let refusal = tokens.refusal(request.authorization, for: route.access) {
-            return .error(401, code: "unauthorized", message: refusal, headers: ["WWW-Authenticate": "Bearer"])
-        }
-        if case .invalidID(let what) = route {
-            return .error(400, code: "invalid_id", message: "\(what) is not a positive 64-bit integer")
-        }
-        guard route.allowedMethods.contains(request.method) else {
-            return .error(405, code: "method_not_allowed",
-                          message: "\(request.method) is not allowed on \(route.label); use \(route.allowedMethods.joined(separator: ", "))",
-                          headers: ["Allow": route.allowedMethods.joined(separator: ", ")])
-        }
-        if route == .healthz {
-            return HTTPResponse(status: 200, body: Self.healthy)
-        }
-        return nil
+    /// What to do with a request before any waiting: answer it at once (health, unknown routes,
+    /// refused tokens, bad ids, wrong methods), or go ahead for the caller its token names.
+    private enum Admission {
+        case answer(HTTPResponse)
+        case proceed(Caller)
     }
 
-    private func answer(_ route: APIRoute, _ request: HTTPRequest) async -> HTTPResponse {
+    private func admit(_ route: APIRoute, _ request: HTTPRequest) -> Admission {
+        if route == .notFound {
+            return .answer(.error(404, code: "not_found", message: "no route \(request.method) \(request.path)"))
+        }
+        let caller: Caller
+        switch authentication.caller(for: route, request) {
+        case .refused(let response): return .answer(response)
+        case .caller(let admitted): caller = admitted
+        }
+        if case .invalidID(let what) = route {
+            return .answer(.error(400, code: "invalid_id", message: "\(what) is not a positive 64-bit integer"))
+        }
+        guard route.allowedMethods.contains(request.method) else {
+            return .answer(.error(405, code: "method_not_allowed",
+                                  message: "\(request.method) is not allowed on \(route.label); use \(route.allowedMethods.joined(separator: ", "))",
+                                  headers: ["Allow": route.allowedMethods.joined(separator: ", ")]))
+        }
+        if route == .healthz {
+            return .answer(HTTPResponse(status: 200, body: Self.healthy))
+        }
+        return .proceed(caller)
+    }
+
+    private func answer(_ route: APIRoute, _ request: HTTPRequest, caller: Caller) async -> HTTPResponse {
         do {
             switch route {
             case .post(let post):
@@ -164,7 +205,7 @@ public final class CounterAPI: HTTPHandler {
                     }
                 }
             case .query:
-                return try await feed(request)
+                return try await feed(request, caller: caller)
             case .cluster:
                 guard let member else {
                     return .error(404, code: "not_clustered", message: "this node runs as the only writer; it has no slot map")
@@ -229,14 +270,14 @@ public final class CounterAPI: HTTPHandler {
                     return .error(404, code: "node_not_found", message: "no node \"\(drain.nodeID)\" is registered in this cluster")
                 }
                 return .json(DrainResult(nodeID: drain.nodeID, draining: draining))
-            case .toggle, .like, .healthz, .invalidID, .notFound:
+            case .toggle, .like, .userToggle, .userLike, .seedToggle, .healthz, .invalidID, .notFound:
                 // Answered in `dispatch`, never here.
                 return .error(500, code: "internal", message: "route \(route.label) is answered elsewhere")
             }
         } catch let error as CounterError {
             return Self.response(for: error)
         } catch let error as RequestError {
-            return .error(400, code: error.code, message: error.message)
+            return .error(error.code == "forbidden" ? 403 : 400, code: error.code, message: error.message)
         } catch {
             return .error(503, code: "unavailable", message: "\(error)", retryAfterSeconds: 1)
         }
@@ -244,6 +285,11 @@ public final class CounterAPI: HTTPHandler {
 
     static func likeResponse(_ state: LikeState) -> HTTPResponse {
         HTTPResponse(status: 200, body: HotAnswers.likeStatus(state))
+    }
+
+    /// The seed's route answers `{"is_liked":…,"likes_count":…}`, as its Laravel endpoint did.
+    static func seedResponse(_ state: LikeState) -> HTTPResponse {
+        HTTPResponse(status: 200, body: HotAnswers.seedStatus(state))
     }
 
     static func response(for error: CounterError) -> HTTPResponse {
@@ -300,8 +346,13 @@ public final class CounterAPI: HTTPHandler {
     /// `POST /v1/posts/query`: `{"post_ids":[…],"user_id":7}` → counts and the user's likes,
     /// one batch per shard. Posts that do not exist are left out of the answer. Posts whose
     /// slots other nodes own are asked of those nodes (one query each) and merged in order.
-    private func feed(_ request: HTTPRequest) async throws -> HTTPResponse {
-        let query = try RequestBody.feedQuery(request.body)
+    private func feed(_ request: HTTPRequest, caller: Caller) async throws -> HTTPResponse {
+        let query: FeedQuery
+        if case .user(let user) = caller {
+            query = try RequestBody.ownFeedQuery(request.body, user: user)
+        } else {
+            query = try RequestBody.feedQuery(request.body)
+        }
         let results = await service.performMany(query.postIDs.map { (LikeOperation.read, $0, query.userID) })
         var states: [LikeState?] = Array(repeating: nil, count: results.count)
         var elsewhere: [Int] = []
@@ -346,6 +397,7 @@ public final class CounterAPI: HTTPHandler {
         MetricsText.renderLag(service.writeBehindLag.snapshot(), into: &text)
         MetricsText.renderRedis(service.redisTopology, into: &text)
         ProcessMetrics.render(into: &text)
+        if let users, users.configuration.isEnabled { UserMetrics.render(users, into: &text) }
         if let member, let forwarder {
             ClusterMetrics.render(member: member, ownership: service.ownership, forwarder: forwarder, into: &text)
         }

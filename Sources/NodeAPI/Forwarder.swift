@@ -109,6 +109,7 @@ final class Forwarder: Sendable {
         }
         var headers: [(name: String, value: String)] = [("Counter-Forwarded-By", me)]
         if let authorization = request.authorization { headers.append(("Authorization", authorization)) }
+        if let actingUser = request.actingUser { headers.append(("Counter-User", actingUser)) }
         if !request.body.isEmpty { headers.append(("Content-Type", "application/json")) }
         let outgoing = PeerClient.Request(method: request.method, target: request.path + (request.rawQuery.isEmpty ? "" : "?" + request.rawQuery),
                                           headers: headers, body: request.body)

@@ -4,8 +4,8 @@ import WritePath
 
 /// The answers of the hot routes written by hand with `JSONWriter`: tens of thousands per second,
 /// where building a `Codable` value and walking it would cost more than the answer. Each writes
-/// exactly the bytes `WireEncoder` writes for its wire type (`LikeStatus`, `PostCount`,
-/// `FeedPage`, `ErrorBody`); a test holds them to that.
+/// exactly the bytes `WireEncoder` writes for its wire type (`LikeStatus`, `SeedLikeStatus`,
+/// `PostCount`, `FeedPage`, `ErrorBody`); a test holds them to that.
 enum HotAnswers {
     /// `LikeStatus`.
     static func likeStatus(_ state: LikeState) -> [UInt8] {
@@ -13,6 +13,16 @@ enum HotAnswers {
         writer.objectStart()
         writer.field("post_id", state.postID)
         writer.field("user_id", state.userID)
+        writer.field("is_liked", state.isLiked)
+        writer.field("likes_count", state.likesCount)
+        writer.objectEnd()
+        return writer.bytes
+    }
+
+    /// `SeedLikeStatus`: the seed's shape.
+    static func seedStatus(_ state: LikeState) -> [UInt8] {
+        var writer = JSONWriter()
+        writer.objectStart()
         writer.field("is_liked", state.isLiked)
         writer.field("likes_count", state.likesCount)
         writer.objectEnd()

@@ -10,6 +10,17 @@ import CounterWire
 /// reason. A test holds the two to the same answers.
 enum HotRequests {
     static func feedQuery(_ body: [UInt8]) -> FeedQuery? {
+        guard let (postIDs, userID) = feedMembers(body), let userID else { return nil }
+        return FeedQuery(postIDs: postIDs, userID: userID)
+    }
+
+    /// An end user's feed query: `user_id` may be left out (the token names the user).
+    static func ownFeedQuery(_ body: [UInt8]) -> OwnFeedQuery? {
+        guard let (postIDs, userID) = feedMembers(body) else { return nil }
+        return OwnFeedQuery(postIDs: postIDs, userID: userID)
+    }
+
+    private static func feedMembers(_ body: [UInt8]) -> ([Int64], Int64?)? {
         var reader = Reader(bytes: body)
         var postIDs: [Int64]?
         var userID: Int64?
@@ -27,8 +38,8 @@ enum HotRequests {
                 return nil
             }
         } while reader.take(UInt8(ascii: ","))
-        guard reader.take(UInt8(ascii: "}")), reader.atEnd, let postIDs, let userID else { return nil }
-        return FeedQuery(postIDs: postIDs, userID: userID)
+        guard reader.take(UInt8(ascii: "}")), reader.atEnd, let postIDs else { return nil }
+        return (postIDs, userID)
     }
 
     private struct Reader {

@@ -15,6 +15,22 @@ enum RequestBody {
         let query = try HotRequests.feedQuery(body)
             ?? decode(FeedQuery.self, body, idMembers: ["post_ids", "user_id"], shape: #"expected an object {"post_ids":[…],"user_id":…}"#,
                       fractionCode: "invalid_id")
+        return try checked(query)
+    }
+
+    /// `POST /v1/posts/query` from end user `user`: `user_id` may be left out.
+    /// - Throws: `RequestError`; `forbidden` when `user_id` names another user.
+    static func ownFeedQuery(_ body: [UInt8], user: Int64) throws -> FeedQuery {
+        let query = try HotRequests.ownFeedQuery(body)
+            ?? decode(OwnFeedQuery.self, body, idMembers: ["post_ids", "user_id"], shape: #"expected an object {"post_ids":[…]}"#,
+                      fractionCode: "invalid_id")
+        if let named = query.userID, named != user {
+            throw RequestError(code: "forbidden", message: "a user's token reads that user's likes only; user_id \(named) is not the token's user")
+        }
+        return try checked(FeedQuery(postIDs: query.postIDs, userID: user))
+    }
+
+    private static func checked(_ query: FeedQuery) throws -> FeedQuery {
         guard !query.postIDs.isEmpty, query.postIDs.count <= FeedQuery.maximumPosts else {
             throw RequestError(code: "invalid_body", message: "post_ids must hold 1 to \(FeedQuery.maximumPosts) ids, not \(query.postIDs.count)")
         }

@@ -12,16 +12,20 @@ public struct HTTPRequest: Sendable {
     /// The `Counter-Forwarded-By` header: the node that forwarded this request to this one
     /// (a request is forwarded once at most).
     public let forwardedBy: String?
+    /// The `Counter-User` header: the user a trusted backend acts for on the user routes, when
+    /// the node accepts the API token there.
+    public let actingUser: String?
     public let body: [UInt8]
 
     public init(method: String, path: String, query: [String: String] = [:], rawQuery: String = "", authorization: String? = nil,
-                forwardedBy: String? = nil, body: [UInt8] = []) {
+                forwardedBy: String? = nil, actingUser: String? = nil, body: [UInt8] = []) {
         self.method = method
         self.path = path
         self.query = query
         self.rawQuery = rawQuery
         self.authorization = authorization
         self.forwardedBy = forwardedBy
+        self.actingUser = actingUser
         self.body = body
     }
 }

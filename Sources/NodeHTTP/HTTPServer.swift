@@ -351,6 +351,7 @@ private func accessHandler(
         rawQuery: target.rawQuery,
         authorization: MHD_lookup_connection_value(connection, .HEADER_KIND, "Authorization").map { String(cString: $0) },
         forwardedBy: MHD_lookup_connection_value(connection, .HEADER_KIND, "Counter-Forwarded-By").map { String(cString: $0) },
+        actingUser: MHD_lookup_connection_value(connection, .HEADER_KIND, "Counter-User").map { String(cString: $0) },
         body: state.body.withLock { $0 })
     return server.dispatch(request, state: state, connection: connection)
 }

@@ -379,6 +379,7 @@ struct HotAnswersTests {
                     == (try WireEncoder.encode(LikeStatus(postID: state.postID, userID: state.userID, isLiked: state.isLiked, likesCount: state.likesCount))))
             #expect(HotAnswers.postCount(postID: state.postID, likesCount: state.likesCount)
                     == (try WireEncoder.encode(PostCount(postID: state.postID, likesCount: state.likesCount))))
+            #expect(HotAnswers.seedStatus(state) == (try WireEncoder.encode(SeedLikeStatus(isLiked: state.isLiked, likesCount: state.likesCount))))
         }
         for page in [[], states] {
             #expect(HotAnswers.feedPage(page)
@@ -420,6 +421,20 @@ struct HotRequestsTests {
         }
         // The plain shape is read by hand (the point of it).
         #expect(HotRequests.feedQuery(Array(#" { "user_id" : 7 , "post_ids" : [ 1 , 2 ] } "#.utf8)) == FeedQuery(postIDs: [1, 2], userID: 7))
+    }
+
+    @Test("an end user's feed query (user_id optional) is read by hand the same as by the wire's decoder")
+    func ownQueryAgreesWithTheDecoder() {
+        let bodies = [#"{"post_ids":[1,2]}"#, #"{"post_ids":[1],"user_id":7}"#, #" { "user_id" : 7 , "post_ids" : [ 3 ] } "#, #"{"post_ids":[]}"#]
+        for body in bodies {
+            let fast = HotRequests.ownFeedQuery(Array(body.utf8))
+            #expect(fast != nil, "\(body)")
+            #expect(fast == (try? WireDecoder.decode(OwnFeedQuery.self, from: Array(body.utf8))), "\(body)")
+        }
+        for body in [#"{"user_id":7}"#, #"{"post_ids":[1],"user":7}"#, #"{"post_ids":[1],"user_id":7,"user_id":8}"#, #"{"post_\u0069ds":[1]}"#] {
+            #expect(HotRequests.ownFeedQuery(Array(body.utf8)) == nil, "\(body)")
+        }
+        #expect(HotRequests.ownFeedQuery(Array(#"{"post_ids":[1,2]}"#.utf8)) == OwnFeedQuery(postIDs: [1, 2]))
     }
 
     @Test("random feed queries in random spacing read the same both ways")

@@ -19,21 +19,23 @@ struct HTTPHarness {
     static func start(posts: Int = 3, redis target: RedisTarget = .single, postgresURL: String = TestEnvironment.postgresURL,
                       configure: (inout HTTPServerConfiguration) -> Void = { _ in },
                       writePath configureWritePath: (inout WritePathConfiguration) -> Void = { _ in },
-                      readyMaxLag: Duration? = nil) async throws -> HTTPHarness {
+                      readyMaxLag: Duration? = nil, users: UserAccess? = nil) async throws -> HTTPHarness {
         let writePath = try await WritePathHarness.start(posts: posts, postgresURL: postgresURL, redis: target, configure: configureWritePath)
         var configuration = HTTPServerConfiguration()
         configuration.port = 0
         configure(&configuration)
         let api = CounterAPI(service: writePath.service, tokens: AccessTokens(api: apiToken, admin: adminToken),
-                             postgres: writePath.pool, redis: writePath.redis, readyMaxLag: readyMaxLag)
+                             postgres: writePath.pool, redis: writePath.redis, readyMaxLag: readyMaxLag, users: users)
         let server = try HTTPServer(configuration: configuration, handler: api)
         try server.start()
         return HTTPHarness(writePath: writePath, server: server, api: api)
     }
 
     /// Sends one request on its own connection and returns the response.
-    func send(_ method: String, _ path: String, token: String? = HTTPHarness.apiToken, body: String? = nil) async throws -> RawHTTPResponse {
-        let responses = try await RawHTTPClient.exchange(port: port, chunks: [RawHTTPClient.request(method, path, token: token, body: body)], responses: 1)
+    func send(_ method: String, _ path: String, token: String? = HTTPHarness.apiToken, body: String? = nil,
+              headers: [String: String] = [:]) async throws -> RawHTTPResponse {
+        let request = RawHTTPClient.request(method, path, token: token, body: body, headers: headers)
+        let responses = try await RawHTTPClient.exchange(port: port, chunks: [request], responses: 1)
         guard let response = responses.first else { throw PrivateServersError(message: "no response to \(method) \(path)") }
         return response
     }

@@ -1,0 +1,86 @@
+import CounterCore
+import NodeHTTP
+import UserTokens
+
+/// Who a request comes from, once its token is checked.
+enum Caller: Equatable {
+    /// A route open to all (health), or a node without tokens (loopback only).
+    case anyone
+    /// A backend with the API or admin token.
+    case service
+    /// An end user, from a verified token (or a backend acting for them, when allowed).
+    case user(Int64)
+}
+
+/// A request's caller, or the answer that turns it away.
+enum CallerOrRefusal {
+    case caller(Caller)
+    case refused(HTTPResponse)
+}
+
+/// Decides who a request comes from, or the answer that turns it away. Runs on the HTTP thread,
+/// once per request: a token already verified costs a SHA-256 and a dictionary lookup.
+struct Authentication: Sendable {
+    let tokens: AccessTokens
+    let users: UserAccess?
+
+    func caller(for route: APIRoute, _ request: HTTPRequest) -> CallerOrRefusal {
+        switch route.access {
+        case .open:
+            return .caller(.anyone)
+        case .api, .admin, .any:
+            return serviceCaller(route.access, request)
+        case .user:
+            guard let users, users.configuration.isEnabled else {
+                return .refused(.error(404, code: "not_found",
+                                       message: "the user routes are off: the node needs --user-token-secret or --user-token-jwks"))
+            }
+            if case .seedToggle = route, !users.configuration.seedRoute {
+                return .refused(.error(404, code: "not_found", message: "no route \(request.method) \(request.path) (the seed's route is off: --seed-route true)"))
+            }
+            guard let token = Self.bearer(request.authorization) else { return .refused(Self.missingToken) }
+            if users.configuration.apiTokenOnUserRoutes, let api = tokens.api,
+               AccessTokens.constantTimeEqual(Array(token), Array(api.utf8)) {
+                guard let text = request.actingUser, let user = EntityID.parse(text) else {
+                    return .refused(.error(400, code: "invalid_id",
+                                           message: "with the API token, the user routes need a Counter-User header with the user id (a positive 64-bit integer)"))
+                }
+                return .caller(.user(user))
+            }
+            return userCaller(token, users)
+        case .apiOrUser:
+            // A backend's token first; anything else that is presented must be a user's.
+            if let users, users.configuration.isEnabled, let token = Self.bearer(request.authorization),
+               !tokens.isServiceToken(Array(token)) {
+                return userCaller(token, users)
+            }
+            return serviceCaller(.api, request)
+        }
+    }
+
+    private func serviceCaller(_ access: APIRoute.Access, _ request: HTTPRequest) -> CallerOrRefusal {
+        if let refusal = tokens.refusal(request.authorization, for: access) {
+            return .refused(.error(401, code: "unauthorized", message: refusal, headers: ["WWW-Authenticate": "Bearer"]))
+        }
+        return .caller(tokens.api == nil && access == .api ? .anyone : .service)
+    }
+
+    private func userCaller(_ token: Substring.UTF8View, _ users: UserAccess) -> CallerOrRefusal {
+        do {
+            return .caller(.user(try users.verifier.user(of: Array(token))))
+        } catch {
+            users.countRefusal(error.code)
+            return .refused(.error(401, code: error.code.rawValue, message: error.message,
+                                   headers: ["WWW-Authenticate": #"Bearer error="invalid_token""#]))
+        }
+    }
+
+    static let missingToken = HTTPResponse.error(401, code: "unauthorized", message: "missing bearer token: send Authorization: Bearer <token>",
+                                                 headers: ["WWW-Authenticate": "Bearer"])
+
+    /// The token of an `Authorization: Bearer <token>` header.
+    static func bearer(_ authorization: String?) -> Substring.UTF8View? {
+        guard let authorization, authorization.hasPrefix("Bearer ") else { return nil }
+        return authorization.dropFirst(7).utf8
+    }
+}
