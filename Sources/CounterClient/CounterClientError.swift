@@ -20,6 +20,8 @@ public enum CounterClientError: Error, Sendable, Equatable, CustomStringConverti
     /// An argument the service would refuse (a non-positive id, an empty feed page, …); nothing
     /// was sent.
     case invalidArgument(String)
+    /// The user's token could not be had (`Configuration.userToken` threw); nothing was sent.
+    case unauthenticated(String)
 
     /// Whether trying the same call again later may succeed: `503`, `429`, connection failures
     /// and timeouts. Only idempotent calls are retried automatically.
@@ -27,7 +29,7 @@ public enum CounterClientError: Error, Sendable, Equatable, CustomStringConverti
         switch self {
         case .server(let status, _, _, _): return status == 503 || status == 429
         case .connection, .timedOut: return true
-        case .invalidResponse, .invalidArgument: return false
+        case .invalidResponse, .invalidArgument, .unauthenticated: return false
         }
     }
 
@@ -38,6 +40,12 @@ public enum CounterClientError: Error, Sendable, Equatable, CustomStringConverti
         case .timedOut: return true
         default: return false
         }
+    }
+
+    /// The HTTP status, for `.server`.
+    public var status: Int? {
+        if case .server(let status, _, _, _) = self { return status }
+        return nil
     }
 
     /// The service's error code, for `.server`.
@@ -53,6 +61,7 @@ public enum CounterClientError: Error, Sendable, Equatable, CustomStringConverti
         case .timedOut(let seconds): return "no answer within \(seconds) s"
         case .invalidResponse(let why): return "unreadable answer: \(why)"
         case .invalidArgument(let why): return "invalid argument: \(why)"
+        case .unauthenticated(let why): return "no user token: \(why)"
         }
     }
 }

@@ -7,6 +7,12 @@ import FoundationNetworking
 /// An async client for CounterService's HTTP API: likes, counts, feed pages, health, metrics and
 /// the admin routes.
 ///
+/// Two ways to call it. An app calls as its signed-in user: give `userToken`, a provider of the
+/// user's token from the app's identity provider, and use the calls without a `user:` argument
+/// (`toggle(post:)`, `setLiked(_:post:)`, `feed(posts:)`, …) — the node takes the user from the
+/// token. A backend calls with the service's `apiToken` and names the user in each call
+/// (`setLiked(_:post:user:)`, …). Never ship the API token in an app: it acts for every user.
+///
 /// Idempotent calls (`like`, `unlike`, `setLiked`, reads, feed queries, metrics, stats,
 /// inspect) are retried on `503`/`429` (after `Retry-After`) and on connection failures, per `retry`.
 /// `toggle` and the admin calls that change things are never retried: a toggle sent twice would
@@ -20,6 +26,11 @@ public struct CounterServiceClient: Sendable {
         public var apiToken: String?
         /// Bearer token for `/admin`; `nil` for apps, which never need it.
         public var adminToken: String?
+        /// The signed-in user's token, for the calls without a `user:` argument: called with
+        /// `false` before each request (return a cached token), and once with `true` after a `401`
+        /// (return a fresh one), after which the request is sent once more. A throw fails the
+        /// call with `.unauthenticated`.
+        public var userToken: TokenProvider?
         /// How long one attempt may take. Defaults to 10 s.
         public var timeout: Duration = .seconds(10)
         /// Retries of idempotent calls.
@@ -34,7 +45,16 @@ public struct CounterServiceClient: Sendable {
             self.apiToken = apiToken
             self.adminToken = adminToken
         }
+
+        /// An app's client: calls go out as the user whose token `userToken` provides.
+        public init(baseURL: URL, userToken: @escaping TokenProvider) {
+            self.baseURL = baseURL
+            self.userToken = userToken
+        }
     }
+
+    /// Gives the signed-in user's token; `refresh` asks for a new one (the last was refused).
+    public typealias TokenProvider = @Sendable (_ refresh: Bool) async throws -> String
 
     public let configuration: Configuration
     private let transport: any HTTPTransport
@@ -88,6 +108,45 @@ public struct CounterServiceClient: Sendable {
         try Self.positive(user, "user id")
         let body = try Self.encode(FeedQuery(postIDs: posts, userID: user))
         let page: FeedPage = try await call("POST", "/v1/posts/query", body: body, idempotent: true)
+        return page.posts
+    }
+
+    // MARK: - Likes as the signed-in user (needs `userToken`)
+
+    /// The seed's toggle, as the signed-in user. Not idempotent, so never retried (a `401` is
+    /// sent once more with a fresh token: nothing happened).
+    public func toggle(post: Int64) async throws(CounterClientError) -> LikeStatus {
+        try await call("POST", try ownPath(post) + "/toggle", credential: .user, idempotent: false, post: post)
+    }
+
+    /// Like, as the signed-in user (idempotent).
+    public func like(post: Int64) async throws(CounterClientError) -> LikeStatus {
+        try await call("PUT", try ownPath(post), credential: .user, idempotent: true, post: post)
+    }
+
+    /// Unlike, as the signed-in user (idempotent).
+    public func unlike(post: Int64) async throws(CounterClientError) -> LikeStatus {
+        try await call("DELETE", try ownPath(post), credential: .user, idempotent: true, post: post)
+    }
+
+    /// Sends the state the signed-in user wants: `like` or `unlike`.
+    public func setLiked(_ liked: Bool, post: Int64) async throws(CounterClientError) -> LikeStatus {
+        liked ? try await like(post: post) : try await unlike(post: post)
+    }
+
+    /// Whether the signed-in user likes `post`, and its count.
+    public func status(post: Int64) async throws(CounterClientError) -> LikeStatus {
+        try await call("GET", try ownPath(post), credential: .user, idempotent: true, post: post)
+    }
+
+    /// A feed page for the signed-in user: counts and their likes of up to 1,000 posts.
+    public func feed(posts: [Int64]) async throws(CounterClientError) -> [FeedEntry] {
+        guard !posts.isEmpty, posts.count <= FeedQuery.maximumPosts else {
+            throw .invalidArgument("a feed page holds 1 to 1,000 posts, not \(posts.count)")
+        }
+        for post in posts { try Self.positive(post, "post id") }
+        let body = try Self.encode(OwnFeedQuery(postIDs: posts))
+        let page: FeedPage = try await call("POST", "/v1/posts/query", body: body, credential: .user, idempotent: true)
         return page.posts
     }
 
@@ -167,6 +226,11 @@ public struct CounterServiceClient: Sendable {
 
     // MARK: - Sending
 
+    private func ownPath(_ post: Int64) throws(CounterClientError) -> String {
+        try Self.positive(post, "post id")
+        return "/v1/posts/\(post)/like"
+    }
+
     private func likePath(_ post: Int64, _ user: Int64) throws(CounterClientError) -> String {
         try Self.positive(post, "post id")
         try Self.positive(user, "user id")
@@ -184,13 +248,44 @@ public struct CounterServiceClient: Sendable {
     /// - Parameter post: the post the call is about: a slot-aware client sends it to the post's
     ///   owner; any client follows a `421` (the node did nothing) to the owner it names, once.
     private func call<Answer: Decodable>(_ method: String, _ path: String, body: Data? = nil, admin: Bool = false,
-                                         idempotent: Bool, post: Int64? = nil) async throws(CounterClientError) -> Answer {
-        let data = try await raw(method, path, body: body, token: admin ? configuration.adminToken : configuration.apiToken,
+                                         credential: Credential? = nil, idempotent: Bool,
+                                         post: Int64? = nil) async throws(CounterClientError) -> Answer {
+        let data: Data
+        if credential == .user {
+            data = try await asUser(method, path, body: body, idempotent: idempotent, post: post)
+        } else {
+            data = try await raw(method, path, body: body, token: admin ? configuration.adminToken : configuration.apiToken,
                                  idempotent: idempotent, post: post)
+        }
         do {
             return try WireDecoder.decode(Answer.self, from: data)
         } catch {
             throw .invalidResponse("\(method) \(path): \(error) in \(String(decoding: data.prefix(200), as: UTF8.self))")
+        }
+    }
+
+    /// Which token a call carries.
+    private enum Credential { case user }
+
+    /// Sends with the signed-in user's token; after a `401`, once more with a fresh one.
+    private func asUser(_ method: String, _ path: String, body: Data?, idempotent: Bool, post: Int64?) async throws(CounterClientError) -> Data {
+        guard let provider = configuration.userToken else {
+            throw .invalidArgument("calls as the signed-in user need Configuration.userToken")
+        }
+        var refresh = false
+        while true {
+            let token: String
+            do {
+                token = try await provider(refresh)
+            } catch {
+                throw .unauthenticated("the token provider failed: \(error)")
+            }
+            do {
+                return try await raw(method, path, body: body, token: token, idempotent: idempotent, post: post)
+            } catch let error where error.status == 401 && !refresh {
+                // A refused token changed nothing: safe to send again, whatever the call.
+                refresh = true
+            }
         }
     }
 

@@ -10,7 +10,8 @@ public final class LikeButtonModel: Identifiable {
     public typealias Sender = @Sendable (LikeStateMachine.Request.Kind) async -> Result<LikeStateMachine.Confirmed, CounterClientError>
 
     public let postID: Int64
-    public let userID: Int64
+    /// The user the button is for; `nil`: the signed-in user of the client's `userToken`.
+    public let userID: Int64?
     public nonisolated var id: Int64 { postID }
 
     /// What the button shows.
@@ -29,14 +30,18 @@ public final class LikeButtonModel: Identifiable {
     @ObservationIgnored private let send: Sender
     @ObservationIgnored private var idleWaiters: [CheckedContinuation<Void, Never>] = []
 
-    /// A button that talks to the service through `client`.
-    public convenience init(post: Int64, user: Int64, isLiked: Bool, likesCount: Int64, client: CounterServiceClient) {
+    /// A button that talks to the service through `client`: as the signed-in user of its
+    /// `userToken` when `user` is `nil` (an app), else for `user` with the API token (a backend's
+    /// tool, a test).
+    public convenience init(post: Int64, user: Int64? = nil, isLiked: Bool, likesCount: Int64, client: CounterServiceClient) {
         self.init(post: post, user: user, isLiked: isLiked, likesCount: likesCount) { kind in
             do throws(CounterClientError) {
                 let status: LikeStatus
-                switch kind {
-                case .setLiked(let liked): status = try await client.setLiked(liked, post: post, user: user)
-                case .refresh: status = try await client.status(post: post, user: user)
+                switch (kind, user) {
+                case (.setLiked(let liked), let user?): status = try await client.setLiked(liked, post: post, user: user)
+                case (.setLiked(let liked), nil): status = try await client.setLiked(liked, post: post)
+                case (.refresh, let user?): status = try await client.status(post: post, user: user)
+                case (.refresh, nil): status = try await client.status(post: post)
                 }
                 return .success(LikeStateMachine.Confirmed(isLiked: status.isLiked, likesCount: status.likesCount))
             } catch {
@@ -46,7 +51,7 @@ public final class LikeButtonModel: Identifiable {
     }
 
     /// A button whose requests go through `send` (tests, previews, other transports).
-    public init(post: Int64, user: Int64, isLiked: Bool, likesCount: Int64, send: @escaping Sender) {
+    public init(post: Int64, user: Int64?, isLiked: Bool, likesCount: Int64, send: @escaping Sender) {
         postID = post
         userID = user
         machine = LikeStateMachine(isLiked: isLiked, likesCount: likesCount)
@@ -115,12 +120,14 @@ public final class LikeButtonModel: Identifiable {
 /// Like buttons for a feed: one `POST /v1/posts/query` seeds (or refreshes) a model per post.
 @MainActor @Observable
 public final class LikeFeedModel {
-    public let userID: Int64
+    /// The user whose likes the buttons show; `nil`: the signed-in user of the client's `userToken`.
+    public let userID: Int64?
     /// The buttons, by post id.
     public private(set) var buttons: [Int64: LikeButtonModel] = [:]
     @ObservationIgnored private let client: CounterServiceClient
 
-    public init(user: Int64, client: CounterServiceClient) {
+    /// - Parameter user: `nil` (an app): the signed-in user of `client`'s `userToken`.
+    public init(user: Int64? = nil, client: CounterServiceClient) {
         userID = user
         self.client = client
     }
@@ -129,7 +136,7 @@ public final class LikeFeedModel {
     /// (unless sending), new ones are made. Posts the service does not know get no button.
     @discardableResult
     public func load(posts: [Int64]) async throws(CounterClientError) -> [LikeButtonModel] {
-        let entries = try await client.feed(posts: posts, user: userID)
+        let entries = if let userID { try await client.feed(posts: posts, user: userID) } else { try await client.feed(posts: posts) }
         var result: [LikeButtonModel] = []
         for entry in entries {
             if let existing = buttons[entry.postID] {

@@ -38,8 +38,9 @@ public final class UserAccess: Sendable {
     public let limiter: UserRateLimiter?
     private let refusals: Mutex<[Int]>
 
+    /// - Parameter clock: monotonic nanoseconds for the write limits (tests); `nil`: the real clock.
     /// - Throws: `ConfigurationProblem` for a secret shorter than 32 bytes.
-    public init(configuration: UserAccessConfiguration) throws {
+    public init(configuration: UserAccessConfiguration, clock: (@Sendable () -> UInt64)? = nil) throws {
         self.configuration = configuration
         var secret: HMACSecret?
         if let text = configuration.secret {
@@ -51,7 +52,7 @@ public final class UserAccess: Sendable {
         verifier = TokenVerifier(secret: secret, keySet: configuration.keySetLocation != nil, rules: configuration.rules)
         limiter = configuration.writesPerSecond > 0
             ? UserRateLimiter(writesPerSecond: Double(configuration.writesPerSecond), burst: configuration.burst,
-                              trackedUsers: configuration.trackedUsers)
+                              trackedUsers: configuration.trackedUsers, clock: clock)
             : nil
         refusals = Mutex([Int](repeating: 0, count: TokenRefusal.Code.allCases.count))
     }

@@ -46,6 +46,7 @@ struct AdminClient: Sendable {
         case .connection(let message, true): return .invalidAnswer("\(call): the connection broke (\(message)); its effect is unknown")
         case .timedOut(let seconds): return .timedOut("\(call) got no answer within \(Int(seconds.rounded())) s")
         case .invalidResponse(let why), .invalidArgument(let why): return .invalidAnswer(why)
+        case .unauthenticated(let why): return .unauthorized(why)
         }
     }
 }

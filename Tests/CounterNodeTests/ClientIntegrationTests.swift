@@ -44,12 +44,12 @@ struct ClientIntegrationTests {
         // Every button agrees with the service about its user's like; after one feed refresh,
         // about the count too.
         for button in buttons {
-            let status = try await client.status(post: post, user: button.userID)
-            #expect(status.isLiked == button.isLiked, "user \(button.userID)")
+            let status = try await client.status(post: post, user: button.userID!)
+            #expect(status.isLiked == button.isLiked, "user \(button.userID!)")
         }
         let liked = Int64(buttons.filter(\.isLiked).count)
         for button in buttons {
-            let entries = try await client.feed(posts: [post], user: button.userID)
+            let entries = try await client.feed(posts: [post], user: button.userID!)
             let entry = try #require(entries.first)
             #expect(entry.isLiked == button.isLiked && entry.likesCount == liked)   // the service's view
             button.apply(entry)

@@ -139,10 +139,13 @@ struct UserRoutesTests {
 
     @Test("per-user write limits: 429 with Retry-After, the limited writes change nothing, reads and other users go on")
     func rateLimits() async throws {
-        let http = try await HTTPHarness.start(users: try Self.users {
-            $0.writesPerSecond = 1
-            $0.burst = 3
-        })
+        // The limiter's clock moves only when the test says (a loaded machine must not refill buckets).
+        let clock = UserRateLimiterTests.FakeClock()
+        var configuration = UserAccessConfiguration()
+        configuration.secret = Self.secret
+        configuration.writesPerSecond = 1
+        configuration.burst = 3
+        let http = try await HTTPHarness.start(users: try UserAccess(configuration: configuration, clock: clock.read))
         let post = http.posts[0]
         let hammer = Self.signer.token(user: 21)
         for expected in [true, false, true] {
@@ -161,7 +164,7 @@ struct UserRoutesTests {
         // The service routes are for backends: not limited per user.
         for _ in 0..<5 { #expect(try await http.send("PUT", "/v1/posts/\(post)/likes/21").status == 200) }
         // A second later, one more write.
-        try await Task.sleep(for: .milliseconds(1_100))
+        clock.advance(milliseconds: 1_000)
         #expect(try await http.send("POST", "/v1/posts/\(post)/like/toggle", token: hammer).text == Self.like(post, 21, false, 1))
         let metrics = try await http.send("GET", "/metrics")
         #expect(metrics.text.contains("counter_rate_limited_total 2"), "\(metrics.text)")
