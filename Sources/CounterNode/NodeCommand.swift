@@ -2,6 +2,7 @@ import CounterCore
 import Foundation
 import OperatorCommands
 import Persistence
+import UserTokens
 import WritePath
 
 /// `counter-node`'s command line: picks the subcommand, reads the configuration, runs it.
@@ -23,7 +24,7 @@ public enum NodeCommand {
             print(usage)
             return .success
         }
-        guard ["migrate", "serve"].contains(subcommand) || OperatorCommand.subcommands.contains(subcommand) else {
+        guard ["migrate", "serve", "user-token"].contains(subcommand) || OperatorCommand.subcommands.contains(subcommand) else {
             printError("unknown subcommand \"\(subcommand)\"\n\n\(usage)")
             return .usage
         }
@@ -51,6 +52,7 @@ public enum NodeCommand {
             }
             return await command.run()
         }
+        if subcommand == "user-token" { return userToken(configuration, operands: operands, output: output) }
         if let unknown = operands.first {
             printError("unknown argument \"\(unknown)\" for \(subcommand)\n(see counter-node --help)")
             return .usage
@@ -77,6 +79,54 @@ public enum NodeCommand {
         }
     }
 
+    /// `user-token --user U [--lifetime S]`: an HS256 token for user U, signed with
+    /// `--user-token-secret` (with `--user-token-issuer`/`--user-token-audience` when set), for
+    /// trying the user routes and for load tests. An app's tokens come from its identity provider.
+    static func userToken(_ configuration: NodeConfiguration, operands: [String], output: Output) -> ExitStatus {
+        var user: Int64?
+        var lifetime = 3_600
+        var index = 0
+        while index < operands.count {
+            let operand = operands[index]
+            guard index + 1 < operands.count, ["--user", "--lifetime"].contains(operand) else {
+                output.error("unknown argument \"\(operand)\" for user-token (usage: user-token --user U [--lifetime SECONDS])")
+                return .usage
+            }
+            let value = operands[index + 1]
+            if operand == "--user" {
+                guard let parsed = EntityID.parse(value) else {
+                    output.error("--user \(value): must be a positive 64-bit integer")
+                    return .usage
+                }
+                user = parsed
+            } else {
+                guard let seconds = Int(value), (1...31_536_000).contains(seconds) else {
+                    output.error("--lifetime \(value): must be a whole number of seconds from 1 to 31536000")
+                    return .usage
+                }
+                lifetime = seconds
+            }
+            index += 2
+        }
+        guard let user else {
+            output.error("user-token needs --user U")
+            return .usage
+        }
+        guard let secret = configuration.users.secret else {
+            output.error("user-token signs with --user-token-secret (or COUNTER_USER_TOKEN_SECRET), which is not set")
+            return .usage
+        }
+        var claims: [String: Any] = [:]
+        if let issuer = configuration.users.rules.issuer { claims["iss"] = issuer }
+        if let audience = configuration.users.rules.audience { claims["aud"] = audience }
+        var named = claims
+        named[configuration.users.rules.userClaim] = String(user)
+        named["exp"] = Int64(Date().timeIntervalSince1970) + Int64(lifetime)
+        named["iat"] = Int64(Date().timeIntervalSince1970)
+        output.standard(TokenSigner(secret: secret).token(claims: named))
+        return .success
+    }
+
     static let usage = """
         counter-node — the CounterService node
 
@@ -87,6 +137,11 @@ public enum NodeCommand {
                          service's bookkeeping); safe to run again and on an app's database
           serve          run the node: HTTP API, write path, flusher; SIGTERM/SIGINT stop it
                          after flushing everything to PostgreSQL (a second signal exits at once)
+
+          user-token --user U [--lifetime S]
+                         print an HS256 token for end user U (valid S seconds, default 3600),
+                         signed with --user-token-secret, for trying the user routes and load
+                         tests; an app's tokens come from its identity provider
 
         Operator commands (talk to a running node: --node, --admin-token; add --json for the
         node's JSON instead of text; progress goes to standard error):

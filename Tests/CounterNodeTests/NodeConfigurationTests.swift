@@ -1,7 +1,9 @@
 import CounterNode
+import Foundation
 import Synchronization
 import TestSupport
 import Testing
+import UserTokens
 
 @Suite("Node configuration")
 struct NodeConfigurationTests {
@@ -100,6 +102,27 @@ struct NodeCommandTests {
         #expect(help == .success)
         #expect(helpText.contains("Exit status"))
         #expect(await run(["migrate", "--help"]).0 == .success)
+    }
+
+    @Test("user-token prints a token the node's verifier accepts for that user; bad input exits 2 and prints nothing")
+    func userToken() async throws {
+        let secret = "user-token-command-secret-0123456789"
+        let transcript = Transcript()
+        let status = await NodeCommand.run(arguments: ["user-token", "--user", "77", "--lifetime", "60", "--user-token-audience", "likes"],
+                                           environment: ["COUNTER_USER_TOKEN_SECRET": secret], output: transcript.output)
+        #expect(status == .success)
+        let verifier = TokenVerifier(secret: HMACSecret(secret)!, keySet: false, rules: ClaimRules(audience: "likes"))
+        #expect(try verifier.user(of: Array(transcript.text.utf8)) == 77)
+        #expect(throws: TokenRefusal.self) { try verifier.user(of: Array(transcript.text.utf8), now: Date().timeIntervalSince1970 + 120) }
+        for arguments in [["user-token"], ["user-token", "--user", "0"], ["user-token", "--user", "7", "--lifetime", "0"],
+                          ["user-token", "--user", "7", "extra"], ["user-token", "--user"]] {
+            let refused = Transcript()
+            #expect(await NodeCommand.run(arguments: arguments, environment: ["COUNTER_USER_TOKEN_SECRET": secret], output: refused.output) == .usage)
+            #expect(refused.text.hasPrefix("error: "), "\(arguments): \(refused.text)")
+        }
+        let unsigned = Transcript()
+        #expect(await NodeCommand.run(arguments: ["user-token", "--user", "7"], environment: [:], output: unsigned.output) == .usage)
+        #expect(unsigned.text.contains("--user-token-secret"))
     }
 
     @Test("migrate against an unreachable server exits 1")
