@@ -11,7 +11,8 @@ public struct FeedScreen: View {
     @State private var loaded = false
     private let posts: [Int64]
 
-    public init(posts: [Int64], user: Int64, client: CounterServiceClient) {
+    /// - Parameter user: `nil` (an app): the signed-in user of `client`'s `userToken`.
+    public init(posts: [Int64], user: Int64? = nil, client: CounterServiceClient) {
         self.posts = posts
         _feed = State(initialValue: LikeFeedModel(user: user, client: client))
     }
