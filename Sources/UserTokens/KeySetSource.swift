@@ -4,7 +4,8 @@ import Foundation
 import FoundationNetworking
 #endif
 
-/// Where the RS256/ES256 keys come from: a JWKS file, or a JWKS URL of the identity provider.
+/// Where the RS256/ES256 keys come from: a JWKS file, or a JWKS URL of the identity provider
+/// (or one public key in PEM).
 /// Read at start (a node that cannot read its keys does not start), then again every refresh
 /// interval: a rotated key is picked up without a restart; a read that fails keeps the keys
 /// it had and says so in the log.
@@ -39,6 +40,14 @@ public struct KeySetSource: Sendable {
             } catch {
                 throw JSONWebKeySet.Error(description: "cannot read \(location): \(error.localizedDescription)")
             }
+        }
+        if data.starts(with: Array("-----BEGIN PUBLIC KEY-----".utf8)) {
+            // One public key in PEM, as some providers hand it out (Laravel Passport's
+            // oauth-public.key): it verifies tokens of its kind, whatever their kid.
+            guard let key = PublicKey.pem(String(decoding: data, as: UTF8.self)) else {
+                throw JSONWebKeySet.Error(description: "\(location) is not an RSA (2048 bits or more) or P-256 public key in PEM")
+            }
+            return ([key], [])
         }
         let parsed = try JSONWebKeySet.parse(data)
         guard !parsed.keys.isEmpty else {

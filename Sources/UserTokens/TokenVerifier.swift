@@ -79,7 +79,8 @@ public final class TokenVerifier: Sendable {
                 throw TokenRefusal(.algorithm, "\(token.header.alg) tokens are not accepted here (no key set is configured)")
             }
             let candidates = keys.withLock { keys in
-                keys.filter { $0.kind == kind && (token.header.kid == nil || $0.id == token.header.kid) }
+                // A key without an id (one PEM key) is tried whatever the token's kid.
+                keys.filter { $0.kind == kind && (token.header.kid == nil || $0.id == nil || $0.id == token.header.kid) }
             }
             guard !candidates.isEmpty else {
                 if let kid = token.header.kid {

@@ -81,6 +81,22 @@ struct UserTokenKeysTests {
         #expect(short.output.contains { $0.contains("at least 32 bytes") }, "\(short.lastLines)")
     }
 
+    @Test("one public key in PEM (Laravel Passport's oauth-public.key) serves as a key set")
+    func pemKey() async throws {
+        let file = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("counter-pem-\(UUID().uuidString.prefix(8)).key")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let passport = TokenSigner(generating: .rs256, keyID: nil)
+        try Data(passport.publicPEM.utf8).write(to: file)
+        let (keys, _) = try await KeySetSource(location: file.path).load()
+        let verifier = TokenVerifier(secret: nil, keySet: true, rules: ClaimRules())
+        verifier.replaceKeys(keys)
+        #expect(try verifier.user(of: Array(passport.token(user: 12).utf8)) == 12)
+        let withKid = TokenSigner(generating: .rs256, keyID: "k1")
+        #expect(throws: TokenRefusal.self) { try verifier.user(of: Array(withKid.token(user: 12).utf8)) }
+        try Data("-----BEGIN PUBLIC KEY-----\nnonsense\n-----END PUBLIC KEY-----\n".utf8).write(to: file)
+        await #expect(throws: (any Error).self) { try await KeySetSource(location: file.path).load() }
+    }
+
     @Test("a key set from an http URL (the identity provider's JWKS endpoint)")
     func keySetFromURL() async throws {
         let folder = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("counter-jwks-url-\(UUID().uuidString.prefix(8))")
