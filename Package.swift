@@ -72,7 +72,7 @@ let package = Package(
 
         // Thin executables.
         .executableTarget(name: "CounterNodeCLI", dependencies: ["CounterNode"]),
-        .executableTarget(name: "Bench", dependencies: ["BenchKit", "CounterCore", "CounterNode", "CounterWire", "Persistence", "ShardRouter", "WritePath"]),
+        .executableTarget(name: "Bench", dependencies: ["BenchKit", "CounterCore", "CounterNode", "CounterWire", "Persistence", "ShardRouter", "UserTokens", "WritePath"]),
         // The bench's parts: histogram, Zipf, correctness check (pure), load generator.
         .target(name: "BenchKit", dependencies: ["CounterCore", "CounterWire", "Persistence", "ShardRouter", "CLinuxEvents"]),
 

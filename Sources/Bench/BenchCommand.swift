@@ -43,7 +43,10 @@ enum BenchCommand {
                         node, one that runs on a Redis Cluster; --nodes-url U (any node of a
                         cluster of several nodes, on its own key prefix) adds hot and zipf on
                         that cluster, spread over its nodes and slot-aware, with the node CPU
-                        per request against the one node's
+                        per request against the one node's; with --user-token-secret S (env
+                        COUNTER_USER_TOKEN_SECRET, the node's), a hot row per level with end
+                        users' tokens (one per connection, on the user routes) beside the
+                        service token's
 
         Columns: throughput, latency percentiles, failures, node µs/req (the CPU the
         node(s) spent per answered request over the measured seconds) and, for writes,
@@ -72,6 +75,10 @@ enum BenchCommand {
           --posts N        posts for zipf/feed/mixed (default 1000); --zipf-exponent E (0.99)
           --read-ratio R   share of reads in mixed (default 0.9)
           --api-token T, --admin-token T   (env COUNTER_API_TOKEN, COUNTER_ADMIN_TOKEN)
+          --user-tokens    writes go to the user routes (/v1/posts/{post}/like/toggle, …), each
+                           connection as one end user with its own HS256 token, signed with
+                           --user-token-secret S (env COUNTER_USER_TOKEN_SECRET: the node's);
+                           run the node with --user-write-rate 0, or it limits each user
           --no-check       skip the correctness check; --json FILE writes the result;
           --html FILE      writes a self-contained page with charts (also for compare)
 

@@ -42,7 +42,7 @@ struct CompareBench {
                 levels = parsed
             case "--duration": duration = try reader.number(flag, 1...3_600)
             case "--warmup": warmup = try reader.number(flag, 0...600)
-            case "--url", "--api-token", "--admin-token", "--postgres-url", "--redis-url", "--json", "--html":
+            case "--url", "--api-token", "--admin-token", "--user-token-secret", "--postgres-url", "--redis-url", "--json", "--html":
                 passThrough += [flag, try reader.value(flag)]
             default: return false
             }
@@ -66,6 +66,12 @@ struct CompareBench {
         let quiet: @Sendable (Int, Int, Int, UInt64) -> Void = { _, _, _, _ in }
         var targets = clusterNode == nil ? ["hot", "seed-sql", "sql-upsert", "ceiling"]
                                          : ["hot", "hot-cluster", "seed-sql", "sql-upsert", "ceiling"]
+        if http.userTokenSecret != nil {
+            // Beside the service token's row: each connection an end user with a token of its own.
+            targets.insert("hot-user", at: 1)
+        } else {
+            print("counter-bench compare: no hot row with user tokens (no --user-token-secret / COUNTER_USER_TOKEN_SECRET)")
+        }
         if let why = RedisLuaPeer.unsupported(http.servers.redisURL) {
             print("counter-bench compare: no redis-lua row: \(why) (\(http.servers.redisURL))")
         } else {
@@ -98,8 +104,10 @@ struct CompareBench {
                     options.scenario = "hot"
                     options.load.connections = level
                     if target == "hot-cluster", let clusterNode { options.load.endpoints = [clusterNode] }
+                    options.userTokens = target == "hot-user"
                     let (result, check) = try await HTTPBench(options: options).measure(progress: quiet)
-                    summary = Summary(label: target == "hot" ? "node hot (toggle)" : "node hot, Redis Cluster", connections: level,
+                    let label = ["hot": "node hot (toggle)", "hot-user": "node hot, user tokens", "hot-cluster": "node hot, Redis Cluster"][target] ?? target
+                    summary = Summary(label: label, connections: level,
                                       result: result.load, nodeCPU: result.nodeCPU, lag: result.lag)
                     verdict = check.map { $0.passed ? "check passed" : "CHECK FAILED" }
                     if check?.passed == false { rows.append((summary, verdict)); report(rows, throughput, cpu); throw BenchCheckFailure(message: "correctness check FAILED") }
@@ -189,6 +197,12 @@ struct CompareBench {
                 return String(format: ratio < 10 ? "%@ %.2f×" : "%@ %.1f×", other as NSString, ratio)
             }
             var line = "    \(level) connections: " + parts.joined(separator: ", ")
+            if let user = throughput["hot-user@\(level)"], node > 0 {
+                line += String(format: "; hot with user tokens ÷ with the service token %.2f×", user / node)
+                if let userCPU = cpu["hot-user@\(level)"], let nodeCPU = cpu["hot@\(level)"] {
+                    line += String(format: " (node CPU %.1f vs %.1f µs/req)", userCPU, nodeCPU)
+                }
+            }
             if let cluster = throughput["hot-cluster@\(level)"], node > 0 {
                 line += String(format: "; hot on Redis Cluster ÷ hot on one Redis %.2f×", cluster / node)
             }

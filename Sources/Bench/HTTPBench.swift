@@ -2,6 +2,7 @@ import BenchKit
 import CounterCore
 import Foundation
 import Persistence
+import UserTokens
 
 /// Options of `counter-bench http`.
 struct HTTPBenchOptions {
@@ -14,6 +15,11 @@ struct HTTPBenchOptions {
     var path = "/healthz"
     var apiToken: String?
     var adminToken: String?
+    /// The node's HS256 secret for end users' tokens (`--user-token-secret`,
+    /// `COUNTER_USER_TOKEN_SECRET`), with which `--user-tokens` signs one token per connection.
+    var userTokenSecret: String?
+    /// Writes go to the user routes, each connection as its own user with its own token.
+    var userTokens = false
     var check = true
     /// Send each post's requests to its slot's owner, by the map of `/v1/cluster`.
     var slotAware = false
@@ -28,6 +34,7 @@ struct HTTPBenchOptions {
         servers = BenchServers(environment: environment)
         apiToken = environment["COUNTER_API_TOKEN"]
         adminToken = environment["COUNTER_ADMIN_TOKEN"]
+        userTokenSecret = environment["COUNTER_USER_TOKEN_SECRET"]
         var reader = BenchArguments(arguments)
         try reader.forEachFlag { flag, reader in
             switch flag {
@@ -66,6 +73,8 @@ struct HTTPBenchOptions {
             case "--path": path = try reader.value(flag)
             case "--api-token": apiToken = try reader.value(flag)
             case "--admin-token": adminToken = try reader.value(flag)
+            case "--user-token-secret": userTokenSecret = try reader.value(flag)
+            case "--user-tokens": userTokens = true
             case "--no-check": check = false
             case "--json": jsonPath = try reader.value(flag)
             case "--html": htmlPath = try reader.value(flag)
@@ -74,6 +83,9 @@ struct HTTPBenchOptions {
             return true
         }
         if slotAware && spread { throw BenchUsageError(message: "--slot-aware and --spread: choose one") }
+        if userTokens && userTokenSecret.map(HMACSecret.init) == nil {
+            throw BenchUsageError(message: "--user-tokens signs with --user-token-secret (or COUNTER_USER_TOKEN_SECRET), the node's secret of at least 32 bytes")
+        }
     }
 }
 
@@ -114,7 +126,8 @@ struct HTTPBench {
 
     var label: String {
         let target = Scenario(rawValue: options.scenario) == nil ? "GET \(options.path)" : "\(options.scenario) (\(options.operation.rawValue))"
-        return options.slotAware ? target + ", slot-aware" : options.spread ? target + ", spread" : target
+        let routed = options.slotAware ? target + ", slot-aware" : options.spread ? target + ", spread" : target
+        return options.userTokens ? routed + ", user tokens" : routed
     }
 
     /// What one run measured: the load, the CPU the nodes spent per request (all nodes of the
@@ -172,6 +185,12 @@ struct HTTPBench {
                                                     zipfExponent: options.zipfExponent, readRatio: options.readRatio, token: options.apiToken,
                                                     userBase: Int64.random(in: 1...1_000_000) * 1_000_000_000)
             scenarioWorkload.routing = routing
+            if options.userTokens, let secret = options.userTokenSecret {
+                let signer = TokenSigner(secret: secret)
+                scenarioWorkload.userTokens = (0..<load.connections).map {
+                    signer.token(user: scenarioWorkload.tokenUser(ofConnection: $0), lifetime: 3_600)
+                }
+            }
             workload = scenarioWorkload
         } else {
             workload = FixedPathWorkload(path: options.path, token: options.apiToken)

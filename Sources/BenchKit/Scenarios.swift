@@ -38,6 +38,15 @@ public struct ScenarioWorkload: Workload {
     public let usersPerConnection: Int64
     /// Which endpoint each request goes to.
     public var routing = Routing.first
+    /// End users' tokens, one per connection (connection `i` uses `userTokens[i % count]`, for
+    /// the user `userBase + i * usersPerConnection + 1`): writes then go to the user routes
+    /// (`/v1/posts/{post}/like…`) as that user, instead of naming users with the API token.
+    public var userTokens: [String]?
+
+    /// The user connection `connection` writes as with `userTokens`.
+    public func tokenUser(ofConnection connection: Int) -> Int64 {
+        userBase + Int64(connection) * usersPerConnection + 1
+    }
 
     /// Where a scenario's requests go among `LoadOptions.endpoints`.
     public enum Routing: Sendable {
@@ -103,6 +112,16 @@ public struct ScenarioWorkload: Workload {
 
     private func write(post: Int64, user: Int64, connection: Int) -> PlannedRequest {
         let bytes: [UInt8]
+        if let userTokens, !userTokens.isEmpty {
+            let token = userTokens[connection % userTokens.count]
+            switch operation {
+            case .toggle: bytes = Self.http("POST", "/v1/posts/\(post)/like/toggle", token: token, body: nil)
+            case .like: bytes = Self.http("PUT", "/v1/posts/\(post)/like", token: token, body: nil)
+            case .unlike: bytes = Self.http("DELETE", "/v1/posts/\(post)/like", token: token, body: nil)
+            }
+            let user = tokenUser(ofConnection: connection)
+            return PlannedRequest(bytes: bytes, pair: CorrectnessCheck.Pair(user: user, post: post), endpoint: routing.endpoint(post: post, connection: connection))
+        }
         switch operation {
         case .toggle: bytes = Self.http("POST", "/v1/posts/\(post)/likes/\(user)/toggle", token: token, body: nil)
         case .like: bytes = Self.http("PUT", "/v1/posts/\(post)/likes/\(user)", token: token, body: nil)

@@ -150,6 +150,22 @@ struct BenchBodyTests {
             #expect(ScenarioWorkload.feedBody(ids, user: 42) == (try WireEncoder.text(FeedQuery(postIDs: ids, userID: 42))))
         }
     }
+    @Test("with user tokens, each connection writes on the user routes as its own user, with its own token")
+    func userTokenWrites() {
+        for (operation, line) in [(WriteOperation.toggle, "POST /v1/posts/9/like/toggle"), (.like, "PUT /v1/posts/9/like"), (.unlike, "DELETE /v1/posts/9/like")] {
+            var workload = ScenarioWorkload(scenario: .hot, operation: operation, posts: [9], zipfExponent: 0.99, readRatio: 0,
+                                            token: "service", userBase: 1_000, usersPerConnection: 100)
+            workload.userTokens = ["t0", "t1", "t2"]
+            var random = SystemRandomNumberGenerator()
+            for (connection, sequence) in [(0, 0), (0, 5), (1, 0), (4, 3)] {
+                let request = workload.request(connection: connection, sequence: sequence, random: &random)
+                let text = String(decoding: request.bytes, as: UTF8.self)
+                #expect(text.hasPrefix(line + " HTTP/1.1\r\n"), "\(text)")
+                #expect(text.contains("Authorization: Bearer t\(connection % 3)\r\n"))
+                #expect(request.pair == CorrectnessCheck.Pair(user: 1_000 + Int64(connection) * 100 + 1, post: 9))
+            }
+        }
+    }
 }
 
 @Suite("A node's /metrics as the bench reads them (pure)")
