@@ -24,6 +24,12 @@ enum BenchCommand {
                         write scenarios, flush and check PostgreSQL against every acknowledgement
                         (fails loudly). Creates its own posts and deletes them afterwards.
 
+          tokens        what an end user's token costs the node per request, in process: the
+                        first request of a token (parse, signature, claims) for HS256, RS256
+                        and ES256, and each request after it (SHA-256 and the verified-token
+                        cache). Options: --tokens N distinct tokens (default 1000), --rounds N
+                        passes over them once cached (default 200).
+
         Options for persistence:
           --changes N      changes per batch / commands per pipeline (default 10000, 1-1000000)
           --posts N        posts the changes spread over (default 100, 1-100000)
@@ -147,6 +153,8 @@ enum BenchCommand {
                 try await ScaleBench(options: ScaleBenchOptions(arguments: rest, environment: environment)).run()
             case "hydration":
                 try await HydrationBench(options: HydrationBenchOptions(arguments: rest, environment: environment)).run()
+            case "tokens":
+                try TokenBench(arguments: rest).run()
             case "chaos":
                 try await ChaosBench(options: ChaosBenchOptions(arguments: rest, environment: environment)).run()
             default:

@@ -160,22 +160,10 @@ public struct NodeConfiguration: Sendable, Equatable {
                 }),
         integer("--user-token-jwks-refresh", "COUNTER_USER_TOKEN_JWKS_REFRESH", "seconds between reads of the JWKS (a rotated key is picked up without a restart)", 1...86_400,
                 get: { Int($0.users.keySetRefresh.components.seconds) }, set: { $0.users.keySetRefresh = .seconds($1) }),
-        Setting(flag: "--user-token-issuer", environment: "COUNTER_USER_TOKEN_ISSUER",
-                summary: "when set, end users' tokens must carry this \"iss\"",
-                defaultValue: { $0.users.rules.issuer ?? "(any)" },
-                apply: { configuration, value in
-                    guard !value.isEmpty else { return "must not be empty" }
-                    configuration.users.rules.issuer = value
-                    return nil
-                }),
-        Setting(flag: "--user-token-audience", environment: "COUNTER_USER_TOKEN_AUDIENCE",
-                summary: "when set, end users' tokens must name this in \"aud\"",
-                defaultValue: { $0.users.rules.audience ?? "(any)" },
-                apply: { configuration, value in
-                    guard !value.isEmpty else { return "must not be empty" }
-                    configuration.users.rules.audience = value
-                    return nil
-                }),
+        optionalText("--user-token-issuer", "COUNTER_USER_TOKEN_ISSUER", "when set, end users' tokens must carry this \"iss\"",
+                     get: { $0.users.rules.issuer }, set: { $0.users.rules.issuer = $1 }),
+        optionalText("--user-token-audience", "COUNTER_USER_TOKEN_AUDIENCE", "when set, end users' tokens must name this in \"aud\"",
+                     get: { $0.users.rules.audience }, set: { $0.users.rules.audience = $1 }),
         Setting(flag: "--user-token-claim", environment: "COUNTER_USER_TOKEN_CLAIM",
                 summary: "the claim holding the user id (a positive 64-bit integer in digits)",
                 defaultValue: { $0.users.rules.userClaim },
@@ -291,6 +279,19 @@ public struct NodeConfiguration: Sendable, Equatable {
                         return "must be a whole number from \(range.lowerBound) to \(range.upperBound)"
                     }
                     set(&configuration, number)
+                    return nil
+                })
+    }
+
+    /// A setting that is off until given a non-empty text.
+    private static func optionalText(_ flag: String, _ environment: String, _ summary: String,
+                                     get: @escaping @Sendable (NodeConfiguration) -> String?,
+                                     set: @escaping @Sendable (inout NodeConfiguration, String) -> Void) -> Setting {
+        Setting(flag: flag, environment: environment, summary: summary,
+                defaultValue: { get($0) ?? "(any)" },
+                apply: { configuration, value in
+                    guard !value.isEmpty else { return "must not be empty" }
+                    set(&configuration, value)
                     return nil
                 })
     }

@@ -6,6 +6,7 @@ import Persistence
 import ShardRouter
 import TestSupport
 import Testing
+import UserTokens
 
 /// Three `counter-node serve` processes over one PostgreSQL and Redis, under load from a driver
 /// that sends likes, unlikes and toggles to random nodes; afterwards PostgreSQL must hold exactly
@@ -30,9 +31,9 @@ struct ClusterNodesTests {
         return total
     }
 
-    static func startThree(_ harness: ClusterHarness, leaseMilliseconds: Int? = nil) async throws -> [ClusterHarness.Node] {
+    static func startThree(_ harness: ClusterHarness, leaseMilliseconds: Int? = nil, extra: [String] = []) async throws -> [ClusterHarness.Node] {
         var nodes: [ClusterHarness.Node] = []
-        for id in ["a", "b", "c"] { nodes.append(try await harness.start(id, leaseMilliseconds: leaseMilliseconds)) }
+        for id in ["a", "b", "c"] { nodes.append(try await harness.start(id, leaseMilliseconds: leaseMilliseconds, extra: extra)) }
         _ = try await harness.waitForMap(via: nodes[0]) { map in
             map.movesPending == 0 && map.nodes.filter(\.live).count == 3 && map.nodes.allSatisfy { $0.ownedSlots > 5_000 }
         }
@@ -258,11 +259,12 @@ struct ClusterNodesTests {
         }
     }
 
-    @Test("a slot-aware CounterClient sends each post's calls straight to its owner (nothing forwarded); a plain one is forwarded")
+    @Test("a slot-aware CounterClient sends each post's calls straight to its owner (nothing forwarded); a plain one is forwarded, as a user's calls are")
     func slotAwareClient() async throws {
         try await ClusterHarness.with("slotaware") { harness in
             let posts = try await TestEnvironment.createPosts(40, in: harness.pool)
-            let nodes = try await Self.startThree(harness)
+            let secret = "several-nodes-user-secret-0123456789"
+            let nodes = try await Self.startThree(harness, extra: ["--user-token-secret", secret, "--user-write-burst", "100"])
             func forwarded() async throws -> Double {
                 var total = 0.0
                 for node in nodes { total += try await harness.metrics(of: node)["counter_forwarded_requests_total"] ?? 0 }
@@ -279,11 +281,18 @@ struct ClusterNodesTests {
             let plain = CounterServiceClient(configuration: .init(baseURL: URL(string: nodes[0].url)!))
             for post in posts { #expect(try await plain.like(post: post, user: 6).isLiked) }
             #expect(try await forwarded() > before, "posts of b's and c's slots were forwarded by a")
+            // An end user through node a: the owners verify the token and act for its user.
+            let signer = TokenSigner(secret: secret)
+            let user = CounterServiceClient(configuration: .init(baseURL: URL(string: nodes[0].url)!) { _ in signer.token(user: 8) })
+            let forwardedBefore = try await forwarded()
+            for post in posts { #expect(try await user.toggle(post: post).isLiked) }
+            #expect(try await user.feed(posts: posts).allSatisfy(\.isLiked))
+            #expect(try await forwarded() > forwardedBefore)
             try await harness.flush(nodes)
             let rows = try await harness.pool.query("SELECT user_id, count(*) FROM likes WHERE post_id = ANY($1::bigint[]) GROUP BY user_id",
                                                     [.int64Array(posts)])
             let counts = Dictionary(uniqueKeysWithValues: try rows.map { (try $0.int64(0), try $0.int64(1)) })
-            #expect(counts == [6: Int64(posts.count)])
+            #expect(counts == [6: Int64(posts.count), 8: Int64(posts.count)])
         }
     }
 

@@ -314,6 +314,10 @@ struct HTTPPieceTests {
             ("", .notFound), ("healthz", .notFound), ("/", .notFound), ("/healthz/", .notFound), ("/v1/posts/7/likes/9/toggle/x", .notFound),
             ("/v1/posts/7/likes/9/flip", .notFound), ("/v2/posts/7", .notFound), ("/admin/nothing", .notFound),
             ("/v1/posts/7/likes/9/toggle/x/y/z", .notFound), ("//healthz", .notFound),
+            ("/v1/posts/7/like", .userLike(post: 7)), ("/v1/posts/7/like/toggle", .userToggle(post: 7)),
+            ("/api/posts/7/like", .seedToggle(post: 7)), ("/v1/posts/0/like", .invalidID("post id \"0\"")),
+            ("/api/posts/x/like", .invalidID("post id \"x\"")), ("/v1/posts/7/like/flip", .notFound), ("/api/posts/7/likes", .notFound),
+            ("/api/posts/7", .notFound), ("/v1/posts/7/like/toggle/x", .notFound),
         ]
         for (path, route) in expected { #expect(APIRoute.match(path) == route, "\(path)") }
     }

@@ -45,7 +45,7 @@ struct ParserFuzzTests {
     func routes() {
         var random = SeededGenerator(seed: 1)
         let seeds = ["/v1/posts/12/likes/7", "/v1/posts/12/likes/7/toggle", "/v1/posts/12", "/v1/posts/query", "/admin/posts/5",
-                     "/healthz", "/v1/cluster", "/admin/dead-letters/replay"].map { Array($0.utf8) }
+                     "/healthz", "/v1/cluster", "/admin/dead-letters/replay", "/v1/posts/12/like/toggle", "/api/posts/12/like"].map { Array($0.utf8) }
         for _ in 0..<Self.inputs(200_000) {
             let bytes = Self.mutate(seeds.randomElement(using: &random)!, &random)
             let path = String(decoding: bytes, as: UTF8.self)
@@ -57,7 +57,7 @@ struct ParserFuzzTests {
             switch APIRoute.match(path) {
             case .like(let post, let user), .toggle(let post, let user):
                 #expect(isID(3, post) && isID(5, user), "\(path.debugDescription)")
-            case .post(let post), .adminInspect(let post):
+            case .post(let post), .adminInspect(let post), .userLike(let post), .userToggle(let post), .seedToggle(let post):
                 #expect(isID(3, post), "\(path.debugDescription)")
             default:
                 break
