@@ -92,12 +92,7 @@ public struct HMACSecret: Sendable, Equatable {
 
     /// HMAC-SHA256 of `message`.
     public func signature(of message: [UInt8]) -> [UInt8] {
-        var output = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
-        var length: UInt32 = 0
-        _ = bytes.withUnsafeBytes { key in
-            HMAC(EVP_sha256(), key.baseAddress, Int32(key.count), message, message.count, &output, &length)
-        }
-        return Array(output.prefix(Int(length)))
+        OpenSSLCalls.hmacSHA256(key: bytes, message: message)
     }
 
     /// Whether `signature` is this secret's HMAC of `message`, compared in constant time.
@@ -136,7 +131,22 @@ public struct TokenDigest: Hashable, Sendable {
 
 extension PublicKey {
     /// The key in PEM (`-----BEGIN PUBLIC KEY-----`).
-    public var publicPEM: String {
+    public var publicPEM: String { OpenSSLCalls.publicPEM(of: key) }
+}
+
+/// OpenSSL calls that the verifying and the signing side share.
+enum OpenSSLCalls {
+    static func hmacSHA256(key: [UInt8], message: [UInt8]) -> [UInt8] {
+        var output = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
+        var length: UInt32 = 0
+        _ = key.withUnsafeBytes { raw in
+            HMAC(EVP_sha256(), raw.baseAddress, Int32(raw.count), message, message.count, &output, &length)
+        }
+        return Array(output.prefix(Int(length)))
+    }
+
+    /// `key`'s public half in PEM.
+    static func publicPEM(of key: OpaquePointer?) -> String {
         var output = [CChar](repeating: 0, count: 4_096)
         let length = counter_public_key_pem(key, &output, output.count)
         return String(decoding: output.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)

@@ -61,12 +61,7 @@ public final class TokenSigner: @unchecked Sendable {
     public func signature(of message: [UInt8]) -> [UInt8] {
         switch algorithm {
         case .hs256:
-            var output = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
-            var length: UInt32 = 0
-            _ = secret.withUnsafeBytes { raw in
-                HMAC(EVP_sha256(), raw.baseAddress, Int32(raw.count), message, message.count, &output, &length)
-            }
-            return Array(output.prefix(Int(length)))
+            return OpenSSLCalls.hmacSHA256(key: secret, message: message)
         case .rs256, .es256:
             var output = [UInt8](repeating: 0, count: 512)
             let length = counter_sign_sha256(key, message, message.count, &output, output.count)
@@ -105,11 +100,7 @@ public final class TokenSigner: @unchecked Sendable {
     }
 
     /// The public key in PEM.
-    public var publicPEM: String {
-        var output = [CChar](repeating: 0, count: 4_096)
-        let length = counter_public_key_pem(key, &output, output.count)
-        return String(decoding: output.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    }
+    public var publicPEM: String { OpenSSLCalls.publicPEM(of: key) }
 
     /// A JWKS document with `signers`' public keys.
     public static func keySet(_ signers: [TokenSigner]) -> Data {
