@@ -32,6 +32,8 @@ public struct NodeConfiguration: Sendable, Equatable {
     public var nodeURLSetting: String?
     /// Least important log level written: debug, info, warn, error. Defaults to `info`.
     public var logLevel: LogLevel = .info
+    /// How log lines are written: `text` (`key=value`) or `json` (one object per line). Defaults to `text`.
+    public var logFormat: LogFormat = .text
     /// This node's id in its cluster, stable across restarts. Defaults to `node-1`, so one node
     /// needs no flag.
     public var nodeID: String = "node-1"
@@ -216,6 +218,14 @@ public struct NodeConfiguration: Sendable, Equatable {
                 apply: { configuration, value in
                     guard let level = LogLevel(rawValue: value) else { return "must be debug, info, warn or error" }
                     configuration.logLevel = level
+                    return nil
+                }),
+        Setting(flag: "--log-format", environment: "COUNTER_LOG_FORMAT",
+                summary: "how log lines are written: text (time=… level=… event=… key=value) or json (one object per line, the same fields)",
+                defaultValue: { $0.logFormat.rawValue },
+                apply: { configuration, value in
+                    guard let format = LogFormat(rawValue: value) else { return "must be text or json" }
+                    configuration.logFormat = format
                     return nil
                 }),
         Setting(flag: "--node-id", environment: "COUNTER_NODE_ID",

@@ -22,7 +22,7 @@ public enum NodeServer {
             output.error(refusal)
             return .usage
         }
-        let log = NodeLog(minimum: configuration.logLevel)
+        let log = NodeLog(minimum: configuration.logLevel, format: configuration.logFormat)
         // Signals are taken before anything starts, so none is missed.
         let signals = SignalStream(signals: [SIGTERM, SIGINT])
 

@@ -125,6 +125,26 @@ struct ServeProcessTests {
         }
     }
 
+    @Test("--log-format json: every log line of a serve's life is one JSON object")
+    func jsonLogs() async throws {
+        let prefix = TestEnvironment.uniqueKeyPrefix("jsonlog").replacingOccurrences(of: ":", with: "-")
+        let node = try ChildProcess([ChildProcess.builtProduct("counter-node"), "serve", "--listen", "127.0.0.1:\(try PrivateServers.freePort())",
+                                     "--postgres-url", TestEnvironment.postgresURL, "--redis-url", TestEnvironment.redisURL,
+                                     "--key-prefix", prefix, "--log-level", "info", "--log-format", "json"], mergingStandardError: true)
+        try #require(try await node.waitUntilListening(), "\(node.lastLines)")
+        node.kill(SIGTERM)
+        #expect(try await node.waitForExit() == 0)
+        // Standard output's two lines are for people; every other line is the log.
+        let logLines = node.output.filter { !$0.hasPrefix("counter-node listening on") && !$0.hasPrefix("try: ") }
+        var events: [String] = []
+        for line in logLines {
+            let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: String]
+            #expect(object?["time"] != nil && object?["level"] != nil, "\(line)")
+            if let event = object?["event"] { events.append(event) }
+        }
+        #expect(events.contains("listening") && events.contains("shutting_down") && events.last == "stopped", "\(events)")
+    }
+
     @Test("serve refuses a non-loopback address without tokens, before touching anything")
     func refusesOpenAddress() async throws {
         let node = try ChildProcess([ChildProcess.builtProduct("counter-node"), "serve", "--listen", "0.0.0.0:0",
