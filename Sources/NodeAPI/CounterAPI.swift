@@ -397,6 +397,11 @@ public final class CounterAPI: HTTPHandler {
         MetricsText.renderLag(service.writeBehindLag.snapshot(), into: &text)
         MetricsText.renderRedis(service.redisTopology, into: &text)
         ProcessMetrics.render(into: &text)
+        let ready = await readiness.check().status == 200
+        MetricsText.single("counter_ready", "gauge", "1 while /readyz answers 200 (PostgreSQL and Redis answer, the backlog is young enough, the node serves its slots), else 0.",
+                           ready ? "1" : "0", into: &text)
+        MetricsText.single("counter_flush_max_age_seconds", "gauge", "The configured --flush-max-age-ms: about the longest a change should wait for PostgreSQL.",
+                           "\(service.configuration.flushMaxAge.inSeconds)", into: &text)
         if let users, users.configuration.isEnabled { UserMetrics.render(users, into: &text) }
         if let member, let forwarder {
             ClusterMetrics.render(member: member, ownership: service.ownership, forwarder: forwarder, into: &text)

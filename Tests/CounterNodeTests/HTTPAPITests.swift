@@ -58,6 +58,8 @@ struct HTTPAPITests {
         #expect(metrics.text.contains("counter_redis_node_up{endpoint=\""))
         #expect(metrics.text.contains(#"kind="moved"}"#))
         #expect(metrics.text.contains("process_cpu_seconds_total "))
+        #expect(metrics.text.contains("\ncounter_ready 1\n"))
+        #expect(metrics.text.contains("\ncounter_flush_max_age_seconds 1.0\n"))
         #expect(metrics.text.contains("process_resident_memory_bytes "))
         // The change flushed above was measured from its write to its commit.
         let lagCount = metrics.text.split(separator: "\n").first { $0.hasPrefix("counter_write_behind_lag_seconds_count ") }
