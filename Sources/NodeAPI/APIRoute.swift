@@ -17,6 +17,8 @@ enum APIRoute: Equatable {
     case healthz
     case readyz
     case metrics
+    /// `/openapi.json`: the API's OpenAPI document.
+    case openAPI
     case adminFlush
     case adminStats
     case adminInspect(post: Int64)
@@ -34,7 +36,7 @@ enum APIRoute: Equatable {
         switch self {
         case .like, .userLike: return ["GET", "PUT", "DELETE"]
         case .toggle, .userToggle, .seedToggle, .query, .adminFlush, .adminReconcile, .adminDeadLettersReplay, .adminDeadLettersDrop, .adminClusterDrain: return ["POST"]
-        case .post, .cluster, .healthz, .readyz, .metrics, .adminStats, .adminInspect, .adminDeadLetters: return ["GET"]
+        case .post, .cluster, .healthz, .readyz, .metrics, .openAPI, .adminStats, .adminInspect, .adminDeadLetters: return ["GET"]
         case .invalidID, .notFound: return []
         }
     }
@@ -46,13 +48,14 @@ enum APIRoute: Equatable {
         case .toggle: return "/v1/posts/{post}/likes/{user}/toggle"
         case .userLike: return "/v1/posts/{post}/like"
         case .userToggle: return "/v1/posts/{post}/like/toggle"
-        case .seedToggle: return "/api/posts/{post}/like"
+        case .seedToggle: return "/api/posts/{id}/like"
         case .post: return "/v1/posts/{post}"
         case .query: return "/v1/posts/query"
         case .cluster: return "/v1/cluster"
         case .healthz: return "/healthz"
         case .readyz: return "/readyz"
         case .metrics: return "/metrics"
+        case .openAPI: return "/openapi.json"
         case .adminFlush: return "/admin/flush"
         case .adminStats: return "/admin/stats"
         case .adminInspect: return "/admin/posts/{post}"
@@ -72,7 +75,7 @@ enum APIRoute: Equatable {
 
     var access: Access {
         switch self {
-        case .healthz, .readyz, .notFound: return .open
+        case .healthz, .readyz, .openAPI, .notFound: return .open
         case .like, .toggle, .post: return .api
         // A bad id is named to anyone who may use one of the routes it could be meant for.
         case .query, .invalidID: return .apiOrUser
@@ -82,6 +85,13 @@ enum APIRoute: Equatable {
         case .metrics, .cluster: return .any
         }
     }
+
+    /// One of each route, for holding the OpenAPI document to the router (by test).
+    static let every: [APIRoute] = [
+        .like(post: 1, user: 1), .toggle(post: 1, user: 1), .userLike(post: 1), .userToggle(post: 1), .seedToggle(post: 1),
+        .post(1), .query, .cluster, .healthz, .readyz, .metrics, .openAPI, .adminFlush, .adminStats, .adminInspect(post: 1),
+        .adminReconcile, .adminDeadLetters, .adminDeadLettersReplay, .adminDeadLettersDrop, .adminClusterDrain,
+    ]
 
     /// The route `path` names. Works on the path's bytes: it runs once per request.
     static func match(_ path: String) -> APIRoute {
@@ -101,6 +111,7 @@ enum APIRoute: Equatable {
             if part(0, is: "healthz") { return .healthz }
             if part(0, is: "readyz") { return .readyz }
             if part(0, is: "metrics") { return .metrics }
+            if part(0, is: "openapi.json") { return .openAPI }
             return .notFound
         case 2 where part(0, is: "v1"):
             return part(1, is: "cluster") ? .cluster : .notFound

@@ -186,6 +186,9 @@ public final class CounterAPI: HTTPHandler {
         if route == .healthz {
             return .answer(HTTPResponse(status: 200, body: Self.healthy))
         }
+        if route == .openAPI {
+            return .answer(HTTPResponse(status: 200, body: OpenAPIDocument.json))
+        }
         return .proceed(caller)
     }
 
@@ -270,7 +273,7 @@ public final class CounterAPI: HTTPHandler {
                     return .error(404, code: "node_not_found", message: "no node \"\(drain.nodeID)\" is registered in this cluster")
                 }
                 return .json(DrainResult(nodeID: drain.nodeID, draining: draining))
-            case .toggle, .like, .userToggle, .userLike, .seedToggle, .healthz, .invalidID, .notFound:
+            case .toggle, .like, .userToggle, .userLike, .seedToggle, .healthz, .openAPI, .invalidID, .notFound:
                 // Answered in `dispatch`, never here.
                 return .error(500, code: "internal", message: "route \(route.label) is answered elsewhere")
             }

@@ -460,3 +460,33 @@ struct HotRequestsTests {
         }
     }
 }
+
+@Suite("The OpenAPI document and the router")
+struct OpenAPIDocumentTests {
+    @Test("the document names exactly the routes the router knows, with exactly their methods, and each path template matches its route")
+    func routesMatchTheDocument() throws {
+        let document = try #require(try JSONSerialization.jsonObject(with: Data(OpenAPIDocument.json)) as? [String: Any])
+        #expect(document["openapi"] as? String == "3.1.0")
+        let paths = try #require(document["paths"] as? [String: [String: Any]])
+        var documented: [String: Set<String>] = [:]
+        for (path, item) in paths { documented[path] = Set(item.keys.filter { $0 != "parameters" }.map { $0.uppercased() }) }
+        var routed: [String: Set<String>] = [:]
+        for route in APIRoute.every { routed[route.label] = Set(route.allowedMethods) }
+        #expect(routed == documented)
+        // Each template, its parameters filled in, is matched to the route it documents.
+        for template in documented.keys {
+            let path = template.replacingOccurrences(of: "{post}", with: "7").replacingOccurrences(of: "{user}", with: "9")
+                .replacingOccurrences(of: "{id}", with: "7")
+            #expect(APIRoute.match(path).label == template, "\(path)")
+        }
+    }
+
+    @Test("GET /openapi.json serves the document without a token")
+    func served() async throws {
+        let http = try await HTTPHarness.start(posts: 1)
+        let answer = try await http.send("GET", "/openapi.json", token: nil)
+        #expect(answer.status == 200 && answer.headers["content-type"] == "application/json")
+        #expect(answer.body == OpenAPIDocument.json)
+        await http.stop()
+    }
+}
