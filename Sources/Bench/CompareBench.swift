@@ -80,7 +80,7 @@ struct CompareBench {
         for level in levels {
             for target in targets {
                 print("counter-bench compare: \(target) at \(level) connections …")
-                let summary: Summary
+                var summary: Summary
                 var verdict: String?
                 switch target {
                 case "seed-sql", "sql-upsert":
@@ -112,6 +112,7 @@ struct CompareBench {
                     verdict = check.map { $0.passed ? "check passed" : "CHECK FAILED" }
                     if check?.passed == false { rows.append((summary, verdict)); report(rows, throughput, cpu); throw BenchCheckFailure(message: "correctness check FAILED") }
                 }
+                summary.series = target
                 throughput["\(target)@\(level)"] = summary.result.throughput
                 if let nodeCPU = summary.nodeCPU { cpu["\(target)@\(level)"] = nodeCPU }
                 rows.append((summary, verdict))
@@ -172,11 +173,50 @@ struct CompareBench {
     /// it is one of the levels, else the first level.
     private var severalNodesLevel: Int { levels.contains(256) ? 256 : levels[0] }
 
+    /// The ratios of the run, in words, for the report's head.
+    private func sentences(_ throughput: [String: Double], _ cpu: [String: Double]) -> [String] {
+        var lines: [String] = []
+        for level in levels {
+            guard let node = throughput["hot@\(level)"], node > 0 else { continue }
+            var parts: [String] = []
+            if let seed = throughput["seed-sql@\(level)"], seed > 0 { parts.append(String(format: "%@× the seed's transaction with its row lock (%@/s)", Self.ratio(node / seed), Self.count(seed))) }
+            if let upsert = throughput["sql-upsert@\(level)"], upsert > 0 { parts.append(String(format: "%@× the best single SQL statement", Self.ratio(node / upsert))) }
+            if let ceiling = throughput["ceiling@\(level)"], ceiling > 0 { parts.append(String(format: "%.0f%% of what the HTTP server answers with no work at all", node / ceiling * 100)) }
+            if let lua = throughput["redis-lua@\(level)"], lua > 0 { parts.append(String(format: "%.0f%% of a bare Redis Lua toggle with neither HTTP nor PostgreSQL", node / lua * 100)) }
+            lines.append("At \(level) connections the node answers \(Self.count(node)) toggles/s: " + parts.joined(separator: ", ") + ".")
+        }
+        if let level = levels.max(), let node = throughput["hot@\(level)"], let user = throughput["hot-user@\(level)"], node > 0 {
+            lines.append(String(format: "With end users' tokens (one per connection, verified by the node) it answers %.2f× as many at %d connections%@.", user / node, level,
+                                cpu["hot-user@\(level)"].map { String(format: ", at %.1f µs of node CPU per request", $0) } ?? ""))
+        }
+        if let level = levels.max(), let node = throughput["hot@\(level)"], let cluster = throughput["hot-cluster@\(level)"], node > 0 {
+            lines.append(String(format: "On a Redis Cluster it answers %.2f× what it answers on one Redis at %d connections.", cluster / node, level))
+        }
+        return lines
+    }
+
+    private static func ratio(_ value: Double) -> String { value < 10 ? String(format: "%.1f", value) : Self.count(value) }
+    private static func count(_ value: Double) -> String {
+        let formatter = NumberFormatter()
+        formatter.numberStyle = .decimal
+        formatter.maximumFractionDigits = 0
+        return formatter.string(from: NSNumber(value: value.rounded())) ?? String(Int(value))
+    }
+
     private func report(_ rows: [(Summary, String?)], _ throughput: [String: Double], _ cpu: [String: Double]) {
         if let path = http.htmlPath {
-            let page = HTMLReport.render(title: "counter-bench compare", runs: rows.map {
-                HTMLReport.Run(label: $0.0.label, connections: $0.0.connections, result: $0.0.result, verdict: $0.1)
-            })
+            let reportRows = rows.map { summary, verdict in
+                let h = summary.result.histogram
+                return ComparisonReport.Row(series: summary.series, label: summary.label, connections: summary.connections,
+                                            throughput: summary.result.throughput,
+                                            latency: (Double(h.percentile(0.5)) / 1_000, Double(h.percentile(0.9)) / 1_000, Double(h.percentile(0.99)) / 1_000),
+                                            failures: summary.result.failures, nodeCPU: summary.nodeCPU, lag: summary.lag, verdict: verdict)
+            }
+            let context = "counter-bench compare, \(Date().ISO8601Format()), \(ProcessInfo.processInfo.activeProcessorCount) cores; "
+                + "each row \(Int(http.load.duration.inSeconds)) s after \(Int(http.load.warmup.inSeconds)) s of warm-up, over keep-alive connections on loopback; "
+                + "write rows checked against PostgreSQL afterwards"
+            let page = ComparisonReport.render(title: "CounterService against a transaction per like", context: context,
+                                               rows: reportRows, ratios: sentences(throughput, cpu))
             do {
                 try Data(page.utf8).write(to: URL(fileURLWithPath: path))
                 print("  report written to \(path)")

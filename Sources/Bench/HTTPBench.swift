@@ -252,6 +252,8 @@ struct Summary {
     var nodeCPU: Double? = nil
     /// Write rows: acknowledgement → PostgreSQL commit, p50 and p99 in milliseconds.
     var lag: (p50: Double, p99: Double)? = nil
+    /// Which line of the comparison the row belongs to across levels (`hot`, `seed-sql`, …).
+    var series = ""
 
     static let header = "  " + pad("target", 34) + pad("conns", 7, left: true) + pad("req/s", 10, left: true)
         + ["p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms"].map { pad($0, 10, left: true) }.joined() + pad("failures", 10, left: true)

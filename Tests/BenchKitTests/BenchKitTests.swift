@@ -273,3 +273,39 @@ struct ResponseParsingTests {
         #expect(EventLoop.expectation(status: 200, body: Array(#"{"likes_count":3}"#.utf8)[...]) == .either)
     }
 }
+
+@Suite("The comparison report (pure)")
+struct ComparisonReportTests {
+    static func row(_ series: String, _ connections: Int, _ throughput: Double, lag: (Double, Double)? = nil, cpu: Double? = nil) -> ComparisonReport.Row {
+        ComparisonReport.Row(series: series, label: "\(series) row", connections: connections, throughput: throughput,
+                             latency: (1, 2, 3), failures: 0, nodeCPU: cpu, lag: lag.map { ($0.0, $0.1) }, verdict: "check passed")
+    }
+
+    @Test("ratios lead, then a log-scale line per target across levels, latency per level, lag and CPU bars, and every row; no scripts")
+    func page() {
+        let rows = [Self.row("hot", 64, 30_000, lag: (100, 300), cpu: 25), Self.row("seed-sql", 64, 150), Self.row("ceiling", 64, 100_000),
+                    Self.row("hot", 256, 35_000, lag: (110, 290), cpu: 24), Self.row("seed-sql", 256, 40), Self.row("ceiling", 256, 110_000),
+                    Self.row("zipf", 256, 20_000, cpu: 38)]
+        let html = ComparisonReport.render(title: "A <title>", context: "2 cores", rows: rows, ratios: ["At 64 connections: 200× & more"])
+        #expect(html.contains("A &lt;title&gt;") && html.contains("200× &amp; more"))
+        #expect(html.range(of: "200× &amp; more")!.lowerBound < html.range(of: "Throughput by connections")!.lowerBound)
+        // One line for each target measured at the levels (the zipf row is not one), in its colour.
+        #expect(html.components(separatedBy: "<polyline").count - 1 == 3)
+        #expect(html.contains("stroke=\"#1f6feb\"") && html.contains("stroke=\"#cf222e\"") && !html.contains("stroke=\"#8250df\""))
+        // A log axis: the decades from 10 to 1M for throughputs from 40 to 110,000.
+        #expect(html.contains(">10<") && html.contains(">1M<"))
+        #expect(html.contains("64 connections") && html.contains("256 connections"))
+        #expect(html.contains("Write-behind lag") && html.contains("100.0 / 300.0 ms"))
+        #expect(html.contains("Node CPU per request") && html.contains("38.0 µs"))
+        #expect(html.components(separatedBy: "<tr><td>").count - 1 == rows.count)
+        #expect(!html.contains("<script"))
+    }
+
+    @Test("log axes span whole decades around the values")
+    func decades() {
+        #expect(ComparisonReport.decades([40, 110_000]) == (1, 6))
+        #expect(ComparisonReport.decades([0.5, 3]) == (-1, 1))
+        #expect(ComparisonReport.decades([100]) == (2, 3))
+        #expect(ComparisonReport.grouped(1_000_000) == "1M" && ComparisonReport.grouped(10_000) == "10k" && ComparisonReport.grouped(0.1) == "0.1")
+    }
+}
