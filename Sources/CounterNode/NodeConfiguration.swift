@@ -204,13 +204,8 @@ public struct NodeConfiguration: Sendable, Equatable {
                 }),
         integer("--idle-timeout", "COUNTER_IDLE_TIMEOUT", "seconds an idle or slow HTTP connection is kept", 1...3_600,
                 get: { Int($0.http.idleTimeout.components.seconds) }, set: { $0.http.idleTimeout = .seconds($1) }),
-        Setting(flag: "--migrate", environment: "COUNTER_MIGRATE", summary: "whether serve runs migrate first: true or false",
-                defaultValue: { String($0.migrateOnStart) },
-                apply: { configuration, value in
-                    guard let flag = Bool(value) else { return "must be true or false" }
-                    configuration.migrateOnStart = flag
-                    return nil
-                }),
+        boolean("--migrate", "COUNTER_MIGRATE", "whether serve runs migrate first",
+                get: { $0.migrateOnStart }, set: { $0.migrateOnStart = $1 }),
         integer("--demo-posts", "COUNTER_DEMO_POSTS", "serve creates posts 1..N if missing, for trying the node out", 0...1_000_000,
                 get: { $0.demoPosts }, set: { $0.demoPosts = $1 }),
         Setting(flag: "--log-level", environment: "COUNTER_LOG_LEVEL", summary: "least important log level written: debug, info, warn, error",
