@@ -77,7 +77,7 @@ let package = Package(
         .target(name: "BenchKit", dependencies: ["CounterCore", "CounterWire", "Persistence", "ShardRouter", "CLinuxEvents"]),
 
         // Shared by the test targets: where the test servers are, private servers for restart tests.
-        .target(name: "TestSupport", dependencies: ["BenchKit", "Persistence"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["BenchKit", "CounterCore", "Persistence"], path: "Tests/TestSupport"),
         .testTarget(name: "BenchKitTests", dependencies: ["BenchKit", "CounterWire", "ShardRouter"]),
         .testTarget(name: "CounterClientTests", dependencies: ["CounterClient", "CounterWire"]),
         .testTarget(name: "CounterWireTests", dependencies: ["CounterWire"]),

@@ -53,7 +53,18 @@ struct WritePathBench {
         configuration.shardCount = options.shards
         configuration.keyPrefix = "bench-\(UInt32.random(in: 0...UInt32.max))"
         let service = try CounterService(configuration: configuration, postgres: pool, redis: redis)
-        try await service.start()
+        do {
+            try await ServiceGroup.withRunning([service]) {
+                try await measure(title, service: service, posts: posts, pool: pool)
+            }
+        } catch {
+            try? await cleanUp(posts: posts, prefix: configuration.keyPrefix, pool: pool, redis: redis)
+            throw error
+        }
+        try await cleanUp(posts: posts, prefix: configuration.keyPrefix, pool: pool, redis: redis)
+    }
+
+    private func measure(_ title: String, service: CounterService, posts: [Int64], pool: PostgresPool) async throws {
         // Hydrate the posts before timing.
         for chunk in stride(from: 0, to: posts.count, by: 1_000) {
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -108,8 +119,6 @@ struct WritePathBench {
                      changes == 0 ? 0 : Double(transactions) * 10_000 / Double(changes), flushSeconds))
         print("    check: likes_count sum \(countSum), likes rows \(rowSum), acknowledged \(completed) — \(countSum == rowSum && rowSum == completed ? "agree" : "DISAGREE")")
 
-        await service.shutdown()
-        try await cleanUp(posts: posts, prefix: configuration.keyPrefix, pool: pool, redis: redis)
         guard countSum == rowSum && rowSum == completed else {
             throw BenchCheckFailure(message: "correctness check failed: counts and acknowledgements disagree")
         }

@@ -47,6 +47,12 @@ public struct NodeLog: Sendable {
         write(Self.line(format, time: Date().ISO8601Format(), level, event, Array(fields)))
     }
 
+    /// `log` with fields built at run time.
+    public func log(_ level: LogLevel, _ event: String, fields: [(key: String, value: String)]) {
+        guard level >= minimum else { return }
+        write(Self.line(format, time: Date().ISO8601Format(), level, event, fields))
+    }
+
     /// One line, as `log` writes it. Pure.
     public static func line(_ format: LogFormat, time: String, _ level: LogLevel, _ event: String,
                             _ fields: [(key: String, value: String)]) -> String {

@@ -9,13 +9,13 @@ import Synchronization
 import UserTokens
 import WritePath
 
-/// `counter-node serve`, the composition root: reads Redis's shape, migrates, recovers the write
-/// path, then runs the write path and the HTTP server as one `ServiceGroup` until SIGTERM or
-/// SIGINT. The first signal stops the HTTP server (it answers what is in flight), then the write
-/// path (it flushes everything to PostgreSQL), and the process exits 0 — after at most
-/// `--shutdown-timeout`, leaving what is not flushed by then in the Redis logs
-/// (`ShutdownDeadline`); a second signal exits at once. If the HTTP server cannot start, the write path that already started is stopped the
-/// same way. Every connection opened here is closed here.
+/// `counter-node serve`, the composition root: builds the node's parts (`NodeParts`) and runs
+/// them as one `ServiceGroup` — started in order (the end users' keys, the write path, the
+/// schema, the HTTP server, the cluster membership, the announcement), stopped in reverse — until
+/// SIGTERM or SIGINT (`ShutdownSignals`). A failure at any start step stops, in reverse, what
+/// already started (the write path drains). The shutdown takes at most `--shutdown-timeout`,
+/// leaving what is not flushed by then in the Redis logs (`ShutdownDeadline`); a second signal
+/// exits at once. Every connection opened here is closed here.
 public enum NodeServer {
     public static func run(_ configuration: NodeConfiguration, output: NodeCommand.Output) async -> NodeCommand.ExitStatus {
         if let refusal = configuration.servingRefusal {
@@ -24,20 +24,90 @@ public enum NodeServer {
         }
         let log = NodeLog(minimum: configuration.logLevel, format: configuration.logFormat)
         // Signals are taken before anything starts, so none is missed.
-        let signals = SignalStream(signals: [SIGTERM, SIGINT])
-
-        let pool = PostgresPool(configuration: configuration.postgres)
-        let service: CounterService
+        let signals = ShutdownSignals()
+        let parts: NodeParts
         do {
-            let redis = try RedisConfiguration(url: configuration.redisURL)
-            // A node of a cluster (possibly of one): it serves only the slots it wins.
-            service = try CounterService(configuration: configuration.writePath, postgres: pool, redis: redis,
-                                         ownership: OwnedSlots(), log: log)
+            parts = try NodeParts(configuration: configuration, log: log, output: output)
         } catch {
             output.error("cannot start: \(error)")
-            await pool.close()
             return .usage
         }
+        let deadline = ShutdownDeadline(timeout: configuration.shutdownTimeout, service: parts.service, log: log)
+        let startedAll = Atomic<Bool>(false)
+        var failure: Error?
+        await withTaskGroup(of: Void.self) { group in
+            let (firstSignal, signalled) = AsyncStream<Void>.makeStream()
+            // The first signal stops the group; from then on the shutdown's deadline runs, and a
+            // second signal exits at once.
+            group.addTask {
+                guard let first = await signals.next() else { return }
+                log.log(.info, "shutting_down", ["signal": first == SIGINT ? "SIGINT" : "SIGTERM",
+                                                 "timeout_s": String(configuration.shutdownTimeoutSeconds)])
+                // Load balancers stop sending here while the slots are handed off.
+                parts.api.markShuttingDown()
+                signalled.finish()
+                await withTaskGroup(of: Void.self) { stopping in
+                    stopping.addTask { await deadline.run() }
+                    if await signals.next() != nil {
+                        log.log(.warn, "exiting_now", ["reason": "second signal"])
+                        exit(130)
+                    }
+                    stopping.cancelAll()
+                }
+            }
+            do {
+                try await ServiceGroup.run(parts.services, whenStarted: { startedAll.store(true, ordering: .releasing) }) {
+                    for await _ in firstSignal {}
+                }
+            } catch {
+                failure = error
+            }
+            // The services have stopped: the signals and the deadline no longer matter.
+            group.cancelAll()
+        }
+        signals.stop()
+        await parts.close()
+        guard let failure else {
+            if deadline.hasExpired {
+                // What is left waits in the Redis logs; the next start (or the slots' next owner) flushes it.
+                let left = ShutdownDeadline.summary(await parts.service.pendingBySlot())
+                log.log(.warn, "stopped", ["flushed": "false", "left_changes": left.changes, "left_slots": left.slotCount, "slots": left.slots])
+            } else {
+                log.log(.info, "stopped", ["flushed": "true"])
+            }
+            return .success
+        }
+        if !startedAll.load(ordering: .acquiring) {
+            output.error("cannot start: \(failure)")
+            if let error = failure as? RedisError, error.code == .clusterConfiguration { return .usage }
+            return .failure
+        }
+        output.error("cannot serve: \(failure)")
+        log.log(.error, "failed", ["error": "\(failure)"])
+        return .failure
+    }
+}
+
+/// What `serve` builds before anything starts: the pools, the write path, the membership, the
+/// API and the HTTP server, and the order they run in.
+struct NodeParts {
+    let service: CounterService
+    let api: CounterAPI
+    let services: [any Service]
+    private let pool: PostgresPool
+    private let membershipPool: PostgresPool
+    private let leasePool: PostgresPool
+    private let adminRedis: RedisClient
+
+    /// - Throws: for settings that cannot be used (a Redis URL, the write path's figures, the
+    ///   end users' secret or key set); nothing was opened then.
+    init(configuration: NodeConfiguration, log: NodeLog, output: NodeCommand.Output) throws {
+        let redis = try RedisConfiguration(url: configuration.redisURL)
+        let users = configuration.users.isEnabled ? try UserAccess(configuration: configuration.users) : nil
+        let pool = PostgresPool(configuration: configuration.postgres)
+        // A node of a cluster (possibly of one): it serves only the slots it wins.
+        let service = try CounterService(configuration: configuration.writePath, postgres: pool, redis: redis,
+                                         ownership: OwnedSlots(), log: log)
         let adminRedis = RedisClient(topology: service.redisTopology)
         // The membership has connections of its own: a lease renewal must never wait behind
         // flushes (or behind a claim waiting for a paused node's locks) for a pooled connection.
@@ -50,165 +120,56 @@ public enum NodeServer {
         let leasePool = PostgresPool(configuration: leaseConfiguration)
         let member = ClusterMember(configuration: configuration.membership(advertiseURL: configuration.advertiseURLSetting ?? ""),
                                    service: service, postgres: membershipPool, leasePostgres: leasePool, log: log)
-        let server: HTTPServer
-        var listening: HTTPServer?
-        let users: UserAccess?
-        do {
-            users = configuration.users.isEnabled ? try UserAccess(configuration: configuration.users) : nil
-        } catch {
-            output.error("cannot start: \(error)")
-            await pool.close()
-            return .usage
-        }
         let api = CounterAPI(service: service, tokens: configuration.tokens, postgres: pool, redis: adminRedis, member: member,
-                             readyMaxLag: configuration.readyMaxLag, users: users)
-        do {
-            // Redis's shape first: a seed that is not a cluster, or a cluster with slots no master
-            // serves, is a configuration error found before anything is written.
-            // The identity provider's keys first too: a node that cannot check tokens would
-            // turn every end user away.
-            if let users, let source = users.keySetSource {
-                let (keys, skipped) = try await source.load()
-                users.verifier.replaceKeys(keys)
-                log.log(.info, "user_token_keys", ["source": source.location, "kids": users.verifier.keyIDs.joined(separator: ","),
-                                                   "skipped": skipped.joined(separator: "; ")])
-            }
-            try await service.redisTopology.discover()
-            if service.redisTopology.isCluster {
-                let masters = service.redisTopology.map.slotCounts.keys.sorted().map(\.description)
-                log.log(.info, "redis_cluster", ["masters": masters.joined(separator: ",")])
-            }
-            if configuration.migrateOnStart {
-                let report = try await SchemaMigrator.migrate(pool)
-                log.log(.info, "migrated", ["applied": report.applied.map(String.init).joined(separator: ","),
-                                            "version": String(report.currentVersion)])
-            }
-            if configuration.demoPosts > 0 {
-                try await pool.query("INSERT INTO posts (id) SELECT generate_series(1, $1::bigint) ON CONFLICT DO NOTHING",
-                                     [.int64(Int64(configuration.demoPosts))])
-                log.log(.info, "demo_posts", ["ids": "1-\(configuration.demoPosts)"])
-            }
-            try await service.start()
-            server = try HTTPServer(configuration: configuration.http, handler: api)
-            // Bound first, so the advertised URL has the real port; requests that arrive before
-            // the node has joined find no slot served and are answered 503 (retry).
-            try server.start()
-            listening = server
-            try await member.join(advertising: configuration.advertiseURL(boundPort: server.port))
-        } catch {
-            output.error("cannot start: \(error)")
-            if let listening { await listening.stop() }
-            await service.shutdown(drain: false)
-            await adminRedis.close()
-            await membershipPool.close()
-            await leasePool.close()
-            await pool.close()
-            if let error = error as? RedisError, error.code == .clusterConfiguration { return .usage }
-            return .failure
-        }
+                             readyMaxLag: configuration.readyMaxLag, users: users, log: log)
+        let server = try HTTPServer(configuration: configuration.http, handler: api)
 
-        // Signals: the first ends the group (the services stop, last started first); a second
-        // ends the process at once.
-        let impatient = Mutex<Task<Void, Never>?>(nil)
-        let deadline = ShutdownDeadline()
-        let waitForSignal: @Sendable () async -> Void = {
-            var iterator = signals.stream.makeAsyncIterator()
-            guard let first = await iterator.next() else { return }
-            log.log(.info, "shutting_down", ["signal": first == SIGINT ? "SIGINT" : "SIGTERM",
-                                             "timeout_s": String(configuration.shutdownTimeoutSeconds)])
-            // Load balancers stop sending here while the slots are handed off.
-            api.markShuttingDown()
-            if let timeout = configuration.shutdownTimeout { deadline.start(timeout: timeout, service: service, log: log) }
-            impatient.withLock {
-                $0 = Task {
-                    var rest = signals.stream.makeAsyncIterator()
-                    if await rest.next() != nil {
-                        log.log(.warn, "exiting_now", ["reason": "second signal"])
-                        exit(130)
-                    }
-                }
-            }
+        // Started in this order, stopped in reverse: the membership hands the slots to the other
+        // nodes while the HTTP server still answers (forwarding), then the server stops, then
+        // the write path drains what it still holds.
+        // The API's requests that wait (reads of PostgreSQL, forwarding, admin) run under the
+        // first service, which stops last: whatever they wait for has answered by then.
+        var services: [(String, any Service)] = [("requests", api)]
+        if let users, let source = users.keySetSource {
+            services.append(("user_keys", UserKeySetService(source: source, verifier: users.verifier,
+                                                            interval: configuration.users.keySetRefresh, log: log)))
         }
-        let announce = ListeningAnnouncement(server: server, configuration: configuration, log: log, output: output)
-        var status = NodeCommand.ExitStatus.success
-        do {
-            // Stopping runs backwards: the membership hands the slots to the other nodes while
-            // the HTTP server still answers (forwarding), then the server stops, then the write
-            // path flushes what it still holds.
-            var services: [any Service] = [service, server, member, announce]
-            if let users, let source = users.keySetSource {
-                services.append(KeySetRefresher(source: source, verifier: users.verifier, interval: configuration.users.keySetRefresh, log: log))
-            }
-            try await ServiceGroup.run(services, until: waitForSignal)
-        } catch {
-            output.error("cannot serve: \(error)")
-            log.log(.error, "failed", ["error": "\(error)"])
-            status = .failure
-        }
+        services += [
+            ("write_path", service),
+            ("schema", SchemaPreparation(pool: pool, migrate: configuration.migrateOnStart, demoPosts: configuration.demoPosts, log: log)),
+            ("http", server),
+            ("membership", MembershipService(member: member, server: server, configuration: configuration)),
+            ("announcement", ListeningAnnouncement(server: server, configuration: configuration, log: log, output: output)),
+        ]
+        self.services = services.map { NamedService(name: $0.0, service: $0.1, log: log) }
+        self.service = service
+        self.api = api
+        self.pool = pool
+        self.membershipPool = membershipPool
+        self.leasePool = leasePool
+        self.adminRedis = adminRedis
+    }
+
+    /// Closes what the services do not close themselves.
+    func close() async {
         await adminRedis.close()
         await membershipPool.close()
         await leasePool.close()
         await pool.close()
-        impatient.withLock { $0?.cancel() }
-        deadline.cancel()
-        if status == .success {
-            if deadline.hasExpired {
-                // What is left waits in the Redis logs; the next start (or the slots' next owner) flushes it.
-                let left = ShutdownDeadline.summary(await service.pendingBySlot())
-                log.log(.warn, "stopped", ["flushed": "false", "left_changes": left.changes, "left_slots": left.slotCount, "slots": left.slots])
-            } else {
-                log.log(.info, "stopped", ["flushed": "true"])
-            }
-        }
-        return status
     }
 }
 
-/// Tells the operator where the node listens, once the HTTP server does (the last layer of the
-/// group, so it runs only after the others started).
-private struct ListeningAnnouncement: Service {
-    let server: HTTPServer
-    let configuration: NodeConfiguration
-    let log: NodeLog
-    let output: NodeCommand.Output
-
-    func run() async throws {
-        // The server listens once its `run()` has called `start()`; its port says so.
-        while server.port == 0 {
-            try await Task.sleep(for: .milliseconds(5))
-        }
-        let url = "http://\(configuration.http.host):\(server.port)"
-        log.log(.info, "listening", ["url": url, "shards": String(configuration.writePath.shardCount),
-                                     "ack": configuration.writePath.acknowledgement.rawValue])
-        let auth = configuration.tokens.api == nil ? "" : " -H 'Authorization: Bearer $COUNTER_API_TOKEN'"
-        output.standard("counter-node listening on \(url)")
-        output.standard("try: curl -s -X POST\(auth) \(url)/v1/posts/1/likes/7/toggle")
-        await waitUntilCancelled()
-    }
-}
-
-/// Reads the end users' key set again every `interval`, so a rotated key is taken without a restart.
-private struct KeySetRefresher: Service {
-    let source: KeySetSource
-    let verifier: TokenVerifier
-    let interval: Duration
-    let log: NodeLog
-
-    func run() async throws {
-        await source.refresh(verifier, every: interval, log: log)
-    }
-}
-
-/// Delivers the given signals as an async stream instead of their default action.
-// @unchecked Sendable: the signal sources are only kept alive here, never touched after init.
-final class SignalStream: @unchecked Sendable {
-    let stream: AsyncStream<Int32>
+/// SIGTERM and SIGINT, delivered as an async stream instead of their default action.
+// @unchecked Sendable: the signal sources are only kept alive here and cancelled once; the
+// stream has one reader (the node's signal watcher).
+final class ShutdownSignals: @unchecked Sendable {
+    private let stream: AsyncStream<Int32>
+    private let continuation: AsyncStream<Int32>.Continuation
     private let sources: [any DispatchSourceSignal]
 
-    init(signals: [Int32]) {
-        var continuation: AsyncStream<Int32>.Continuation!
-        stream = AsyncStream { continuation = $0 }
-        let yield = continuation!
+    init(signals: [Int32] = [SIGTERM, SIGINT]) {
+        (stream, continuation) = AsyncStream<Int32>.makeStream()
+        let yield = continuation
         sources = signals.map { number in
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
@@ -216,5 +177,17 @@ final class SignalStream: @unchecked Sendable {
             source.resume()
             return source
         }
+    }
+
+    /// The next signal; `nil` once stopped or when the task is cancelled.
+    func next() async -> Int32? {
+        var iterator = stream.makeAsyncIterator()
+        return await iterator.next()
+    }
+
+    /// No more signals are taken here.
+    func stop() {
+        for source in sources { source.cancel() }
+        continuation.finish()
     }
 }

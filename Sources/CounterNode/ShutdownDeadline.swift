@@ -9,35 +9,37 @@ import WritePath
 /// next start to flush. Should even that not end it within `grace` (a PostgreSQL that hangs
 /// instead of failing), it logs again and exits the process with status 0.
 final class ShutdownDeadline: Sendable {
-    private let task = Mutex<Task<Void, Never>?>(nil)
+    private let timeout: Duration?
+    private let grace: Duration
+    private let service: CounterService
+    private let log: NodeLog
     private let expired = Atomic<Bool>(false)
+
+    /// - Parameter timeout: `nil`: no limit.
+    init(timeout: Duration?, grace: Duration = .seconds(5), service: CounterService, log: NodeLog) {
+        self.timeout = timeout
+        self.grace = grace
+        self.service = service
+        self.log = log
+    }
 
     /// Whether the timeout passed before the shutdown ended.
     var hasExpired: Bool { expired.load(ordering: .acquiring) }
 
-    /// Starts the clock (once; later calls do nothing).
-    func start(timeout: Duration, grace: Duration = .seconds(5), service: CounterService, log: NodeLog) {
-        task.withLock { task in
-            guard task == nil else { return }
-            task = Task {
-                do { try await Task.sleep(for: timeout) } catch { return }
-                expired.store(true, ordering: .releasing)
-                let left = Self.summary(await service.pendingBySlot())
-                log.log(.warn, "shutdown_timeout", ["timeout_s": String(Int(timeout.inSeconds)), "left_changes": left.changes,
-                                                    "left_slots": left.slotCount, "slots": left.slots,
-                                                    "action": "stopping without flushing the rest; the next start flushes it"])
-                await service.abandonDrain()
-                do { try await Task.sleep(for: grace) } catch { return }
-                log.log(.warn, "exiting_now", ["reason": "the shutdown did not end \(Int(grace.inSeconds)) s after its timeout",
-                                               "left_changes": left.changes, "left_slots": left.slotCount])
-                exit(0)
-            }
-        }
-    }
-
-    /// Stops the clock: the shutdown ended.
-    func cancel() {
-        task.withLock { $0?.cancel() }
+    /// Runs the clock from the first signal until the shutdown ends (the caller cancels it).
+    func run() async {
+        guard let timeout else { return }
+        do { try await Task.sleep(for: timeout) } catch { return }
+        expired.store(true, ordering: .releasing)
+        let left = Self.summary(await service.pendingBySlot())
+        log.log(.warn, "shutdown_timeout", ["timeout_s": String(Int(timeout.inSeconds)), "left_changes": left.changes,
+                                            "left_slots": left.slotCount, "slots": left.slots,
+                                            "action": "stopping without flushing the rest; the next start flushes it"])
+        await service.abandonDrain()
+        do { try await Task.sleep(for: grace) } catch { return }
+        log.log(.warn, "exiting_now", ["reason": "the shutdown did not end \(Int(grace.inSeconds)) s after its timeout",
+                                       "left_changes": left.changes, "left_slots": left.slotCount])
+        exit(0)
     }
 
     /// What `pending` (changes per slot) amounts to, for the log: the changes counted (with a

@@ -12,7 +12,7 @@ import WritePath
 /// The HTTP API (README, "HTTP API") on top of a `CounterService`: routes, auth, JSON, error mapping,
 /// metrics. Requests that need no I/O (health, routing and auth errors) are answered on the HTTP
 /// thread; likes go straight to the shards; the rest run on tasks.
-public final class CounterAPI: HTTPHandler {
+public final class CounterAPI: HTTPHandler, Service {
     let service: CounterService
     let tokens: AccessTokens
     /// End users' tokens and write limits; `nil`: no user routes.
@@ -27,6 +27,10 @@ public final class CounterAPI: HTTPHandler {
     let member: ClusterMember?
     /// Sends requests for slots other nodes own on to them.
     let forwarder: Forwarder?
+    /// The requests that wait for more than the write path's answer, run as children of `run`.
+    private let tasks = RequestTasks()
+    /// Where failures the answers do not detail are logged.
+    private let failures: FailureLog
 
     /// - Parameters:
     ///   - redis: the client the admin routes and `/readyz` use (the caller closes it); give it
@@ -38,8 +42,11 @@ public final class CounterAPI: HTTPHandler {
     ///     `nil` never.
     ///   - users: end users' tokens, the seed's route and per-user write limits; `nil` (or one
     ///     without a secret or key set): the user routes answer 404.
+    ///   - log: hears of requests that failed for a reason the answer does not give (the
+    ///     client gets a stable message; the detail goes here, at most once a second).
     public init(service: CounterService, tokens: AccessTokens, postgres: PostgresPool, redis: RedisClient, member: ClusterMember? = nil,
-                readyMaxLag: Duration? = nil, users: UserAccess? = nil) {
+                readyMaxLag: Duration? = nil, users: UserAccess? = nil, log: NodeLog = .silent) {
+        self.failures = FailureLog(log: log)
         self.service = service
         self.tokens = tokens
         self.users = users
@@ -51,6 +58,20 @@ public final class CounterAPI: HTTPHandler {
         self.readiness = ReadinessProbe(postgres: postgres, redis: redis, member: member, service: service, maxLag: readyMaxLag)
         self.reconciler = Reconciler(postgres: postgres, redis: redis, layout: layout, service: service)
         self.deadLetters = DeadLetters(service: service, redis: redis, layout: layout)
+    }
+
+    /// As a `Service`: runs the requests that wait (everything but the hot like routes) until
+    /// asked to stop, then waits for those under way. It starts before the write path and stops
+    /// after it, so nothing such a request waits for is left unanswered.
+    public func run(_ lifecycle: ServiceLifecycle) async throws {
+        await tasks.run(lifecycle)
+    }
+
+    /// Runs `work` as one of the API's request tasks and answers with what it returns (503
+    /// once the API has stopped).
+    private func later(_ respond: @escaping @Sendable (HTTPResponse) -> Void, _ work: @escaping @Sendable () async -> HTTPResponse) {
+        let started = tasks.start { respond(await work()) }
+        if !started { respond(response(for: .shuttingDown)) }
     }
 
     /// From now on `/readyz` answers 503 (`shutting down`), so load balancers stop sending here
@@ -85,18 +106,18 @@ public final class CounterAPI: HTTPHandler {
                     switch result {
                     case .success(let state): response = answer(state)
                     case .failure(let error as CounterError) where error.code == .notOwner && self.forwarder != nil:
-                        Task {
-                            let response = await self.elsewhere(request, post: post, mayRepeat: operation != .toggle) {
+                        self.later(respond) {
+                            let response = await self.elsewhere(request, post: post, mayRepeat: operation != .toggle) { waiting in
                                 await self.answeredHere {
-                                    answer(try await self.service.perform(operation, post: post, user: user))
+                                    answer(try await self.service.perform(operation, post: post, user: user, waitingForSlot: waiting))
                                 }
                             }
                             self.record(route, response, since: started)
-                            respond(response)
+                            return response
                         }
                         return
                     case .failure(let error as CounterError): response = Self.response(for: error)
-                    case .failure(let error): response = .error(503, code: "unavailable", message: "\(error)", retryAfterSeconds: 1)
+                    case .failure(let error): response = self.unavailable(route, error)
                     }
                     self.record(route, response, since: started)
                     respond(response)
@@ -104,10 +125,10 @@ public final class CounterAPI: HTTPHandler {
             }
         }
         return .later { respond in
-            Task {
+            self.later(respond) {
                 let response = await self.answer(route, request, caller: caller)
                 self.record(route, response, since: started)
-                respond(response)
+                return response
             }
         }
     }
@@ -115,6 +136,10 @@ public final class CounterAPI: HTTPHandler {
     /// `/healthz` and a ready `/readyz`, encoded once (probes and the bench's ceiling hit them).
     static let healthy = (try? WireEncoder.encode(HealthStatus(status: "ok"))) ?? []
     static let ready = (try? WireEncoder.encode(HealthStatus(status: "ready"))) ?? []
+
+    /// The headers of the API beyond `Authorization`: who forwarded a request here, and the
+    /// user a trusted backend acts for.
+    public var requestHeaders: [String] { ["Counter-Forwarded-By", "Counter-User"] }
 
     /// The transport's own refusals, in the API's error format.
     public func response(for refusal: HTTPRefusal) -> HTTPResponse {
@@ -200,9 +225,9 @@ public final class CounterAPI: HTTPHandler {
                     let state = try await service.perform(.count, post: post, user: 0)
                     return HTTPResponse(status: 200, body: HotAnswers.postCount(postID: state.postID, likesCount: state.likesCount))
                 } catch let error as CounterError where error.code == .notOwner && forwarder != nil {
-                    return await elsewhere(request, post: post, mayRepeat: true) {
+                    return await elsewhere(request, post: post, mayRepeat: true) { waiting in
                         await self.answeredHere {
-                            let state = try await self.service.perform(.count, post: post, user: 0)
+                            let state = try await self.service.perform(.count, post: post, user: 0, waitingForSlot: waiting)
                             return HTTPResponse(status: 200, body: HotAnswers.postCount(postID: state.postID, likesCount: state.likesCount))
                         }
                     }
@@ -282,7 +307,7 @@ public final class CounterAPI: HTTPHandler {
         } catch let error as RequestError {
             return .error(error.code == "forbidden" ? 403 : 400, code: error.code, message: error.message)
         } catch {
-            return .error(503, code: "unavailable", message: "\(error)", retryAfterSeconds: 1)
+            return unavailable(route, error)
         }
     }
 
@@ -318,32 +343,35 @@ public final class CounterAPI: HTTPHandler {
         } catch let error as CounterError {
             return Self.response(for: error)
         } catch {
-            return .error(503, code: "unavailable", message: "\(error)", retryAfterSeconds: 1)
+            return unavailable(nil, error)
         }
     }
 
+    /// The answer to a request that failed for a reason of the node's own (a server error that
+    /// is not a `CounterError`): a stable message for the client, the detail for the log.
+    private func unavailable(_ route: APIRoute?, _ error: Error) -> HTTPResponse {
+        failures.note(route: route?.label ?? "forwarded", error: error)
+        return .error(503, code: "unavailable", message: "the node could not complete the request; retry (the node's log says why)",
+                      retryAfterSeconds: 1)
+    }
+
     /// The answer for a request on `post`, whose slot this node does not serve: forwarded to
-    /// the owner; or, when this request was itself forwarded here, run here (`locally`) if the
-    /// map, read again, says the slot was just handed to this node (`locally` answers `nil` if
-    /// it is not served here after all), else `421` with the owner's URL.
+    /// the owner; or, when the map (read again) says the slot is this node's — it may be on its
+    /// way here: the next round adopts it — run here by `locally`, which waits for the slot
+    /// (`locally(true)`) and answers `nil` if it is not served here after all; else, for a
+    /// request that was itself forwarded here, `421` with the owner's URL.
     private func elsewhere(_ request: HTTPRequest, post: Int64, mayRepeat: Bool,
-                           locally: @Sendable () async -> HTTPResponse?) async -> HTTPResponse {
+                           locally: @escaping @Sendable (_ waitingForSlot: Bool) async -> HTTPResponse?) async -> HTTPResponse {
         guard let forwarder, let member else { return Self.response(for: CounterError.notOwner(HashSlot(post: post).rawValue)) }
         let slot = HashSlot(post: post).rawValue
-        if member.map.owner(of: slot)?.id == member.configuration.nodeID {
-            // This node's map says the slot is its own: it may be on its way here.
+        let me = member.configuration.nodeID
+        if member.map.owner(of: slot)?.id == me || request.forwardedBy != nil {
+            // This node's map says the slot is its own, or the sender's does.
             try? await member.refreshMapUnlessFresh()
-            if service.ownership.state(of: slot) != .notOwned, let response = await locally() { return response }
+            if member.map.owner(of: slot)?.id == me, let response = await locally(true) { return response }
         }
-        if request.forwardedBy != nil {
-            // The sender's map says this node owns the slot: it may just have been handed here.
-            try? await member.refreshMapUnlessFresh()
-            if member.map.owner(of: slot)?.id == member.configuration.nodeID && service.ownership.state(of: slot) != .notOwned {
-                if let response = await locally() { return response }
-            }
-            return forwarder.misdirectedResponse(slot: slot)
-        }
-        return await forwarder.forward(request, slot: slot, mayRepeat: mayRepeat, locally: locally)
+        if request.forwardedBy != nil { return forwarder.misdirectedResponse(slot: slot) }
+        return await forwarder.forward(request, slot: slot, mayRepeat: mayRepeat) { await locally(false) }
     }
 
     /// `POST /v1/posts/query`: `{"post_ids":[…],"user_id":7}` → counts and the user's likes,

@@ -70,8 +70,12 @@ public actor ClusterMember: Service {
     /// behind a round or a map read (a claim may wait for a paused node's locks).
     private let leaseRegistry: NodeRegistry
     private let table: SlotTable
-    /// The map read in progress, which every caller that wants a fresh map awaits.
-    private var mapRead: Task<Void, Error>?
+    /// While a map read is under way, the callers that asked meanwhile; they share its outcome.
+    private var mapReaders: [CheckedContinuation<Void, Error>]?
+    /// Rings when the next round should not wait for its interval.
+    private nonisolated let roundAlarm = LoopAlarm()
+    /// Whether the map, as last read, gives this node slots it does not serve yet.
+    private var hasIncomingSlots = false
     private let log: NodeLog
     private var incarnationNumber: Int64 = 0
     private var advertised: String
@@ -136,38 +140,59 @@ public actor ClusterMember: Service {
         }
     }
 
-    /// Renews the lease and runs rounds until cancelled, then leaves.
-    /// - Throws: `Superseded` when another process took the node's id.
-    public func run() async throws {
-        let renewing = Task { try await self.renewLeaseUntilCancelled() }
-        let rounds = Task { await self.runRoundsUntilCancelled() }
-        await waitUntilCancelled(or: renewing)
-        rounds.cancel()
-        await rounds.value
-        renewing.cancel()
-        let renewal = await renewing.result
-        if case .failure(let error) = renewal, error is Superseded {
-            await service.drop(Set((0..<UInt16(HashSlot.count)).filter { service.ownership.state(of: $0) != .notOwned }))
-            throw error
+    /// As a `Service`: joins (it has started once its first round has claimed and drained its
+    /// slots), renews the lease and runs rounds until asked to stop, then leaves.
+    /// - Throws: `NodeRegistry.IDInUse` at start; `Superseded` when another process took the
+    ///   node's id (its slots are dropped first).
+    public func run(_ lifecycle: ServiceLifecycle) async throws {
+        try await run(lifecycle, advertising: nil)
+    }
+
+    /// `run(_:)`, advertising `url` (once the listening port is known).
+    public func run(_ lifecycle: ServiceLifecycle, advertising url: String?) async throws {
+        try await join(advertising: url)
+        lifecycle.started()
+        // The lease is renewed and rounds run until the node is asked to stop or superseded.
+        let superseded = await withTaskGroup(of: Superseded?.self) { group -> Superseded? in
+            group.addTask { await self.renewLease() }
+            group.addTask {
+                await self.runRounds()
+                return nil
+            }
+            group.addTask {
+                await lifecycle.stopRequested()
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            await group.waitForAll()
+            return first
         }
-        // Leaving: the renewals go on in their own task while the slots are handed off.
-        let leaseKeeper = Task { try await self.renewLeaseUntilCancelled() }
-        await leave()
-        leaseKeeper.cancel()
-        _ = await leaseKeeper.result
+        if let superseded {
+            await service.drop(Set((0..<UInt16(HashSlot.count)).filter { service.ownership.state(of: $0) != .notOwned }))
+            throw superseded
+        }
+        // Leaving: the renewals go on while the slots are handed off.
+        await withTaskGroup(of: Superseded?.self) { group in
+            group.addTask { await self.renewLease() }
+            await leave()
+            group.cancelAll()
+            await group.waitForAll()
+        }
         try? await registry.release(nodeID: configuration.nodeID, incarnation: incarnationNumber)
         log.log(.info, "left", ["node": configuration.nodeID])
     }
 
-    /// Returns when the task is cancelled or `task` ends by itself; `task` is cancelled either
-    /// way (waiting for an unstructured task's result does not end on cancellation).
-    private func waitUntilCancelled(or task: Task<Void, Error>) async {
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await CounterCore.waitUntilCancelled() }
-            group.addTask { _ = await task.result }
-            await group.next()
-            task.cancel()
-            group.cancelAll()
+    /// Renews the lease every `renewInterval` until cancelled (`nil`) or another process took
+    /// the node's id (`Superseded`).
+    private func renewLease() async -> Superseded? {
+        do {
+            try await renewLeaseUntilCancelled()
+            return nil
+        } catch let error as Superseded {
+            return error
+        } catch {
+            return nil
         }
     }
 
@@ -198,12 +223,13 @@ public actor ClusterMember: Service {
         }
     }
 
-    private func runRoundsUntilCancelled() async {
+    /// Runs a round every `roundInterval` (sooner when `roundSoon()` rings) until cancelled.
+    private func runRounds() async {
         var handedOff = 0
         while !Task.isCancelled {
             // A round that handed slots off is followed at once by the next, so a rebalance
             // moves on as fast as each step completes.
-            if handedOff == 0 { try? await Task.sleep(for: configuration.roundInterval) }
+            if handedOff == 0 { await roundAlarm.sleep(until: .now + configuration.roundInterval) }
             if Task.isCancelled { return }
             do {
                 handedOff = try await round()
@@ -281,18 +307,10 @@ public actor ClusterMember: Service {
         return plan.handOffs.count
     }
 
-    /// Serves `epochs`' slots once drained; if that fails they are let go, so the next round
-    /// adopts them again.
+    /// Serves `epochs`' slots once drained; if that fails the write path lets them go, so the
+    /// next round adopts them again.
     private func acquire(_ epochs: [UInt16: Int64]) async throws {
-        do {
-            try await service.acquire(epochs)
-        } catch {
-            service.ownership.update(epochs.keys) { slot, state in
-                if case .acquiring(let epoch) = state, epoch == epochs[slot] { return .notOwned }
-                return state
-            }
-            throw error
-        }
+        try await service.acquire(epochs)
     }
 
     /// Hands slots over: each target's slots wait, flush, change owner in PostgreSQL (only if
@@ -330,20 +348,38 @@ public actor ClusterMember: Service {
         return found
     }
 
-    /// Reads the map again unless it was read in the last 50 ms (many requests may ask at once).
+    /// Reads the map again unless it was read in the last 50 ms (many requests may ask at
+    /// once). For the request path: it only reads; when the map gives this node slots it does
+    /// not serve yet, the next round (the one place that moves slots) is asked to come sooner.
     public func refreshMapUnlessFresh() async throws {
         if let last = lastMapRead, ContinuousClock.now - last < .milliseconds(50) { return }
         try await refreshMap()
+        if hasIncomingSlots { roundAlarm.ring() }
+    }
+
+    /// Asks for the next round now rather than at its interval.
+    public nonisolated func roundSoon() {
+        roundAlarm.ring()
     }
 
     /// Reads the map now (after a `421` said it is out of date), without acting on it. Callers
     /// that ask while a read is under way share it.
     public func refreshMap() async throws {
-        if let mapRead { return try await mapRead.value }
-        let read = Task { try await self.readMap() }
-        mapRead = read
-        defer { mapRead = nil }
-        try await read.value
+        if mapReaders != nil {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, Error>) in
+                mapReaders!.append(continuation)
+            }
+            return
+        }
+        mapReaders = []
+        var failure: Error?
+        do { try await readMap() } catch { failure = error }
+        let waiting = mapReaders ?? []
+        mapReaders = nil
+        for reader in waiting {
+            if let failure { reader.resume(throwing: failure) } else { reader.resume() }
+        }
+        if let failure { throw failure }
     }
 
     /// The slot table's rows, read again only when its version moved since the last read (the
@@ -362,15 +398,12 @@ public actor ClusterMember: Service {
         publishMap(nodes: nodes, rows: rows)
     }
 
+    /// Keeps the map routing reads and `/v1/cluster` show. It changes no slot: the rounds do.
     private func publishMap(nodes: [NodeRegistry.Node], rows: [SlotTable.Row]) {
-        // Slots handed to this node that it does not serve yet are coming: their requests wait
-        // (`acquiring`) until the next round adopts them, instead of being sent back and forth.
         let me = configuration.nodeID
         let incarnation = incarnationNumber
-        let incoming = rows.indices.filter { rows[$0].owner == me && rows[$0].incarnation == incarnation }.map { UInt16($0) }
-        service.ownership.update(incoming) { slot, state in
-            state == .notOwned ? .acquiring(epoch: rows[Int(slot)].epoch) : state
-        }
+        let states = service.ownership.snapshot()
+        hasIncomingSlots = rows.indices.contains { rows[$0].owner == me && rows[$0].incarnation == incarnation && states[$0] == .notOwned }
         var index: [String: Int] = [:]
         for (position, node) in nodes.enumerated() { index[node.id] = position }
         let slots = rows.map { row -> ClusterMap.Slot in

@@ -9,23 +9,19 @@ public struct HTTPRequest: Sendable {
     public let rawQuery: String
     /// The `Authorization` header, if any.
     public let authorization: String?
-    /// The `Counter-Forwarded-By` header: the node that forwarded this request to this one
-    /// (a request is forwarded once at most).
-    public let forwardedBy: String?
-    /// The `Counter-User` header: the user a trusted backend acts for on the user routes, when
-    /// the node accepts the API token there.
-    public let actingUser: String?
+    /// The request headers the handler asked for (`HTTPHandler.requestHeaders`), by lower-case
+    /// name, as sent.
+    public let headers: [String: String]
     public let body: [UInt8]
 
     public init(method: String, path: String, query: [String: String] = [:], rawQuery: String = "", authorization: String? = nil,
-                forwardedBy: String? = nil, actingUser: String? = nil, body: [UInt8] = []) {
+                headers: [String: String] = [:], body: [UInt8] = []) {
         self.method = method
         self.path = path
         self.query = query
         self.rawQuery = rawQuery
         self.authorization = authorization
-        self.forwardedBy = forwardedBy
-        self.actingUser = actingUser
+        self.headers = Dictionary(headers.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { first, _ in first })
         self.body = body
     }
 }
@@ -71,9 +67,16 @@ public enum HTTPRefusal: Sendable, Equatable {
 
 /// Answers requests.
 public protocol HTTPHandler: Sendable {
+    /// The request headers, beyond `Authorization`, the handler reads (`HTTPRequest.headers`);
+    /// the transport knows none of its own.
+    var requestHeaders: [String] { get }
     /// Decides what to do with `request`. Called on the HTTP library's thread: it must not block.
     func dispatch(_ request: HTTPRequest) -> HTTPDisposition
     /// The answer for a request the server turns away itself, in the handler's error format.
     /// Called on any thread; it must not block.
     func response(for refusal: HTTPRefusal) -> HTTPResponse
+}
+
+extension HTTPHandler {
+    public var requestHeaders: [String] { [] }
 }

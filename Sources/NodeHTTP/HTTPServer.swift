@@ -32,6 +32,8 @@ public struct HTTPServerConfiguration: Sendable, Equatable {
 public final class HTTPServer: Service {
     public let configuration: HTTPServerConfiguration
     let handler: any HTTPHandler
+    /// The request headers the handler reads, read once.
+    private let wantedHeaders: [String]
     private let state = Mutex(State())
     private let loop: EventLoopThread
     /// Requests suspended until their answer comes. The lock also orders every suspend and
@@ -60,6 +62,7 @@ public final class HTTPServer: Service {
     public init(configuration: HTTPServerConfiguration, handler: any HTTPHandler) throws {
         self.configuration = configuration
         self.handler = handler
+        self.wantedHeaders = handler.requestHeaders
         self.loop = try EventLoopThread()
     }
 
@@ -110,14 +113,14 @@ public final class HTTPServer: Service {
         loop.start(daemon: handle, epollDescriptor: epollDescriptor)
     }
 
-    /// As a `Service`: listens until cancelled, then stops gracefully (`stop()`).
+    /// As a `Service`: listens (it has started once it is bound: `port` is the real port), until
+    /// asked to stop, then stops gracefully (`stop()`).
     /// - Throws: `HTTPServerError` when it cannot listen.
-    public func run() async throws {
+    public func run(_ lifecycle: ServiceLifecycle) async throws {
         if state.withLock({ $0.daemon == nil }) { try start() }
-        await waitUntilCancelled()
-        // Stopping waits and sleeps, which a cancelled task cannot: it runs on a task of its own,
-        // awaited here.
-        await Task { await self.stop() }.value
+        lifecycle.started()
+        await lifecycle.stopRequested()
+        await stop()
     }
 
     /// Stops accepting connections, waits (up to `timeout`) for requests being handled to be
@@ -181,6 +184,15 @@ public final class HTTPServer: Service {
             return true
         }
         if resumed { loop.connectionResumed() }
+    }
+
+    /// The headers the handler asked for, of the request on `connection`.
+    fileprivate func requestHeaders(_ connection: OpaquePointer) -> [String: String] {
+        var headers: [String: String] = [:]
+        for name in wantedHeaders {
+            if let value = MHD_lookup_connection_value(connection, .HEADER_KIND, name) { headers[name.lowercased()] = String(cString: value) }
+        }
+        return headers
     }
 
     /// What makes a request's framing or target ambiguous (see `HTTPRefusal.malformed`), or
@@ -350,8 +362,7 @@ private func accessHandler(
         query: target.arguments,
         rawQuery: target.rawQuery,
         authorization: MHD_lookup_connection_value(connection, .HEADER_KIND, "Authorization").map { String(cString: $0) },
-        forwardedBy: MHD_lookup_connection_value(connection, .HEADER_KIND, "Counter-Forwarded-By").map { String(cString: $0) },
-        actingUser: MHD_lookup_connection_value(connection, .HEADER_KIND, "Counter-User").map { String(cString: $0) },
+        headers: server.requestHeaders(connection),
         body: state.body.withLock { $0 })
     return server.dispatch(request, state: state, connection: connection)
 }

@@ -88,6 +88,44 @@ public actor PostgresConnection {
         }
     }
 
+    /// Runs `body` in one transaction that commits or rolls back as `body` decides: for a body
+    /// that finds a reason not to commit (and says which) without throwing. A thrown error rolls
+    /// back too and is rethrown.
+    public func withTransaction<T: Sendable>(
+        deciding body: sending (isolated PostgresConnection) throws -> TransactionDecision<T>
+    ) throws -> TransactionDecision<T> {
+        precondition(!inTransaction, "withTransaction does not nest")
+        try query("BEGIN")
+        inTransaction = true
+        defer { inTransaction = false }
+        let decision: TransactionDecision<T>
+        do {
+            decision = try body(self)
+        } catch {
+            rollBackQuietly()
+            throw error
+        }
+        switch decision {
+        case .commit:
+            do {
+                try query("COMMIT")
+            } catch {
+                rollBackQuietly()
+                throw error
+            }
+        case .rollBack:
+            try query("ROLLBACK")
+        }
+        return decision
+    }
+
+    private func rollBackQuietly() {
+        if let handle, PQstatus(handle) == CONNECTION_OK {
+            let rollback = PQexec(handle, "ROLLBACK")
+            PQclear(rollback)
+        }
+    }
+
     // MARK: - Connection upkeep
 
     /// The open handle, opening or reopening it first when needed (outside transactions only).

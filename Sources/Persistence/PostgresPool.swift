@@ -34,8 +34,14 @@ public final class PostgresPool: Sendable {
         _ body: (PostgresConnection) async throws -> T
     ) async throws -> T {
         let connection = try await lease()
-        defer { giveBack(connection) }
-        return try await body(connection)
+        do {
+            let value = try await body(connection)
+            await giveBack(connection)
+            return value
+        } catch {
+            await giveBack(connection)
+            throw error
+        }
     }
 
     /// Runs `body` in one transaction on a pooled connection (see `PostgresConnection.withTransaction`).
@@ -43,6 +49,14 @@ public final class PostgresPool: Sendable {
         _ body: @Sendable (isolated PostgresConnection) throws -> T
     ) async throws -> T {
         try await withConnection { connection in try await connection.withTransaction(body) }
+    }
+
+    /// Runs `body` in one transaction on a pooled connection, committed or rolled back as it
+    /// decides (see `PostgresConnection.withTransaction(deciding:)`).
+    public func withTransaction<T: Sendable>(
+        deciding body: @Sendable (isolated PostgresConnection) throws -> TransactionDecision<T>
+    ) async throws -> TransactionDecision<T> {
+        try await withConnection { connection in try await connection.withTransaction(deciding: body) }
     }
 
     /// One statement on a pooled connection.
@@ -115,7 +129,7 @@ public final class PostgresPool: Sendable {
         }
     }
 
-    private func giveBack(_ connection: PostgresConnection) {
+    private func giveBack(_ connection: PostgresConnection) async {
         let (waiter, closeIt): (CheckedContinuation<Lease, Never>?, Bool) = state.withLock { state in
             if state.closed {
                 state.open -= 1
@@ -126,6 +140,6 @@ public final class PostgresPool: Sendable {
             return (nil, false)
         }
         waiter?.resume(returning: .handedOver(connection))
-        if closeIt { Task { await connection.close() } }
+        if closeIt { await connection.close() }
     }
 }

@@ -14,7 +14,9 @@ public struct CounterError: Error, Sendable, Equatable, CustomStringConvertible 
         public static let unavailable = Code(name: "unavailable")
         /// The node is shutting down (HTTP 503).
         public static let shuttingDown = Code(name: "shutting_down")
-        /// Another node owns the post's slot (HTTP 421): nothing was done here; ask the owner.
+        /// Another node owns the post's slot, or nobody does now: nothing was done here. The API
+        /// forwards the request to the owner; a request forwarded here by mistake is answered
+        /// `421 not_owner` naming the owner, and one whose slot no live node owns `503 no_owner`.
         public static let notOwner = Code(name: "not_owner")
         /// The post's slot is changing owner and did not settle in time (HTTP 503 with
         /// Retry-After): nothing was done.

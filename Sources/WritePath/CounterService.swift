@@ -1,35 +1,33 @@
 import CounterCore
 import Persistence
 import ShardRouter
-import Synchronization
 
-/// The write path of one node: its shard actors and their write-behind flushers.
+/// The write path of one node: its shards, each the one owner of its slots' decisions,
+/// write-behind and ownership (`Shard`, `ShardStateMachine`).
 ///
-/// `start()` first reads where Redis keeps each slot (one server, or the masters of a Redis
-/// Cluster), recovers what the logs still hold from before a crash or restart, then starts the
-/// flushers; operations are routed to the shard that owns the post's slot. `shutdown()` refuses
-/// new operations, flushes everything to PostgreSQL and stops the flushers.
+/// As a `Service` (`run(_:)`), it reads where Redis keeps each slot (one server, or the masters
+/// of a Redis Cluster), moves dead letters kept under an older key, runs the shards and the slot
+/// map's refresh, and — for a sole writer — recovers what the logs still hold from before a
+/// crash or restart before it says it has started; operations are routed to the shard that owns
+/// the post's slot. Asked to stop, it refuses new operations, answers those queued, flushes
+/// everything to PostgreSQL and returns.
 public final class CounterService: Service {
-    /// How the shards and flushers behave.
+    /// How the shards behave.
     public let configuration: WritePathConfiguration
     /// Which shard owns which slot.
     public let shardMap: ShardMap
-    private let shards: [ShardActor]
-    /// Internal (not private) so tests can reach a shard's flusher.
-    let flushers: [WriteBehindFlusher]
-    /// Acknowledgement → PostgreSQL commit, per change, over all flushers.
+    private let shards: [Shard]
+    /// Acknowledgement → PostgreSQL commit, per change, over all shards.
     public let writeBehindLag = WriteBehindLag()
     private let clients: [RedisClient]
-    private let flusherTasks = Mutex<[Task<Void, Never>]>([])
-    private let topologyTask = Mutex<Task<Void, Never>?>(nil)
     /// Where Redis keeps each slot, shared by every Redis client of this service.
     public let redisTopology: RedisTopology
-    /// Which slots this node decides for, under which epochs.
+    /// Which slots this node decides for, under which epochs, as the shards publish them.
     public let ownership: OwnedSlots
     private let layout: RedisKeyLayout
     private let log: NodeLog
 
-    /// Builds the shards; nothing connects or runs until `start()`. `log` hears of flush
+    /// Builds the shards; nothing connects or runs until `run(_:)`. `log` hears of flush
     /// retries, dead letters, Redis nodes lost and found, large posts loaded and refused writes.
     /// - Throws: `CounterError(.invalidArgument)` for an unusable configuration.
     public convenience init(configuration: WritePathConfiguration, postgres: PostgresPool, redis: RedisConfiguration,
@@ -38,7 +36,7 @@ public final class CounterService: Service {
                       ownership: ownership, log: log)
     }
 
-    /// Builds the shards over `topology` (discovered, for a cluster, in `start()`).
+    /// Builds the shards over `topology` (discovered, for a cluster, when the service runs).
     /// - Parameter ownership: which slots this node decides for: every one, unfenced
     ///   (`soleWriter()`, the default), or what a cluster's membership gives it (`acquire`).
     /// - Throws: `CounterError(.invalidArgument)` for an unusable configuration.
@@ -57,113 +55,119 @@ public final class CounterService: Service {
         self.log = log
         let layout = RedisKeyLayout(prefix: configuration.keyPrefix)
         self.layout = layout
-        var shards: [ShardActor] = []
-        var flushers: [WriteBehindFlusher] = []
+        var shards: [Shard] = []
         var clients: [RedisClient] = []
         for index in 0..<configuration.shardCount {
-            let gauge = BacklogGauge()
-            let flusherRedis = RedisClient(topology: topology)
-            let shardRedis = RedisClient(topology: topology)
-            let flusher = WriteBehindFlusher(shardIndex: index, slots: map.slots(ofShard: index), redis: flusherRedis,
-                                             pool: postgres, layout: layout, configuration: configuration, gauge: gauge,
-                                             ownership: ownership, lag: writeBehindLag, log: log)
-            let hydrationRedis = RedisClient(topology: topology)
-            shards.append(ShardActor(index: index, redis: shardRedis, hydrationRedis: hydrationRedis, pool: postgres, layout: layout,
-                                     configuration: configuration, flusher: flusher, gauge: gauge, ownership: ownership, log: log))
-            flushers.append(flusher)
-            clients += [flusherRedis, shardRedis, hydrationRedis]
+            let io = ShardIO(index: index, batchRedis: RedisClient(topology: topology), flushRedis: RedisClient(topology: topology),
+                             hydrationRedis: RedisClient(topology: topology), pool: postgres, layout: layout,
+                             configuration: configuration, ownership: ownership, lag: writeBehindLag, log: log)
+            shards.append(Shard(index: index, slots: map.slots(ofShard: index), io: io, configuration: configuration,
+                                ownership: ownership, log: log))
+            clients += [io.batchRedis, io.flushRedis, io.hydrationRedis]
         }
         self.shards = shards
-        self.flushers = flushers
         self.clients = clients
         self.redisTopology = topology
     }
 
+    // MARK: - Running
+
     /// Reads the Redis Cluster's slot map (for a cluster), moves dead letters kept under an
-    /// older key, recovers each shard's unflushed log entries, then starts the flushers and the
-    /// slot map's periodic refresh.
+    /// older key, runs the shards and the map's periodic refresh, and (for a sole writer)
+    /// recovers each shard's unflushed log entries; then it has started. Asked to stop, it
+    /// refuses new operations, answers those queued, drains everything acknowledged to
+    /// PostgreSQL (unless `abandonDrain()` was called) and closes its connections.
     /// - Throws: `RedisError(.clusterConfiguration)` when the seeds are not a usable cluster;
-    ///   other errors when Redis cannot be read (nothing is started then).
-    public func start() async throws {
-        try await redisTopology.discover()
-        try await DeadLetterKeyUpgrade.run(clients[0], layout: RedisKeyLayout(prefix: configuration.keyPrefix))
-        for (shard, flusher) in zip(shards, flushers) {
-            // A node of a cluster drains each slot's log when it wins the slot (`acquire`).
-            if !ownership.isFenced { try await flusher.recover() }
-            await flusher.setMissingPostsHandler { [shard] posts in await shard.dropDeletedPosts(posts) }
+    ///   other errors when Redis cannot be read at start (what started is stopped first).
+    public func run(_ lifecycle: ServiceLifecycle) async throws {
+        do {
+            try await redisTopology.discover()
+            try await DeadLetterKeyUpgrade.run(clients[0], layout: layout)
+        } catch {
+            await closeConnections()
+            throw error
         }
-        let tasks = flushers.map { flusher in Task { await flusher.run() } }
-        flusherTasks.withLock { $0 = tasks }
+        let shards = self.shards
         let topology = redisTopology
-        topologyTask.withLock { $0 = Task { await topology.run() } }
+        let recovering = !ownership.isFenced
+        var failure: Error?
+        await withDiscardingTaskGroup { group in
+            group.addTask { await topology.run() }
+            await withDiscardingTaskGroup { running in
+                for shard in shards { running.addTask { await shard.run() } }
+                // A node of a cluster drains each slot's log when it wins the slot (`acquire`).
+                if recovering { failure = await Self.recover(shards) }
+                if failure == nil {
+                    lifecycle.started()
+                    await lifecycle.stopRequested()
+                }
+                // Each shard ends once it has answered what was queued and (unless told to
+                // abandon it) drained its logs.
+                for shard in shards { shard.tell(.stop(drain: failure == nil)) }
+            }
+            group.cancelAll()
+        }
+        await closeConnections()
+        if let failure { throw failure }
     }
 
+    /// Reads what every shard's logs still hold from before (a sole writer's start).
+    /// - Returns: the first failure, if any.
+    private static func recover(_ shards: [Shard]) async -> Error? {
+        await withTaskGroup(of: Error?.self) { recoveries in
+            for shard in shards {
+                recoveries.addTask {
+                    if case .failure(let error) = await shard.ask({ .recover($0) }) { return error }
+                    return nil
+                }
+            }
+            var first: Error?
+            for await error in recoveries where first == nil { first = error }
+            return first
+        }
+    }
+
+    private func closeConnections() async {
+        for client in clients { await client.close() }
+        await redisTopology.close()
+    }
+
+    /// Gives up draining: the shards stop after the flush under way (callers waiting for
+    /// PostgreSQL are told the write path is shutting down), leaving what waits in the Redis logs
+    /// for the next start. For a shutdown that ran out of time.
+    public func abandonDrain() async {
+        for shard in shards { shard.tell(.stop(drain: false)) }
+    }
+
+    // MARK: - Operations
+
     /// Performs `operation` for user `userID` on post `postID`.
+    /// - Parameter waitingForSlot: wait (up to `slotMoveWait`) even if the post's slot is not
+    ///   owned here yet: the caller has reason to think it is on its way (the map names this
+    ///   node its owner).
     /// - Returns: the membership and count after it.
-    /// - Throws: `CounterError`.
-    public func perform(_ operation: LikeOperation, post postID: Int64, user userID: Int64) async throws -> LikeState {
+    /// - Throws: `CounterError` (`.notOwner` when another node owns the post's slot,
+    ///   `.slotMoving` when its move did not settle in time).
+    public func perform(_ operation: LikeOperation, post postID: Int64, user userID: Int64,
+                        waitingForSlot: Bool = false) async throws -> LikeState {
         guard postID > 0, userID > 0 || operation == .count else {
             throw CounterError(code: .invalidArgument, message: "ids must be positive 64-bit integers (post \(postID), user \(userID))")
         }
-        let slot = HashSlot(post: postID)
-        try await admit(slot.rawValue)
-        let shard = shards[shardMap.shard(for: slot)]
-        return try await shard.perform(ShardDecider.Request(operation: operation, postID: postID, userID: userID))
-    }
-
-    /// Returns when operations on `slot` may be decided here: at once while it is served;
-    /// after a wait of at most `slotMoveWait` while it changes owner.
-    /// - Throws: `CounterError(.notOwner)` when another node owns it (or comes to),
-    ///   `CounterError(.slotMoving)` when the move did not settle in time.
-    private func admit(_ slot: UInt16) async throws {
-        switch ownership.admission(slot) {
-        case .serve: return
-        case .elsewhere: throw CounterError.notOwner(slot)
-        case .wait: break
-        }
-        let deadline = ContinuousClock.now + configuration.slotMoveWait
-        while ContinuousClock.now < deadline {
-            // A cancelled caller stops waiting (its sleep would return at once, spinning).
-            try await Task.sleep(for: .milliseconds(10))
-            switch ownership.admission(slot) {
-            case .serve: return
-            case .elsewhere: throw CounterError.notOwner(slot)
-            case .wait: continue
-            }
-        }
-        throw CounterError(code: .slotMoving,
-                           message: "slot \(slot) is changing owner and did not settle within \(configuration.slotMoveWait); nothing was done",
-                           retryAfterSeconds: 1)
+        return try await shards[shardMap.shard(forPost: postID)].perform(
+            ShardDecider.Request(operation: operation, postID: postID, userID: userID), waitsForSlot: waitingForSlot)
     }
 
     /// Queues `operation` and calls `completion` with the answer, without waiting: for callers on
-    /// threads of their own (the HTTP thread). `completion` runs on the shard's executor, or at
-    /// once when the operation is refused.
+    /// threads of their own (the HTTP thread). `completion` runs on the shard's loop, or at once
+    /// when the operation is refused.
     public func submit(_ operation: LikeOperation, post postID: Int64, user userID: Int64,
                        completion: @escaping @Sendable (Result<LikeState, Error>) -> Void) {
         guard postID > 0, userID > 0 || operation == .count else {
             completion(.failure(CounterError(code: .invalidArgument, message: "ids must be positive 64-bit integers (post \(postID), user \(userID))")))
             return
         }
-        let request = ShardDecider.Request(operation: operation, postID: postID, userID: userID)
-        let hashSlot = HashSlot(post: postID)
-        let shard = shards[shardMap.shard(for: hashSlot)]
-        let slot = hashSlot.rawValue
-        switch ownership.admission(slot) {
-        case .serve:
-            shard.submit(request, completion: completion)
-        case .elsewhere:
-            completion(.failure(CounterError.notOwner(slot)))
-        case .wait:
-            Task {
-                do {
-                    try await self.admit(slot)
-                    shard.submit(request, completion: completion)
-                } catch {
-                    completion(.failure(error))
-                }
-            }
-        }
+        shards[shardMap.shard(forPost: postID)].submit(ShardDecider.Request(operation: operation, postID: postID, userID: userID),
+                                                       completion: completion)
     }
 
     /// Performs many operations (a feed page, say) with one batch per shard; one result per
@@ -175,14 +179,6 @@ public final class CounterService: Service {
             guard request.post > 0, request.user > 0 || request.operation == .count else {
                 results[offset] = .failure(CounterError(code: .invalidArgument, message: "ids must be positive 64-bit integers"))
                 continue
-            }
-            if ownership.isFenced {
-                do {
-                    try await admit(HashSlot(post: request.post).rawValue)
-                } catch {
-                    results[offset] = .failure(error)
-                    continue
-                }
             }
             byShard[shardMap.shard(forPost: request.post), default: []].append(
                 (offset, ShardDecider.Request(operation: request.operation, postID: request.post, userID: request.user)))
@@ -201,13 +197,15 @@ public final class CounterService: Service {
         return results.map { $0! }
     }
 
+    // MARK: - Flushing
+
     /// Returns once every change acknowledged before the call is in PostgreSQL.
     public func flush() async throws {
         // An answer from memory (`AcknowledgementMode.memory`) comes before its Redis write: let
-        // every shard write, and tell its flusher of, what it was given before this call.
-        for shard in shards { await shard.waitForQueuedOperations() }
+        // every shard write, and note, what it was given before this call.
+        for shard in shards { _ = await shard.ask { .queuedOperationsDone($0) } }
         try await withThrowingTaskGroup(of: Void.self) { group in
-            for flusher in flushers { group.addTask { try await flusher.flushAll() } }
+            for shard in shards { group.addTask { try await shard.ask { .flushAll($0) }.get() } }
             try await group.waitForAll()
         }
     }
@@ -216,43 +214,51 @@ public final class CounterService: Service {
     public func requestFlush() async {
         // As in `flush()`: what the shards were given (answered from memory, perhaps) is written
         // and noted first, so the flush covers it; this waits at most for the batches in flight.
-        for shard in shards { await shard.waitForQueuedOperations() }
-        for flusher in flushers { await flusher.requestFlushAll() }
+        for shard in shards { _ = await shard.ask { .queuedOperationsDone($0) } }
+        for shard in shards { shard.tell(.requestFlushAll) }
     }
 
     /// Whether changes to `postID`'s slot may still be waiting for PostgreSQL.
     public func hasPendingChanges(forPost postID: Int64) async -> Bool {
-        await flushers[shardMap.shard(forPost: postID)].hasPendingChanges(inSlot: HashSlot(post: postID).rawValue)
+        let slot = HashSlot(post: postID).rawValue
+        return await shards[shardMap.shard(forPost: postID)].ask { .hasPendingChanges(slot: slot, $0) }
     }
 
-    /// Seconds since the flusher of `postID`'s shard last committed.
+    /// Seconds since the shard of `postID` last committed a flush.
     public func secondsSinceFlush(forPost postID: Int64) async -> Double {
-        await flushers[shardMap.shard(forPost: postID)].currentStats().secondsSinceFlush
+        await shards[shardMap.shard(forPost: postID)].ask { .statistics($0) }.secondsSinceFlush
     }
 
     /// Per shard: operations, group commits, backlog, flushes, retries, errors, dead letters.
     public func stats() async -> [ShardStats] {
         var result: [ShardStats] = []
-        for (shard, flusher) in zip(shards, flushers) {
-            var stats = await flusher.currentStats()
-            let shardStats = await shard.currentStats()
-            stats.operations = shardStats.operations
-            stats.groupCommits = shardStats.groupCommits
-            stats.groupCommittedChanges = shardStats.groupCommittedChanges
-            stats.largestGroupCommit = shardStats.largestGroupCommit
-            stats.averageGroupCommit = shardStats.averageGroupCommit
-            stats.lostMemoryAcknowledgements = shardStats.lostMemoryAcknowledgements
-            stats.redisErrors += shardStats.redisErrors
-            stats.postgresErrors += shardStats.postgresErrors
-            result.append(stats)
-        }
+        for shard in shards { result.append(await shard.ask { .statistics($0) }) }
         return result
     }
+
+    /// The slots whose write-behind logs hold changes not yet in PostgreSQL, with how many
+    /// changes are counted in each (0: the log's content is not known until it is read again).
+    public func pendingBySlot() async -> [UInt16: Int] {
+        var pending: [UInt16: Int] = [:]
+        for shard in shards { pending.merge(await shard.ask { .pendingBySlot($0) }) { $0 + $1 } }
+        return pending
+    }
+
+    /// Makes the shards read `slots`' logs again before their next flush, as after a write
+    /// whose outcome is unknown (for tests).
+    func noteUncertain(_ slots: Set<UInt16>) async {
+        for slot in slots { shards[shardMap.shard(for: HashSlot(rawValue: slot)!)].tell(.logsUncertain([slot])) }
+        for shard in shards { _ = await shard.ask { .pendingBySlot($0) } }
+    }
+
+    // MARK: - Posts whose Redis copy is wrong
 
     /// Forgets that `posts` were found missing, so the next operation asks PostgreSQL again
     /// (for an operator who has just restored them).
     public func recheckExistence(of posts: [Int64]) async {
-        for post in posts { await shards[shardMap.shard(forPost: post)].recheckExistence(of: [post]) }
+        for (shard, part) in byShard(posts) { shards[shard].tell(.recheckExistence(part)) }
+        // Answered once each shard has taken it in.
+        for (shard, _) in byShard(posts) { _ = await shards[shard].ask { .pendingBySlot($0) } }
     }
 
     /// Makes Redis load `posts` afresh from PostgreSQL on their next touch, for posts whose
@@ -260,11 +266,17 @@ public final class CounterService: Service {
     /// has changes waiting for PostgreSQL are left alone.
     /// - Returns: the posts that were reset.
     public func resyncRedisFromPostgres(_ posts: [Int64]) async -> Set<Int64> {
-        var byShard: [Int: [Int64]] = [:]
-        for post in posts where post > 0 { byShard[shardMap.shard(forPost: post), default: []].append(post) }
         var reset: Set<Int64> = []
-        for (shard, shardPosts) in byShard { reset.formUnion(await shards[shard].resyncFromPostgres(shardPosts)) }
+        for (shard, part) in byShard(posts.filter { $0 > 0 }) {
+            reset.formUnion(await shards[shard].ask { .resync(part, $0) })
+        }
         return reset
+    }
+
+    private func byShard(_ posts: [Int64]) -> [Int: [Int64]] {
+        var byShard: [Int: [Int64]] = [:]
+        for post in posts { byShard[shardMap.shard(forPost: post), default: []].append(post) }
+        return byShard
     }
 
     // MARK: - Slots changing owner (a node of a cluster)
@@ -274,66 +286,35 @@ public final class CounterService: Service {
     /// PostgreSQL, and only then serves them. Operations on them wait meanwhile. A slot whose
     /// key already holds a higher epoch was overtaken by a later claim and is not served.
     /// - Returns: the slots now served.
-    /// - Throws: when Redis or PostgreSQL fail; the slots stay waiting (`acquiring`), and the
-    ///   caller tries again.
+    /// - Throws: when Redis or PostgreSQL fail; those slots are let go, and the caller tries again.
     @discardableResult
     public func acquire(_ epochs: [UInt16: Int64]) async throws -> Set<UInt16> {
         guard !epochs.isEmpty else { return [] }
-        ownership.set(epochs.keys) { .acquiring(epoch: epochs[$0]!) }
-        let ordered = epochs.sorted { $0.key < $1.key }
-        let raised = await SlotEpochKeys.raise(ordered.map { (HashSlot(rawValue: $0.key)!, $0.value) }, layout: layout, redis: clients[0])
-        var won: Set<UInt16> = []
-        var overtaken: Set<UInt16> = []
-        var failure: Error?
-        for ((slot, epoch), result) in zip(ordered, raised) {
-            switch result {
-            case .success(let held) where held == epoch: won.insert(slot)
-            case .success: overtaken.insert(slot)
-            case .failure(let error): failure = failure ?? error
-            }
+        let parts = bySlotShard(epochs)
+        let shards = self.shards
+        return try await withThrowingTaskGroup(of: Set<UInt16>.self) { group in
+            for (shard, part) in parts { group.addTask { try await shards[shard].ask { .claim(part, $0) }.get() } }
+            return try await group.reduce(into: Set<UInt16>()) { $0.formUnion($1) }
         }
-        if !overtaken.isEmpty { ownership.set(overtaken) { _ in .notOwned } }
-        if let failure { throw failure }
-        var byShard: [Int: Set<UInt16>] = [:]
-        for slot in won { byShard[shardMap.shard(for: HashSlot(rawValue: slot)!), default: []].insert(slot) }
-        let flushers = self.flushers
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for (shard, slots) in byShard { group.addTask { try await flushers[shard].drain(slots) } }
-            try await group.waitForAll()
-        }
-        var served: Set<UInt16> = []
-        ownership.update(won) { slot, state in
-            guard case .acquiring(let epoch) = state, epoch == epochs[slot] else { return state }
-            served.insert(slot)
-            return .serving(epoch: epoch)
-        }
-        return served
     }
 
     /// Prepares served `slots` to be handed to another node: new operations on them wait, the
     /// batches in flight are written (under the epochs held), and everything written for them
     /// is flushed to PostgreSQL. The caller then changes the owner in PostgreSQL and calls
-    /// `drop(_:)`; until then the slots stay `releasing`.
+    /// `handedOff`; until then the slots stay releasing.
     public func release(_ slots: Set<UInt16>) async throws {
-        ownership.update(slots) { _, state in
-            if case .serving(let epoch) = state { return .releasing(epoch: epoch) }
-            return state
-        }
-        for shard in shards { await shard.waitForQueuedOperations() }
-        var byShard: [Int: Set<UInt16>] = [:]
-        for slot in slots { byShard[shardMap.shard(for: HashSlot(rawValue: slot)!), default: []].insert(slot) }
-        let flushers = self.flushers
+        let parts = bySlotShard(Dictionary(uniqueKeysWithValues: slots.map { ($0, Int64(0)) }))
+        let shards = self.shards
         try await withThrowingTaskGroup(of: Void.self) { group in
-            for (shard, part) in byShard { group.addTask { try await flushers[shard].flush(part) } }
+            for (shard, part) in parts { group.addTask { try await shards[shard].ask { .release(Set(part.keys), $0) }.get() } }
             try await group.waitForAll()
         }
     }
 
     /// Serves again the `slots` whose hand-off failed (still under the epochs held).
     public func resumeServing(_ slots: Set<UInt16>) {
-        ownership.update(slots) { _, state in
-            if case .releasing(let epoch) = state { return .serving(epoch: epoch) }
-            return state
+        for (shard, part) in bySlotShard(Dictionary(uniqueKeysWithValues: slots.map { ($0, Int64(0)) })) {
+            shards[shard].tell(.resume(Set(part.keys)))
         }
     }
 
@@ -342,63 +323,27 @@ public final class CounterService: Service {
     /// has in flight, and drops them and `alsoDropping` (whose change in PostgreSQL found
     /// another owner already).
     public func handedOff(_ epochs: [UInt16: Int64], alsoDropping: Set<UInt16>) async {
-        let ordered = epochs.sorted { $0.key < $1.key }
-        _ = await SlotEpochKeys.raise(ordered.map { (HashSlot(rawValue: $0.key)!, $0.value) }, layout: layout, redis: clients[0])
-        await drop(alsoDropping.union(epochs.keys))
-    }
-
-    /// Stops deciding for `slots` (handed off, or found to be another node's): operations on
-    /// them are refused as `notOwner`, and their flushers forget them (the new owner drains
-    /// their logs).
-    public func drop(_ slots: Set<UInt16>) async {
-        guard !slots.isEmpty else { return }
-        ownership.set(slots) { _ in .notOwned }
-        var byShard: [Int: Set<UInt16>] = [:]
-        for slot in slots { byShard[shardMap.shard(for: HashSlot(rawValue: slot)!), default: []].insert(slot) }
-        for (shard, part) in byShard { await flushers[shard].forget(part) }
-    }
-
-    /// As a `Service`: starts (unless `start()` already ran — a node calls it before its service
-    /// group, so no request arrives before recovery), works until cancelled, then stops taking
-    /// operations, drains everything acknowledged to PostgreSQL and stops the flushers.
-    public func run() async throws {
-        if flusherTasks.withLock({ $0.isEmpty }) { try await start() }
-        await waitUntilCancelled()
-        // The drain waits and sleeps, which a cancelled task cannot: it runs on a task of its own,
-        // awaited here.
-        let service = self
-        await Task { await service.shutdown(drain: true) }.value
-    }
-
-    /// The slots whose write-behind logs hold changes not yet in PostgreSQL, with how many
-    /// changes are counted in each (0: the log's content is not known until it is read again).
-    public func pendingBySlot() async -> [UInt16: Int] {
-        var pending: [UInt16: Int] = [:]
-        for flusher in flushers { pending.merge(await flusher.pendingBySlot()) { $0 + $1 } }
-        return pending
-    }
-
-    /// Gives up draining: the flushers stop after the flush under way (callers waiting for
-    /// PostgreSQL are told the write path is shutting down), leaving what waits in the Redis logs
-    /// for the next start. For a shutdown that ran out of time.
-    public func abandonDrain() async {
-        for flusher in flushers { await flusher.stop(drain: false) }
-    }
-
-    /// Stops taking operations, flushes everything acknowledged to PostgreSQL (when `drain`),
-    /// and stops the flushers.
-    public func shutdown(drain: Bool = true) async {
-        for shard in shards { await shard.stopAccepting() }
-        // Operations still queued are answered; their changes are drained too.
-        if drain { for shard in shards { await shard.waitForQueuedOperations() } }
-        for flusher in flushers { await flusher.stop(drain: drain) }
-        let tasks = flusherTasks.withLock { $0 }
-        for task in tasks { await task.value }
-        if let refresher = topologyTask.withLock({ $0 }) {
-            refresher.cancel()
-            await refresher.value
+        var parts = bySlotShard(epochs)
+        var dropping: [Int: Set<UInt16>] = [:]
+        for slot in alsoDropping { dropping[shardMap.shard(for: HashSlot(rawValue: slot)!), default: []].insert(slot) }
+        for shard in dropping.keys where parts[shard] == nil { parts[shard] = [:] }
+        for (shard, part) in parts {
+            await shards[shard].ask { .handedOff(part, alsoDropping: dropping[shard] ?? [], $0) }
         }
-        for client in clients { await client.close() }
-        await redisTopology.close()
+    }
+
+    /// Stops deciding for `slots` (found to be another node's): operations on them are refused
+    /// as `notOwner`, and what their shards knew of their logs is forgotten (the new owner
+    /// drains them).
+    public func drop(_ slots: Set<UInt16>) async {
+        for (shard, part) in bySlotShard(Dictionary(uniqueKeysWithValues: slots.map { ($0, Int64(0)) })) {
+            await shards[shard].ask { .drop(Set(part.keys), $0) }
+        }
+    }
+
+    private func bySlotShard(_ epochs: [UInt16: Int64]) -> [Int: [UInt16: Int64]] {
+        var parts: [Int: [UInt16: Int64]] = [:]
+        for (slot, epoch) in epochs { parts[shardMap.shard(for: HashSlot(rawValue: slot)!), default: [:]][slot] = epoch }
+        return parts
     }
 }

@@ -6,7 +6,7 @@ import Persistence
 /// Fields: `log` and `entry` (the write-behind log and entry it was read from), `reason`, `at`
 /// (Unix milliseconds), then the change as in the log (`u`, `p`, `l`) or, for an entry that
 /// could not be read, `raw`; for a change PostgreSQL refused also `sqlstate` and `message`.
-struct DeadLetter {
+struct DeadLetter: Sendable {
     /// The reason of a change to a post `posts` does not have.
     static let missingPostReason = "post does not exist in posts"
     /// The reason of a change PostgreSQL refused on its own (a trigger, a constraint, a value).

@@ -8,7 +8,7 @@ import ShardRouter
 /// the set is whole, replaces the likers set with it and sets the marker — between its batches
 /// (`publish`), so no batch ever sees part of the likers. The pages need no fence: the loading
 /// set is this attempt's alone, and only the publication makes it count.
-struct LargePostHydration {
+struct LargePostHydration: Sendable {
     let post: Int64
     let pool: PostgresPool
     let redis: RedisClient
@@ -36,26 +36,7 @@ struct LargePostHydration {
                 try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 do {
                     try await connection.query(PostHydration.declareLikersCursor, [.int64(post)])
-                    var loaded = 0
-                    var writing: Task<Void, Error>?
-                    while true {
-                        let rows = try await connection.query(PostHydration.fetchLikers(pageSize: pageSize))
-                        var users: [Int64] = []
-                        users.reserveCapacity(rows.count)
-                        for row in rows { users.append(try row.int64(0)) }
-                        // The page before must be in before this one goes (and before the end).
-                        try await writing?.value
-                        writing = nil
-                        if users.isEmpty { break }
-                        loaded += users.count
-                        let page = PostHydration.loadingPage(users, post: post, loading: loading)
-                        let redis = self.redis
-                        writing = Task { try Self.check(await redis.execute([page]).first) }
-                        if users.count < pageSize {
-                            try await writing?.value
-                            break
-                        }
-                    }
+                    let loaded = try await loadPages(from: connection)
                     try await connection.query("COMMIT")
                     return loaded
                 } catch {
@@ -66,6 +47,32 @@ struct LargePostHydration {
         } catch {
             await discard()
             throw error
+        }
+    }
+
+    /// Fetches pages from the cursor and adds each to the loading set, one page written while
+    /// the next is read (at most one write in flight, a child of this call). A cancelled load
+    /// stops between pages.
+    private func loadPages(from connection: PostgresConnection) async throws -> Int {
+        try await withThrowingTaskGroup(of: Void.self) { writes in
+            var loaded = 0
+            while true {
+                try Task.checkCancellation()
+                let rows = try await connection.query(PostHydration.fetchLikers(pageSize: pageSize))
+                var users: [Int64] = []
+                users.reserveCapacity(rows.count)
+                for row in rows { users.append(try row.int64(0)) }
+                // The page before must be in before this one goes (and before the end).
+                try await writes.next()
+                if users.isEmpty { break }
+                loaded += users.count
+                let page = PostHydration.loadingPage(users, post: post, loading: loading)
+                let redis = self.redis
+                writes.addTask { try Self.check(await redis.execute([page]).first) }
+                if users.count < pageSize { break }
+            }
+            try await writes.waitForAll()
+            return loaded
         }
     }
 

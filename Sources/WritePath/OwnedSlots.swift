@@ -1,9 +1,10 @@
 import ShardRouter
 import Synchronization
 
-/// Which slots this node decides for, and under which epoch — the write path's view of slot
-/// ownership, kept by whoever runs the cluster membership (`ClusterMember`) and read on every
-/// operation and every Redis write.
+/// Which slots this node decides for, and under which epoch, as the rest of the node reads it:
+/// a copy the shards publish after every move of one of their slots (`Shard.run`). Only the
+/// shards move slots (`SlotLifecycle`, in each shard's `ShardStateMachine`); the membership,
+/// the API and the metrics read this view and never change it.
 ///
 /// A node that is the only writer (tests, benches, an embedded write path) uses `soleWriter`:
 /// every slot is served and nothing is fenced. A node of a cluster starts with no slot and
@@ -31,16 +32,6 @@ public final class OwnedSlots: Sendable {
         }
     }
 
-    /// What an operation on a slot does now.
-    public enum Admission: Sendable, Equatable {
-        /// Decide it here.
-        case serve
-        /// The slot is changing owner: wait (briefly) and ask again.
-        case wait
-        /// Another node decides it.
-        case elsewhere
-    }
-
     /// Whether writes carry epochs (`false` for a sole writer).
     public let isFenced: Bool
     private let states: Mutex<[State]>
@@ -50,7 +41,7 @@ public final class OwnedSlots: Sendable {
     /// PostgreSQL's check in the flush, or before sending (the slot was given up meanwhile).
     public var fencedWrites: Int { fencedCount.load(ordering: .relaxed) }
 
-    /// Counts refused writes (`fencedWrites`).
+    /// Counts refused writes (`fencedWrites`): a metric, not a decision.
     func noteFenced(_ count: Int = 1) {
         fencedCount.add(count, ordering: .relaxed)
     }
@@ -83,57 +74,9 @@ public final class OwnedSlots: Sendable {
         states.withLock { $0 }
     }
 
-    /// What an operation on `slot` does now.
-    public func admission(_ slot: UInt16) -> Admission {
-        if !isFenced { return .serve }
-        switch states.withLock({ $0[Int(slot)] }) {
-        case .serving: return .serve
-        case .acquiring, .releasing: return .wait
-        case .notOwned: return .elsewhere
-        }
-    }
-
-    /// The epoch a write for `slot` carries, or `nil` when this node may not write it: served,
-    /// or being released (the batch in flight still writes). For a sole writer, `0` (unfenced).
-    public func writeEpoch(_ slot: UInt16) -> Int64? {
-        if !isFenced { return 0 }
-        switch states.withLock({ $0[Int(slot)] }) {
-        case .serving(let epoch), .releasing(let epoch): return epoch
-        case .acquiring, .notOwned: return nil
-        }
-    }
-
-    /// The epoch the flusher applies `slot`'s log under, or `nil` when this node may not: held
-    /// in any way, including while it is being acquired (the drain before serving is a flush).
-    public func flushEpoch(_ slot: UInt16) -> Int64? {
-        if !isFenced { return 0 }
-        return states.withLock { $0[Int(slot)] }.epoch
-    }
-
-    /// Sets the state of each slot of `slots`.
-    public func set(_ slots: some Sequence<UInt16>, to state: (UInt16) -> State) {
-        states.withLock { states in
-            for slot in slots { states[Int(slot)] = state(slot) }
-        }
-    }
-
-    /// Changes each slot of `slots` from its current state to `transform`'s result, atomically
-    /// per call.
-    public func update(_ slots: some Sequence<UInt16>, _ transform: (UInt16, State) -> State) {
-        states.withLock { states in
-            for slot in slots { states[Int(slot)] = transform(slot, states[Int(slot)]) }
-        }
-    }
-
-    /// Gives `slot` up if it is still held under `epoch` (Redis or PostgreSQL refused a write
-    /// made with it).
-    /// - Returns: whether it was given up now.
-    @discardableResult
-    public func lose(_ slot: UInt16, epoch: Int64) -> Bool {
-        states.withLock { states in
-            guard states[Int(slot)].epoch == epoch else { return false }
-            states[Int(slot)] = .notOwned
-            return true
-        }
+    /// Publishes `slot`'s state: called by the shard that owns the slot, after it moved.
+    func publish(_ slot: UInt16, _ state: State) {
+        guard isFenced else { return }
+        states.withLock { $0[Int(slot)] = state }
     }
 }

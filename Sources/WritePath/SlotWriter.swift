@@ -2,30 +2,26 @@ import CounterCore
 import Persistence
 import ShardRouter
 
-/// Sends writes for slots with the epoch this node holds for each (`OwnedSlots`), so Redis
-/// refuses them once another node has taken the slot. A group for a slot this node does not
-/// hold fails without being sent; a group Redis refuses gives the slot up. Both fail with
-/// `RedisError.Code.fenced`: nothing of them ran.
-struct SlotWriter {
-    let redis: RedisClient
-    let ownership: OwnedSlots
-    let layout: RedisKeyLayout
-    let log: NodeLog
-
-    /// One result per group, in order.
-    /// - Parameter epochs: the epoch each slot's write carries: those held when the work began
-    ///   (a batch's reads, a flush's plan), so that work begun under an epoch the node has since
-    ///   lost, even if it won the slot back, is refused. `nil`: the epochs held now.
-    func execute(epochs: [UInt16: Int64]? = nil, _ groups: [SlotCommands]) async -> [Result<[RedisReply], RedisError>] {
-        guard ownership.isFenced else { return await redis.execute(groups) }
+/// Sends writes for slots with the epoch the shard holds for each, so Redis refuses them once
+/// another node has taken the slot. A group for a slot without an epoch fails without being
+/// sent. Both refusals fail with `RedisError.Code.fenced`: nothing of them ran.
+enum SlotWriter {
+    /// One result per group, in order, and the slots whose writes Redis refused (with the
+    /// epoch the write carried).
+    /// - Parameter epochs: the epoch each slot's write carries — those held when the work
+    ///   began (a batch's reads, a flush's plan), so that work begun under an epoch the node has
+    ///   since lost, even if it won the slot back, is refused. `nil`: unfenced (a sole writer).
+    static func execute(_ groups: [SlotCommands], epochs: [UInt16: Int64]?, redis: RedisClient, layout: RedisKeyLayout,
+                        counting ownership: OwnedSlots) async -> (results: [Result<[RedisReply], RedisError>], fenced: [ShardStateMachine.FencedSlot]) {
+        guard let epochs else { return (await redis.execute(groups), []) }
         var results = [Result<[RedisReply], RedisError>?](repeating: nil, count: groups.count)
         var sent: [SlotCommands] = []
         var positions: [Int] = []
         sent.reserveCapacity(groups.count)
         for (position, group) in groups.enumerated() {
-            guard let epoch = epochs.map({ $0[group.slot.rawValue] }) ?? ownership.writeEpoch(group.slot.rawValue) else {
+            guard let epoch = epochs[group.slot.rawValue] else {
                 ownership.noteFenced()
-                results[position] = .failure(Self.notHeld(group.slot))
+                results[position] = .failure(notHeld(group.slot))
                 continue
             }
             var fenced = group
@@ -33,21 +29,20 @@ struct SlotWriter {
             sent.append(fenced)
             positions.append(position)
         }
+        var refused: [ShardStateMachine.FencedSlot] = []
         if !sent.isEmpty {
             for (index, result) in zip(positions.indices, await redis.execute(sent)) {
                 if case .failure(let error) = result, error.code == .fenced, let fence = sent[index].fence {
                     ownership.noteFenced()
-                    if ownership.lose(sent[index].slot.rawValue, epoch: fence.epoch) {
-                        log.log(.warn, "slot_fenced", ["slot": String(sent[index].slot.rawValue), "epoch": String(fence.epoch),
-                                                       "error": error.message])
-                    }
+                    refused.append(ShardStateMachine.FencedSlot(slot: sent[index].slot.rawValue, epoch: fence.epoch))
                 }
                 results[positions[index]] = result
             }
         }
-        return results.map { $0! }
+        return (results.map { $0! }, refused)
     }
 
+    /// The refusal of a write for a slot this node does not hold.
     static func notHeld(_ slot: HashSlot) -> RedisError {
         RedisError(code: .fenced, message: "this node does not hold slot \(slot.rawValue) (any more); nothing was written")
     }

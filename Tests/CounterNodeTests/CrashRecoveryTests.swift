@@ -94,7 +94,7 @@ struct CrashRecoveryTests {
         for user in 1...40 {
             for post in harness.posts { _ = try await harness.service.perform(.like, post: post, user: Int64(user)) }
         }
-        await harness.service.shutdown(drain: false)
+        await harness.stopService(drain: false)
         #expect(try await harness.postgresMembers().isEmpty, "nothing was meant to be flushed yet")
 
         let restarted = try await harness.restarted()
@@ -133,7 +133,7 @@ struct CrashRecoveryTests {
         _ = try await pool.withTransaction { connection in
             try LikeBatchApplier.apply(appliedBeforeCrash, on: connection, auditTable: audit)
         }
-        await harness.service.shutdown(drain: false)
+        await harness.stopService(drain: false)
 
         // The new version recovers both logs and flushes them: the applied entries are skipped
         // (applying one twice would break the audit table's key and fail the flush).

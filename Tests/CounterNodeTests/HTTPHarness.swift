@@ -13,6 +13,8 @@ struct HTTPHarness {
     let writePath: WritePathHarness
     let server: HTTPServer
     let api: CounterAPI
+    /// The API's request tasks, running.
+    let requests: RunningServices
     var port: Int { server.port }
     var posts: [Int64] { writePath.posts }
 
@@ -26,9 +28,10 @@ struct HTTPHarness {
         configure(&configuration)
         let api = CounterAPI(service: writePath.service, tokens: AccessTokens(api: apiToken, admin: adminToken),
                              postgres: writePath.pool, redis: writePath.redis, readyMaxLag: readyMaxLag, users: users)
+        let requests = try await RunningServices.start([api])
         let server = try HTTPServer(configuration: configuration, handler: api)
         try server.start()
-        return HTTPHarness(writePath: writePath, server: server, api: api)
+        return HTTPHarness(writePath: writePath, server: server, api: api, requests: requests)
     }
 
     /// Sends one request on its own connection and returns the response.
@@ -40,8 +43,11 @@ struct HTTPHarness {
         return response
     }
 
+    /// Stops as a node does: the server, the write path, then the API's request tasks (which
+    /// the write path has answered by then).
     func stop() async {
         await server.stop()
         await writePath.stop()
+        try? await requests.stop()
     }
 }

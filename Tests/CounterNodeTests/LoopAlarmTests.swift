@@ -1,7 +1,7 @@
 import Testing
-@testable import WritePath
+import CounterCore
 
-@Suite("Loop alarm")
+@Suite("Loop alarm", .timeLimit(.minutes(1)))
 struct LoopAlarmTests {
     @Test("a ring wakes a sleep with no deadline, whether it comes before or during the sleep")
     func ringWakes() async {

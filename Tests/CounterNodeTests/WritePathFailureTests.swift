@@ -98,7 +98,7 @@ struct WritePathFailureTests {
             }
             try await servers.run("stop", only: "redis")
             // A write whose outcome is unknown leaves its slot to be read again; nothing else waits.
-            await harness.service.flushers[0].noteUncertain([HashSlot(post: harness.posts[0]).rawValue])
+            await harness.service.noteUncertain([HashSlot(post: harness.posts[0]).rawValue])
             try await Task.sleep(for: .seconds(2))
             // Each attempt fails and backs off (50, 100, 200, 400, 400 … ms): a handful in 2 s.
             let retries = await harness.service.stats()[0].flushRetries
@@ -149,7 +149,7 @@ struct WritePathBehaviourTests {
         let restarted = try await harness.restarted()
         let afterRestart = await #expect(throws: CounterError.self) { try await restarted.service.perform(.like, post: deleted, user: 9) }
         #expect(afterRestart?.code == .unknownPost)
-        await restarted.service.shutdown()
+        await restarted.stopService()
         await harness.stop()
     }
 
@@ -260,7 +260,7 @@ struct WritePathBehaviourTests {
     func largePostLogged(redis: RedisTarget) async throws {
         let harness = try await WritePathHarness.start(posts: 2, redis: redis) { $0.flushOnlyWhenAsked() }
         let (large, small) = (harness.posts[0], harness.posts[1])
-        let likers = ShardActor.largePostLikers
+        let likers = ShardStateMachine.largePostLikers
         try await harness.pool.query("""
             INSERT INTO likes (user_id, post_id) SELECT generate_series(1, $1::bigint), $2
             """, [.int64(Int64(likers)), .int64(large)])

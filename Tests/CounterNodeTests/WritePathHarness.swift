@@ -17,6 +17,8 @@ struct WritePathHarness {
     let posts: [Int64]
     /// What the service logged (every level).
     let log: LogLines
+    /// The service, running.
+    let running: RunningServices
 
     /// Creates `postCount` posts and starts a service over them.
     static func start(posts postCount: Int, postgresURL: String = TestEnvironment.postgresURL,
@@ -35,9 +37,10 @@ struct WritePathHarness {
         let redisConfiguration = try RedisConfiguration(url: redisURL ?? target.url)
         let log = LogLines()
         let service = try CounterService(configuration: configuration, postgres: pool, redis: redisConfiguration, log: log.nodeLog)
-        try await service.start()
+        let running = try await RunningServices.start([service])
         return WritePathHarness(pool: pool, redis: RedisClient(topology: service.redisTopology),
-                                layout: RedisKeyLayout(prefix: configuration.keyPrefix), service: service, posts: posts, log: log)
+                                layout: RedisKeyLayout(prefix: configuration.keyPrefix), service: service, posts: posts, log: log,
+                                running: running)
     }
 
     /// A second service over the same prefix (a restart).
@@ -45,13 +48,13 @@ struct WritePathHarness {
         var configuration = service.configuration
         configure(&configuration)
         let service = try CounterService(configuration: configuration, postgres: pool, redis: redis.topology.configuration, log: log.nodeLog)
-        try await service.start()
-        return WritePathHarness(pool: pool, redis: redis, layout: layout, service: service, posts: posts, log: log)
+        let running = try await RunningServices.start([service])
+        return WritePathHarness(pool: pool, redis: redis, layout: layout, service: service, posts: posts, log: log, running: running)
     }
 
     /// The same service, looking at `posts` instead.
     func with(posts: [Int64]) -> WritePathHarness {
-        WritePathHarness(pool: pool, redis: redis, layout: layout, service: service, posts: posts, log: log)
+        WritePathHarness(pool: pool, redis: redis, layout: layout, service: service, posts: posts, log: log, running: running)
     }
 
     /// (user, post) pairs with a `likes` row, for `posts`.
@@ -85,8 +88,15 @@ struct WritePathHarness {
         await service.stats().reduce(0) { $0 + $1.flushTransactions }
     }
 
+    /// Stops the service only: with `drain`, after flushing everything; without, after the
+    /// flush under way (what waits stays in the Redis logs, as after a crash).
+    func stopService(drain: Bool = true) async {
+        if !drain { await service.abandonDrain() }
+        try? await running.stop()
+    }
+
     func stop() async {
-        await service.shutdown()
+        await stopService()
         await redis.close()
         await pool.close()
     }

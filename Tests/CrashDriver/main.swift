@@ -1,3 +1,4 @@
+import CounterCore
 import Foundation
 import Persistence
 import WritePath
@@ -33,16 +34,17 @@ configuration.flushBatchSize = 300
 configuration.flushMaxAge = .milliseconds(100)
 let pool = PostgresPool(configuration: PostgresConfiguration(url: arguments[2]))
 let service = try CounterService(configuration: configuration, postgres: pool, redis: try RedisConfiguration(url: arguments[3]))
-try await service.start()
 
 switch arguments[1] {
 case "recover":
-    try await service.flush()
-    emit("FLUSHED")
-    await service.shutdown()
+    try await ServiceGroup.withRunning([service]) {
+        try await service.flush()
+        emit("FLUSHED")
+    }
     exit(0)
 case "run":
-    await withTaskGroup(of: Void.self) { group in
+    try await ServiceGroup.withRunning([service]) {
+      await withTaskGroup(of: Void.self) { group in
         for worker in 0..<workers {
             group.addTask {
                 var generator = SystemRandomNumberGenerator()
@@ -61,6 +63,7 @@ case "run":
                 }
             }
         }
+      }
     }
 default:
     exit(2)

@@ -6,7 +6,7 @@ import Synchronization
 /// nobody sleeps is kept, and the next sleep returns at once, so a wake-up that races the loop
 /// on its way to sleep is never lost (at worst the loop turns once more for nothing). A sleep
 /// also ends when its task is cancelled, and a cancelled task's sleep returns at once.
-final class LoopAlarm: Sendable {
+public final class LoopAlarm: Sendable {
     private enum State {
         /// Nobody sleeps and no ring is kept.
         case quiet
@@ -19,10 +19,10 @@ final class LoopAlarm: Sendable {
     private let state = Mutex(State.quiet)
 
     /// An alarm nobody has rung.
-    init() {}
+    public init() {}
 
     /// Wakes the sleeping loop, or, when it is not asleep, makes its next sleep return at once.
-    func ring() {
+    public func ring() {
         let sleeper = state.withLock { state -> CheckedContinuation<Void, Never>? in
             switch state {
             case .sleeping(let continuation):
@@ -38,7 +38,7 @@ final class LoopAlarm: Sendable {
 
     /// Returns at `deadline` (never, when it is `nil`), once the alarm rings, or once the task is
     /// cancelled, whichever comes first.
-    func sleep(until deadline: ContinuousClock.Instant?) async {
+    public func sleep(until deadline: ContinuousClock.Instant?) async {
         guard let deadline else { return await waitForRing() }
         await withTaskGroup(of: Void.self) { group in
             group.addTask {

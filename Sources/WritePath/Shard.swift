@@ -1,0 +1,159 @@
+import CounterCore
+import Persistence
+import ShardRouter
+import Synchronization
+
+/// One shard: owns the posts of its slots and serialises every decision about them.
+///
+/// The shard is a loop (`run()`, a child of the write path's service) around one
+/// `ShardStateMachine`, which only the loop touches: it takes what arrived in the `ShardInbox`,
+/// hands each event to the machine, performs the actions the machine asks for — answers and
+/// replies at once, I/O as child tasks of the loop (`ShardIO`) whose results come back through
+/// the inbox as events — and sleeps until the next arrival or the machine's next deadline
+/// (`ShardTicker`). No lock guards the machine and no state is read across an `await`: between
+/// two events the machine is the whole truth.
+///
+/// A batch costs one Redis read round trip (is the post hydrated, its count, the membership of
+/// the batch's users), a decision in memory (`ShardDecider`), and one Redis write round trip
+/// that carries every change with its write-behind log entry, atomically per slot. Operations
+/// that arrive meanwhile queue; the next batch takes all of them (group commit), so thousands
+/// of concurrent likes on one post cost a few round trips, not thousands.
+final class Shard: Sendable {
+    let index: Int
+    let inbox: ShardInbox
+    private let io: ShardIO
+    private let slotRange: Range<Int>
+    private let configuration: WritePathConfiguration
+    /// Where slot states are published for the rest of the node.
+    private let ownership: OwnedSlots
+    private let log: NodeLog
+
+    init(index: Int, slots: Range<Int>, io: ShardIO, configuration: WritePathConfiguration, ownership: OwnedSlots, log: NodeLog) {
+        self.index = index
+        self.slotRange = slots
+        self.io = io
+        self.configuration = configuration
+        self.ownership = ownership
+        self.log = log
+        self.inbox = ShardInbox(index: index, limit: max(1, configuration.maximumQueuedOperationsPerShard))
+    }
+
+    // MARK: - The loop
+
+    /// Runs the shard until its machine finishes (after `.stop`), then cancels what I/O is
+    /// still under way (large posts loading) and returns once every child task has ended.
+    func run() async {
+        var machine = ShardStateMachine(index: index, slotRange: slotRange, configuration: configuration,
+                                        isFenced: ownership.isFenced, now: .now)
+        let ticker = ShardTicker()
+        let inbox = self.inbox
+        await withDiscardingTaskGroup { group in
+            group.addTask { await ticker.run { inbox.post(.tick) } }
+            var actions: [ShardStateMachine.Action] = []
+            while !machine.isFinished {
+                let (operations, events) = await inbox.take()
+                let now = ContinuousClock.now
+                if !operations.isEmpty { machine.handle(.operations(operations), now: now, into: &actions) }
+                for event in events { machine.handle(event, now: now, into: &actions) }
+                // Published before any reply, so a caller that hears of a slot's move sees it.
+                for (slot, state) in machine.takeChangedSlots() { ownership.publish(slot, state.published) }
+                inbox.publish(held: machine.heldOperations)
+                for action in actions { perform(action, in: &group) }
+                actions.removeAll(keepingCapacity: true)
+                ticker.set(machine.nextDeadline)
+            }
+            inbox.close(with: machine)
+            group.cancelAll()
+        }
+    }
+
+    private func perform(_ action: ShardStateMachine.Action, in group: inout DiscardingTaskGroup) {
+        switch action {
+        case .answer(let answers):
+            for (operation, result) in answers { operation.answer(result) }
+        case .reply(let delivery):
+            delivery.run()
+        case .log(let line):
+            log.log(line.level, line.event, fields: line.fields)
+        default:
+            let io = self.io
+            let inbox = self.inbox
+            group.addTask {
+                if let event = await io.perform(action) { inbox.post(event) }
+            }
+        }
+    }
+
+    // MARK: - Calls
+
+    /// Queues one operation; `completion` runs once it is answered (on the shard's loop, or at
+    /// once when it is refused). Callable from any thread, without waiting.
+    func submit(_ request: ShardDecider.Request, waitsForSlot: Bool = false,
+                completion: @escaping @Sendable (Result<LikeState, Error>) -> Void) {
+        inbox.submit(ShardOperation(request, waitsForSlot: waitsForSlot, completion: completion))
+    }
+
+    /// Performs one operation and returns the state after it, once acknowledged as configured.
+    /// - Throws: `CounterError`.
+    func perform(_ request: ShardDecider.Request, waitsForSlot: Bool = false) async throws -> LikeState {
+        try await withCheckedThrowingContinuation { continuation in
+            submit(request, waitsForSlot: waitsForSlot) { continuation.resume(with: $0) }
+        }
+    }
+
+    /// Performs several operations (a feed page's reads, say) in one batch and returns one
+    /// result per request, in order.
+    func performAll(_ requests: [ShardDecider.Request]) async -> [Result<LikeState, Error>] {
+        let collector = ResultCollector(count: requests.count)
+        return await withCheckedContinuation { continuation in
+            collector.onComplete { continuation.resume(returning: $0) }
+            for (offset, request) in requests.enumerated() {
+                submit(request) { collector.set(offset, $0) }
+            }
+        }
+    }
+
+    /// Posts the event `make` builds around a reply, and returns the reply's value.
+    func ask<Value: Sendable>(_ make: (ShardReply<Value>) -> ShardStateMachine.Event) async -> Value {
+        await withCheckedContinuation { continuation in
+            inbox.post(make(ShardReply { continuation.resume(returning: $0) }))
+        }
+    }
+
+    /// Posts an event nobody waits on.
+    func tell(_ event: ShardStateMachine.Event) {
+        inbox.post(event)
+    }
+}
+
+/// Wakes a shard's loop at the deadline its machine names, with a `tick`. One task sleeps on
+/// the deadline; the loop moves it after every round, and only a deadline earlier than the one
+/// slept on wakes the sleeper, so a stream of events costs no timer each.
+final class ShardTicker: Sendable {
+    private let deadline = Mutex<ContinuousClock.Instant?>(nil)
+    private let alarm = LoopAlarm()
+
+    /// The next deadline (`nil`: none).
+    func set(_ next: ContinuousClock.Instant?) {
+        let sooner = deadline.withLock { current -> Bool in
+            defer { current = next }
+            guard let next else { return false }
+            return current.map { next < $0 } ?? true
+        }
+        if sooner { alarm.ring() }
+    }
+
+    /// Calls `tick` at each deadline, until cancelled.
+    func run(_ tick: @Sendable () -> Void) async {
+        while !Task.isCancelled {
+            await alarm.sleep(until: deadline.withLock { $0 })
+            if Task.isCancelled { return }
+            let due = deadline.withLock { current -> Bool in
+                guard let at = current, at <= .now else { return false }
+                current = nil
+                return true
+            }
+            if due { tick() }
+        }
+    }
+}

@@ -1,0 +1,278 @@
+import CounterCore
+import Foundation
+import Persistence
+import ShardRouter
+
+/// The I/O a shard's actions name, against Redis and PostgreSQL: each call performs one action
+/// and returns the event that brings its result back (`nil` for actions that bring none). It
+/// decides nothing and keeps no state: what to do with a result is `ShardStateMachine`'s.
+struct ShardIO: Sendable {
+    let index: Int
+    /// The batches' reads and writes, and writes between batches (resets, epoch keys).
+    let batchRedis: RedisClient
+    /// The flusher's reads, trims and dead letters, so a batch never waits behind a log read.
+    let flushRedis: RedisClient
+    /// Large posts' pages and publications, so the batches' connection never waits behind a page.
+    let hydrationRedis: RedisClient
+    let pool: PostgresPool
+    let layout: RedisKeyLayout
+    let configuration: WritePathConfiguration
+    /// Where refused writes are counted (a metric).
+    let ownership: OwnedSlots
+    /// Where each commit's lag (acknowledgement → commit, per change) is recorded.
+    let lag: WriteBehindLag
+    let log: NodeLog
+
+    typealias Event = ShardStateMachine.Event
+
+    /// Performs `action`; its result, as the event the machine takes.
+    func perform(_ action: ShardStateMachine.Action) async -> Event? {
+        switch action {
+        case .answer, .reply, .log:
+            return nil
+        case .batchRedis(let groups, let epochs):
+            let (results, fenced) = await SlotWriter.execute(groups, epochs: epochs, redis: batchRedis, layout: layout, counting: ownership)
+            return .batchRedisReplied(results, fenced: fenced)
+        case .findPosts(let posts):
+            return .batchPostsFound(await findPosts(posts))
+        case .loadLikers(let posts):
+            return .batchLikersLoaded(await loadLikers(posts))
+        case .loadLargePost(let post):
+            let hydration = LargePostHydration(post: post, pool: pool, redis: hydrationRedis, layout: layout,
+                                               pageSize: configuration.hydrationPageSize)
+            do {
+                return .largePostLoaded(hydration, .success(try await hydration.load()))
+            } catch {
+                return .largePostLoaded(hydration, .failure(error))
+            }
+        case .publishLargePost(let hydration, let loaded, let epoch):
+            do {
+                try await hydration.publish(loaded: loaded, epoch: epoch)
+                return .largePostPublished(post: hydration.post, .success(()))
+            } catch {
+                return .largePostPublished(post: hydration.post, .failure(error))
+            }
+        case .discardLargePost(let hydration):
+            await hydration.discard()
+            return nil
+        case .raiseEpochKeys(let epochs, let forClaim, let then):
+            let ordered = epochs.sorted { $0.key < $1.key }
+            let raised = await SlotEpochKeys.raise(ordered.map { (HashSlot(rawValue: $0.key)!, $0.value) }, layout: layout, redis: batchRedis)
+            then?.run()
+            guard forClaim else { return nil }
+            var results: [UInt16: Result<Int64, RedisError>] = [:]
+            for ((slot, _), result) in zip(ordered, raised) { results[slot] = result }
+            return .epochKeysRaised(results)
+        case .rescanLogs(let slots):
+            return .logsRescanned(await rescan(slots))
+        case .readLogs(let slots, let changesPerSlot):
+            let (reads, failure) = await readLogs(slots, changesPerSlot: changesPerSlot)
+            return .logsRead(reads, failure: failure)
+        case .addDeadLetters(let letters, let reason):
+            return .deadLettersAdded(await addDeadLetters(letters, reason: reason))
+        case .applyFlush(let transaction):
+            return .flushTransactionEnded(await apply(transaction))
+        case .trimLogs(let newest, let epochs):
+            let ordered = newest.sorted { $0.key < $1.key }
+            let groups = ordered.map { slot, newest in
+                SlotCommands(slot: HashSlot(rawValue: slot)!, commands: [.xtrim(logKey(slot), olderThan: newest.successor)])
+            }
+            let (results, fenced) = await SlotWriter.execute(groups, epochs: epochs, redis: flushRedis, layout: layout, counting: ownership)
+            var removed: [UInt16: Result<Int, RedisError>] = [:]
+            for ((slot, _), result) in zip(ordered, results) {
+                removed[slot] = result.map { Int($0.first?.integer ?? 0) }
+            }
+            return .logsTrimmed(removed, fenced: fenced)
+        case .readLogLengths(let question):
+            return .logLengthsRead(question, await logLengths(Array(question.appendedWhenAsked.keys)))
+        case .unloadPosts(let posts, let epochs, let purpose):
+            let (results, fenced) = await SlotWriter.execute(PostHydration.transactions(unloading: posts, layout: layout), epochs: epochs,
+                                                             redis: batchRedis, layout: layout, counting: ownership)
+            return .postsUnloaded(purpose, failed: Set(PostHydration.failures(of: posts, results).keys), fenced: fenced)
+        }
+    }
+
+    private func logKey(_ slot: UInt16) -> String {
+        layout.changeLog(of: HashSlot(rawValue: slot)!)
+    }
+
+    // MARK: - A batch's PostgreSQL
+
+    private func findPosts(_ posts: [Int64]) async -> Result<ShardStateMachine.FoundPosts, Error> {
+        do {
+            let rows = try await pool.query(PostHydration.existingPostsQuery, [.int64Array(posts)])
+            return .success(ShardStateMachine.FoundPosts(
+                existing: try PostHydration.postIDs(in: rows),
+                large: try PostHydration.largePosts(in: rows, threshold: configuration.streamingHydrationThreshold)))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    private func loadLikers(_ posts: [Int64]) async -> Result<[Int64: [Int64]], Error> {
+        do {
+            let started = ContinuousClock.now
+            let rows = try await pool.query(PostHydration.likersQuery, [.int64Array(posts)])
+            let likers = try PostHydration.likers(in: rows)
+            for (post, users) in likers where users.count >= ShardStateMachine.largePostLikers {
+                log.log(.info, "hydrating_large_post", ["shard": String(index), "post": String(post), "likers": String(users.count),
+                                                        "postgres_ms": String(Int((ContinuousClock.now - started).inSeconds * 1_000))])
+            }
+            return .success(likers)
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    // MARK: - The flusher's Redis
+
+    /// Reads the length of every slot's log, 4,096 slots per call (one pipeline per Redis
+    /// node), then the newest entry of the logs that are not empty, to estimate the changes they
+    /// hold (entries of a log hold one change each when its slot is quiet, up to 1,000 when busy).
+    private func rescan(_ slots: [UInt16]) async -> [UInt16: Result<ShardStateMachine.LogSummary, Error>] {
+        var summaries: [UInt16: Result<ShardStateMachine.LogSummary, Error>] = [:]
+        summaries.reserveCapacity(slots.count)
+        for start in stride(from: 0, to: slots.count, by: 4_096) {
+            let part = Array(slots[start..<min(start + 4_096, slots.count)])
+            var nonEmpty: [(slot: UInt16, length: Int)] = []
+            for (slot, length) in zip(part, await lengths(part)) {
+                switch length {
+                case .success(0): summaries[slot] = .success(.init(changes: 0, newest: nil))
+                case .success(let length): nonEmpty.append((slot, length))
+                case .failure(let error): summaries[slot] = .failure(error)
+                }
+            }
+            guard !nonEmpty.isEmpty else { continue }
+            let newest = await flushRedis.execute(nonEmpty.map { slot, _ in
+                SlotCommands(slot: HashSlot(rawValue: slot)!, commands: [.xrevrange(logKey(slot), count: 1)])
+            })
+            for ((slot, length), result) in zip(nonEmpty, newest) {
+                summaries[slot] = Result {
+                    let entry = try result.get()[0].streamEntries().first
+                    let perEntry = entry.flatMap { ChangeLogEntry.changes(from: $0)?.count } ?? 1
+                    return ShardStateMachine.LogSummary(changes: length * max(1, perEntry), newest: entry?.id)
+                }
+            }
+        }
+        return summaries
+    }
+
+    /// Each slot's log length, one `XLEN` per slot in one pipeline (per Redis node).
+    private func lengths(_ slots: [UInt16]) async -> [Result<Int, Error>] {
+        let results = await flushRedis.execute(slots.map { slot in
+            SlotCommands(slot: HashSlot(rawValue: slot)!, commands: [.xlen(logKey(slot))])
+        })
+        return results.map { result in
+            Result { Int(try result.get()[0].throwingServerError().integer ?? 0) }
+        }
+    }
+
+    private func logLengths(_ slots: [UInt16]) async -> [UInt16: Int] {
+        var lengths: [UInt16: Int] = [:]
+        for (slot, result) in zip(slots, await self.lengths(slots)) {
+            if case .success(let length) = result { lengths[slot] = length }
+        }
+        return lengths
+    }
+
+    /// The oldest whole entries of each slot's log, up to the first that brings them to
+    /// `changesPerSlot` changes (so a slot gives at most that many plus one entry's, up to
+    /// `ChangeLogEntry.maximumChangesPerEntry`) or to the log's end, read in slices of at most
+    /// `LogRead.slice` entries sized by the changes per entry seen so far, one round trip (per
+    /// Redis node) per slice round. A slot whose node failed is absent, and the first such
+    /// failure is returned.
+    private func readLogs(_ slots: [UInt16], changesPerSlot: Int) async -> (reads: [UInt16: LogRead], failure: Error?) {
+        var reads: [UInt16: LogRead] = [:]
+        for slot in slots { reads[slot] = LogRead() }
+        var failure: Error?
+        var open = slots
+        while !open.isEmpty {
+            let asked = open.map { reads[$0]!.nextSliceSize(changesPerSlot: changesPerSlot) }
+            let groups = zip(open, asked).map { slot, count -> SlotCommands in
+                let start = reads[slot]!.entries.last.map { "(" + $0.id.description } ?? "-"
+                return SlotCommands(slot: HashSlot(rawValue: slot)!, commands: [.xrange(logKey(slot), start: start, count: count)])
+            }
+            var stillOpen: [UInt16] = []
+            for ((slot, count), result) in zip(zip(open, asked), await flushRedis.execute(groups)) {
+                do {
+                    let slice = try result.get()[0].streamEntries()
+                    if reads[slot]!.take(slice, asked: count, changesPerSlot: changesPerSlot) { stillOpen.append(slot) }
+                } catch {
+                    reads[slot] = nil
+                    failure = failure ?? error
+                }
+            }
+            open = stillOpen
+        }
+        return (reads, failure)
+    }
+
+    private func addDeadLetters(_ letters: [DeadLetter], reason: String) async -> Result<Void, Error> {
+        guard !letters.isEmpty else { return .success(()) }
+        let at = String(Int64(Date().timeIntervalSince1970 * 1000))
+        let commands = letters.map { RedisCommand.xadd(layout.deadLetters, fields: $0.fields(log: logKey($0.slot), reason: reason, at: at)) }
+        do {
+            for reply in try await flushRedis.pipeline(commands, slot: layout.deadLettersSlot) { _ = try reply.throwingServerError() }
+        } catch {
+            return .failure(error)
+        }
+        let states = Set(letters.compactMap { $0.refusal?.sqlState }).sorted().joined(separator: ",")
+        if states.isEmpty {
+            log.log(.warn, "dead_lettered", ["shard": String(index), "changes": String(letters.count), "reason": reason,
+                                             "stream": layout.deadLetters])
+        } else {
+            log.log(.warn, "dead_lettered", ["shard": String(index), "changes": String(letters.count), "reason": reason,
+                                             "sqlstate": states, "stream": layout.deadLetters])
+        }
+        return .success(())
+    }
+
+    // MARK: - The flush transaction
+
+    /// One try of the flush transaction: it first checks that PostgreSQL still gives each slot
+    /// the epoch held (for a node of a cluster), applies the entries with their logs' progress
+    /// (`LikeBatchApplier`), and commits — or rolls back, saying why: stale slots, posts newly
+    /// found missing, changes refused. The commit's lag is recorded here.
+    private func apply(_ transaction: FlushTransaction) async -> FlushTransaction.Outcome {
+        let deployment = layout.prefix
+        let auditTable = configuration.auditTable
+        do {
+            let decision = try await pool.withTransaction(deciding: { connection -> TransactionDecision<FlushTransaction.Outcome> in
+                let stale = try SlotTable.staleSlots(transaction.epochs, deployment: deployment, on: connection)
+                if !stale.isEmpty { return .rollBack(.staleSlots(stale)) }
+                let outcome = try LikeBatchApplier.apply(transaction.entries, on: connection, auditTable: auditTable,
+                                                         skipping: transaction.skipping, isolatingRefusals: true)
+                let newlyMissing = Set(outcome.missingPosts.keys).subtracting(transaction.knownMissing)
+                if !newlyMissing.isEmpty { return .rollBack(.missingPosts(newlyMissing)) }
+                if !outcome.rejected.isEmpty { return .rollBack(.refused(outcome.rejected)) }
+                return .commit(.committed(at: .distantPast))
+            })
+            switch decision {
+            case .commit(.committed):
+                let committedAt = Date()
+                recordLag(of: transaction.entries, committedAt: committedAt)
+                return .committed(at: committedAt)
+            case .rollBack(.staleSlots(let stale)):
+                ownership.noteFenced(stale.count)
+                return .staleSlots(stale)
+            default:
+                return decision.value
+            }
+        } catch {
+            return .failed(error)
+        }
+    }
+
+    /// Records how long `entries` (applied by a commit at `committedAt`) waited since their
+    /// entries were written, one observation per entry weighted by its changes.
+    private func recordLag(of entries: [LoggedLikeChange], committedAt: Date) {
+        var index = 0
+        while index < entries.count {
+            let entry = entries[index]
+            var end = index + 1
+            while end < entries.count && entries[end].entryID == entry.entryID && entries[end].log == entry.log { end += 1 }
+            lag.record(changes: end - index, writtenAtMilliseconds: entry.entryID.milliseconds, committedAt: committedAt)
+            index = end
+        }
+    }
+}

@@ -1,0 +1,302 @@
+import Persistence
+import ShardRouter
+
+/// Operations, batches and large posts: what arrives, who waits where, and one batch at a time
+/// through `BatchStateMachine` (a group commit: everything queued while the batch before was in
+/// flight).
+extension ShardStateMachine {
+    // MARK: - Arrivals
+
+    /// Queues `operations` for the next batch; refuses them while stopping, and writes while
+    /// the backlog waiting for PostgreSQL is at its limit.
+    mutating func arrived(_ operations: [ShardOperation], now: ContinuousClock.Instant, into actions: inout [Action]) {
+        guard accepting else {
+            let refusal = CounterError(code: .shuttingDown, message: "the node is shutting down")
+            actions.append(.answer(operations.map { ($0, .failure(refusal)) }))
+            return
+        }
+        let pending = scheduler.pendingTotal
+        let limit = configuration.backlogLimitPerShard
+        if pending < limit {
+            if refusingWrites {
+                refusingWrites = false
+                actions.append(.log(ShardLogLine(.info, "writes_accepted", [("shard", String(index)), ("pending_changes", String(pending))])))
+            }
+            queued.append(contentsOf: operations)
+            stats.operations += operations.count
+            return
+        }
+        var refused: [(ShardOperation, Result<LikeState, CounterError>)] = []
+        for operation in operations {
+            if operation.request.operation.mayWrite {
+                refused.append((operation, .failure(CounterError(
+                    code: .backlogFull, message: "\(pending) changes of this shard wait for PostgreSQL (limit \(limit)); retry later",
+                    retryAfterSeconds: 1))))
+            } else {
+                queued.append(operation)
+                stats.operations += 1
+            }
+        }
+        if !refused.isEmpty {
+            if !refusingWrites {
+                refusingWrites = true
+                actions.append(.log(ShardLogLine(.warn, "writes_refused", [
+                    ("shard", String(index)), ("pending_changes", String(pending)), ("backlog_limit", String(limit)),
+                    ("why", "PostgreSQL is behind; writes get 503 backlog_full until the flusher catches up"),
+                ])))
+            }
+            actions.append(.answer(refused))
+        }
+    }
+
+    /// A caller of `queuedOperationsDone` waits for the take that holds what is queued now (or
+    /// the batch in flight); answered at once when nothing is.
+    mutating func addBarrier(_ reply: ShardReply<Void>, into actions: inout [Action]) {
+        let take = queued.isEmpty ? (batch?.take ?? lastTakeDone) : nextTake
+        if take <= lastTakeDone {
+            actions.append(.reply(reply.with(())))
+        } else {
+            barriers.append((take, reply))
+        }
+    }
+
+    /// Answers the barriers whose take has ended.
+    mutating func resolveBarriers(into actions: inout [Action]) {
+        guard !barriers.isEmpty else { return }
+        let done = lastTakeDone
+        barriers.removeAll { barrier in
+            guard barrier.take <= done else { return false }
+            actions.append(.reply(barrier.reply.with(())))
+            return true
+        }
+    }
+
+    // MARK: - A batch
+
+    /// Takes everything queued: operations on posts known not to exist are refused, those on
+    /// posts loading in the background wait for them, those on slots changing owner wait for
+    /// the slot (or go elsewhere); the rest is the next batch, under the epochs its slots have
+    /// now — so a batch whose slot changes owner meanwhile (even back to this node) is refused
+    /// rather than written on reads made under another owner.
+    mutating func startBatch(now: ContinuousClock.Instant, into actions: inout [Action]) {
+        guard batch == nil, !queued.isEmpty else { return }
+        let taken = queued
+        queued = []
+        let take = nextTake
+        nextTake += 1
+        if !unknownPosts.isEmpty { unknownPosts.dropExpired(at: now) }
+        var live: [ShardOperation] = []
+        live.reserveCapacity(taken.count)
+        var epochs: [UInt16: Int64] = [:]
+        var refused: [(ShardOperation, Result<LikeState, CounterError>)] = []
+        let slotWait = now + configuration.slotMoveWait
+        for operation in taken {
+            let slot = operation.slot
+            let state = slotState(slot)
+            switch state.admission {
+            case .decide:
+                if !unknownPosts.isEmpty && unknownPosts.isUnknown(operation.request.postID, at: now) {
+                    refused.append((operation, .failure(.unknownPost(operation.request.postID))))
+                } else if !largeLoads.isEmpty, largeLoads[operation.request.postID] != nil {
+                    largeLoads[operation.request.postID]!.parked.append(operation)
+                } else {
+                    if isFenced, epochs[slot] == nil, let epoch = state.batchEpoch { epochs[slot] = epoch }
+                    live.append(operation)
+                }
+            case .wait:
+                slotParked[slot, default: []].append((operation, slotWait))
+            case .elsewhere:
+                if operation.waitsForSlot {
+                    slotParked[slot, default: []].append((operation, slotWait))
+                } else {
+                    refused.append((operation, .failure(.notOwner(slot))))
+                }
+            }
+        }
+        if !refused.isEmpty { actions.append(.answer(refused)) }
+        guard !live.isEmpty else {
+            lastTakeDone = take
+            return
+        }
+        var machine = BatchStateMachine(requests: live.map(\.request), acknowledgement: configuration.acknowledgement, layout: layout)
+        let action = machine.start()
+        batch = BatchInFlight(machine: machine, operations: live, epochs: isFenced ? epochs : nil, take: take)
+        follow(action, now: now, into: &actions)
+    }
+
+    /// Gives what the batch's machine settled, then performs its next step.
+    private mutating func follow(_ action: BatchStateMachine.Action, now: ContinuousClock.Instant, into actions: inout [Action]) {
+        guard let current = batch else { return }
+        settle(batch!.machine.takeSettled(), of: current, now: now, into: &actions)
+        switch action {
+        case .read(let groups):
+            actions.append(.batchRedis(groups, epochs: nil))
+        case .hydrate(let groups), .write(let groups):
+            actions.append(.batchRedis(groups, epochs: current.epochs))
+        case .findPosts(let posts):
+            actions.append(.findPosts(posts))
+        case .loadLikers(let posts):
+            actions.append(.loadLikers(posts))
+        case .finish(let completion):
+            finishBatch(completion, of: current, now: now, into: &actions)
+        }
+    }
+
+    mutating func batchRedisReplied(_ results: [Result<[RedisReply], RedisError>], fenced: [FencedSlot],
+                                    now: ContinuousClock.Instant, into actions: inout [Action]) {
+        slotsFenced(fenced, now: now, into: &actions)
+        guard batch != nil else { return }
+        let next = batch!.machine.redisReplied(results)
+        follow(next, now: now, into: &actions)
+    }
+
+    mutating func batchPostsFound(_ result: Result<FoundPosts, Error>, now: ContinuousClock.Instant, into actions: inout [Action]) {
+        guard batch != nil else { return }
+        let next: BatchStateMachine.Action
+        switch result {
+        case .success(let found): next = batch!.machine.postsFound(found.existing, large: found.large)
+        case .failure(let error): next = batch!.machine.postgresFailed(error)
+        }
+        follow(next, now: now, into: &actions)
+    }
+
+    mutating func batchLikersLoaded(_ result: Result<[Int64: [Int64]], Error>, now: ContinuousClock.Instant, into actions: inout [Action]) {
+        guard batch != nil else { return }
+        let next: BatchStateMachine.Action
+        switch result {
+        case .success(let likers): next = batch!.machine.likersLoaded(likers)
+        case .failure(let error): next = batch!.machine.postgresFailed(error)
+        }
+        follow(next, now: now, into: &actions)
+    }
+
+    /// Answers due now, posts found missing (remembered), and large posts (their operations
+    /// wait while the post loads in the background).
+    private mutating func settle(_ settled: BatchStateMachine.Settled, of current: BatchInFlight, now: ContinuousClock.Instant,
+                                 into actions: inout [Action]) {
+        if !settled.missingPosts.isEmpty { unknownPosts.remember(settled.missingPosts, at: now) }
+        if !settled.answers.isEmpty {
+            actions.append(.answer(settled.answers.map { (current.operations[$0.request], $0.result) }))
+        }
+        for (post, requests) in settled.deferred.sorted(by: { $0.key < $1.key }) {
+            let slot = HashSlot(post: post).rawValue
+            parkOnLargePost(post, requests.map { current.operations[$0] }, epoch: current.epochs?[slot], slot: slot, now: now, into: &actions)
+        }
+    }
+
+    /// Tells the flusher's books what the write did (before answering, so that a caller's
+    /// flush after its answer covers its change), then answers — in `postgres` mode once the
+    /// flush holding the batch commits.
+    private mutating func finishBatch(_ completion: BatchStateMachine.Completion, of current: BatchInFlight,
+                                      now: ContinuousClock.Instant, into actions: inout [Action]) {
+        batch = nil
+        lastTakeDone = current.take
+        if !completion.uncertainSlots.isEmpty { wake(scheduler.uncertain(completion.uncertainSlots)) }
+        stats.record(completion.statistics)
+        if !completion.appended.isEmpty { wake(scheduler.appended(completion.appended, now: now)) }
+        if !completion.answers.isEmpty {
+            actions.append(.answer(completion.answers.map { (current.operations[$0.request], $0.result) }))
+        }
+        if let (marks, waiting) = completion.afterApplied {
+            let answers = waiting.compactMap { answer -> (ShardOperation, LikeState)? in
+                guard case .success(let state) = answer.result else { return nil }
+                return (current.operations[answer.request], state)
+            }
+            addWaiter(marks: marks, .acknowledgements(answers), now: now, into: &actions)
+        }
+        // Slots being handed off waited for this batch to end.
+        if !quiescingSlots.isEmpty {
+            for slot in quiescingSlots.sorted() { move(slot, .batchEnded, now: now, into: &actions) }
+        }
+    }
+
+    // MARK: - Operations waiting for their slot
+
+    /// Operations parked on `slot` go to the front of the queue (the slot is served now).
+    mutating func admitParked(_ slot: UInt16) {
+        guard let parked = slotParked.removeValue(forKey: slot) else { return }
+        queued.insert(contentsOf: parked.map(\.operation), at: 0)
+    }
+
+    /// Operations parked on `slot` are refused: another node decides them.
+    mutating func refuseParked(_ slot: UInt16, into actions: inout [Action]) {
+        guard let parked = slotParked.removeValue(forKey: slot) else { return }
+        let refusal = CounterError.notOwner(slot)
+        actions.append(.answer(parked.map { ($0.operation, .failure(refusal)) }))
+    }
+
+    /// Parked operations whose wait has run out are refused: `slotMoving` while the slot
+    /// changes owner, `notOwner` when it never came here.
+    mutating func expireParked(now: ContinuousClock.Instant, into actions: inout [Action]) {
+        guard !slotParked.isEmpty else { return }
+        var refused: [(ShardOperation, Result<LikeState, CounterError>)] = []
+        for slot in Array(slotParked.keys) {
+            var remaining = slotParked[slot]!
+            let expired = remaining.prefix { $0.until <= now }
+            guard !expired.isEmpty else { continue }
+            remaining.removeFirst(expired.count)
+            let refusal: CounterError = slotState(slot) == .notOwned
+                ? .notOwner(slot)
+                : CounterError(code: .slotMoving,
+                               message: "slot \(slot) is changing owner and did not settle within \(configuration.slotMoveWait); nothing was done",
+                               retryAfterSeconds: 1)
+            refused += expired.map { ($0.operation, .failure(refusal)) }
+            slotParked[slot] = remaining.isEmpty ? nil : remaining
+        }
+        if !refused.isEmpty { actions.append(.answer(refused)) }
+    }
+
+    // MARK: - Large posts
+
+    /// Large posts a shard loads at once; others wait their turn. Each load holds a PostgreSQL
+    /// connection of the pool (shared with the flusher and the batches) while it runs.
+    static let concurrentLargeLoads = 2
+
+    /// Posts with at least this many likers are logged when they are loaded into Redis: their
+    /// first touch costs a large read and write, which shows in the latency of their batch.
+    static let largePostLikers = 10_000
+
+    /// Parks `operations` until `post` is loaded, and starts its background load when its turn
+    /// comes. A fenced batch that no longer held the post's slot as it began refuses them
+    /// instead (`notOwner`: they go to the owner).
+    private mutating func parkOnLargePost(_ post: Int64, _ operations: [ShardOperation], epoch: Int64?, slot: UInt16,
+                                          now: ContinuousClock.Instant, into actions: inout [Action]) {
+        if largeLoads[post] != nil {
+            largeLoads[post]!.parked += operations
+            return
+        }
+        if isFenced && epoch == nil {
+            let refusal = BatchStateMachine.counterError(SlotWriter.notHeld(HashSlot(rawValue: slot)!))
+            actions.append(.answer(operations.map { ($0, .failure(refusal)) }))
+            return
+        }
+        largeLoads[post] = LargeLoad(parked: operations, epoch: epoch, started: now)
+        startLargeLoads(into: &actions)
+    }
+
+    /// Starts waiting loads while fewer than `concurrentLargeLoads` run.
+    mutating func startLargeLoads(into actions: inout [Action]) {
+        var running = largeLoads.values.filter(\.isRunning).count
+        for post in largeLoads.keys.sorted() where running < Self.concurrentLargeLoads {
+            guard case .waiting = largeLoads[post]!.phase else { continue }
+            largeLoads[post]!.phase = .loading
+            running += 1
+            actions.append(.log(ShardLogLine(.info, "hydrating_large_post", [("shard", String(index)), ("post", String(post)),
+                                                                           ("phase", "started")])))
+            actions.append(.loadLargePost(post))
+        }
+    }
+
+    /// A background load ended: its publication waits for the gap between two batches.
+    mutating func largePostLoaded(_ hydration: LargePostHydration, _ result: Result<Int, Error>) {
+        guard largeLoads[hydration.post] != nil else { return }
+        largeLoads[hydration.post]!.phase = .loaded(hydration, result)
+        betweenBatches.append(.publish(post: hydration.post))
+    }
+
+    /// Large posts whose Redis copy is being reset or dropped: their loads are not published.
+    mutating func cancelLargeLoads(of posts: [Int64]) {
+        guard !largeLoads.isEmpty else { return }
+        for post in posts where largeLoads[post] != nil { largeLoads[post]!.cancelled = true }
+    }
+}

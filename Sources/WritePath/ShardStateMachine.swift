@@ -1,0 +1,599 @@
+import CounterCore
+import Foundation
+import Persistence
+import ShardRouter
+
+/// Everything one shard decides, as a state machine: events in, actions out. No I/O, no clock
+/// (time comes with each event), no suspension — `Shard` performs each action and feeds its
+/// result back as an event, so no state is read across an `await` without the machine knowing.
+///
+/// A shard is the one owner of its slots: of the decisions of their batches (`BatchStateMachine`,
+/// one batch at a time, a group commit), of their write-behind (`FlushScheduler`'s books and one
+/// flush at a time, `FlushRun`), of their ownership (`SlotLifecycle`, the only place a slot
+/// moves), of the posts loading in the background and of those known not to exist
+/// (`UnknownPostMemory`). Work that must not overlap a batch (publishing a large post, resetting
+/// or dropping posts' Redis keys) runs between batches, one item at a time.
+///
+/// The extensions hold the parts: `+Batches` (operations, batches, large posts), `+Slots`
+/// (claims, hand-offs, fences), `+Flushes` (the flush loop and its steps, waiters),
+/// `+BetweenBatches` (resync, dropped posts, publication, log lengths).
+struct ShardStateMachine {
+    // MARK: - Events and actions
+
+    /// What happens to the shard: a caller's request, a result of an action, or time passing.
+    enum Event: Sendable {
+        /// Operations to decide.
+        case operations([ShardOperation])
+        /// Answer once every operation queued so far has been decided and written (or failed).
+        case queuedOperationsDone(ShardReply<Void>)
+        /// Answer once everything appended so far is in PostgreSQL.
+        case flushAll(ShardReply<Result<Void, Error>>)
+        /// Make everything appended so far due for flushing now, without waiting for it.
+        case requestFlushAll
+        /// Read every log of the shard's slots (a sole writer's start after a crash); answer once read.
+        case recover(ShardReply<Result<Void, Error>>)
+        /// Slots won under these epochs: serve them once their logs are drained. Answers the
+        /// slots now served.
+        case claim([UInt16: Int64], ShardReply<Result<Set<UInt16>, Error>>)
+        /// Served slots to hand off: hold new operations, let the batch in flight end, flush.
+        case release(Set<UInt16>, ShardReply<Result<Void, Error>>)
+        /// Serve again slots whose hand-off failed.
+        case resume(Set<UInt16>)
+        /// The hand-off changed the owners in PostgreSQL to these epochs: raise the epoch keys
+        /// and stop deciding; also stop for `alsoDropping`.
+        case handedOff([UInt16: Int64], alsoDropping: Set<UInt16>, ShardReply<Void>)
+        /// Stop deciding for these slots (another node owns them).
+        case drop(Set<UInt16>, ShardReply<Void>)
+        /// Reset these posts' Redis keys so the next touch loads them from PostgreSQL (unless
+        /// their slot has changes waiting); answers the posts reset.
+        case resync([Int64], ShardReply<Set<Int64>>)
+        /// Forget that these posts were found missing.
+        case recheckExistence([Int64])
+        /// These slots' logs may hold entries nobody noted (a write's outcome is unknown): read
+        /// them again before the next flush.
+        case logsUncertain(Set<UInt16>)
+        /// Whether the slot's log may hold changes PostgreSQL does not have yet.
+        case hasPendingChanges(slot: UInt16, ShardReply<Bool>)
+        /// The slots with changes waiting, and how many each.
+        case pendingBySlot(ShardReply<[UInt16: Int]>)
+        /// The shard's statistics now.
+        case statistics(ShardReply<ShardStats>)
+        /// Refuse new operations, answer those queued, then flush everything (`drain`) or only
+        /// what is under way, and finish.
+        case stop(drain: Bool)
+        /// Time passed (a deadline the machine named came).
+        case tick
+
+        /// Results of the batch's Redis groups (`.batchRedis`), one per group, and the slots
+        /// Redis fenced.
+        case batchRedisReplied([Result<[RedisReply], RedisError>], fenced: [FencedSlot])
+        /// `.findPosts`: which exist, and which of those are large.
+        case batchPostsFound(Result<FoundPosts, Error>)
+        /// `.loadLikers`: the likers per post.
+        case batchLikersLoaded(Result<[Int64: [Int64]], Error>)
+        /// `.loadLargePost` ended: how many likers were loaded into the loading set.
+        case largePostLoaded(LargePostHydration, Result<Int, Error>)
+        /// `.publishLargePost` ended.
+        case largePostPublished(post: Int64, Result<Void, Error>)
+        /// `.raiseEpochKeys` for a claim: what each key holds now.
+        case epochKeysRaised([UInt16: Result<Int64, RedisError>])
+        /// `.rescanLogs`: each slot's log as read now.
+        case logsRescanned([UInt16: Result<LogSummary, Error>])
+        /// `.readLogs`: what each slot's log gave (absent: its node failed), and the first failure.
+        case logsRead([UInt16: LogRead], failure: Error?)
+        /// `.addDeadLetters` ended.
+        case deadLettersAdded(Result<Void, Error>)
+        /// `.applyFlush`: how the transaction ended.
+        case flushTransactionEnded(FlushTransaction.Outcome)
+        /// `.trimLogs`: entries removed per slot, and the slots Redis fenced.
+        case logsTrimmed([UInt16: Result<Int, RedisError>], fenced: [FencedSlot])
+        /// `.readLogLengths`: each slot's log length (absent: it could not be read).
+        case logLengthsRead(LogLengthQuestion, [UInt16: Int])
+        /// `.unloadPosts` ended: the posts whose keys could not be deleted, and the slots fenced.
+        case postsUnloaded(UnloadPurpose, failed: Set<Int64>, fenced: [FencedSlot])
+    }
+
+    /// What the shard's shell does. Each I/O action names the event that brings its result.
+    enum Action: Sendable {
+        /// Answer these operations.
+        case answer([(ShardOperation, Result<LikeState, CounterError>)])
+        /// Deliver a reply to a caller.
+        case reply(ShardDelivery)
+        /// Write a log line.
+        case log(ShardLogLine)
+
+        /// Send a batch's groups, fenced by `epochs` (`nil`: unfenced) → `batchRedisReplied`.
+        case batchRedis([SlotCommands], epochs: [UInt16: Int64]?)
+        /// Run `PostHydration.existingPostsQuery` → `batchPostsFound`.
+        case findPosts([Int64])
+        /// Run `PostHydration.likersQuery` → `batchLikersLoaded`.
+        case loadLikers([Int64])
+        /// Load a large post page by page into a loading set of its own → `largePostLoaded`.
+        case loadLargePost(Int64)
+        /// Publish a loaded large post under `epoch` → `largePostPublished`.
+        case publishLargePost(LargePostHydration, loaded: Int, epoch: Int64?)
+        /// Delete a loading set nobody will publish (no event).
+        case discardLargePost(LargePostHydration)
+        /// Raise epoch keys; for a claim → `epochKeysRaised` (a hand-off's raise brings no event:
+        /// `then` is delivered once it is done).
+        case raiseEpochKeys([UInt16: Int64], forClaim: Bool, then: ShardDelivery?)
+        /// Read each log's length and newest entry → `logsRescanned`.
+        case rescanLogs([UInt16])
+        /// Read whole entries from each log up to `changesPerSlot` changes → `logsRead`.
+        case readLogs([UInt16], changesPerSlot: Int)
+        /// Add dead letters → `deadLettersAdded`.
+        case addDeadLetters([DeadLetter], reason: String)
+        /// Run the flush transaction → `flushTransactionEnded`.
+        case applyFlush(FlushTransaction)
+        /// Trim each log up to its entry, fenced by `epochs` (`nil`: unfenced) → `logsTrimmed`.
+        case trimLogs([UInt16: StreamEntryID], epochs: [UInt16: Int64]?)
+        /// Read the logs' lengths → `logLengthsRead`.
+        case readLogLengths(LogLengthQuestion)
+        /// Delete posts' hydration markers and likers sets, fenced by `epochs` → `postsUnloaded`.
+        case unloadPosts([Int64], epochs: [UInt16: Int64]?, UnloadPurpose)
+    }
+
+    /// Which posts a `findPosts` found, and which of them are large.
+    struct FoundPosts: Sendable {
+        let existing: [Int64]
+        let large: Set<Int64>
+    }
+
+    /// A slot whose write Redis refused: the epoch the write carried is no longer the slot's.
+    struct FencedSlot: Sendable, Hashable {
+        let slot: UInt16
+        let epoch: Int64
+    }
+
+    /// A log as a rescan read it: about how many changes it holds, and its newest entry.
+    struct LogSummary: Sendable, Equatable {
+        let changes: Int
+        let newest: StreamEntryID?
+    }
+
+    /// Why log lengths are read, and what was noted as appended when the question was asked.
+    struct LogLengthQuestion: Sendable {
+        enum Purpose: Sendable {
+            /// A caller asks whether the slot has changes pending.
+            case pendingQuery(ShardReply<Bool>)
+            /// The resync under way checks its posts' slots.
+            case resync
+        }
+
+        let purpose: Purpose
+        /// Per slot, the newest entry noted as appended when asked.
+        let appendedWhenAsked: [UInt16: StreamEntryID?]
+    }
+
+    /// Why posts' Redis keys are deleted.
+    enum UnloadPurpose: Sendable {
+        /// A resync: the posts were quiet.
+        case resync
+        /// PostgreSQL no longer has them.
+        case deleted
+    }
+
+    // MARK: - Configuration
+
+    let index: Int
+    let configuration: WritePathConfiguration
+    let layout: RedisKeyLayout
+    /// The slots this shard owns.
+    let slotRange: Range<Int>
+    /// Whether writes carry epochs (`false` for a sole writer: every slot served under 0).
+    let isFenced: Bool
+
+    // MARK: - State
+
+    /// Each slot's ownership, by slot number minus `slotRange.lowerBound`.
+    var slots: [SlotLifecycle.State]
+    /// Slots whose state changed since the shell last took them (`takeChangedSlots()`).
+    var changedSlots: Set<UInt16> = []
+    /// The slots waiting for the batch in flight to end before their hand-off's flush.
+    var quiescingSlots: Set<UInt16> = []
+    /// What waits in each slot's log, who waits for it, when to flush.
+    var scheduler: FlushScheduler
+    /// Posts PostgreSQL does not have, refused without asking it again for a while.
+    var unknownPosts: UnknownPostMemory
+
+    /// Operations waiting for the next batch, in arrival order.
+    var queued: [ShardOperation] = []
+    /// The batch in flight.
+    var batch: BatchInFlight?
+    /// Numbers each take of the queue; `lastTakeDone` is the last whose batch ended.
+    var nextTake: UInt64 = 1
+    var lastTakeDone: UInt64 = 0
+    /// Callers of `queuedOperationsDone`, with the take they wait for.
+    var barriers: [(take: UInt64, reply: ShardReply<Void>)] = []
+    /// Operations on slots that are changing owner, with when they give up.
+    var slotParked: [UInt16: [(operation: ShardOperation, until: ContinuousClock.Instant)]] = [:]
+    /// Large posts loading in the background, with the operations waiting for them.
+    var largeLoads: [Int64: LargeLoad] = [:]
+    /// Work that runs between batches, in order, and the item under way.
+    var betweenBatches: [BetweenBatchesWork] = []
+    var betweenBatchesRunning: BetweenBatchesWork?
+
+    /// The flush under way, and whether the flush loop sleeps (and until when).
+    var flush: FlushRun?
+    var flushLoop: FlushLoop = .awake
+    /// Who waits for what to reach PostgreSQL, by the scheduler's ids.
+    var waiters: [FlushScheduler.WaiterID: Waiter] = [:]
+    /// `flushAll` and drains that wait for the uncertain logs to be read first.
+    var afterRescan: [AfterRescan] = []
+    /// Claims and hand-offs under way, with the callers waiting for them.
+    var claims: [ClaimRecord] = []
+    var releases: [ReleaseRecord] = []
+    /// Epoch keys to raise, gathered while slots move in one event.
+    var pendingClaimRaises: [UInt16: Int64] = [:]
+    var pendingHandOffRaises: [UInt16: Int64] = [:]
+
+    /// What the shard has done, for `stats`.
+    var stats = ShardStats()
+    /// Whether writes are being refused for the backlog: logged when it starts and ends.
+    var refusingWrites = false
+    /// Failed flush attempts in a row, for the log.
+    var flushFailuresInARow = 0
+    /// Whether operations are refused (`stop`), and whether the flusher was told to stop.
+    var accepting = true
+    var stopRequested: Bool? = nil
+    var schedulerStopped = false
+    /// The loop's end: nothing more will be done.
+    private(set) var isFinished = false
+
+    // MARK: - Parts of the state
+
+    /// The batch in flight: its machine, its operations (by the machine's request indexes),
+    /// the epochs its writes carry (`nil`: unfenced), and its take.
+    struct BatchInFlight {
+        var machine: BatchStateMachine
+        let operations: [ShardOperation]
+        let epochs: [UInt16: Int64]?
+        let take: UInt64
+    }
+
+    /// One large post loading in the background.
+    struct LargeLoad {
+        enum Phase {
+            case waiting
+            case loading
+            case loaded(LargePostHydration, Result<Int, Error>)
+            case publishing(LargePostHydration, loaded: Int)
+        }
+        var parked: [ShardOperation]
+        /// The epoch held as the batch that deferred it began (`nil` for a sole writer): the
+        /// load is published only under it.
+        let epoch: Int64?
+        var phase = Phase.waiting
+        /// Redis's copy of the post was reset or dropped meanwhile: the load is not published,
+        /// its operations go to the next batch, which loads the post afresh (or refuses it).
+        var cancelled = false
+        let started: ContinuousClock.Instant
+
+        var isRunning: Bool {
+            if case .waiting = phase { return false }
+            return true
+        }
+    }
+
+    /// Work that must not overlap a batch.
+    enum BetweenBatchesWork {
+        /// Publish (or discard) a large post whose load ended.
+        case publish(post: Int64)
+        /// Reset posts' keys, those whose slots have nothing pending.
+        case resync([Int64], ShardReply<Set<Int64>>)
+        /// A resync deleting the keys of its quiet posts.
+        case resyncUnloading([Int64], ShardReply<Set<Int64>>)
+        /// Delete the keys of posts PostgreSQL no longer has.
+        case dropDeleted([Int64])
+    }
+
+    /// Whether the flush loop is awake (it asks the scheduler what to do at the end of the
+    /// round), flushing, or asleep until a deadline or an event the scheduler signals.
+    enum FlushLoop: Equatable {
+        case awake
+        case flushing
+        case sleeping(until: ContinuousClock.Instant?)
+        case finished
+    }
+
+    /// What a scheduler waiter stands for.
+    enum Waiter {
+        /// A caller of `flushAll`.
+        case caller(ShardReply<Result<Void, Error>>)
+        /// Nobody (`requestFlushAll`).
+        case nobody
+        /// Operations answered once their batch's entries are in PostgreSQL (`postgres` acks).
+        case acknowledgements([(ShardOperation, LikeState)])
+        /// A slot drained before it is served.
+        case drain(slot: UInt16, epoch: Int64)
+        /// A slot flushed before it is handed off.
+        case handOffFlush(slot: UInt16, epoch: Int64)
+    }
+
+    /// What waits for the logs whose content is unknown to be read.
+    enum AfterRescan {
+        /// A `flushAll` caller.
+        case flushAll(ShardReply<Result<Void, Error>>)
+        /// A slot being drained (its claim raised the key; the log is read next).
+        case drain(slot: UInt16, epoch: Int64)
+        /// A sole writer's recovery.
+        case recovery(ShardReply<Result<Void, Error>>)
+    }
+
+    /// A claim under way.
+    struct ClaimRecord {
+        var waitingFor: Set<UInt16>
+        let epochs: [UInt16: Int64]
+        var served: Set<UInt16> = []
+        var failure: Error?
+        let reply: ShardReply<Result<Set<UInt16>, Error>>
+    }
+
+    /// A release under way.
+    struct ReleaseRecord {
+        var waitingFor: Set<UInt16>
+        let epochs: [UInt16: Int64]
+        var failure: Error?
+        let reply: ShardReply<Result<Void, Error>>
+    }
+
+    // MARK: - Making one
+
+    /// A shard of `slotRange`; a sole writer (`isFenced == false`) serves every slot under
+    /// epoch 0 from the start, a node of a cluster none until it claims them.
+    init(index: Int, slotRange: Range<Int>, configuration: WritePathConfiguration, isFenced: Bool, now: ContinuousClock.Instant) {
+        self.index = index
+        self.slotRange = slotRange
+        self.configuration = configuration
+        self.layout = RedisKeyLayout(prefix: configuration.keyPrefix)
+        self.isFenced = isFenced
+        self.slots = Array(repeating: isFenced ? .notOwned : .serving(epoch: 0), count: slotRange.count)
+        self.scheduler = FlushScheduler(configuration: configuration, now: now)
+        self.unknownPosts = UnknownPostMemory(capacity: max(1, configuration.unknownPostsRemembered),
+                                              lifetime: configuration.unknownPostMemory)
+    }
+
+    // MARK: - The one way in
+
+    /// Takes `event` at `now` and appends what to do to `actions`.
+    mutating func handle(_ event: Event, now: ContinuousClock.Instant, into actions: inout [Action]) {
+        guard !isFinished else {
+            refuseAfterFinish(event, into: &actions)
+            return
+        }
+        switch event {
+        case .operations(let operations): arrived(operations, now: now, into: &actions)
+        case .queuedOperationsDone(let reply): addBarrier(reply, into: &actions)
+        case .flushAll(let reply): flushAll(reply, now: now, into: &actions)
+        case .requestFlushAll: requestFlushAll()
+        case .recover(let reply): recover(reply)
+        case .claim(let epochs, let reply): claim(epochs, reply: reply, now: now, into: &actions)
+        case .release(let slots, let reply): release(slots, reply: reply, now: now, into: &actions)
+        case .resume(let slots): for slot in slots.sorted() where owns(slot) { move(slot, .resume, now: now, into: &actions) }
+        case .handedOff(let epochs, let alsoDropping, let reply): handedOff(epochs, alsoDropping: alsoDropping, reply: reply, now: now, into: &actions)
+        case .drop(let slots, let reply):
+            for slot in slots.sorted() where owns(slot) { move(slot, .drop, now: now, into: &actions) }
+            actions.append(.reply(reply.with(())))
+        case .resync(let posts, let reply): betweenBatches.append(.resync(posts, reply))
+        case .recheckExistence(let posts): unknownPosts.remove(posts)
+        case .logsUncertain(let slots): wake(scheduler.uncertain(slots.filter(owns)))
+        case .hasPendingChanges(let slot, let reply): askPending(slot, reply: reply, into: &actions)
+        case .pendingBySlot(let reply): actions.append(.reply(reply.with(scheduler.pendingBySlot)))
+        case .statistics(let reply): actions.append(.reply(reply.with(currentStats(now: now))))
+        case .stop(let drain): stop(drain: drain, now: now, into: &actions)
+        case .tick: expireParked(now: now, into: &actions)
+
+        case .batchRedisReplied(let results, let fenced): batchRedisReplied(results, fenced: fenced, now: now, into: &actions)
+        case .batchPostsFound(let result): batchPostsFound(result, now: now, into: &actions)
+        case .batchLikersLoaded(let result): batchLikersLoaded(result, now: now, into: &actions)
+        case .largePostLoaded(let hydration, let result): largePostLoaded(hydration, result)
+        case .largePostPublished(let post, let result): largePostPublished(post, result, now: now, into: &actions)
+        case .epochKeysRaised(let results): epochKeysRaised(results, now: now, into: &actions)
+        case .logsRescanned(let results): logsRescanned(results, now: now, into: &actions)
+        case .logsRead(let reads, let failure): logsRead(reads, failure: failure, now: now, into: &actions)
+        case .deadLettersAdded(let result): deadLettersAdded(result, now: now, into: &actions)
+        case .flushTransactionEnded(let outcome): flushTransactionEnded(outcome, now: now, into: &actions)
+        case .logsTrimmed(let results, let fenced): logsTrimmed(results, fenced: fenced, now: now, into: &actions)
+        case .logLengthsRead(let question, let lengths): logLengthsRead(question, lengths, now: now, into: &actions)
+        case .postsUnloaded(let purpose, let failed, let fenced): postsUnloaded(purpose, failed: failed, fenced: fenced, now: now, into: &actions)
+        }
+        proceed(now: now, into: &actions)
+    }
+
+    /// After every event: start what can start — work between batches, the next batch, a
+    /// flush — and see whether the shard is done.
+    private mutating func proceed(now: ContinuousClock.Instant, into actions: inout [Action]) {
+        sendClaimRaises(into: &actions)
+        if batch == nil && betweenBatchesRunning == nil { startBetweenBatchesWork(now: now, into: &actions) }
+        if batch == nil && betweenBatchesRunning == nil { startBatch(now: now, into: &actions) }
+        resolveBarriers(into: &actions)
+        if !afterRescan.isEmpty, !(flush.map { if case .rescanning = $0.step { return true } else { return false } } ?? false) {
+            // Logs forgotten meanwhile need no reading: what waited only for them goes on.
+            resolveAfterRescan(failures: [:], now: now, into: &actions)
+        }
+        if stopRequested == true && !schedulerStopped && queued.isEmpty && batch == nil && betweenBatchesRunning == nil
+            && betweenBatches.isEmpty {
+            // Everything queued before the stop is decided and noted: now the flusher drains.
+            schedulerStopped = true
+            wake(scheduler.stop(drain: true))
+        }
+        driveFlushLoop(now: now, into: &actions)
+        if flushLoop == .finished && batch == nil && betweenBatchesRunning == nil {
+            finish(now: now, into: &actions)
+        }
+    }
+
+    /// The earliest time the machine wants a `tick`: the flush loop's deadline, or when the
+    /// first parked operation gives up; `nil` when nothing waits for time.
+    var nextDeadline: ContinuousClock.Instant? {
+        var earliest: ContinuousClock.Instant?
+        if case .sleeping(let until?) = flushLoop { earliest = until }
+        for parked in slotParked.values {
+            if let first = parked.first?.until { earliest = min(earliest ?? first, first) }
+        }
+        return earliest
+    }
+
+    /// Operations the shard holds (queued, parked on slots or on large posts, in the batch in
+    /// flight excluded): they count toward `maximumQueuedOperationsPerShard`.
+    var heldOperations: Int {
+        queued.count + slotParked.values.reduce(0) { $0 + $1.count } + largeLoads.values.reduce(0) { $0 + $1.parked.count }
+    }
+
+    /// The slots whose state changed since the last call, with their states now.
+    mutating func takeChangedSlots() -> [(slot: UInt16, state: SlotLifecycle.State)] {
+        guard !changedSlots.isEmpty else { return [] }
+        defer { changedSlots = [] }
+        return changedSlots.sorted().map { ($0, slotState($0)) }
+    }
+
+    // MARK: - Slots as the rest of the shard reads them
+
+    /// Whether `slot` is one of this shard's.
+    func owns(_ slot: UInt16) -> Bool {
+        slotRange.contains(Int(slot))
+    }
+
+    /// `slot`'s state (`notOwned` for another shard's).
+    func slotState(_ slot: UInt16) -> SlotLifecycle.State {
+        owns(slot) ? slots[Int(slot) - slotRange.lowerBound] : .notOwned
+    }
+
+    /// The epoch a write between batches (resetting keys) carries for `slot`, or `nil` when
+    /// this node may not write it; `0` for a sole writer.
+    func writeEpoch(_ slot: UInt16) -> Int64? {
+        switch slotState(slot) {
+        case .serving(let epoch), .quiescing(let epoch), .flushing(let epoch), .handingOver(let epoch): return epoch
+        case .notOwned, .claiming, .draining: return nil
+        }
+    }
+
+    /// The epochs `posts`' slots are written under now, for a write between batches; `nil` for
+    /// a sole writer (unfenced). Posts whose slot may not be written are left out.
+    func writeEpochs(of posts: [Int64]) -> [UInt16: Int64]? {
+        guard isFenced else { return nil }
+        var epochs: [UInt16: Int64] = [:]
+        for post in posts {
+            let slot = HashSlot(post: post).rawValue
+            if let epoch = writeEpoch(slot) { epochs[slot] = epoch }
+        }
+        return epochs
+    }
+
+    // MARK: - Stopping
+
+    /// Refuses new operations; those queued are still decided. With `drain`, the flusher then
+    /// drains everything to PostgreSQL; without, it stops after the flush under way (what is
+    /// left waits in the Redis logs for the next start).
+    private mutating func stop(drain: Bool, now: ContinuousClock.Instant, into actions: inout [Action]) {
+        accepting = false
+        refuseParked(CounterError(code: .shuttingDown, message: "the node is shutting down"), into: &actions)
+        if drain {
+            if stopRequested == nil { stopRequested = true }
+        } else {
+            stopRequested = false
+            schedulerStopped = true
+            wake(scheduler.stop(drain: false))
+        }
+    }
+
+    /// Refuses every operation parked on a slot or a large post, and cancels the loads.
+    private mutating func refuseParked(_ error: CounterError, into actions: inout [Action]) {
+        var refused: [(ShardOperation, Result<LikeState, CounterError>)] = []
+        for (_, parked) in slotParked { refused += parked.map { ($0.operation, .failure(error)) } }
+        slotParked = [:]
+        for (post, load) in largeLoads {
+            refused += load.parked.map { ($0, .failure(error)) }
+            largeLoads[post]!.parked = []
+            largeLoads[post]!.cancelled = true
+        }
+        if !refused.isEmpty { actions.append(.answer(refused)) }
+    }
+
+    /// The loop's end: callers still waiting are told nothing more will happen.
+    private mutating func finish(now: ContinuousClock.Instant, into actions: inout [Action]) {
+        isFinished = true
+        let stopped = Self.stopped
+        var refused: [(ShardOperation, Result<LikeState, CounterError>)] = queued.map { ($0, .failure(stopped)) }
+        queued = []
+        for (_, load) in largeLoads {
+            refused += load.parked.map { ($0, .failure(stopped)) }
+            if case .loaded(let hydration, _) = load.phase { actions.append(.discardLargePost(hydration)) }
+        }
+        largeLoads = [:]
+        if !refused.isEmpty { actions.append(.answer(refused)) }
+        for id in Array(waiters.keys) { failWaiter(id, with: stopped, now: now, into: &actions) }
+        for item in afterRescan {
+            switch item {
+            case .flushAll(let reply), .recovery(let reply): actions.append(.reply(reply.with(.failure(stopped))))
+            case .drain: break
+            }
+        }
+        afterRescan = []
+        for record in claims { actions.append(.reply(record.reply.with(.failure(stopped)))) }
+        claims = []
+        for record in releases { actions.append(.reply(record.reply.with(.failure(stopped)))) }
+        releases = []
+        for barrier in barriers { actions.append(.reply(barrier.reply.with(()))) }
+        barriers = []
+        for work in betweenBatches + (betweenBatchesRunning.map { [$0] } ?? []) {
+            switch work {
+            case .resync(_, let reply), .resyncUnloading(_, let reply): actions.append(.reply(reply.with([])))
+            case .publish, .dropDeleted: break
+            }
+        }
+        betweenBatches = []
+        betweenBatchesRunning = nil
+    }
+
+    /// Events that come after the end: callers are answered at once; results are dropped.
+    private func refuseAfterFinish(_ event: Event, into actions: inout [Action]) {
+        let stopped = Self.stopped
+        switch event {
+        case .operations(let operations): actions.append(.answer(operations.map { ($0, .failure(stopped)) }))
+        case .queuedOperationsDone(let reply), .handedOff(_, _, let reply), .drop(_, let reply): actions.append(.reply(reply.with(())))
+        case .flushAll(let reply), .recover(let reply), .release(_, let reply): actions.append(.reply(reply.with(.failure(stopped))))
+        case .claim(_, let reply): actions.append(.reply(reply.with(.failure(stopped))))
+        case .resync(_, let reply): actions.append(.reply(reply.with([])))
+        case .hasPendingChanges(let slot, let reply): actions.append(.reply(reply.with(scheduler.hasPendingChanges(inSlot: slot))))
+        case .pendingBySlot(let reply): actions.append(.reply(reply.with(scheduler.pendingBySlot)))
+        case .statistics(let reply): actions.append(.reply(reply.with(stats)))
+        case .logLengthsRead(let question, _):
+            if case .pendingQuery(let reply) = question.purpose { actions.append(.reply(reply.with(true))) }
+        default: break
+        }
+    }
+
+    static let stopped = CounterError(code: .shuttingDown, message: "the write path has stopped")
+
+    // MARK: - Statistics
+
+    /// The statistics with the backlog figures of `now`.
+    func currentStats(now: ContinuousClock.Instant) -> ShardStats {
+        var current = stats
+        current.shard = index
+        current.pendingChanges = scheduler.pendingTotal
+        current.secondsSinceFlush = (now - scheduler.lastFlush).inSeconds
+        if let oldest = scheduler.oldestDirtySince { current.oldestPendingAgeSeconds = (now - oldest).inSeconds }
+        return current
+    }
+
+    /// Counts a Redis or PostgreSQL error.
+    mutating func count(_ error: Error) {
+        if error is RedisError { stats.redisErrors += 1 }
+        if error is PostgresError { stats.postgresErrors += 1 }
+    }
+}
+
+/// A log line a shard asks its shell to write.
+struct ShardLogLine: Sendable {
+    let level: LogLevel
+    let event: String
+    let fields: [(key: String, value: String)]
+
+    init(_ level: LogLevel, _ event: String, _ fields: [(key: String, value: String)]) {
+        self.level = level
+        self.event = event
+        self.fields = fields
+    }
+}
