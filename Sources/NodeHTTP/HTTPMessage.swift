@@ -21,7 +21,9 @@ public struct HTTPRequest: Sendable {
         self.query = query
         self.rawQuery = rawQuery
         self.authorization = authorization
-        self.headers = Dictionary(headers.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { first, _ in first })
+        // The server passes lower-case keys already; others (tests, the forwarder) may not.
+        self.headers = headers.keys.allSatisfy { !$0.contains(where: \.isUppercase) } ? headers
+            : Dictionary(headers.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { first, _ in first })
         self.body = body
     }
 }

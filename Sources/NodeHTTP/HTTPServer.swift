@@ -32,8 +32,8 @@ public struct HTTPServerConfiguration: Sendable, Equatable {
 public final class HTTPServer: Service {
     public let configuration: HTTPServerConfiguration
     let handler: any HTTPHandler
-    /// The request headers the handler reads, read once.
-    private let wantedHeaders: [String]
+    /// The request headers the handler reads, with their lower-case keys, read once.
+    private let wantedHeaders: [(name: String, key: String)]
     private let state = Mutex(State())
     private let loop: EventLoopThread
     /// Requests suspended until their answer comes. The lock also orders every suspend and
@@ -62,7 +62,7 @@ public final class HTTPServer: Service {
     public init(configuration: HTTPServerConfiguration, handler: any HTTPHandler) throws {
         self.configuration = configuration
         self.handler = handler
-        self.wantedHeaders = handler.requestHeaders
+        self.wantedHeaders = handler.requestHeaders.map { ($0, $0.lowercased()) }
         self.loop = try EventLoopThread()
     }
 
@@ -189,8 +189,8 @@ public final class HTTPServer: Service {
     /// The headers the handler asked for, of the request on `connection`.
     fileprivate func requestHeaders(_ connection: OpaquePointer) -> [String: String] {
         var headers: [String: String] = [:]
-        for name in wantedHeaders {
-            if let value = MHD_lookup_connection_value(connection, .HEADER_KIND, name) { headers[name.lowercased()] = String(cString: value) }
+        for (name, key) in wantedHeaders {
+            if let value = MHD_lookup_connection_value(connection, .HEADER_KIND, name) { headers[key] = String(cString: value) }
         }
         return headers
     }

@@ -153,8 +153,9 @@ public final class CounterService: Service {
         guard postID > 0, userID > 0 || operation == .count else {
             throw CounterError(code: .invalidArgument, message: "ids must be positive 64-bit integers (post \(postID), user \(userID))")
         }
-        return try await shards[shardMap.shard(forPost: postID)].perform(
-            ShardDecider.Request(operation: operation, postID: postID, userID: userID), waitsForSlot: waitingForSlot)
+        let slot = HashSlot(post: postID)
+        return try await shards[shardMap.shard(for: slot)].perform(
+            ShardDecider.Request(operation: operation, postID: postID, userID: userID), slot: slot.rawValue, waitsForSlot: waitingForSlot)
     }
 
     /// Queues `operation` and calls `completion` with the answer, without waiting: for callers on
@@ -166,8 +167,9 @@ public final class CounterService: Service {
             completion(.failure(CounterError(code: .invalidArgument, message: "ids must be positive 64-bit integers (post \(postID), user \(userID))")))
             return
         }
-        shards[shardMap.shard(forPost: postID)].submit(ShardDecider.Request(operation: operation, postID: postID, userID: userID),
-                                                       completion: completion)
+        let slot = HashSlot(post: postID)
+        shards[shardMap.shard(for: slot)].submit(ShardDecider.Request(operation: operation, postID: postID, userID: userID),
+                                                 slot: slot.rawValue, completion: completion)
     }
 
     /// Performs many operations (a feed page, say) with one batch per shard; one result per

@@ -8,9 +8,10 @@ import Synchronization
 /// The shard is a loop (`run()`, a child of the write path's service) around one
 /// `ShardStateMachine`, which only the loop touches: it takes what arrived in the `ShardInbox`,
 /// hands each event to the machine, performs the actions the machine asks for — answers and
-/// replies at once, I/O as child tasks of the loop (`ShardIO`) whose results come back through
-/// the inbox as events — and sleeps until the next arrival or the machine's next deadline
-/// (`ShardTicker`). No lock guards the machine and no state is read across an `await`: between
+/// replies at once; the batch's own round trips awaited in the loop; every other I/O (flushes,
+/// large posts, epoch keys) as child tasks of the loop (`ShardIO`) whose results come back
+/// through the inbox as events — and sleeps until the next arrival or the machine's next
+/// deadline (`ShardTicker`). No lock guards the machine and no state is read across an `await`: between
 /// two events the machine is the whole truth.
 ///
 /// A batch costs one Redis read round trip (is the post hydrated, its count, the membership of
@@ -55,22 +56,49 @@ final class Shard: Sendable {
                 let now = ContinuousClock.now
                 if !operations.isEmpty { machine.handle(.operations(operations), now: now, into: &actions) }
                 for event in events { machine.handle(event, now: now, into: &actions) }
-                // Published before any reply, so a caller that hears of a slot's move sees it.
-                for (slot, state) in machine.takeChangedSlots() { ownership.publish(slot, state.published) }
-                inbox.publish(held: machine.heldOperations)
-                for action in actions { perform(action, in: &group) }
-                actions.removeAll(keepingCapacity: true)
-                ticker.set(machine.nextDeadline)
+                // A batch's own I/O is awaited here, in the loop, its result taken at once (with
+                // whatever arrived meanwhile): a child task per round trip would cost a second
+                // wake-up of the pool per reply. Nothing it waits for needs the loop.
+                while let batchIO = performRound(&actions, machine: &machine, in: &group, ticker: ticker) {
+                    let event = await io.perform(batchIO)
+                    let now = ContinuousClock.now
+                    if let (operations, events) = inbox.takeIfAny() {
+                        if !operations.isEmpty { machine.handle(.operations(operations), now: now, into: &actions) }
+                        for event in events { machine.handle(event, now: now, into: &actions) }
+                    }
+                    if let event { machine.handle(event, now: now, into: &actions) }
+                }
             }
             inbox.close(with: machine)
             group.cancelAll()
         }
     }
 
+    /// Ends a round: publishes the slots that moved (before any reply, so a caller that hears
+    /// of a move sees it), performs the actions, and returns the batch's I/O action, if any,
+    /// for the loop to await.
+    private func performRound(_ actions: inout [ShardStateMachine.Action], machine: inout ShardStateMachine,
+                              in group: inout DiscardingTaskGroup, ticker: ShardTicker) -> ShardStateMachine.Action? {
+        for (slot, state) in machine.takeChangedSlots() { ownership.publish(slot, state.published) }
+        inbox.roundEnded(held: machine.heldOperations, operationsWake: machine.wantsOperations)
+        var batchIO: ShardStateMachine.Action?
+        for action in actions {
+            switch action {
+            case .batchRedis, .findPosts, .loadLikers: batchIO = action
+            default: perform(action, in: &group)
+            }
+        }
+        actions.removeAll(keepingCapacity: true)
+        ticker.set(machine.nextDeadline)
+        return batchIO
+    }
+
     private func perform(_ action: ShardStateMachine.Action, in group: inout DiscardingTaskGroup) {
         switch action {
         case .answer(let answers):
             for (operation, result) in answers { operation.answer(result) }
+        case .answerBatch(let operations, let answers):
+            for answer in answers { operations[answer.request].answer(answer.result) }
         case .reply(let delivery):
             delivery.run()
         case .log(let line):
@@ -88,16 +116,16 @@ final class Shard: Sendable {
 
     /// Queues one operation; `completion` runs once it is answered (on the shard's loop, or at
     /// once when it is refused). Callable from any thread, without waiting.
-    func submit(_ request: ShardDecider.Request, waitsForSlot: Bool = false,
+    func submit(_ request: ShardDecider.Request, slot: UInt16? = nil, waitsForSlot: Bool = false,
                 completion: @escaping @Sendable (Result<LikeState, Error>) -> Void) {
-        inbox.submit(ShardOperation(request, waitsForSlot: waitsForSlot, completion: completion))
+        inbox.submit(ShardOperation(request, slot: slot, waitsForSlot: waitsForSlot, completion: completion))
     }
 
     /// Performs one operation and returns the state after it, once acknowledged as configured.
     /// - Throws: `CounterError`.
-    func perform(_ request: ShardDecider.Request, waitsForSlot: Bool = false) async throws -> LikeState {
+    func perform(_ request: ShardDecider.Request, slot: UInt16? = nil, waitsForSlot: Bool = false) async throws -> LikeState {
         try await withCheckedThrowingContinuation { continuation in
-            submit(request, waitsForSlot: waitsForSlot) { continuation.resume(with: $0) }
+            submit(request, slot: slot, waitsForSlot: waitsForSlot) { continuation.resume(with: $0) }
         }
     }
 

@@ -28,7 +28,7 @@ struct ShardIO: Sendable {
     /// Performs `action`; its result, as the event the machine takes.
     func perform(_ action: ShardStateMachine.Action) async -> Event? {
         switch action {
-        case .answer, .reply, .log:
+        case .answer, .answerBatch, .reply, .log:
             return nil
         case .batchRedis(let groups, let epochs):
             let (results, fenced) = await SlotWriter.execute(groups, epochs: epochs, redis: batchRedis, layout: layout, counting: ownership)

@@ -14,10 +14,16 @@ final class ShardInbox: Sendable {
         var events: [ShardStateMachine.Event] = []
         /// Operations the machine holds (queued or parked), as of its last round.
         var held = 0
+        /// Whether an operation wakes the sleeping loop: not while a batch is in flight (the
+        /// loop takes what queued when the batch's answer wakes it), so a stream of arrivals
+        /// costs a wake-up per batch, not one per operation.
+        var operationsWake = true
         /// The loop, asleep until something arrives.
         var sleeper: CheckedContinuation<Void, Never>?
-        /// The machine as the loop ended: later arrivals are answered by it.
+        /// The machine as the loop ended: later arrivals are answered by it. (`hasFinished` is
+        /// what the hot path reads: looking at the optional itself copies the machine.)
         var finished: ShardStateMachine?
+        var hasFinished = false
     }
 
     private let state = Mutex(State())
@@ -36,7 +42,7 @@ final class ShardInbox: Sendable {
         var overloaded = false
         var afterEnd: [ShardStateMachine.Action] = []
         let sleeper = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            if state.finished != nil {
+            if state.hasFinished {
                 state.finished!.handle(.operations([operation]), now: .now, into: &afterEnd)
                 return nil
             }
@@ -45,6 +51,7 @@ final class ShardInbox: Sendable {
                 return nil
             }
             state.operations.append(operation)
+            guard state.operationsWake else { return nil }
             defer { state.sleeper = nil }
             return state.sleeper
         }
@@ -61,7 +68,7 @@ final class ShardInbox: Sendable {
     func post(_ event: ShardStateMachine.Event) {
         var afterEnd: [ShardStateMachine.Action] = []
         let sleeper = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            if state.finished != nil {
+            if state.hasFinished {
                 state.finished!.handle(event, now: .now, into: &afterEnd)
                 return nil
             }
@@ -88,7 +95,8 @@ final class ShardInbox: Sendable {
         }
     }
 
-    private func takeIfAny() -> (operations: [ShardOperation], events: [ShardStateMachine.Event])? {
+    /// Everything that arrived, or `nil` when nothing has (never sleeps).
+    func takeIfAny() -> (operations: [ShardOperation], events: [ShardStateMachine.Event])? {
         state.withLock { state in
             guard !state.operations.isEmpty || !state.events.isEmpty else { return nil }
             defer {
@@ -99,9 +107,13 @@ final class ShardInbox: Sendable {
         }
     }
 
-    /// The operations the machine holds now, counted toward the limit.
-    func publish(held: Int) {
-        state.withLock { $0.held = held }
+    /// After a round of the loop: the operations the machine holds now (counted toward the
+    /// limit), and whether arriving operations should wake the loop.
+    func roundEnded(held: Int, operationsWake: Bool) {
+        state.withLock { state in
+            state.held = held
+            state.operationsWake = operationsWake
+        }
     }
 
     /// The loop has ended with `machine`: what arrived meanwhile, and whatever arrives later, is
@@ -115,6 +127,7 @@ final class ShardInbox: Sendable {
             state.operations = []
             state.events = []
             state.finished = finished
+            state.hasFinished = true
         }
         Self.deliver(afterEnd)
     }
@@ -124,6 +137,7 @@ final class ShardInbox: Sendable {
         for action in actions {
             switch action {
             case .answer(let answers): for (operation, result) in answers { operation.answer(result) }
+            case .answerBatch(let operations, let answers): for answer in answers { operations[answer.request].answer(answer.result) }
             case .reply(let delivery): delivery.run()
             default: break
             }

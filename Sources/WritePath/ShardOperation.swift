@@ -3,21 +3,21 @@ import ShardRouter
 /// One caller's operation on a shard: what it asks, and how it is answered.
 struct ShardOperation: Sendable {
     let request: ShardDecider.Request
+    /// The slot of the operation's post (computed once: its hash is not free).
+    let slot: UInt16
     /// Wait (up to `slotMoveWait`) even when the slot is not owned here: the caller has reason
     /// to think it is on its way (the map names this node its owner).
     let waitsForSlot: Bool
     /// Runs once, with the answer, on the shard's loop (or at once when the inbox refuses it).
     let completion: @Sendable (Result<LikeState, Error>) -> Void
 
-    init(_ request: ShardDecider.Request, waitsForSlot: Bool = false,
+    init(_ request: ShardDecider.Request, slot: UInt16? = nil, waitsForSlot: Bool = false,
          completion: @escaping @Sendable (Result<LikeState, Error>) -> Void) {
         self.request = request
+        self.slot = slot ?? request.slot
         self.waitsForSlot = waitsForSlot
         self.completion = completion
     }
-
-    /// The slot of the operation's post.
-    var slot: UInt16 { request.slot }
 
     func answer(_ result: Result<LikeState, CounterError>) {
         completion(result.mapError { $0 })

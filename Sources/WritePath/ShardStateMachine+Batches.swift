@@ -22,7 +22,7 @@ extension ShardStateMachine {
                 refusingWrites = false
                 actions.append(.log(ShardLogLine(.info, "writes_accepted", [("shard", String(index)), ("pending_changes", String(pending))])))
             }
-            queued.append(contentsOf: operations)
+            if queued.isEmpty { queued = operations } else { queued.append(contentsOf: operations) }
             stats.operations += operations.count
             return
         }
@@ -85,23 +85,33 @@ extension ShardStateMachine {
         let take = nextTake
         nextTake += 1
         if !unknownPosts.isEmpty { unknownPosts.dropExpired(at: now) }
-        var live: [ShardOperation] = []
-        live.reserveCapacity(taken.count)
+        // `live` stays `nil` while every operation taken so far goes into the batch: then the
+        // batch is `taken` itself, with no copy.
+        var live: [ShardOperation]?
         var epochs: [UInt16: Int64] = [:]
         var refused: [(ShardOperation, Result<LikeState, CounterError>)] = []
         let slotWait = now + configuration.slotMoveWait
-        for operation in taken {
+        let checkUnknown = !unknownPosts.isEmpty
+        let checkLoading = !largeLoads.isEmpty
+        let firstSlot = slotRange.lowerBound
+        for (offset, operation) in taken.enumerated() {
             let slot = operation.slot
-            let state = slotState(slot)
+            let state = owns(slot) ? slots[Int(slot) - firstSlot] : .notOwned
+            var plain = state.admission == .decide
+            if plain, checkUnknown, unknownPosts.isUnknown(operation.request.postID, at: now) { plain = false }
+            if plain, checkLoading, largeLoads[operation.request.postID] != nil { plain = false }
+            if plain {
+                if isFenced, let epoch = state.batchEpoch, epochs[slot] == nil { epochs[slot] = epoch }
+                live?.append(operation)
+                continue
+            }
+            if live == nil { live = Array(taken[..<offset]) }
             switch state.admission {
             case .decide:
                 if !unknownPosts.isEmpty && unknownPosts.isUnknown(operation.request.postID, at: now) {
                     refused.append((operation, .failure(.unknownPost(operation.request.postID))))
-                } else if !largeLoads.isEmpty, largeLoads[operation.request.postID] != nil {
-                    largeLoads[operation.request.postID]!.parked.append(operation)
                 } else {
-                    if isFenced, epochs[slot] == nil, let epoch = state.batchEpoch { epochs[slot] = epoch }
-                    live.append(operation)
+                    largeLoads[operation.request.postID]!.parked.append(operation)
                 }
             case .wait:
                 slotParked[slot, default: []].append((operation, slotWait))
@@ -114,13 +124,14 @@ extension ShardStateMachine {
             }
         }
         if !refused.isEmpty { actions.append(.answer(refused)) }
-        guard !live.isEmpty else {
+        let batchOperations = live ?? taken
+        guard !batchOperations.isEmpty else {
             lastTakeDone = take
             return
         }
-        var machine = BatchStateMachine(requests: live.map(\.request), acknowledgement: configuration.acknowledgement, layout: layout)
+        var machine = BatchStateMachine(requests: batchOperations.map(\.request), acknowledgement: configuration.acknowledgement, layout: layout)
         let action = machine.start()
-        batch = BatchInFlight(machine: machine, operations: live, epochs: isFenced ? epochs : nil, take: take)
+        batch = BatchInFlight(machine: machine, operations: batchOperations, epochs: isFenced ? epochs : nil, take: take)
         follow(action, now: now, into: &actions)
     }
 
@@ -175,9 +186,7 @@ extension ShardStateMachine {
     private mutating func settle(_ settled: BatchStateMachine.Settled, of current: BatchInFlight, now: ContinuousClock.Instant,
                                  into actions: inout [Action]) {
         if !settled.missingPosts.isEmpty { unknownPosts.remember(settled.missingPosts, at: now) }
-        if !settled.answers.isEmpty {
-            actions.append(.answer(settled.answers.map { (current.operations[$0.request], $0.result) }))
-        }
+        if !settled.answers.isEmpty { actions.append(.answerBatch(current.operations, settled.answers)) }
         for (post, requests) in settled.deferred.sorted(by: { $0.key < $1.key }) {
             let slot = HashSlot(post: post).rawValue
             parkOnLargePost(post, requests.map { current.operations[$0] }, epoch: current.epochs?[slot], slot: slot, now: now, into: &actions)
@@ -194,9 +203,7 @@ extension ShardStateMachine {
         if !completion.uncertainSlots.isEmpty { wake(scheduler.uncertain(completion.uncertainSlots)) }
         stats.record(completion.statistics)
         if !completion.appended.isEmpty { wake(scheduler.appended(completion.appended, now: now)) }
-        if !completion.answers.isEmpty {
-            actions.append(.answer(completion.answers.map { (current.operations[$0.request], $0.result) }))
-        }
+        if !completion.answers.isEmpty { actions.append(.answerBatch(current.operations, completion.answers)) }
         if let (marks, waiting) = completion.afterApplied {
             let answers = waiting.compactMap { answer -> (ShardOperation, LikeState)? in
                 guard case .success(let state) = answer.result else { return nil }

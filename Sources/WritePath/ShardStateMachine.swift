@@ -97,6 +97,9 @@ struct ShardStateMachine {
     enum Action: Sendable {
         /// Answer these operations.
         case answer([(ShardOperation, Result<LikeState, CounterError>)])
+        /// Answer a batch's operations (by the answers' request indexes), without pairing them
+        /// up first: the hot path's answers.
+        case answerBatch([ShardOperation], [BatchStateMachine.Answer])
         /// Deliver a reply to a caller.
         case reply(ShardDelivery)
         /// Write a log line.
@@ -438,6 +441,12 @@ struct ShardStateMachine {
     /// flight excluded): they count toward `maximumQueuedOperationsPerShard`.
     var heldOperations: Int {
         queued.count + slotParked.values.reduce(0) { $0 + $1.count } + largeLoads.values.reduce(0) { $0 + $1.parked.count }
+    }
+
+    /// Whether operations arriving now would be looked at before the batch in flight (or the
+    /// work between batches) ends: only then need they wake the loop.
+    var wantsOperations: Bool {
+        batch == nil && betweenBatchesRunning == nil
     }
 
     /// The slots whose state changed since the last call, with their states now.
