@@ -72,13 +72,22 @@ let package = Package(
 
         // Thin executables.
         .executableTarget(name: "CounterNodeCLI", dependencies: ["CounterNode"]),
-        .executableTarget(name: "Bench", dependencies: ["BenchKit", "CounterCore", "CounterNode", "CounterWire", "Persistence", "ShardRouter", "UserTokens", "WritePath"]),
+        .executableTarget(name: "Bench", dependencies: ["BenchKit", "ChildProcesses", "CounterCore", "CounterNode", "CounterWire", "Persistence", "ShardRouter", "UserTokens", "WritePath"]),
+        // Child processes with a clean signal mask (the bench's chaos run, the tests).
+        .target(name: "ChildProcesses"),
         // The bench's parts: histogram, Zipf, correctness check (pure), load generator.
         .target(name: "BenchKit", dependencies: ["CounterCore", "CounterWire", "Persistence", "ShardRouter", "CLinuxEvents"]),
 
-        // Shared by the test targets: where the test servers are, private servers for restart tests.
-        .target(name: "TestSupport", dependencies: ["BenchKit", "CounterCore", "Persistence"], path: "Tests/TestSupport"),
-        .testTarget(name: "BenchKitTests", dependencies: ["BenchKit", "CounterWire", "ShardRouter"]),
+        // Shared by the test targets: where the test servers are, private servers a test may
+        // restart, child processes, services kept running, seeded fuzz input.
+        .target(name: "TestSupport", dependencies: ["ChildProcesses", "CounterCore", "Persistence"], path: "Tests/TestSupport"),
+        // Harnesses of a node's parts on the test servers (a write path, its HTTP API, several
+        // node processes), for the tests of those parts.
+        .target(name: "NodeTestSupport", dependencies: [
+            "CounterCore", "CounterWire", "NodeAPI", "NodeHTTP", "Persistence", "ShardRouter", "TestSupport", "WritePath",
+        ], path: "Tests/NodeTestSupport"),
+        // One test target per module tested.
+        .testTarget(name: "BenchKitTests", dependencies: ["BenchKit", "CounterWire", "ShardRouter", "TestSupport"]),
         .testTarget(name: "CounterClientTests", dependencies: ["CounterClient", "CounterWire"]),
         .testTarget(name: "CounterWireTests", dependencies: ["CounterWire"]),
         .testTarget(name: "CounterCoreTests", dependencies: ["CounterCore"]),
@@ -87,10 +96,19 @@ let package = Package(
         .testTarget(name: "NodeClusterTests", dependencies: ["NodeCluster", "Persistence", "ShardRouter"]),
         .testTarget(name: "PersistenceTests", dependencies: ["CounterCore", "Persistence", "ShardRouter", "TestSupport"]),
         // A child process the crash tests kill with SIGKILL mid-stream.
-        .executableTarget(name: "CrashDriver", dependencies: ["Persistence", "WritePath"], path: "Tests/CrashDriver"),
+        .executableTarget(name: "CrashDriver", dependencies: ["CounterCore", "Persistence", "WritePath"], path: "Tests/CrashDriver"),
+        .testTarget(name: "WritePathTests", dependencies: [
+            "CounterCore", "NodeAPI", "NodeTestSupport", "Persistence", "ShardRouter", "TestSupport", "WritePath", "CrashDriver",
+        ]),
+        .testTarget(name: "NodeHTTPTests", dependencies: ["NodeHTTP", "TestSupport"]),
+        .testTarget(name: "NodeAPITests", dependencies: [
+            "BenchKit", "CounterClient", "CounterCore", "CounterWire", "NodeAPI", "NodeHTTP", "NodeTestSupport", "Persistence",
+            "ShardRouter", "TestSupport", "UserTokens", "WritePath",
+        ]),
+        // The node as a process: serve, several nodes, the operator commands, the configuration.
         .testTarget(name: "CounterNodeTests", dependencies: [
-            "BenchKit", "CounterClient", "CounterCore", "CounterNode", "CounterWire", "NodeAPI", "NodeHTTP", "OperatorCommands",
-            "Persistence", "ShardRouter", "UserTokens", "WritePath", "TestSupport", "CrashDriver", "CounterNodeCLI",
+            "BenchKit", "CounterClient", "CounterNode", "CounterWire", "NodeTestSupport", "Persistence", "ShardRouter",
+            "TestSupport", "UserTokens", "CounterNodeCLI",
         ]),
     ],
     swiftLanguageModes: [.v6]

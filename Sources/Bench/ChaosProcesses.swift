@@ -1,4 +1,5 @@
 import BenchKit
+import ChildProcesses
 import Foundation
 import Synchronization
 

@@ -1,3 +1,4 @@
+import NodeTestSupport
 import BenchKit
 import CounterClient
 import CounterWire

@@ -1,3 +1,4 @@
+import NodeTestSupport
 @testable import CounterNode
 import CounterWire
 import Foundation

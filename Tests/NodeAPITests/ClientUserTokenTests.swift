@@ -1,3 +1,4 @@
+import NodeTestSupport
 import CounterClient
 import Foundation
 @testable import NodeAPI

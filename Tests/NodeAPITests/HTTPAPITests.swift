@@ -1,5 +1,5 @@
+import NodeTestSupport
 import CounterCore
-@testable import CounterNode
 import CounterWire
 import Foundation
 @testable import NodeAPI
@@ -334,43 +334,6 @@ struct HTTPPieceTests {
         #expect(tokens.refusal("Basic abc", for: .api) != nil)
         #expect(tokens.refusal(nil, for: .open) == nil)
         #expect(AccessTokens().refusal(nil, for: .api) == nil)
-    }
-}
-
-/// A handler that never answers by itself: the test holds every `respond`.
-final class SilentHandler: HTTPHandler {
-    let held = Mutex<[@Sendable (HTTPResponse) -> Void]>([])
-
-    func dispatch(_ request: HTTPRequest) -> HTTPDisposition {
-        .later { respond in self.held.withLock { $0.append(respond) } }
-    }
-
-    func response(for refusal: HTTPRefusal) -> HTTPResponse {
-        HTTPResponse(status: refusal == .shuttingDown ? 503 : 413, body: Array((refusal == .shuttingDown ? "shutting_down" : "body_too_large").utf8))
-    }
-}
-
-@Suite("HTTP server shutdown")
-struct HTTPServerShutdownTests {
-    @Test("stop answers a request still waiting with 503 (instead of libmicrohttpd aborting), and a late answer is ignored")
-    func stopWithWaitingRequest() async throws {
-        let handler = SilentHandler()
-        var configuration = HTTPServerConfiguration()
-        configuration.port = 0
-        let server = try HTTPServer(configuration: configuration, handler: handler)
-        try server.start()
-        let port = server.port
-        let exchange = Task {
-            try await RawHTTPClient.exchange(port: port, chunks: [RawHTTPClient.request("GET", "/anything")], responses: 1)
-        }
-        while handler.held.withLock({ $0.isEmpty }) { try await Task.sleep(for: .milliseconds(5)) }
-        await server.stop(timeout: .milliseconds(200))
-        let responses = try await exchange.value
-        #expect(responses.first?.status == 503)
-        #expect(responses.first?.text.contains("shutting_down") == true)
-        // The handler answers after all: nothing happens (no resume of a connection that is gone).
-        for respond in handler.held.withLock({ $0 }) { respond(HTTPResponse(status: 200, body: [])) }
-        await server.stop()   // a second stop returns at once
     }
 }
 

@@ -1,4 +1,4 @@
-import CounterNode
+import NodeTestSupport
 import Persistence
 import ShardRouter
 import TestSupport

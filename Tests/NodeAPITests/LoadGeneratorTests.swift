@@ -1,3 +1,4 @@
+import NodeTestSupport
 import BenchKit
 import Persistence
 import TestSupport

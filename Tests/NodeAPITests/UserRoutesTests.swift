@@ -1,3 +1,4 @@
+import NodeTestSupport
 import CounterWire
 import Foundation
 @testable import NodeAPI

@@ -13,19 +13,19 @@ import Testing
 /// and Redis, each with a node id of its own, and the checks a cluster must pass afterwards.
 /// Every flush records the entries it applies in an audit table with a unique key, so an entry
 /// applied twice fails its flush.
-final class ClusterHarness: Sendable {
+package final class ClusterHarness: Sendable {
     /// One node process.
-    struct Node: Sendable {
-        let id: String
-        let port: Int
-        let process: ChildProcess
-        var url: String { "http://127.0.0.1:\(port)" }
+    package struct Node: Sendable {
+        package let id: String
+        package let port: Int
+        package let process: ChildProcess
+        package var url: String { "http://127.0.0.1:\(port)" }
     }
 
-    let prefix: String
-    let auditTable: String
-    let redisURL: String
-    let pool: PostgresPool
+    package let prefix: String
+    package let auditTable: String
+    package let redisURL: String
+    package let pool: PostgresPool
     private let started = Mutex<[Node]>([])
 
     private init(prefix: String, auditTable: String, redisURL: String, pool: PostgresPool) {
@@ -37,7 +37,7 @@ final class ClusterHarness: Sendable {
 
     /// Runs `body` with a fresh harness, then stops every node it started (also when `body`
     /// throws): a node left running would keep the test process's output open.
-    static func with<T>(_ label: String, redis: RedisTarget = .single, _ body: (ClusterHarness) async throws -> T) async throws -> T {
+    package static func with<T>(_ label: String, redis: RedisTarget = .single, _ body: (ClusterHarness) async throws -> T) async throws -> T {
         let harness = try await make(label, redis: redis)
         do {
             let result = try await body(harness)
@@ -49,7 +49,7 @@ final class ClusterHarness: Sendable {
         }
     }
 
-    static func make(_ label: String, redis: RedisTarget = .single) async throws -> ClusterHarness {
+    package static func make(_ label: String, redis: RedisTarget = .single) async throws -> ClusterHarness {
         let pool = try await TestEnvironment.migratedPool()
         let prefix = TestEnvironment.uniqueKeyPrefix(label).replacingOccurrences(of: ":", with: "-")
         let audit = "audit_" + prefix.filter { $0.isLetter || $0.isNumber }
@@ -61,7 +61,7 @@ final class ClusterHarness: Sendable {
     /// - Parameter collectingErrors: the node's log and errors are collected with its output
     ///   (for a test that reads them) instead of going to the test's standard error.
     /// - Parameter leaseMilliseconds: `--lease-ms`; `nil`: the node's default.
-    func start(_ id: String, leaseMilliseconds: Int? = nil, extra: [String] = [], collectingErrors: Bool = false) async throws -> Node {
+    package func start(_ id: String, leaseMilliseconds: Int? = nil, extra: [String] = [], collectingErrors: Bool = false) async throws -> Node {
         let port = try PrivateServers.freePort()
         let process = try ChildProcess([ChildProcess.builtProduct("counter-node"), "serve",
                                         "--listen", "127.0.0.1:\(port)", "--postgres-url", TestEnvironment.postgresURL,
@@ -78,13 +78,13 @@ final class ClusterHarness: Sendable {
     }
 
     /// The slot map as `node` knows it.
-    func map(via node: Node) async throws -> ClusterMapBody {
+    package func map(via node: Node) async throws -> ClusterMapBody {
         let (data, _) = try await ClusterHTTP.control.data(from: URL(string: "\(node.url)/v1/cluster")!)
         return try JSONDecoder().decode(ClusterMapBody.self, from: data)
     }
 
     /// Waits until `condition` holds for `node`'s map (read every 100 ms), up to `timeout`.
-    func waitForMap(via node: Node, timeout: Duration = .seconds(30), _ condition: (ClusterMapBody) -> Bool) async throws -> ClusterMapBody {
+    package func waitForMap(via node: Node, timeout: Duration = .seconds(30), _ condition: (ClusterMapBody) -> Bool) async throws -> ClusterMapBody {
         let deadline = ContinuousClock.now + timeout
         while true {
             if let map = try? await map(via: node), condition(map) { return map }
@@ -94,7 +94,7 @@ final class ClusterHarness: Sendable {
     }
 
     /// `/metrics` of `node`, as name → value for the unlabelled families.
-    func metrics(of node: Node) async throws -> [String: Double] {
+    package func metrics(of node: Node) async throws -> [String: Double] {
         let (data, _) = try await ClusterHTTP.control.data(from: URL(string: "\(node.url)/metrics")!)
         var values: [String: Double] = [:]
         for line in String(decoding: data, as: UTF8.self).split(separator: "\n") where !line.hasPrefix("#") && !line.contains("{") {
@@ -105,7 +105,7 @@ final class ClusterHarness: Sendable {
     }
 
     /// Flushes every node in `nodes` (each flushes the slots it owns).
-    func flush(_ nodes: [Node]) async throws {
+    package func flush(_ nodes: [Node]) async throws {
         for node in nodes {
             var request = URLRequest(url: URL(string: "\(node.url)/admin/flush")!)
             request.httpMethod = "POST"
@@ -119,7 +119,7 @@ final class ClusterHarness: Sendable {
 
     /// PostgreSQL against what the load acknowledged last: nothing lost, nothing phantom, every
     /// count equal to its rows, and (by the audit table's key) no entry applied twice.
-    func verify(_ load: HTTPPairLoad) async throws {
+    package func verify(_ load: HTTPPairLoad) async throws {
         let rows = try await pool.query("SELECT user_id, post_id FROM likes WHERE post_id = ANY($1::bigint[])", [.int64Array(load.posts)])
         let members = Set(try rows.map { Pair(user: try $0.int64(0), post: try $0.int64(1)) })
         let (lost, phantom, undetermined) = load.audit(rows: members)
@@ -136,7 +136,7 @@ final class ClusterHarness: Sendable {
     }
 
     /// Stops every node still running (SIGKILL) and drops the audit table.
-    func tearDown() async {
+    package func tearDown() async {
         for node in started.withLock({ $0 }) {
             node.process.kill(SIGKILL)
             _ = try? await node.process.waitForExit(timeout: .seconds(10))
@@ -146,17 +146,17 @@ final class ClusterHarness: Sendable {
     }
 }
 
-struct HarnessError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
+package struct HarnessError: Error, CustomStringConvertible {
+    package let description: String
+    package init(_ description: String) { self.description = description }
 }
 
-enum ClusterHTTP {
+package enum ClusterHTTP {
     /// The load's session.
-    static let session = make()
+    package static let session = make()
     /// The checks' own session (maps, metrics, flushes), so they never wait behind the load's
     /// requests to a paused node.
-    static let control = make()
+    package static let control = make()
 
     private static func make() -> URLSession {
         let configuration = URLSessionConfiguration.ephemeral
@@ -170,24 +170,24 @@ enum ClusterHTTP {
 /// each worker owning its users so a pair never has two operations in flight; remembers every
 /// pair's last acknowledged state (`PairLoad`'s rules). `settle` then gives every pair whose
 /// last operation failed a like that is answered, so each pair's state is known.
-final class HTTPPairLoad: Sendable {
-    let posts: [Int64]
+package final class HTTPPairLoad: Sendable {
+    package let posts: [Int64]
     private let state = Mutex<(expected: [Pair: PairLoad.Expected], stop: Bool, acknowledged: Int, failed: Int, statuses: [String: Int])>(([:], false, 0, 0, [:]))
     private let nodes = Mutex<[String]>([])
 
-    init(posts: [Int64]) {
+    package init(posts: [Int64]) {
         self.posts = posts
     }
 
     /// The node URLs requests go to (changed as nodes come and go).
-    func setNodes(_ urls: [String]) { nodes.withLock { $0 = urls } }
+    package func setNodes(_ urls: [String]) { nodes.withLock { $0 = urls } }
 
-    var acknowledged: Int { state.withLock { $0.acknowledged } }
-    var failed: Int { state.withLock { $0.failed } }
+    package var acknowledged: Int { state.withLock { $0.acknowledged } }
+    package var failed: Int { state.withLock { $0.failed } }
     /// Answers by status and error code (`200`, `503 slot_moving`, `0` for no answer).
-    var statuses: [String: Int] { state.withLock { $0.statuses } }
+    package var statuses: [String: Int] { state.withLock { $0.statuses } }
 
-    func run(workers: Int, usersPerWorker: Int = 20) async {
+    package func run(workers: Int, usersPerWorker: Int = 20) async {
         await withTaskGroup(of: Void.self) { group in
             for worker in 0..<workers {
                 group.addTask {
@@ -203,13 +203,13 @@ final class HTTPPairLoad: Sendable {
         }
     }
 
-    func stop() { state.withLock { $0.stop = true } }
+    package func stop() { state.withLock { $0.stop = true } }
 
     /// Sends `method` for `pair` to `node` (default: a random one) and records the outcome.
     @discardableResult
     /// Sends a like of `pair` to the node on `port` over a plain socket of its own (a probe that
     /// waits behind nothing of the test's own), and records the outcome.
-    func probe(_ pair: Pair, port: Int) async -> Bool {
+    package func probe(_ pair: Pair, port: Int) async -> Bool {
         let request = RawHTTPClient.request("PUT", "/v1/posts/\(pair.post)/likes/\(pair.user)")
         guard let answer = try? await RawHTTPClient.exchange(port: port, chunks: [request], responses: 1, timeout: .seconds(6)).first else {
             record(pair, .either, status: 0)
@@ -226,7 +226,7 @@ final class HTTPPairLoad: Sendable {
         return false
     }
 
-    func send(_ method: String, _ pair: Pair, via node: String? = nil) async -> Bool {
+    package func send(_ method: String, _ pair: Pair, via node: String? = nil) async -> Bool {
         guard let base = node ?? nodes.withLock({ $0.randomElement() }) else { return false }
         let path = method == "toggle" ? "/v1/posts/\(pair.post)/likes/\(pair.user)/toggle" : "/v1/posts/\(pair.post)/likes/\(pair.user)"
         var request = URLRequest(url: URL(string: base + path)!)
@@ -259,7 +259,7 @@ final class HTTPPairLoad: Sendable {
     }
 
     /// Likes every pair whose outcome is unknown until a node answers (at most `timeout`).
-    func settle(timeout: Duration = .seconds(30)) async throws {
+    package func settle(timeout: Duration = .seconds(30)) async throws {
         let deadline = ContinuousClock.now + timeout
         while true {
             let open = state.withLock { $0.expected.filter { $0.value == .either }.map(\.key) }
@@ -271,7 +271,7 @@ final class HTTPPairLoad: Sendable {
     }
 
     /// As `PairLoad.audit`.
-    func audit(rows members: Set<Pair>) -> (lost: [Pair], phantom: [Pair], undetermined: Int) {
+    package func audit(rows members: Set<Pair>) -> (lost: [Pair], phantom: [Pair], undetermined: Int) {
         PairLoad.audit(expected: state.withLock { $0.expected }, rows: members)
     }
 }

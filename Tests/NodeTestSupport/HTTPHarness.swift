@@ -1,24 +1,23 @@
-import CounterNode
-@testable import NodeAPI
-@testable import NodeHTTP
+import NodeAPI
+import NodeHTTP
 import Persistence
 import TestSupport
-@testable import WritePath
+import WritePath
 
 /// A node's HTTP API on a free port over a write path on the test servers.
-struct HTTPHarness {
-    static let apiToken = "test-api-token-0123456789"
-    static let adminToken = "test-admin-token-0123456789"
+package struct HTTPHarness {
+    package static let apiToken = "test-api-token-0123456789"
+    package static let adminToken = "test-admin-token-0123456789"
 
-    let writePath: WritePathHarness
-    let server: HTTPServer
-    let api: CounterAPI
+    package let writePath: WritePathHarness
+    package let server: HTTPServer
+    package let api: CounterAPI
     /// The API's request tasks, running.
-    let requests: RunningServices
-    var port: Int { server.port }
-    var posts: [Int64] { writePath.posts }
+    package let requests: RunningServices
+    package var port: Int { server.port }
+    package var posts: [Int64] { writePath.posts }
 
-    static func start(posts: Int = 3, redis target: RedisTarget = .single, postgresURL: String = TestEnvironment.postgresURL,
+    package static func start(posts: Int = 3, redis target: RedisTarget = .single, postgresURL: String = TestEnvironment.postgresURL,
                       configure: (inout HTTPServerConfiguration) -> Void = { _ in },
                       writePath configureWritePath: (inout WritePathConfiguration) -> Void = { _ in },
                       readyMaxLag: Duration? = nil, users: UserAccess? = nil) async throws -> HTTPHarness {
@@ -35,7 +34,7 @@ struct HTTPHarness {
     }
 
     /// Sends one request on its own connection and returns the response.
-    func send(_ method: String, _ path: String, token: String? = HTTPHarness.apiToken, body: String? = nil,
+    package func send(_ method: String, _ path: String, token: String? = HTTPHarness.apiToken, body: String? = nil,
               headers: [String: String] = [:]) async throws -> RawHTTPResponse {
         let request = RawHTTPClient.request(method, path, token: token, body: body, headers: headers)
         let responses = try await RawHTTPClient.exchange(port: port, chunks: [request], responses: 1)
@@ -45,7 +44,7 @@ struct HTTPHarness {
 
     /// Stops as a node does: the server, the write path, then the API's request tasks (which
     /// the write path has answered by then).
-    func stop() async {
+    package func stop() async {
         await server.stop()
         await writePath.stop()
         try? await requests.stop()

@@ -1,25 +1,24 @@
-import CounterNode
 import Foundation
 import Synchronization
-@testable import WritePath
+import WritePath
 
 /// Likes, unlikes and toggles from many concurrent workers on (user, post) pairs, remembering
 /// for every pair the state of its last acknowledged operation. Each worker owns its pairs and
 /// sends one operation at a time, so a pair never has two operations in flight: after the load,
 /// PostgreSQL must hold exactly the last acknowledged state of every pair whose last operation
 /// was answered, and either state where it failed (its outcome is unknown).
-final class PairLoad: Sendable {
-    enum Expected: Equatable, Sendable {
+package final class PairLoad: Sendable {
+    package enum Expected: Equatable, Sendable {
         case liked(Bool)
         /// The last operation failed: it may or may not have taken effect.
         case either
     }
 
-    struct Summary: Sendable {
-        var acknowledged = 0
-        var failed = 0
+    package struct Summary: Sendable {
+        package var acknowledged = 0
+        package var failed = 0
         /// Failures by kind (code and the start of the message).
-        var errors: [String: Int] = [:]
+        package var errors: [String: Int] = [:]
     }
 
     private struct State {
@@ -28,11 +27,11 @@ final class PairLoad: Sendable {
         var stop = false
     }
 
-    let posts: [Int64]
-    let hotPost: Int64
+    package let posts: [Int64]
+    package let hotPost: Int64
     private let state = Mutex(State())
 
-    init(posts: [Int64], hotPost: Int64) {
+    package init(posts: [Int64], hotPost: Int64) {
         self.posts = posts
         self.hotPost = hotPost
     }
@@ -40,7 +39,7 @@ final class PairLoad: Sendable {
     /// Runs `workers` workers until `stop()`; half of all operations go to the hot post. Each
     /// worker pauses `pause` between operations, so the load leaves the machine's cores to the
     /// other suites running beside it (some of which watch latencies).
-    func run(on service: CounterService, workers: Int, usersPerWorker: Int = 50, pause: Duration = .milliseconds(2)) async {
+    package func run(on service: CounterService, workers: Int, usersPerWorker: Int = 50, pause: Duration = .milliseconds(2)) async {
         await withTaskGroup(of: Void.self) { group in
             for worker in 0..<workers {
                 group.addTask {
@@ -63,12 +62,12 @@ final class PairLoad: Sendable {
         }
     }
 
-    func stop() {
+    package func stop() {
         state.withLock { $0.stop = true }
     }
 
-    var expected: [Pair: Expected] { state.withLock { $0.expected } }
-    var summary: Summary { state.withLock { $0.summary } }
+    package var expected: [Pair: Expected] { state.withLock { $0.expected } }
+    package var summary: Summary { state.withLock { $0.summary } }
 
     private func record(_ pair: Pair, _ expected: Expected, error: Error?) {
         state.withLock { state in
@@ -86,12 +85,12 @@ final class PairLoad: Sendable {
     /// Compares PostgreSQL's rows for the load's posts with what was acknowledged.
     /// - Returns: pairs whose acknowledged like is missing (lost), and rows nobody acknowledged
     ///   last (phantom: an acknowledged unlike undone, or a like nobody asked for).
-    func audit(rows members: Set<Pair>) -> (lost: [Pair], phantom: [Pair], undetermined: Int) {
+    package func audit(rows members: Set<Pair>) -> (lost: [Pair], phantom: [Pair], undetermined: Int) {
         Self.audit(expected: expected, rows: members)
     }
 
     /// `expected` (each pair's last acknowledged state) against the rows PostgreSQL holds.
-    static func audit(expected: [Pair: Expected], rows members: Set<Pair>) -> (lost: [Pair], phantom: [Pair], undetermined: Int) {
+    package static func audit(expected: [Pair: Expected], rows members: Set<Pair>) -> (lost: [Pair], phantom: [Pair], undetermined: Int) {
         var lost: [Pair] = [], phantom: [Pair] = []
         var undetermined = 0
         for (pair, state) in expected {

@@ -1,27 +1,26 @@
 import CounterCore
-import CounterNode
 import Persistence
 import ShardRouter
 import Synchronization
 import TestSupport
-@testable import WritePath
+import WritePath
 
 /// A write path on the test servers with a key prefix of its own, and ways to look at what
 /// memory, Redis and PostgreSQL hold.
-struct WritePathHarness {
-    let pool: PostgresPool
+package struct WritePathHarness {
+    package let pool: PostgresPool
     /// A client of the service's own slot map, for looking at what Redis holds.
-    let redis: RedisClient
-    let layout: RedisKeyLayout
-    let service: CounterService
-    let posts: [Int64]
+    package let redis: RedisClient
+    package let layout: RedisKeyLayout
+    package let service: CounterService
+    package let posts: [Int64]
     /// What the service logged (every level).
-    let log: LogLines
+    package let log: LogLines
     /// The service, running.
-    let running: RunningServices
+    package let running: RunningServices
 
     /// Creates `postCount` posts and starts a service over them.
-    static func start(posts postCount: Int, postgresURL: String = TestEnvironment.postgresURL,
+    package static func start(posts postCount: Int, postgresURL: String = TestEnvironment.postgresURL,
                       redis target: RedisTarget = .single,
                       redisURL: String? = nil,
                       configure: (inout WritePathConfiguration) -> Void = { _ in }) async throws -> WritePathHarness {
@@ -44,7 +43,7 @@ struct WritePathHarness {
     }
 
     /// A second service over the same prefix (a restart).
-    func restarted(configure: (inout WritePathConfiguration) -> Void = { _ in }) async throws -> WritePathHarness {
+    package func restarted(configure: (inout WritePathConfiguration) -> Void = { _ in }) async throws -> WritePathHarness {
         var configuration = service.configuration
         configure(&configuration)
         let service = try CounterService(configuration: configuration, postgres: pool, redis: redis.topology.configuration, log: log.nodeLog)
@@ -53,19 +52,19 @@ struct WritePathHarness {
     }
 
     /// The same service, looking at `posts` instead.
-    func with(posts: [Int64]) -> WritePathHarness {
+    package func with(posts: [Int64]) -> WritePathHarness {
         WritePathHarness(pool: pool, redis: redis, layout: layout, service: service, posts: posts, log: log, running: running)
     }
 
     /// (user, post) pairs with a `likes` row, for `posts`.
-    func postgresMembers(_ posts: [Int64]? = nil) async throws -> Set<Pair> {
+    package func postgresMembers(_ posts: [Int64]? = nil) async throws -> Set<Pair> {
         let rows = try await pool.query("SELECT user_id, post_id FROM likes WHERE post_id = ANY($1::bigint[])",
                                         [.int64Array(posts ?? self.posts)])
         return Set(try rows.map { Pair(user: try $0.int64(0), post: try $0.int64(1)) })
     }
 
     /// `likes_count` per post, and the number of `likes` rows per post.
-    func postgresCounts() async throws -> [Int64: (count: Int64, rows: Int64)] {
+    package func postgresCounts() async throws -> [Int64: (count: Int64, rows: Int64)] {
         let rows = try await pool.query("""
             SELECT p.id, p.likes_count, (SELECT count(*) FROM likes l WHERE l.post_id = p.id)
             FROM posts p WHERE p.id = ANY($1::bigint[])
@@ -75,27 +74,27 @@ struct WritePathHarness {
         return result
     }
 
-    func redisCount(_ post: Int64) async throws -> Int64 {
+    package func redisCount(_ post: Int64) async throws -> Int64 {
         try await redis.send(.scard(layout.likers(ofPost: post)), slot: HashSlot(post: post)).integer ?? -1
     }
 
-    func redisIsMember(_ post: Int64, _ user: Int64) async throws -> Bool {
+    package func redisIsMember(_ post: Int64, _ user: Int64) async throws -> Bool {
         try await redis.send(.sismember(layout.likers(ofPost: post), user), slot: HashSlot(post: post)).integer == 1
     }
 
     /// Transactions the flushers committed, summed over shards.
-    func flushTransactions() async -> Int {
+    package func flushTransactions() async -> Int {
         await service.stats().reduce(0) { $0 + $1.flushTransactions }
     }
 
     /// Stops the service only: with `drain`, after flushing everything; without, after the
     /// flush under way (what waits stays in the Redis logs, as after a crash).
-    func stopService(drain: Bool = true) async {
+    package func stopService(drain: Bool = true) async {
         if !drain { await service.abandonDrain() }
         try? await running.stop()
     }
 
-    func stop() async {
+    package func stop() async {
         await stopService()
         await redis.close()
         await pool.close()
@@ -103,28 +102,33 @@ struct WritePathHarness {
 }
 
 /// Log lines a test reads back.
-final class LogLines: Sendable {
+package final class LogLines: Sendable {
     private let lines = Mutex<[String]>([])
 
     /// A log at every level that writes here.
-    var nodeLog: NodeLog { NodeLog(minimum: .debug) { line in self.lines.withLock { $0.append(line) } } }
+    package var nodeLog: NodeLog { NodeLog(minimum: .debug) { line in self.lines.withLock { $0.append(line) } } }
 
     /// The lines of `event`.
-    func lines(of event: String) -> [String] {
+    package func lines(of event: String) -> [String] {
         lines.withLock { $0.filter { $0.contains(" event=\(event) ") || $0.hasSuffix(" event=\(event)") } }
     }
 }
 
-struct Pair: Hashable, CustomStringConvertible {
-    let user: Int64
-    let post: Int64
-    var description: String { "(user \(user), post \(post))" }
+package struct Pair: Hashable, CustomStringConvertible {
+    package let user: Int64
+    package let post: Int64
+    package var description: String { "(user \(user), post \(post))" }
+
+    package init(user: Int64, post: Int64) {
+        self.user = user
+        self.post = post
+    }
 }
 
 extension WritePathConfiguration {
     /// No flush starts on its own (interval, age and size far out of reach): changes wait in the
     /// logs until a test asks (`flush()`, `/admin/flush`, `counter-node flush`, shutdown).
-    mutating func flushOnlyWhenAsked() {
+    package mutating func flushOnlyWhenAsked() {
         flushInterval = .seconds(60)
         flushMaxAge = .seconds(60)
         flushBatchSize = 1_000_000

@@ -1,4 +1,4 @@
-import BenchKit
+import ChildProcesses
 import Foundation
 import Synchronization
 

@@ -1,4 +1,4 @@
-import BenchKit
+import ChildProcesses
 import Foundation
 
 /// One cluster-enabled Redis that serves only some slots (a cluster with holes), for tests of

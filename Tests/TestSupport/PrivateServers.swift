@@ -1,4 +1,4 @@
-import BenchKit
+import ChildProcesses
 import Foundation
 
 /// A PostgreSQL and a Redis of a test's own, started with `scripts/services` in a temporary data
@@ -17,8 +17,8 @@ public final class PrivateServers: Sendable {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true,
                                                 attributes: [.posixPermissions: 0o755])
         dataDirectory = folder
-        postgresPort = try Self.freePort()
-        redisPort = try Self.freePort()
+        postgresPort = try Self.serverPort()
+        redisPort = try Self.serverPort(besides: postgresPort)
     }
 
     /// Two private servers start at a time (an `initdb` each), however many tests ask at once.
@@ -26,16 +26,34 @@ public final class PrivateServers: Sendable {
 
     /// Starts both servers, runs `body` with them, and stops and removes them afterwards, also
     /// when `body` throws.
+    ///
+    /// A start that fails is tried again (twice at most) on other ports: a port chosen free can be
+    /// taken by another process before the server binds it.
     public static func with<T>(_ body: (PrivateServers) async throws -> T) async throws -> T {
-        let servers = try PrivateServers()
+        let servers = try await startedServers()
         do {
-            try await startups.pass { try await servers.run("start") }
             let value = try await body(servers)
             try await servers.tearDown()
             return value
         } catch {
             try? await servers.tearDown()
             throw error
+        }
+    }
+
+    private static func startedServers(attempts: Int = 3) async throws -> PrivateServers {
+        var attempt = 1
+        while true {
+            let servers = try PrivateServers()
+            do {
+                try await startups.pass { try await servers.run("start") }
+                return servers
+            } catch {
+                try? await servers.tearDown()
+                guard attempt < attempts else { throw error }
+                FileHandle.standardError.write(Data("private servers: \(error); trying other ports\n".utf8))
+                attempt += 1
+            }
         }
     }
 
@@ -67,6 +85,18 @@ public final class PrivateServers: Sendable {
                 bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
             }
         }
+    }
+
+    /// A port for a server of a test's own that was free a moment ago, chosen at random in
+    /// 10000–19999: below the kernel's ephemeral range (32768–60999), so neither an outgoing
+    /// connection's local port nor another test's `freePort()` can take it in the meantime, and
+    /// apart from the Redis Cluster blocks (20000–39999) and the project's own servers.
+    public static func serverPort(besides taken: Int? = nil) throws -> Int {
+        for _ in 0..<200 {
+            let candidate = Int.random(in: 10_000...19_999)
+            if candidate != taken && isFree(candidate) { return candidate }
+        }
+        throw PrivateServersError(message: "no free port in 10000–19999")
     }
 
     /// A port that was free a moment ago: bind port 0 and read what the kernel gave.

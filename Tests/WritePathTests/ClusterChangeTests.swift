@@ -1,4 +1,4 @@
-@testable import CounterNode
+import NodeTestSupport
 import Foundation
 @testable import NodeAPI
 import Persistence

@@ -1,4 +1,4 @@
-import CounterNode
+import NodeTestSupport
 import Foundation
 import Persistence
 import ShardRouter

@@ -1,4 +1,3 @@
-@testable import CounterNode
 import Persistence
 import Testing
 @testable import WritePath

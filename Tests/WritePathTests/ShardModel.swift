@@ -81,6 +81,9 @@ final class ShardModel {
         case .answer(let answers):
             for (operation, result) in answers { operation.answer(result) }
             return nil
+        case .answerBatch(let operations, let answers):
+            for answer in answers { operations[answer.request].answer(answer.result) }
+            return nil
         case .reply(let delivery):
             delivery.run()
             return nil
