@@ -161,23 +161,33 @@ public struct OperatorCommand: Sendable {
         // Progress while the node flushes: the backlog, from /admin/stats, every half second.
         let progressClient = try AdminClient(baseURL: nodeURL, token: adminToken, timeout: .seconds(5))
         let output = self.output
-        let progress = Task {
-            while !Task.isCancelled {
-                try? await Task.sleep(for: .milliseconds(500))
-                if Task.isCancelled { break }
-                if let stats = try? await progressClient.call("GET /admin/stats", { client throws(CounterClientError) in try await client.statistics() }),
-                   !Task.isCancelled {
-                    output.error("flushing: \(stats.total.pendingChanges) change(s) still waiting for PostgreSQL")
+        let outcome = await withTaskGroup(of: Void.self) { group -> Result<FlushResult, AdminClient.Failure> in
+            group.addTask {
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .milliseconds(500))
+                    if Task.isCancelled { break }
+                    if let stats = try? await progressClient.call("GET /admin/stats", { client throws(CounterClientError) in try await client.statistics() }),
+                       !Task.isCancelled {
+                        output.error("flushing: \(stats.total.pendingChanges) change(s) still waiting for PostgreSQL")
+                    }
                 }
             }
+            defer { group.cancelAll() }
+            do throws(AdminClient.Failure) {
+                return .success(try await client.call("POST /admin/flush") { client throws(CounterClientError) in try await client.flush(wait: true) })
+            } catch {
+                return .failure(error)
+            }
         }
-        defer { progress.cancel() }
         let answer: FlushResult
-        do {
-            answer = try await client.call("POST /admin/flush") { client throws(CounterClientError) in try await client.flush(wait: true) }
-        } catch .timedOut {
+        switch outcome {
+        case .success(let flushed):
+            answer = flushed
+        case .failure(.timedOut):
             output.error("flush did not finish within \(Self.format(flushTimeout.inSeconds)) s; the node goes on flushing (see counter-node stats)")
             return .timedOut
+        case .failure(let failure):
+            throw failure
         }
         let elapsed = ContinuousClock.now - started
         output.standard(json ? Self.json(answer) : "flushed: PostgreSQL has every change acknowledged before the flush (\(String(format: "%.1f", elapsed.inSeconds)) s); \(answer.pendingChanges) newer change(s) waiting")
