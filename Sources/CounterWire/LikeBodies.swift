@@ -57,8 +57,10 @@ public struct FeedQuery: Sendable, Equatable, Codable {
     }
 }
 
-/// `POST /v1/posts/query` from an end user: `user_id` may be left out, as the token names the
-/// user (when it is given, it must be the token's).
+/// `POST /v1/posts/query` with `user_id` optional: from an end user, whose token names the user
+/// (when it is given, it must be the token's), or, with the API token, a logged-out viewer's
+/// page (counts only). `"user_id":null` is read as left out: it can only narrow the answer (no
+/// one's likes), and the client library sent it until it learnt to leave the member out.
 public struct OwnFeedQuery: Sendable, Equatable, Codable {
     public let postIDs: [Int64]
     public let userID: Int64?
@@ -80,7 +82,8 @@ public struct OwnFeedQuery: Sendable, Equatable, Codable {
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(postIDs, forKey: .postIDs)
-        try container.encodeIfPresent(userID, forKey: .userID)
+        // Left out when absent (`WireEncoder` writes an absent optional as `null`).
+        if let userID { try container.encode(userID, forKey: .userID) }
     }
 }
 

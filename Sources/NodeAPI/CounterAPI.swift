@@ -375,16 +375,19 @@ public final class CounterAPI: HTTPHandler, Service {
     }
 
     /// `POST /v1/posts/query`: `{"post_ids":[…],"user_id":7}` → counts and the user's likes,
-    /// one batch per shard. Posts that do not exist are left out of the answer. Posts whose
+    /// one batch per shard; without `user_id` (API token), a logged-out viewer's page: counts,
+    /// `is_liked` false. Posts that do not exist are left out of the answer. Posts whose
     /// slots other nodes own are asked of those nodes (one query each) and merged in order.
     private func feed(_ request: HTTPRequest, caller: Caller) async throws -> HTTPResponse {
-        let query: FeedQuery
+        let posts: [Int64]
+        let viewer: Int64?
         if case .user(let user) = caller {
-            query = try RequestBody.ownFeedQuery(request.body, user: user)
+            (posts, viewer) = (try RequestBody.ownFeedQuery(request.body, user: user).postIDs, user)
         } else {
-            query = try RequestBody.feedQuery(request.body)
+            let query = try RequestBody.feedQuery(request.body)
+            (posts, viewer) = (query.postIDs, query.userID)
         }
-        let results = await service.performMany(query.postIDs.map { (LikeOperation.read, $0, query.userID) })
+        let results = await service.performMany(posts.map { post in viewer.map { (LikeOperation.read, post, $0) } ?? (.count, post, 0) })
         var states: [LikeState?] = Array(repeating: nil, count: results.count)
         var elsewhere: [Int] = []
         for (index, result) in results.enumerated() {
@@ -397,18 +400,19 @@ public final class CounterAPI: HTTPHandler, Service {
         }
         if !elsewhere.isEmpty {
             if request.forwardedBy != nil, let forwarder {
-                return forwarder.misdirectedResponse(slot: HashSlot(post: query.postIDs[elsewhere[0]]).rawValue)
+                return forwarder.misdirectedResponse(slot: HashSlot(post: posts[elsewhere[0]]).rawValue)
             }
-            let answers = try await FeedSplit.ask(elsewhere.map { query.postIDs[$0] }, user: query.userID, like: request, api: self)
-            for index in elsewhere { states[index] = answers[query.postIDs[index]] }
+            let answers = try await FeedSplit.ask(elsewhere.map { posts[$0] }, user: viewer, like: request, api: self)
+            for index in elsewhere { states[index] = answers[posts[index]] }
         }
         return HTTPResponse(status: 200, body: HotAnswers.feedPage(states.compactMap { $0 }))
     }
 
-    /// Forwards a feed query for `posts` (each group to its owner) and returns their states.
-    func forwardFeed(_ posts: [Int64], user: Int64, like request: HTTPRequest) async throws -> [Int64: LikeState] {
+    /// Forwards a feed query for `posts` (each group to its owner) and returns their states;
+    /// `user` `nil` asks for a logged-out viewer's page.
+    func forwardFeed(_ posts: [Int64], user: Int64?, like request: HTTPRequest) async throws -> [Int64: LikeState] {
         guard let forwarder else { return [:] }
-        let body = try WireEncoder.encode(FeedQuery(postIDs: posts, userID: user))
+        let body = try WireEncoder.encode(OwnFeedQuery(postIDs: posts, userID: user))
         let forwarded = HTTPRequest(method: "POST", path: "/v1/posts/query", authorization: request.authorization, body: body)
         let response = await forwarder.forward(forwarded, slot: HashSlot(post: posts[0]).rawValue, mayRepeat: true)
         guard response.status == 200 else {
@@ -417,7 +421,7 @@ public final class CounterAPI: HTTPHandler, Service {
         }
         let page = try WireDecoder.decode(FeedPage.self, from: response.body)
         var states: [Int64: LikeState] = [:]
-        for item in page.posts { states[item.postID] = LikeState(postID: item.postID, userID: user, isLiked: item.isLiked, likesCount: item.likesCount) }
+        for item in page.posts { states[item.postID] = LikeState(postID: item.postID, userID: user ?? 0, isLiked: item.isLiked, likesCount: item.likesCount) }
         return states
     }
 

@@ -5,7 +5,7 @@ import WritePath
 /// A feed query's posts that other nodes own: grouped by owner, asked of each owner in one
 /// forwarded query (all at once), and returned by post.
 enum FeedSplit {
-    static func ask(_ posts: [Int64], user: Int64, like request: HTTPRequest, api: CounterAPI) async throws -> [Int64: LikeState] {
+    static func ask(_ posts: [Int64], user: Int64?, like request: HTTPRequest, api: CounterAPI) async throws -> [Int64: LikeState] {
         let map = api.member?.map
         var byOwner: [String: [Int64]] = [:]
         for post in posts {

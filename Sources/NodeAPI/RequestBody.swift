@@ -10,49 +10,50 @@ struct RequestError: Error {
 /// is not JSON is `invalid_json`; one of the wrong shape or with unknown members `invalid_body`;
 /// an id that is not a positive 64-bit integer `invalid_id`.
 enum RequestBody {
-    /// `POST /v1/posts/query`: 1 to 1,000 positive post ids and a positive user id.
-    static func feedQuery(_ body: [UInt8]) throws -> FeedQuery {
-        let query = try HotRequests.feedQuery(body)
-            ?? decode(FeedQuery.self, body, idMembers: ["post_ids", "user_id"], shape: #"expected an object {"post_ids":[…],"user_id":…}"#,
-                      fractionCode: "invalid_id")
-        return try checked(query)
-    }
-
-    /// `POST /v1/posts/query` from end user `user`: `user_id` may be left out.
-    /// - Throws: `RequestError`; `forbidden` when `user_id` names another user.
-    static func ownFeedQuery(_ body: [UInt8], user: Int64) throws -> FeedQuery {
+    /// `POST /v1/posts/query` with the API token: 1 to 1,000 positive post ids and the positive
+    /// id of the user whose likes the page shows — or none, for a logged-out viewer's page
+    /// (counts only; `is_liked` is `false`), also when it says `"user_id":null`.
+    static func feedQuery(_ body: [UInt8]) throws -> OwnFeedQuery {
         let query = try HotRequests.ownFeedQuery(body)
-            ?? decode(OwnFeedQuery.self, body, idMembers: ["post_ids", "user_id"], shape: #"expected an object {"post_ids":[…]}"#,
+            ?? decode(OwnFeedQuery.self, body, idMembers: ["post_ids", "user_id"], shape: #"expected an object {"post_ids":[…],"user_id":…}"#,
                       fractionCode: "invalid_id")
-        if let named = query.userID, named != user {
-            throw RequestError(code: "forbidden", message: "a user's token reads that user's likes only; user_id \(named) is not the token's user")
-        }
-        return try checked(FeedQuery(postIDs: query.postIDs, userID: user))
-    }
-
-    private static func checked(_ query: FeedQuery) throws -> FeedQuery {
         guard !query.postIDs.isEmpty, query.postIDs.count <= FeedQuery.maximumPosts else {
             throw RequestError(code: "invalid_body", message: "post_ids must hold 1 to \(FeedQuery.maximumPosts) ids, not \(query.postIDs.count)")
         }
         if let offset = query.postIDs.firstIndex(where: { $0 <= 0 }) {
             throw RequestError(code: "invalid_id", message: "post_ids[\(offset)] is not a positive 64-bit integer")
         }
-        guard query.userID > 0 else {
+        if let user = query.userID, user <= 0 {
             throw RequestError(code: "invalid_id", message: "user_id must be a positive 64-bit integer")
         }
         return query
     }
 
+    /// `POST /v1/posts/query` from end user `user`: `user_id` may be left out; the answer is
+    /// always the token's user's.
+    /// - Throws: `RequestError`; `forbidden` when `user_id` names another user.
+    static func ownFeedQuery(_ body: [UInt8], user: Int64) throws -> FeedQuery {
+        let query = try feedQuery(body)
+        if let named = query.userID, named != user {
+            throw RequestError(code: "forbidden", message: "a user's token reads that user's likes only; user_id \(named) is not the token's user")
+        }
+        return FeedQuery(postIDs: query.postIDs, userID: user)
+    }
+
     /// Decodes `body`; failures become `RequestError`s. A value of the wrong kind inside one of
     /// `idMembers` (a string or a fraction where an id goes) is `invalid_id`.
-    /// - Parameter fractionCode: the code for a number written with a fraction or exponent.
+    /// - Parameter fractionCode: the code for a number with a fraction (`1.5`).
     static func decode<Body: Decodable>(_ type: Body.Type, _ body: [UInt8], idMembers: Set<String> = [],
                                         shape: String = "expected a JSON object", fractionCode: String = "invalid_body") throws -> Body {
-        // Foundation's decoder reads `1.0` and `1e3` as integers; the API's bodies hold only
-        // integers (ids, a page's start and size), written as such.
-        if Self.holdsNonIntegerNumber(body) {
-            throw RequestError(code: fractionCode,
-                               message: "numbers in this body are ids or counts: integers without a fraction or exponent")
+        // Ids and counts are integers, and a whole number is one however it is written (`7.0`,
+        // `7e0`: JSON Schema's `integer`); rewritten as plain digits here, as Foundation's decoder
+        // would read them through a Double and could change a large id.
+        var body = body
+        switch WholeNumbers.normalized(body) {
+        case .unchanged: break
+        case .rewritten(let plain): body = plain
+        case .fraction:
+            throw RequestError(code: fractionCode, message: "numbers in this body are ids or counts: whole numbers (7 or 7.0), not fractions")
         }
         do {
             return try WireDecoder.decode(type, from: body)
@@ -80,26 +81,6 @@ enum RequestBody {
         } catch {
             throw RequestError(code: "invalid_body", message: "\(error)")
         }
-    }
-}
-
-extension RequestBody {
-    /// Whether a number outside strings has a fraction or an exponent.
-    static func holdsNonIntegerNumber(_ body: [UInt8]) -> Bool {
-        var inString = false, escaped = false, inNumber = false
-        for byte in body {
-            if inString {
-                if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") { inString = false }
-                continue
-            }
-            switch byte {
-            case UInt8(ascii: "\""): inString = true; inNumber = false
-            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"): inNumber = true
-            case UInt8(ascii: "."), UInt8(ascii: "e"), UInt8(ascii: "E"): if inNumber { return true }
-            default: inNumber = false
-            }
-        }
-        return false
     }
 }
 

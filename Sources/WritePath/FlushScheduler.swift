@@ -8,11 +8,12 @@ import Persistence
 /// flusher is stopping; and how long to back off after a failure. From that it decides when a
 /// flush is due (`nextAction(now:)`) and what one reads (`flushPlan(now:)`).
 ///
-/// `WriteBehindFlusher` performs what it decides: it reads and trims the logs, applies entries
-/// to PostgreSQL, sleeps, and resumes waiters, and reports each outcome back as an event. Time
-/// comes in as arguments; nothing here reads a clock, so every rule can be driven step by step.
+/// A shard's `ShardStateMachine` holds one and turns what it decides into a `FlushRun`'s steps,
+/// which `Shard` performs (read and trim the logs, apply entries to PostgreSQL, sleep, resume
+/// waiters) and reports back as events. Time comes in as arguments; nothing here reads a clock,
+/// so every rule can be driven step by step.
 ///
-/// The flusher's loop sleeps while nothing is due. Events that happen meanwhile return
+/// The shard's loop sleeps while nothing is due. Events that happen meanwhile return
 /// `LoopSignal.wakeLoop` only when they change what the loop should do: a flush became due, a
 /// deadline moved earlier, or the loop must finish. Once a signal is given, later events say
 /// nothing until the loop has asked `nextAction(now:)` again and gone back to sleep, so a stream

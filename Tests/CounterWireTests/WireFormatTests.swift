@@ -92,4 +92,11 @@ struct RequestBodyWireTests {
         #expect(throws: DecodingError.self) { try WireDecoder.decode(DeadLetterSelection.self, from: Array(#"{"ids":null}"#.utf8)) }
         #expect(try WireDecoder.decode(DeadLetterSelection.self, from: Array("{}".utf8)) == DeadLetterSelection(ids: nil))
     }
+
+    @Test("a feed query without a user leaves user_id out; null there reads as left out (the library once sent it), as it can only narrow the answer")
+    func feedQueryUser() throws {
+        #expect(try WireEncoder.text(OwnFeedQuery(postIDs: [1, 2])) == #"{"post_ids":[1,2]}"#)
+        #expect(try WireEncoder.text(OwnFeedQuery(postIDs: [1], userID: 7)) == #"{"post_ids":[1],"user_id":7}"#)
+        #expect(try WireDecoder.decode(OwnFeedQuery.self, from: Array(#"{"post_ids":[1],"user_id":null}"#.utf8)) == OwnFeedQuery(postIDs: [1]))
+    }
 }

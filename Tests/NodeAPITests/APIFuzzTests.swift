@@ -57,7 +57,7 @@ struct APIFuzzTests {
             }
             do {
                 let query = try RequestBody.feedQuery(body)
-                #expect((1...FeedQuery.maximumPosts).contains(query.postIDs.count) && query.postIDs.allSatisfy { $0 > 0 } && query.userID > 0)
+                #expect((1...FeedQuery.maximumPosts).contains(query.postIDs.count) && query.postIDs.allSatisfy { $0 > 0 } && (query.userID ?? 1) > 0)
             } catch {
                 #expect(error is RequestError)
             }

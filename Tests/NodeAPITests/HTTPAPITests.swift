@@ -28,6 +28,13 @@ struct HTTPAPITests {
         let feed = try await http.send("POST", "/v1/posts/query", body: #"{"post_ids":[\#(http.posts[1]),\#(post)],"user_id":8}"#)
         #expect(feed.status == 200)
         #expect(feed.text == #"{"posts":[{"post_id":\#(http.posts[1]),"likes_count":0,"is_liked":false},{"post_id":\#(post),"likes_count":1,"is_liked":true}]}"#)
+        // A whole number is that integer however JSON spells it (JSON Schema's integer).
+        let spelled = try await http.send("POST", "/v1/posts/query", body: #"{"post_ids":[\#(http.posts[1]).0,\#(post)e0],"user_id":8.00}"#)
+        #expect(spelled.text == feed.text)
+        // Without user_id (or with null), a logged-out viewer's page: the counts, liked by nobody.
+        let loggedOut = try await http.send("POST", "/v1/posts/query", body: #"{"post_ids":[\#(http.posts[1]),\#(post)]}"#)
+        #expect(loggedOut.text == #"{"posts":[{"post_id":\#(http.posts[1]),"likes_count":0,"is_liked":false},{"post_id":\#(post),"likes_count":1,"is_liked":false}]}"#)
+        #expect(try await http.send("POST", "/v1/posts/query", body: #"{"post_ids":[\#(http.posts[1]),\#(post)],"user_id":null}"#).text == loggedOut.text)
         #expect(try await http.send("GET", "/healthz", token: nil).text == #"{"status":"ok"}"#)
         #expect(try await http.send("GET", "/readyz", token: nil).status == 200)
 
@@ -96,10 +103,11 @@ struct HTTPAPITests {
         ("POST", "/v1/posts/query", HTTPHarness.apiToken, #"{"post_ids":[99999999999999999999],"user_id":7}"#, 400, "invalid_id"),
         ("POST", "/v1/posts/query", HTTPHarness.apiToken, #"{"post_ids":"1","user_id":7}"#, 400, "invalid_body"),
         ("POST", "/v1/posts/query", HTTPHarness.apiToken, #"{"post_ids":[1],"user_id":7,"extra":1}"#, 400, "invalid_body"),
-        ("POST", "/v1/posts/query", HTTPHarness.apiToken, #"{"post_ids":[1]}"#, 400, "invalid_id"),
-        ("POST", "/v1/posts/query", HTTPHarness.apiToken, #"{"post_ids":[1.0],"user_id":7}"#, 400, "invalid_id"),
-        ("POST", "/v1/posts/query", HTTPHarness.apiToken, #"{"post_ids":[1e3],"user_id":7.0}"#, 400, "invalid_id"),
-        ("POST", "/v1/posts/query", HTTPHarness.apiToken, #"{"post_ids":[1],"user_id":null}"#, 400, "invalid_id"),
+        ("POST", "/v1/posts/query", HTTPHarness.apiToken, #"{"post_ids":[1e-1],"user_id":7}"#, 400, "invalid_id"),
+        ("POST", "/v1/posts/query", HTTPHarness.apiToken, #"{"post_ids":[15e-1],"user_id":7}"#, 400, "invalid_id"),
+        ("POST", "/v1/posts/query", HTTPHarness.apiToken, #"{"post_ids":[1],"user_id":7.5}"#, 400, "invalid_id"),
+        ("POST", "/v1/posts/query", HTTPHarness.apiToken, #"{"post_ids":[9223372036854775808.0],"user_id":7}"#, 400, "invalid_id"),
+        ("POST", "/v1/posts/query", HTTPHarness.apiToken, #"{"post_ids":[1e19],"user_id":7}"#, 400, "invalid_id"),
         ("POST", "/v1/posts/query", HTTPHarness.apiToken, #"{"post_ids":["7"],"user_id":7}"#, 400, "invalid_id"),
         ("POST", "/v1/posts/query", HTTPHarness.apiToken, #"{"user_id":7}"#, 400, "invalid_body"),
         ("POST", "/v1/posts/query", HTTPHarness.apiToken, #"{"post_ids":null,"user_id":7}"#, 400, "invalid_body"),

@@ -65,7 +65,10 @@ struct HTTPAdminTests {
         let bad = try await http.send("POST", "/admin/reconcile", token: HTTPHarness.adminToken, body: #"{"limit":0}"#)
         #expect(bad.status == 400)
         // An explicit null is not "absent": it must not turn a repair of some posts into one of all.
-        for body in [#"{"post_ids":null,"repair":true}"#, #"{"limit":1.5}"#, #"{"post_ids":[1.0]}"#, #"{"repair":null}"#] {
+        // A whole number is one however it is written; a fraction is refused.
+        let spelled = try await http.send("POST", "/admin/reconcile", token: HTTPHarness.adminToken, body: #"{"after":\#(first).0,"limit":2e0}"#)
+        #expect(spelled.text == page.text)
+        for body in [#"{"post_ids":null,"repair":true}"#, #"{"limit":1.5}"#, #"{"post_ids":[1e-3]}"#, #"{"repair":null}"#] {
             let refused = try await http.send("POST", "/admin/reconcile", token: HTTPHarness.adminToken, body: body)
             #expect(refused.status == 400, "\(body)")
             #expect(refused.text.contains("invalid_"), "\(body): \(refused.text)")
@@ -180,6 +183,14 @@ struct HTTPAdminTests {
         #expect(badDrop.status == 400)
         let numberDrop = try await http.send("POST", "/admin/dead-letters/drop", token: HTTPHarness.adminToken, body: #"{"ids":[1]}"#)
         #expect(numberDrop.status == 400 && numberDrop.text.contains("invalid_id"), "\(numberDrop.text)")
+        // The document's pattern, exactly: 1 to 19 digits a part (a 20-digit part that would fit
+        // a 64-bit integer is refused too); an empty list or no list is refused by drop.
+        for body in [#"{"ids":["10000000000000000000-0"]}"#, #"{"ids":["1-10000000000000000000"]}"#, #"{"ids":["-1"]}"#, #"{"ids":[]}"#, "{}"] {
+            let refused = try await http.send("POST", "/admin/dead-letters/drop", token: HTTPHarness.adminToken, body: body)
+            #expect(refused.status == 400, "\(body): \(refused.text)")
+        }
+        let longest = try await http.send("POST", "/admin/dead-letters/drop", token: HTTPHarness.adminToken, body: #"{"ids":["9999999999999999999-9999999999999999999"]}"#)
+        #expect(longest.status == 200, "\(longest.text)")
         // "ids":null is refused, not read as "replay them all".
         let nullReplay = try await http.send("POST", "/admin/dead-letters/replay", token: HTTPHarness.adminToken, body: #"{"ids":null}"#)
         #expect(nullReplay.status == 400 && nullReplay.text.contains("invalid_body"), "\(nullReplay.text)")

@@ -57,8 +57,11 @@ struct UserRoutesTests {
         // Spelled with Foundation's decoder's path too (whitespace and order the fast reader takes; an escape it does not).
         let escaped = try await http.send("POST", "/v1/posts/query", token: seven, body: #"{"user_id":8, "post_\u0069ds":[\#(post)]}"#)
         #expect(escaped.status == 403)
-        // The service token's feed still needs user_id.
-        #expect(try await http.send("POST", "/v1/posts/query", body: #"{"post_ids":[\#(post)]}"#).status == 400)
+        // "user_id":null is left out (the client library sent it so): still the token's user.
+        let null = try await http.send("POST", "/v1/posts/query", token: seven, body: #"{"post_ids":[\#(post)],"user_id":null}"#)
+        #expect(null.text == named.text)
+        // The service token without user_id: a logged-out viewer's page, not user 7's.
+        #expect(try await http.send("POST", "/v1/posts/query", body: #"{"post_ids":[\#(post)]}"#).text == #"{"posts":[{"post_id":\#(post),"likes_count":1,"is_liked":false}]}"#)
         // Bad ids on a user route are named to the user.
         let bad = try await http.send("PUT", "/v1/posts/abc/like", token: seven)
         #expect(bad.status == 400 && bad.text.contains("invalid_id"))

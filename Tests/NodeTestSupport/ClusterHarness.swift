@@ -226,6 +226,7 @@ package final class HTTPPairLoad: Sendable {
         return false
     }
 
+    @discardableResult
     package func send(_ method: String, _ pair: Pair, via node: String? = nil) async -> Bool {
         guard let base = node ?? nodes.withLock({ $0.randomElement() }) else { return false }
         let path = method == "toggle" ? "/v1/posts/\(pair.post)/likes/\(pair.user)/toggle" : "/v1/posts/\(pair.post)/likes/\(pair.user)"

@@ -152,7 +152,7 @@ final class ShardModel {
             var lengths: [UInt16: Int] = [:]
             for slot in question.appendedWhenAsked.keys { lengths[slot] = logs[slot]?.count ?? 0 }
             return .logLengthsRead(question, lengths)
-        case .unloadPosts(let posts, _, let purpose):
+        case .unloadPosts(_, _, let purpose):
             return .postsUnloaded(purpose, failed: [], fenced: [])
         case .batchRedis, .findPosts, .loadLikers, .loadLargePost, .publishLargePost, .discardLargePost:
             fatalError("the flush model has no batches: \(action)")
