@@ -121,7 +121,7 @@ enum BenchCommand {
         Options for writepath:
           --callers N      concurrent callers (default 1000, 1-100000)
           --seconds N      seconds per run (default 5)
-          --shards N       shard actors (default 4, 1-256)
+          --shards N       shards (default 4, 1-256)
           --posts N        posts of the spread run (default 10000)
           --postgres-url U, --redis-url U   as above
 

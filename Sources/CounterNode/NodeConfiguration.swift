@@ -92,7 +92,7 @@ public struct NodeConfiguration: Sendable, Equatable {
                     configuration.postgresPoolSize = size
                     return nil
                 }),
-        integer("--shards", "COUNTER_SHARDS", "shard actors, each with its own Redis connection and flusher", 1...256,
+        integer("--shards", "COUNTER_SHARDS", "shards, each the single owner of its posts and slots, with its own Redis connection and write-behind", 1...256,
                 get: { $0.writePath.shardCount }, set: { $0.writePath.shardCount = $1 }),
         Setting(flag: "--ack", environment: "COUNTER_ACK",
                 summary: "when writes are answered: redis (after the Redis write), memory (before it; may lose the newest changes), postgres (after the flush commits)",
