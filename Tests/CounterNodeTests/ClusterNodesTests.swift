@@ -3,6 +3,9 @@ import BenchKit
 import CounterClient
 import CounterWire
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import Persistence
 import ShardRouter
 import TestSupport
@@ -289,6 +292,15 @@ struct ClusterNodesTests {
             for post in posts { #expect(try await user.toggle(post: post).isLiked) }
             #expect(try await user.feed(posts: posts).allSatisfy(\.isLiked))
             #expect(try await forwarded() > forwardedBefore)
+            // A logged-out viewer's page through node a (no user_id): each owner answers its posts'
+            // counts (users 6 and 8 like each post; 5 liked and unliked), liked by nobody.
+            var anonymous = URLRequest(url: URL(string: nodes[0].url + "/v1/posts/query")!)
+            anonymous.httpMethod = "POST"
+            anonymous.httpBody = Data(#"{"post_ids":[\#(posts.map(String.init).joined(separator: ","))]}"#.utf8)
+            let (body, _) = try await URLSession.shared.data(for: anonymous)
+            let page = try JSONDecoder().decode(FeedPage.self, from: body)
+            #expect(page.posts.map(\.postID) == posts)
+            #expect(page.posts.allSatisfy { !$0.isLiked && $0.likesCount == 2 }, "\(String(decoding: body, as: UTF8.self).prefix(300))")
             try await harness.flush(nodes)
             let rows = try await harness.pool.query("SELECT user_id, count(*) FROM likes WHERE post_id = ANY($1::bigint[]) GROUP BY user_id",
                                                     [.int64Array(posts)])
