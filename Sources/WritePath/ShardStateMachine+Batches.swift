@@ -8,7 +8,7 @@ extension ShardStateMachine {
     // MARK: - Arrivals
 
     /// Queues `operations` for the next batch; refuses them while stopping, and writes while
-    /// the backlog waiting for PostgreSQL is at its limit.
+    /// the backlog waiting for PostgreSQL is at its limit (in changes, or in the age of its oldest).
     mutating func arrived(_ operations: [ShardOperation], now: ContinuousClock.Instant, into actions: inout [Action]) {
         guard accepting else {
             let refusal = CounterError(code: .shuttingDown, message: "the node is shutting down")
@@ -17,7 +17,9 @@ extension ShardStateMachine {
         }
         let pending = scheduler.pendingTotal
         let limit = configuration.backlogLimitPerShard
-        if pending < limit {
+        let age = oldestPendingAge(now: now)
+        let tooOld = configuration.backlogMaximumAge.flatMap { maximum in age.map { $0 >= maximum } } ?? false
+        if pending < limit && !tooOld {
             if refusingWrites {
                 refusingWrites = false
                 actions.append(.log(ShardLogLine(.info, "writes_accepted", [("shard", String(index)), ("pending_changes", String(pending))])))
@@ -27,11 +29,12 @@ extension ShardStateMachine {
             return
         }
         var refused: [(ShardOperation, Result<LikeState, CounterError>)] = []
+        let waited = Int((age ?? .zero).inSeconds)
+        let why = pending >= limit ? "\(pending) changes of this shard wait for PostgreSQL (limit \(limit)); retry later"
+            : "the oldest change of this shard has waited \(waited) s for PostgreSQL (limit \(Int((configuration.backlogMaximumAge ?? .zero).inSeconds)) s); retry later"
         for operation in operations {
             if operation.request.operation.mayWrite {
-                refused.append((operation, .failure(CounterError(
-                    code: .backlogFull, message: "\(pending) changes of this shard wait for PostgreSQL (limit \(limit)); retry later",
-                    retryAfterSeconds: 1))))
+                refused.append((operation, .failure(CounterError(code: .backlogFull, message: why, retryAfterSeconds: 1))))
             } else {
                 queued.append(operation)
                 stats.operations += 1
@@ -42,11 +45,24 @@ extension ShardStateMachine {
                 refusingWrites = true
                 actions.append(.log(ShardLogLine(.warn, "writes_refused", [
                     ("shard", String(index)), ("pending_changes", String(pending)), ("backlog_limit", String(limit)),
+                    ("oldest_pending_age_s", String(waited)),
                     ("why", "PostgreSQL is behind; writes get 503 backlog_full until the flusher catches up"),
                 ])))
             }
             actions.append(.answer(refused))
         }
+    }
+
+    /// How long the oldest waiting change has waited (`nil`: none waits, or no age limit is
+    /// set), looked at afresh at most every `backlogAgeRecheck`.
+    private mutating func oldestPendingAge(now: ContinuousClock.Instant) -> Duration? {
+        guard configuration.backlogMaximumAge != nil, scheduler.pendingTotal > 0 else { return nil }
+        if let last = backlogAge, now - last.checkedAt < Self.backlogAgeRecheck {
+            return last.age.map { $0 + (now - last.checkedAt) }
+        }
+        let age = scheduler.oldestDirtySince.map { now - $0 }
+        backlogAge = (now, age)
+        return age
     }
 
     /// A caller of `queuedOperationsDone` waits for the take that holds what is queued now (or

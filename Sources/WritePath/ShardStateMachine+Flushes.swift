@@ -264,6 +264,7 @@ extension ShardStateMachine {
         stats.flushedEntries += run.entries.count + run.malformed.count
         stats.largestFlush = max(stats.largestFlush, run.entries.count)
         scheduler.flushCommitted(at: now)
+        backlogAge = nil
         resume(satisfied, now: now, into: &actions)
         if !run.knownMissing.isEmpty {
             // The shard forgets the posts and deletes their Redis keys, so the next touch asks

@@ -234,6 +234,10 @@ struct ShardStateMachine {
     var stats = ShardStats()
     /// Whether writes are being refused for the backlog: logged when it starts and ends.
     var refusingWrites = false
+    /// The age of the oldest waiting change as last looked at, and when: finding it walks the
+    /// shard's slots, so arrivals look again at most every `backlogAgeRecheck`.
+    var backlogAge: (checkedAt: ContinuousClock.Instant, age: Duration?)?
+    static let backlogAgeRecheck: Duration = .milliseconds(100)
     /// Failed flush attempts in a row, for the log.
     var flushFailuresInARow = 0
     /// Whether operations are refused (`stop`), and whether the flusher was told to stop.

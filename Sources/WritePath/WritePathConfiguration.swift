@@ -2,12 +2,18 @@ import Persistence
 
 /// How the shards and their flushers behave. Defaults suit one node on a small machine.
 public struct WritePathConfiguration: Sendable, Equatable {
-    /// Shard actors (each with its own Redis connection and flusher). Defaults to `4`.
+    /// Shards (each with its own Redis connection and write-behind). Defaults to `4`.
     public var shardCount: Int = 4
     /// When writes are answered. Defaults to `.redis`.
     public var acknowledgement: AcknowledgementMode = .redis
     /// Changes a shard lets wait for PostgreSQL before it refuses new writes. Defaults to `1_000_000`.
     public var backlogLimitPerShard: Int = 1_000_000
+    /// How long a shard's oldest change may wait for PostgreSQL before the shard refuses new
+    /// writes (`backlog_full`, like the count limit), so that under overload or an outage the
+    /// lag of PostgreSQL behind the answers is bounded in time too, not only in changes; `nil`:
+    /// no limit. Defaults to 120 s: twice `/readyz`'s default lag limit, so a load balancer
+    /// turns away first.
+    public var backlogMaximumAge: Duration? = .seconds(120)
     /// A flush runs at least this often while changes wait. Defaults to 200 ms.
     public var flushInterval: Duration = .milliseconds(200)
     /// A flush runs as soon as this many changes wait; also about the most one flush reads.

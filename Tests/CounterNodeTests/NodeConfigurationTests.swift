@@ -38,6 +38,10 @@ struct NodeConfigurationTests {
         #expect(configuration.writePath.flushMaxAge == .milliseconds(750))
         #expect(configuration.writePath.keyPrefix == "likes-prod")
         #expect(NodeConfiguration.settingsHelp.contains("default 200"))
+        // The backlog's age limit: 120 s unless set; 0 turns it off.
+        #expect(configuration.writePath.backlogMaximumAge == .seconds(120))
+        #expect(try NodeConfiguration.parse(arguments: ["--backlog-max-age", "30"], environment: [:]).0.writePath.backlogMaximumAge == .seconds(30))
+        #expect(try NodeConfiguration.parse(arguments: [], environment: ["COUNTER_BACKLOG_MAX_AGE": "0"]).0.writePath.backlogMaximumAge == nil)
     }
 
     @Test("invalid values are refused with the setting's name", arguments: [

@@ -200,6 +200,32 @@ struct WritePathBehaviourTests {
         await harness.stop()
     }
 
+    @Test("a change that has waited for PostgreSQL longer than the age limit: writes are refused (backlog_full, saying how long), reads go on, writes resume after a flush", arguments: RedisTarget.allCases)
+    func backlogAgeLimit(redis: RedisTarget) async throws {
+        let harness = try await WritePathHarness.start(posts: 1, redis: redis) {
+            $0.shardCount = 1
+            $0.backlogMaximumAge = .seconds(1)
+            $0.flushOnlyWhenAsked()
+        }
+        let post = harness.posts[0]
+        _ = try await harness.service.perform(.like, post: post, user: 1)
+        // Younger than the limit: accepted however many wait.
+        _ = try await harness.service.perform(.like, post: post, user: 2)
+        try await Task.sleep(for: .milliseconds(1_200))
+        let error = await #expect(throws: CounterError.self) { try await harness.service.perform(.like, post: post, user: 3) }
+        #expect(error?.code == .backlogFull)
+        #expect(error?.retryAfterSeconds != nil)
+        #expect(error?.message.contains("has waited") == true, "\(String(describing: error))")
+        #expect(try await harness.service.perform(.read, post: post, user: 3) == LikeState(postID: post, userID: 3, isLiked: false, likesCount: 2))
+        #expect(harness.log.lines(of: "writes_refused").count == 1)
+        try await harness.service.flush()
+        #expect(try await harness.service.perform(.like, post: post, user: 3).likesCount == 3)
+        #expect(harness.log.lines(of: "writes_accepted").count == 1)
+        try await harness.service.flush()
+        #expect(try await harness.postgresCounts()[post]?.count == 3)
+        await harness.stop()
+    }
+
     @Test("more operations at once than a shard may hold waiting: the rest are refused (overloaded, retryable) and change nothing; the shard goes on", arguments: RedisTarget.allCases)
     func queueBound(redis: RedisTarget) async throws {
         let harness = try await WritePathHarness.start(posts: 1, redis: redis) {
