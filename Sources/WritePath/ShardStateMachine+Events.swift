@@ -1,0 +1,176 @@
+import CounterCore
+import Persistence
+import ShardRouter
+
+/// What goes into a shard's machine and what comes out: its events (a caller's request, an
+/// action's result, time passing) and its actions (what `Shard` performs), with their payloads.
+extension ShardStateMachine {
+    /// What happens to the shard: a caller's request, a result of an action, or time passing.
+    enum Event: Sendable {
+        /// Operations to decide.
+        case operations([ShardOperation])
+        /// Answer once every operation queued so far has been decided and written (or failed).
+        case queuedOperationsDone(ShardReply<Void>)
+        /// Answer once everything appended so far is in PostgreSQL.
+        case flushAll(ShardReply<Result<Void, Error>>)
+        /// Make everything appended so far due for flushing now, without waiting for it.
+        case requestFlushAll
+        /// Read every log of the shard's slots (a sole writer's start after a crash); answer once read.
+        case recover(ShardReply<Result<Void, Error>>)
+        /// Slots won under these epochs: serve them once their logs are drained. Answers the
+        /// slots now served.
+        case claim([UInt16: Int64], ShardReply<Result<Set<UInt16>, Error>>)
+        /// Served slots to hand off: hold new operations, let the batch in flight end, flush.
+        case release(Set<UInt16>, ShardReply<Result<Void, Error>>)
+        /// Serve again slots whose hand-off failed.
+        case resume(Set<UInt16>)
+        /// The hand-off changed the owners in PostgreSQL to these epochs: raise the epoch keys
+        /// and stop deciding; also stop for `alsoDropping`.
+        case handedOff([UInt16: Int64], alsoDropping: Set<UInt16>, ShardReply<Void>)
+        /// Stop deciding for these slots (another node owns them).
+        case drop(Set<UInt16>, ShardReply<Void>)
+        /// Reset these posts' Redis keys so the next touch loads them from PostgreSQL (unless
+        /// their slot has changes waiting); answers the posts reset.
+        case resync([Int64], ShardReply<Set<Int64>>)
+        /// Forget that these posts were found missing.
+        case recheckExistence([Int64])
+        /// These slots' logs may hold entries nobody noted (a write's outcome is unknown): read
+        /// them again before the next flush.
+        case logsUncertain(Set<UInt16>)
+        /// Whether the slot's log may hold changes PostgreSQL does not have yet.
+        case hasPendingChanges(slot: UInt16, ShardReply<Bool>)
+        /// The slots with changes waiting, and how many each.
+        case pendingBySlot(ShardReply<[UInt16: Int]>)
+        /// The shard's statistics now.
+        case statistics(ShardReply<ShardStats>)
+        /// Refuse new operations, answer those queued, then flush everything (`drain`) or only
+        /// what is under way, and finish.
+        case stop(drain: Bool)
+        /// Time passed (a deadline the machine named came).
+        case tick
+
+        /// Results of the batch's Redis groups (`.batchRedis`), one per group, and the slots
+        /// Redis fenced.
+        case batchRedisReplied([Result<[RedisReply], RedisError>], fenced: [FencedSlot])
+        /// `.findPosts`: which exist, and which of those are large.
+        case batchPostsFound(Result<FoundPosts, Error>)
+        /// `.loadLikers`: the likers per post.
+        case batchLikersLoaded(Result<[Int64: [Int64]], Error>)
+        /// `.loadLargePost` ended: how many likers were loaded into the loading set.
+        case largePostLoaded(LargePostHydration, Result<Int, Error>)
+        /// `.publishLargePost` ended.
+        case largePostPublished(post: Int64, Result<Void, Error>)
+        /// `.raiseEpochKeys` for a claim: what each key holds now.
+        case epochKeysRaised([UInt16: Result<Int64, RedisError>])
+        /// `.rescanLogs`: each slot's log as read now.
+        case logsRescanned([UInt16: Result<LogSummary, Error>])
+        /// `.readLogs`: what each slot's log gave (absent: its node failed), and the first failure.
+        case logsRead([UInt16: LogRead], failure: Error?)
+        /// `.addDeadLetters` ended.
+        case deadLettersAdded(Result<Void, Error>)
+        /// `.applyFlush`: how the transaction ended.
+        case flushTransactionEnded(FlushTransaction.Outcome)
+        /// `.trimLogs`: entries removed per slot, and the slots Redis fenced.
+        case logsTrimmed([UInt16: Result<Int, RedisError>], fenced: [FencedSlot])
+        /// `.readLogLengths`: each slot's log length (absent: it could not be read).
+        case logLengthsRead(LogLengthQuestion, [UInt16: Int])
+        /// `.unloadPosts` ended: the posts whose keys could not be deleted, and the slots fenced.
+        case postsUnloaded(UnloadPurpose, failed: Set<Int64>, fenced: [FencedSlot])
+    }
+
+    /// What the shard's shell does. Each I/O action names the event that brings its result.
+    enum Action: Sendable {
+        /// Answer these operations.
+        case answer([(ShardOperation, Result<LikeState, CounterError>)])
+        /// Answer a batch's operations (by the answers' request indexes), without pairing them
+        /// up first: the hot path's answers.
+        case answerBatch([ShardOperation], [BatchStateMachine.Answer])
+        /// Deliver a reply to a caller.
+        case reply(ShardDelivery)
+        /// Write a log line.
+        case log(ShardLogLine)
+
+        /// Send a batch's groups, fenced by `epochs` (`nil`: unfenced) → `batchRedisReplied`.
+        case batchRedis([SlotCommands], epochs: [UInt16: Int64]?)
+        /// Run `PostHydration.existingPostsQuery` → `batchPostsFound`.
+        case findPosts([Int64])
+        /// Run `PostHydration.likersQuery` → `batchLikersLoaded`.
+        case loadLikers([Int64])
+        /// Load a large post page by page into a loading set of its own → `largePostLoaded`.
+        case loadLargePost(Int64)
+        /// Publish a loaded large post under `epoch` → `largePostPublished`.
+        case publishLargePost(LargePostHydration, loaded: Int, epoch: Int64?)
+        /// Delete a loading set nobody will publish (no event).
+        case discardLargePost(LargePostHydration)
+        /// Raise epoch keys; for a claim → `epochKeysRaised` (a hand-off's raise brings no event:
+        /// `then` is delivered once it is done).
+        case raiseEpochKeys([UInt16: Int64], forClaim: Bool, then: ShardDelivery?)
+        /// Read each log's length and newest entry → `logsRescanned`.
+        case rescanLogs([UInt16])
+        /// Read whole entries from each log up to `changesPerSlot` changes → `logsRead`.
+        case readLogs([UInt16], changesPerSlot: Int)
+        /// Add dead letters → `deadLettersAdded`.
+        case addDeadLetters([DeadLetter], reason: String)
+        /// Run the flush transaction → `flushTransactionEnded`.
+        case applyFlush(FlushTransaction)
+        /// Trim each log up to its entry, fenced by `epochs` (`nil`: unfenced) → `logsTrimmed`.
+        case trimLogs([UInt16: StreamEntryID], epochs: [UInt16: Int64]?)
+        /// Read the logs' lengths → `logLengthsRead`.
+        case readLogLengths(LogLengthQuestion)
+        /// Delete posts' hydration markers and likers sets, fenced by `epochs` → `postsUnloaded`.
+        case unloadPosts([Int64], epochs: [UInt16: Int64]?, UnloadPurpose)
+    }
+
+    /// Which posts a `findPosts` found, and which of them are large.
+    struct FoundPosts: Sendable {
+        let existing: [Int64]
+        let large: Set<Int64>
+    }
+
+    /// A slot whose write Redis refused: the epoch the write carried is no longer the slot's.
+    struct FencedSlot: Sendable, Hashable {
+        let slot: UInt16
+        let epoch: Int64
+    }
+
+    /// A log as a rescan read it: about how many changes it holds, and its newest entry.
+    struct LogSummary: Sendable, Equatable {
+        let changes: Int
+        let newest: StreamEntryID?
+    }
+
+    /// Why log lengths are read, and what was noted as appended when the question was asked.
+    struct LogLengthQuestion: Sendable {
+        enum Purpose: Sendable {
+            /// A caller asks whether the slot has changes pending.
+            case pendingQuery(ShardReply<Bool>)
+            /// The resync under way checks its posts' slots.
+            case resync
+        }
+
+        let purpose: Purpose
+        /// Per slot, the newest entry noted as appended when asked.
+        let appendedWhenAsked: [UInt16: StreamEntryID?]
+    }
+
+    /// Why posts' Redis keys are deleted.
+    enum UnloadPurpose: Sendable {
+        /// A resync: the posts were quiet.
+        case resync
+        /// PostgreSQL no longer has them.
+        case deleted
+    }
+}
+
+/// A log line a shard asks its shell to write.
+struct ShardLogLine: Sendable {
+    let level: LogLevel
+    let event: String
+    let fields: [(key: String, value: String)]
+
+    init(_ level: LogLevel, _ event: String, _ fields: [(key: String, value: String)]) {
+        self.level = level
+        self.event = event
+        self.fields = fields
+    }
+}
