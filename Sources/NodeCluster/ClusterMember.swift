@@ -68,7 +68,7 @@ public actor ClusterMember: Service {
     private let registry: NodeRegistry
     /// The registry on a connection of its own, for renewals only: a renewal must never wait
     /// behind a round or a map read (a claim may wait for a paused node's locks).
-    private let leaseRegistry: NodeRegistry
+    private nonisolated let leaseRegistry: NodeRegistry
     private let table: SlotTable
     /// While a map read is under way, the callers that asked meanwhile; they share its outcome.
     private var mapReaders: [CheckedContinuation<Void, Error>]?
@@ -76,7 +76,7 @@ public actor ClusterMember: Service {
     private nonisolated let roundAlarm = LoopAlarm()
     /// Whether the map, as last read, gives this node slots it does not serve yet.
     private var hasIncomingSlots = false
-    private let log: NodeLog
+    private nonisolated let log: NodeLog
     private var incarnationNumber: Int64 = 0
     private var advertised: String
     private var lastMapRead: ContinuousClock.Instant?
@@ -151,10 +151,11 @@ public actor ClusterMember: Service {
     /// `run(_:)`, advertising `url` (once the listening port is known).
     public func run(_ lifecycle: ServiceLifecycle, advertising url: String?) async throws {
         try await join(advertising: url)
+        let incarnation = incarnationNumber
         lifecycle.started()
         // The lease is renewed and rounds run until the node is asked to stop or superseded.
         let superseded = await withTaskGroup(of: Superseded?.self) { group -> Superseded? in
-            group.addTask { await self.renewLease() }
+            group.addTask { await self.renewLease(incarnation: incarnation) }
             group.addTask {
                 await self.runRounds()
                 return nil
@@ -174,7 +175,7 @@ public actor ClusterMember: Service {
         }
         // Leaving: the renewals go on while the slots are handed off.
         await withTaskGroup(of: Superseded?.self) { group in
-            group.addTask { await self.renewLease() }
+            group.addTask { await self.renewLease(incarnation: incarnation) }
             await leave()
             group.cancelAll()
             await group.waitForAll()
@@ -184,10 +185,12 @@ public actor ClusterMember: Service {
     }
 
     /// Renews the lease every `renewInterval` until cancelled (`nil`) or another process took
-    /// the node's id (`Superseded`).
-    private func renewLease() async -> Superseded? {
+    /// the node's id (`Superseded`). Off the actor: a renewal never waits behind a round's work
+    /// on it (under load a round's map work kept renewals past a short lease, and a second
+    /// process took the id of a live node).
+    private nonisolated func renewLease(incarnation: Int64) async -> Superseded? {
         do {
-            try await renewLeaseUntilCancelled()
+            try await renewLeaseUntilCancelled(incarnation: incarnation)
             return nil
         } catch let error as Superseded {
             return error
@@ -196,12 +199,12 @@ public actor ClusterMember: Service {
         }
     }
 
-    private func renewLeaseUntilCancelled() async throws {
+    private nonisolated func renewLeaseUntilCancelled(incarnation: Int64) async throws {
         var lastRenewal = ContinuousClock.now
         while !Task.isCancelled {
             do {
                 let asked = ContinuousClock.now
-                let held = try await leaseRegistry.renew(nodeID: configuration.nodeID, incarnation: incarnationNumber,
+                let held = try await leaseRegistry.renew(nodeID: configuration.nodeID, incarnation: incarnation,
                                                     lease: configuration.lease)
                 if !held { throw Superseded(nodeID: configuration.nodeID) }
                 let now = ContinuousClock.now
@@ -212,7 +215,7 @@ public actor ClusterMember: Service {
                 }
                 lastRenewal = now
             } catch let error as Superseded {
-                log.log(.error, "superseded", ["node": configuration.nodeID, "incarnation": String(incarnationNumber)])
+                log.log(.error, "superseded", ["node": configuration.nodeID, "incarnation": String(incarnation)])
                 throw error
             } catch {
                 // PostgreSQL unreachable: nobody can take the slots without it either; Redis

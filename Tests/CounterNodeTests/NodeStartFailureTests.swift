@@ -29,6 +29,9 @@ struct NodeStartFailureTests {
                                      "--key-prefix", prefix ?? TestEnvironment.uniqueKeyPrefix("start").replacingOccurrences(of: ":", with: "-"),
                                      "--log-level", "debug", "--lease-ms", "1500"] + servers + arguments,
                                     mergingStandardError: true)
+        // A node that started after all (a test's premise broke) is stopped, so the expectations
+        // fail at once and print its lines instead of waiting out a timeout.
+        if try await node.waitUntilListening() { node.kill(SIGTERM) }
         let status = try await node.waitForExit()
         let lines = node.output
         func services(_ event: String) -> [String] {
@@ -85,9 +88,11 @@ struct NodeStartFailureTests {
         let prefix = TestEnvironment.uniqueKeyPrefix("start").replacingOccurrences(of: ":", with: "-")
         let port = try PrivateServers.freePort()
         let holder = try ChildProcess([ChildProcess.builtProduct("counter-node"), "serve", "--listen", "127.0.0.1:\(port)",
-                                       "--key-prefix", prefix, "--node-id", "taken", "--lease-ms", "1500",
+                                       "--key-prefix", prefix, "--node-id", "taken", "--lease-ms", "4000",
                                        "--postgres-url", TestEnvironment.postgresURL, "--redis-url", TestEnvironment.redisURL],
                                       mergingStandardError: true)
+        // The holder's lease is long enough that a loaded machine cannot delay two renewals past
+        // it (the second node waits once for the lease to run out before it gives up).
         try #require(try await holder.waitUntilListening(), "\(holder.lastLines)")
         let outcome = try await Self.serve(["--node-id", "taken"], prefix: prefix)
         holder.kill(SIGTERM)
