@@ -117,12 +117,23 @@ public struct PostInspection: Sendable, Equatable, Codable {
         public static let drift = "drift"
         /// PostgreSQL has no such post.
         public static let unknownPost = "unknown_post"
-        /// Redis has not loaded the post yet (it does on first touch).
+        /// The post is cold: Redis holds nothing of it, PostgreSQL answers for it.
         public static let notInRedis = "not_in_redis"
+    }
+
+    /// Where a post's state is kept (`Redis.tier`).
+    public enum Tier {
+        /// Count and whole likers set in Redis: reads and writes are answered from Redis.
+        public static let hot = "hot"
+        /// Nothing in Redis: PostgreSQL is the truth, and answers reads.
+        public static let cold = "cold"
     }
 
     /// The post in Redis.
     public struct Redis: Sendable, Equatable, Codable {
+        /// `Tier.hot` or `Tier.cold`.
+        public var tier: String
+        /// Whether Redis holds the post's likers set (`tier` is hot).
         public var hydrated: Bool
         public var likesCount: Int64
         /// Changes to the post still waiting in its slot's log (read up to 10,000 entries).
@@ -133,6 +144,7 @@ public struct PostInspection: Sendable, Equatable, Codable {
         public var isLiked: Bool?
 
         public init(hydrated: Bool, likesCount: Int64, pendingChanges: Int, secondsSinceFlush: Double, isLiked: Bool?) {
+            self.tier = hydrated ? Tier.hot : Tier.cold
             self.hydrated = hydrated
             self.likesCount = likesCount
             self.pendingChanges = pendingChanges
@@ -141,7 +153,7 @@ public struct PostInspection: Sendable, Equatable, Codable {
         }
 
         enum CodingKeys: String, CodingKey {
-            case hydrated, likesCount = "likes_count", pendingChanges = "pending_changes",
+            case tier, hydrated, likesCount = "likes_count", pendingChanges = "pending_changes",
                  secondsSinceFlush = "seconds_since_flush", isLiked = "is_liked"
         }
     }

@@ -48,6 +48,10 @@ public struct ShardStatistics: Sendable, Equatable, Codable {
     public var postgresErrors = 0
     /// Changes acknowledged in `memory` mode whose Redis write then failed (lost).
     public var lostMemoryAcknowledgements = 0
+    /// Read-only requests (a like's state, a count, a feed entry) answered from Redis, and from
+    /// PostgreSQL because their post was cold: `hot ÷ (hot + cold)` is the read hit ratio.
+    public var hotReads = 0
+    public var coldReads = 0
 
     public init(shard: Int? = nil) {
         self.shard = shard
@@ -60,7 +64,8 @@ public struct ShardStatistics: Sendable, Equatable, Codable {
              secondsSinceFlush = "seconds_since_flush", flushTransactions = "flush_transactions",
              flushedEntries = "flushed_entries", largestFlush = "largest_flush", flushRetries = "flush_retries",
              lastFlushError = "last_flush_error", deadLetters = "dead_letters", redisErrors = "redis_errors",
-             postgresErrors = "postgres_errors", lostMemoryAcknowledgements = "lost_memory_acknowledgements"
+             postgresErrors = "postgres_errors", lostMemoryAcknowledgements = "lost_memory_acknowledgements",
+             hotReads = "hot_reads", coldReads = "cold_reads"
     }
 }
 

@@ -51,7 +51,7 @@ enum OperatorReport {
         if let user = inspection.userID {
             rows.append(["user \(user) likes", yesNo(redis.isLiked), yesNo(postgres.isLiked)])
         }
-        var text = "post \(inspection.postID)\n" + table(["", "redis", "postgres"], rows)
+        var text = "post \(inspection.postID) (tier: \(redis.tier))\n" + table(["", "redis", "postgres"], rows)
         text += "\npending changes in the write-behind log: \(redis.pendingChanges)"
         text += "\nlast flush of its shard: \(decimal(redis.secondsSinceFlush)) s ago"
         text += "\nverdict: " + verdictExplanation(inspection)
@@ -74,7 +74,7 @@ enum OperatorReport {
         case PostInspection.Verdict.unknownPost:
             return "unknown post — it is not in PostgreSQL's posts table"
         case PostInspection.Verdict.notInRedis:
-            return "not loaded — Redis has not seen this post yet (it is loaded on first touch); PostgreSQL is the record"
+            return "cold — Redis holds nothing of this post; PostgreSQL is the record and answers its reads (a write loads it into Redis)"
         case let other:
             return other
         }

@@ -7,6 +7,13 @@ public struct PostgresRows: Sendable, Sequence {
     /// Rows the statement affected (for INSERT/UPDATE/DELETE), from the command tag.
     public let affectedRows: Int
 
+    /// Rows as given (libpq's results are read into this; tests build them by hand).
+    public init(columns: [String], rows: [[String?]], affectedRows: Int = 0) {
+        self.columns = columns
+        self.rows = rows
+        self.affectedRows = affectedRows
+    }
+
     public var count: Int { rows.count }
     public var isEmpty: Bool { rows.isEmpty }
 

@@ -4,12 +4,14 @@ import Persistence
 /// in, the next thing to do out. No I/O, no clock, no suspension — the shard performs each
 /// action and hands the result back, so every step can be driven by a test without servers.
 ///
-/// The steps: **read** what Redis knows of the batch's posts (`BatchRead`); for posts Redis has
-/// never loaded, **find** which exist in PostgreSQL, **load** their likers, **hydrate** Redis
-/// (`PostHydration`) and **re-read** them; **decide** in arrival order (`ShardDecider`); **write**
-/// the changes with their log entries (`BatchWrite`); **finish**: what to tell the flusher and
-/// the answers, per the acknowledgement mode. A post whose step fails fails only its own
-/// requests; the rest go on.
+/// The steps: **read** what Redis knows of the batch's posts (`BatchRead`); for posts Redis does
+/// not hold (cold posts), **look them up** in PostgreSQL (`ColdLookup`: which exist, their
+/// counts, the memberships the batch's reads ask) — a cold post that the batch only reads is
+/// answered from those rows and never loaded into Redis; for cold posts the batch writes,
+/// **load** their likers, **hydrate** Redis (`PostHydration`) and **re-read** them; **decide** in
+/// arrival order (`ShardDecider`); **write** the changes with their log entries (`BatchWrite`);
+/// **finish**: what to tell the flusher and the answers, per the acknowledgement mode. A post
+/// whose step fails fails only its own requests; the rest go on.
 ///
 /// Requests are named by their index in the array given to `init`. Answers that are due before
 /// the batch ends (failures as they happen, and in `memory` mode every decided answer before the
@@ -42,6 +44,10 @@ struct BatchStateMachine {
         var committedChanges = 0
         /// Changes answered in `memory` mode whose write then failed.
         var lostMemoryAcknowledgements = 0
+        /// Read-only requests (`read`, `count`) answered from Redis, and from PostgreSQL (their
+        /// post was cold): the read hit ratio.
+        var hotReads = 0
+        var coldReads = 0
     }
 
     /// How the batch ends.
@@ -62,9 +68,8 @@ struct BatchStateMachine {
     enum Action {
         /// Send these groups to Redis; then `redisReplied(_:)`.
         case read([SlotCommands])
-        /// Run `PostHydration.existingPostsQuery` for these posts; then `postsFound(_:)` or
-        /// `postgresFailed(_:)`.
-        case findPosts([Int64])
+        /// Run this lookup (`ColdLookup.query`); then `postsFound(_:)` or `postgresFailed(_:)`.
+        case findPosts(ColdLookup)
         /// Run `PostHydration.likersQuery` for these posts; then `likersLoaded(_:)` or
         /// `postgresFailed(_:)`.
         case loadLikers([Int64])
@@ -79,7 +84,8 @@ struct BatchStateMachine {
     private enum State {
         case idle
         case reading(BatchRead)
-        case findingPosts([Int64])
+        /// The cold posts looked up, and which of them the batch only reads.
+        case findingPosts([Int64], readOnly: Set<Int64>)
         case loadingLikers([Int64])
         case hydrating([Int64])
         case rereading(BatchRead)
@@ -91,18 +97,26 @@ struct BatchStateMachine {
     private let requests: [ShardDecider.Request]
     private let acknowledgement: AcknowledgementMode
     private let layout: RedisKeyLayout
+    /// Cold posts with at least this many likers are not loaded by the batch that writes them
+    /// (`Settled.deferred`).
+    private let largePostThreshold: Int64
     private var state = State.idle
     /// The requests not answered yet, in arrival order.
     private var open: [Int]
     private var views: [Int64: ShardDecider.PostView] = [:]
+    /// Cold posts the batch only reads, answered from PostgreSQL's rows.
+    private var answeredCold: Set<Int64> = []
     private var settled = Settled()
     private var statistics = Statistics()
 
-    /// A batch of `requests`, answered per `acknowledgement`, on the keys of `layout`.
-    init(requests: [ShardDecider.Request], acknowledgement: AcknowledgementMode, layout: RedisKeyLayout) {
+    /// A batch of `requests`, answered per `acknowledgement`, on the keys of `layout`; cold posts
+    /// it writes with `largePostThreshold` likers or more are deferred.
+    init(requests: [ShardDecider.Request], acknowledgement: AcknowledgementMode, layout: RedisKeyLayout,
+         largePostThreshold: Int64 = .max) {
         self.requests = requests
         self.acknowledgement = acknowledgement
         self.layout = layout
+        self.largePostThreshold = largePostThreshold
         self.open = Array(requests.indices)
     }
 
@@ -132,8 +146,7 @@ struct BatchStateMachine {
             fail(outcome.failures)
             views = outcome.views
             guard !outcome.unhydrated.isEmpty else { return decide() }
-            state = .findingPosts(outcome.unhydrated)
-            return .findPosts(outcome.unhydrated)
+            return lookUpCold(outcome.unhydrated)
 
         case .hydrating(let posts):
             let failures = PostHydration.failures(of: posts, results)
@@ -168,11 +181,27 @@ struct BatchStateMachine {
         }
     }
 
-    /// The posts, among those of the last `.findPosts`, that exist; of those, the `large` ones
-    /// are deferred (`Settled.deferred`) instead of loaded here.
-    mutating func postsFound(_ existing: [Int64], large: Set<Int64> = []) -> Action {
-        guard case .findingPosts(let posts) = state else { preconditionFailure("no posts were looked for in state \(state)") }
-        var found = Set(existing)
+    /// What the last `.findPosts` found: the cold posts that exist, with their counts and the
+    /// memberships asked. Those the batch only reads are answered from it; of those it writes,
+    /// the large ones are deferred (`Settled.deferred`), the others loaded here.
+    mutating func postsFound(_ lookup: ColdLookup.Found) -> Action {
+        guard case .findingPosts(let posts, let readOnly) = state else { preconditionFailure("no posts were looked for in state \(state)") }
+        let requests = self.requests
+        var found = lookup.existing
+        if !readOnly.isEmpty {
+            var users: [Int64: [Int64]] = [:]
+            for index in open where readOnly.contains(requests[index].postID) {
+                let request = requests[index]
+                users[request.postID, default: []] += request.operation == .count ? [] : [request.userID]
+            }
+            for (post, users) in users {
+                guard let view = lookup.view(of: post, users: users) else { continue }
+                views[post] = view
+                answeredCold.insert(post)
+                found.remove(post)
+            }
+        }
+        let large = Set(found.filter { (lookup.counts[$0] ?? 0) >= largePostThreshold })
         let deferred = found.intersection(large)
         if !deferred.isEmpty {
             found.subtract(deferred)
@@ -183,7 +212,7 @@ struct BatchStateMachine {
                 return false
             }
         }
-        let missing = posts.filter { !found.contains($0) && !deferred.contains($0) }
+        let missing = posts.filter { lookup.counts[$0] == nil }
         if !missing.isEmpty {
             settled.missingPosts += missing
             let missingSet = Set(missing)
@@ -198,6 +227,29 @@ struct BatchStateMachine {
         guard !loading.isEmpty else { return decide() }
         state = .loadingLikers(loading)
         return .loadLikers(loading)
+    }
+
+    /// Looks the cold posts up in PostgreSQL: all of them for existence and count, and the
+    /// memberships the reads of those the batch only reads ask (a post the batch writes is
+    /// loaded whole, which answers its memberships).
+    private mutating func lookUpCold(_ posts: [Int64]) -> Action {
+        let cold = Set(posts)
+        var written: Set<Int64> = []
+        for index in open where requests[index].operation.mayWrite && cold.contains(requests[index].postID) {
+            written.insert(requests[index].postID)
+        }
+        let readOnly = cold.subtracting(written)
+        var pairs: [ColdLookup.Pair] = []
+        if !readOnly.isEmpty {
+            for index in open {
+                let request = requests[index]
+                if request.operation == .read, readOnly.contains(request.postID) {
+                    pairs.append(ColdLookup.Pair(post: request.postID, user: request.userID))
+                }
+            }
+        }
+        state = .findingPosts(posts, readOnly: readOnly)
+        return .findPosts(ColdLookup(posts: posts, pairs: pairs))
     }
 
     /// The likers of the last `.loadLikers`' posts (a post without likers may be absent).
@@ -227,6 +279,9 @@ struct BatchStateMachine {
     private mutating func decide() -> Action {
         guard !open.isEmpty else { return finish(decided: [], write: nil) }
         let requests = self.requests
+        for index in open where !requests[index].operation.mayWrite {
+            if answeredCold.contains(requests[index].postID) { statistics.coldReads += 1 } else { statistics.hotReads += 1 }
+        }
         let decision = ShardDecider.decide(open.map { requests[$0] }, views: &views)
         if acknowledgement == .memory {
             settled.answers.reserveCapacity(settled.answers.count + open.count)

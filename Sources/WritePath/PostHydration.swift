@@ -5,19 +5,6 @@ import ShardRouter
 /// values: the SQL to run, how to read its rows, the Redis transactions that write or delete a
 /// post's keys, and which posts failed. No I/O.
 enum PostHydration {
-    /// Which of `$1` (an array of post ids) exist. Columns: the id, its `likes_count` (which
-    /// says how it is loaded: `streamingHydrationThreshold`).
-    static let existingPostsQuery = "SELECT id, likes_count FROM posts WHERE id = ANY($1::bigint[])"
-
-    /// The posts in the rows of `existingPostsQuery` whose count reaches `threshold`: they are
-    /// loaded page by page in the background (`LargePostHydration`).
-    /// - Throws: `PostgresError(.unexpectedResult)` for a value that is not an integer.
-    static func largePosts(in rows: PostgresRows, threshold: Int64) throws -> Set<Int64> {
-        var large: Set<Int64> = []
-        for row in rows where (try row.optionalInt64(1) ?? 0) >= threshold { large.insert(try row.int64(0)) }
-        return large
-    }
-
     /// The cursor of a streamed hydration (one per connection, inside its transaction): the
     /// likers of post `$1`, read a page at a time with `fetchLikers`.
     static let declareLikersCursor = "DECLARE counter_hydration NO SCROLL CURSOR FOR SELECT user_id FROM likes WHERE post_id = $1"
@@ -79,12 +66,6 @@ enum PostHydration {
     /// of bounded size (Redis reads each command whole before running it, and a fenced write's
     /// script unpacks each command's arguments, which Lua limits).
     static let usersPerCommand = FencedScript.maximumArgumentsPerCommand
-
-    /// The ids in the rows of `existingPostsQuery`.
-    /// - Throws: `PostgresError(.unexpectedResult)` for a value that is not an id.
-    static func postIDs(in rows: PostgresRows) throws -> [Int64] {
-        try rows.map { try $0.int64(0) }
-    }
 
     /// The rows of `likersQuery`, as the users per post.
     /// - Throws: `PostgresError(.unexpectedResult)` for a value that is not an id.

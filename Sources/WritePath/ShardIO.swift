@@ -33,8 +33,8 @@ struct ShardIO: Sendable {
         case .batchRedis(let groups, let epochs):
             let (results, fenced) = await SlotWriter.execute(groups, epochs: epochs, redis: batchRedis, layout: layout, counting: ownership)
             return .batchRedisReplied(results, fenced: fenced)
-        case .findPosts(let posts):
-            return .batchPostsFound(await findPosts(posts))
+        case .findPosts(let lookup):
+            return .batchPostsFound(await findPosts(lookup))
         case .loadLikers(let posts):
             return .batchLikersLoaded(await loadLikers(posts))
         case .loadLargePost(let post):
@@ -98,12 +98,9 @@ struct ShardIO: Sendable {
 
     // MARK: - A batch's PostgreSQL
 
-    private func findPosts(_ posts: [Int64]) async -> Result<ShardStateMachine.FoundPosts, Error> {
+    private func findPosts(_ lookup: ColdLookup) async -> Result<ColdLookup.Found, Error> {
         do {
-            let rows = try await pool.query(PostHydration.existingPostsQuery, [.int64Array(posts)])
-            return .success(ShardStateMachine.FoundPosts(
-                existing: try PostHydration.postIDs(in: rows),
-                large: try PostHydration.largePosts(in: rows, threshold: configuration.streamingHydrationThreshold)))
+            return .success(try ColdLookup.found(in: try await pool.query(lookup.query, lookup.parameters)))
         } catch {
             return .failure(error)
         }

@@ -145,7 +145,8 @@ extension ShardStateMachine {
             lastTakeDone = take
             return
         }
-        var machine = BatchStateMachine(requests: batchOperations.map(\.request), acknowledgement: configuration.acknowledgement, layout: layout)
+        var machine = BatchStateMachine(requests: batchOperations.map(\.request), acknowledgement: configuration.acknowledgement, layout: layout,
+                                        largePostThreshold: configuration.streamingHydrationThreshold)
         let action = machine.start()
         batch = BatchInFlight(machine: machine, operations: batchOperations, epochs: isFenced ? epochs : nil, take: take)
         follow(action, now: now, into: &actions)
@@ -160,8 +161,8 @@ extension ShardStateMachine {
             actions.append(.batchRedis(groups, epochs: nil))
         case .hydrate(let groups), .write(let groups):
             actions.append(.batchRedis(groups, epochs: current.epochs))
-        case .findPosts(let posts):
-            actions.append(.findPosts(posts))
+        case .findPosts(let lookup):
+            actions.append(.findPosts(lookup))
         case .loadLikers(let posts):
             actions.append(.loadLikers(posts))
         case .finish(let completion):
@@ -177,11 +178,11 @@ extension ShardStateMachine {
         follow(next, now: now, into: &actions)
     }
 
-    mutating func batchPostsFound(_ result: Result<FoundPosts, Error>, now: ContinuousClock.Instant, into actions: inout [Action]) {
+    mutating func batchPostsFound(_ result: Result<ColdLookup.Found, Error>, now: ContinuousClock.Instant, into actions: inout [Action]) {
         guard batch != nil else { return }
         let next: BatchStateMachine.Action
         switch result {
-        case .success(let found): next = batch!.machine.postsFound(found.existing, large: found.large)
+        case .success(let found): next = batch!.machine.postsFound(found)
         case .failure(let error): next = batch!.machine.postgresFailed(error)
         }
         follow(next, now: now, into: &actions)

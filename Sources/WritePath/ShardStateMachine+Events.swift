@@ -52,8 +52,8 @@ extension ShardStateMachine {
         /// Results of the batch's Redis groups (`.batchRedis`), one per group, and the slots
         /// Redis fenced.
         case batchRedisReplied([Result<[RedisReply], RedisError>], fenced: [FencedSlot])
-        /// `.findPosts`: which exist, and which of those are large.
-        case batchPostsFound(Result<FoundPosts, Error>)
+        /// `.findPosts`: which cold posts exist, their counts, the memberships asked.
+        case batchPostsFound(Result<ColdLookup.Found, Error>)
         /// `.loadLikers`: the likers per post.
         case batchLikersLoaded(Result<[Int64: [Int64]], Error>)
         /// `.loadLargePost` ended: how many likers were loaded into the loading set.
@@ -92,8 +92,8 @@ extension ShardStateMachine {
 
         /// Send a batch's groups, fenced by `epochs` (`nil`: unfenced) → `batchRedisReplied`.
         case batchRedis([SlotCommands], epochs: [UInt16: Int64]?)
-        /// Run `PostHydration.existingPostsQuery` → `batchPostsFound`.
-        case findPosts([Int64])
+        /// Run a batch's `ColdLookup` → `batchPostsFound`.
+        case findPosts(ColdLookup)
         /// Run `PostHydration.likersQuery` → `batchLikersLoaded`.
         case loadLikers([Int64])
         /// Load a large post page by page into a loading set of its own → `largePostLoaded`.
@@ -119,12 +119,6 @@ extension ShardStateMachine {
         case readLogLengths(LogLengthQuestion)
         /// Delete posts' hydration markers and likers sets, fenced by `epochs` → `postsUnloaded`.
         case unloadPosts([Int64], epochs: [UInt16: Int64]?, UnloadPurpose)
-    }
-
-    /// Which posts a `findPosts` found, and which of them are large.
-    struct FoundPosts: Sendable {
-        let existing: [Int64]
-        let large: Set<Int64>
     }
 
     /// A slot whose write Redis refused: the epoch the write carried is no longer the slot's.

@@ -10,6 +10,8 @@ extension ShardStats {
         redisErrors += batch.redisErrors
         postgresErrors += batch.postgresErrors
         lostMemoryAcknowledgements += batch.lostMemoryAcknowledgements
+        hotReads += batch.hotReads
+        coldReads += batch.coldReads
         guard batch.committedChanges > 0 else { return }
         groupCommits += 1
         groupCommittedChanges += batch.committedChanges

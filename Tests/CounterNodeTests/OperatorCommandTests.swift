@@ -188,11 +188,15 @@ struct OperatorCommandTests {
         let (repaired, repairedText) = await Self.run(["reconcile", "--post", String(post), "--repair"], node: http)
         #expect(repaired == .success, "\(repairedText)")
         #expect(repairedText.contains("Redis: 1 of 1 post(s) reset"), "\(repairedText)")
-        // The next touch loads the post from PostgreSQL: the planted member is gone, the rest is there.
+        // The post is cold now: PostgreSQL answers its reads, without the planted member.
         #expect(try await http.send("GET", "/v1/posts/\(post)/likes/999").text.contains(#""is_liked":false,"likes_count":3"#))
-        #expect(try await http.writePath.redisCount(post) == 3)
-        #expect(try await http.writePath.redisIsMember(post, 2))
+        #expect(try await !http.writePath.isHot(post))
+        #expect(try await http.writePath.redisCount(post) == 0)
+        // The next write loads it from PostgreSQL: the planted member is gone, the rest is there.
         _ = try await http.send("PUT", "/v1/posts/\(post)/likes/4")
+        #expect(try await http.writePath.redisCount(post) == 4)
+        #expect(try await http.writePath.redisIsMember(post, 2))
+        #expect(try await !http.writePath.redisIsMember(post, 999))
         #expect(await Self.run(["flush", "--wait"], node: http).0 == .success)
         #expect(try await http.writePath.postgresCounts()[post].map { [$0.count, $0.rows] } == [4, 4])
         let (clean, cleanText) = await Self.run(["reconcile", "--post", String(post)], node: http)

@@ -48,8 +48,10 @@ struct HTTPAdminTests {
         #expect(found.text.contains(#""redis_drifted":[{"post_id":\#(post),"redis_count":3,"likes_rows":3}]"#), "\(found.text)")
         let repaired = try await http.send("POST", "/admin/reconcile", token: HTTPHarness.adminToken, body: #"{"post_ids":[\#(post)],"repair":true}"#)
         #expect(repaired.text.contains(#""redis_repaired":1"#), "\(repaired.text)")
-        // The next touch loads the post from PostgreSQL again.
+        // The post is cold now: PostgreSQL answers its reads; the next write loads it again.
         #expect(try await http.send("GET", "/v1/posts/\(post)/likes/4").text.contains(#""is_liked":false"#))
+        #expect(try await !http.writePath.isHot(post))
+        _ = try await http.send("PUT", "/v1/posts/\(post)/likes/5")
         #expect(try await http.writePath.redisIsMember(post, 3))
         #expect(try await !http.writePath.redisIsMember(post, 4))
         await http.stop()

@@ -78,6 +78,11 @@ package struct WritePathHarness {
         try await redis.send(.scard(layout.likers(ofPost: post)), slot: HashSlot(post: post)).integer ?? -1
     }
 
+    /// Whether Redis holds the post (its hydration marker is set): the post is hot.
+    package func isHot(_ post: Int64) async throws -> Bool {
+        try await redis.send(.exists([layout.hydratedMarker(ofPost: post)]), slot: HashSlot(post: post)).integer == 1
+    }
+
     package func redisIsMember(_ post: Int64, _ user: Int64) async throws -> Bool {
         try await redis.send(.sismember(layout.likers(ofPost: post), user), slot: HashSlot(post: post)).integer == 1
     }

@@ -95,10 +95,11 @@ struct ShardBatchProtocolTests {
     func rereadWithoutMarker() throws {
         var machine = BatchStateMachine(requests: [Self.request(.like, 1, 7)], acknowledgement: .redis, layout: Self.layout)
         _ = machine.start()
-        guard case .findPosts([1]) = machine.redisReplied([.success([.integer(0), .integer(0), .array([.integer(0)])])]) else {
+        guard case .findPosts(let lookup) = machine.redisReplied([.success([.integer(0), .integer(0), .array([.integer(0)])])]),
+              lookup.posts == [1] else {
             Issue.record("an unloaded post is looked for in PostgreSQL"); return
         }
-        guard case .loadLikers([1]) = machine.postsFound([1]) else { Issue.record("its likers are loaded"); return }
+        guard case .loadLikers([1]) = machine.postsFound(.init(counts: [1: 0])) else { Issue.record("its likers are loaded"); return }
         guard case .hydrate = machine.likersLoaded([:]) else { Issue.record("then written to Redis"); return }
         guard case .read = machine.redisReplied([.success([.integer(0), .integer(1), .status("OK")])]) else {
             Issue.record("then read again"); return
@@ -117,16 +118,17 @@ struct ShardBatchProtocolTests {
     @Test("a large post not in Redis leaves the batch with its requests (deferred, in order); the rest goes on")
     func largePostDeferred() throws {
         let requests = [Self.request(.like, 1, 7), Self.request(.like, 2, 8), Self.request(.toggle, 1, 9), Self.request(.like, 3, 7)]
-        var machine = BatchStateMachine(requests: requests, acknowledgement: .redis, layout: Self.layout)
+        var machine = BatchStateMachine(requests: requests, acknowledgement: .redis, layout: Self.layout, largePostThreshold: 10)
         _ = machine.start()
         let unloaded = RedisReply.array([.integer(0)])
-        guard case .findPosts(let posts) = machine.redisReplied([
+        guard case .findPosts(let lookup) = machine.redisReplied([
             .success([.integer(0), .integer(0), unloaded]), .success([.integer(0), .integer(0), unloaded]),
             .success([.integer(1), .integer(4), .array([.integer(0)])]),
         ]) else { Issue.record("unloaded posts are looked for"); return }
-        #expect(Set(posts) == [1, 2])
+        #expect(Set(lookup.posts) == [1, 2])
+        #expect(lookup.pairs.isEmpty)  // both are written: loaded whole, no membership asked
         // Post 1 is large: deferred. Post 2 is small: loaded here. Post 3 was loaded already.
-        guard case .loadLikers([2]) = machine.postsFound([1, 2], large: [1]) else { Issue.record("only the small post is loaded here"); return }
+        guard case .loadLikers([2]) = machine.postsFound(.init(counts: [1: 10, 2: 9])) else { Issue.record("only the small post is loaded here"); return }
         let settled = machine.takeSettled()
         #expect(settled.deferred == [1: [0, 2]])
         #expect(settled.answers.isEmpty && settled.missingPosts.isEmpty)
@@ -203,8 +205,89 @@ struct ShardBatchProtocolTests {
         _ = machine.start()
         _ = machine.redisReplied([.success([.integer(0), .integer(0), .array([.integer(0)])]),
                                   .success([.integer(1), .integer(1), .array([.integer(0)])])])
-        guard case .write = machine.postsFound([]) else { Issue.record("post 1 is written"); return }
+        guard case .write = machine.postsFound(.init()) else { Issue.record("post 1 is written"); return }
         #expect(machine.takeSettled().missingPosts == [2])
+    }
+
+    // MARK: - Cold posts
+
+    @Test("a cold post the batch only reads is answered from PostgreSQL's rows and never loaded into Redis")
+    func coldReadsNeverHydrate() throws {
+        var redis = Self.hydratedRedis([1: [7]])
+        let postgres = PostgresModel(posts: [1, 2, 3], likes: [2: [7, 8, 9], 3: []])
+        let requests = [Self.request(.read, 2, 7), Self.request(.count, 2, 0), Self.request(.read, 2, 5), Self.request(.read, 1, 7),
+                        Self.request(.read, 3, 7), Self.request(.count, 4, 0), Self.request(.read, 2, 7)]
+        let run = Self.run(requests, redis: &redis, postgres: postgres)
+        #expect(run.steps == [.read, .findPosts])
+        // One lookup: every cold post for existence and count, each asked membership once.
+        #expect(run.lookups.map(\.posts) == [[2, 3, 4]])
+        #expect(run.lookups.first?.pairs == [.init(post: 2, user: 7), .init(post: 2, user: 5), .init(post: 3, user: 7)])
+        #expect(run.answers == [
+            0: .success(LikeState(postID: 2, userID: 7, isLiked: true, likesCount: 3)),
+            1: .success(LikeState(postID: 2, userID: 0, isLiked: false, likesCount: 3)),
+            2: .success(LikeState(postID: 2, userID: 5, isLiked: false, likesCount: 3)),
+            3: .success(LikeState(postID: 1, userID: 7, isLiked: true, likesCount: 1)),
+            4: .success(LikeState(postID: 3, userID: 7, isLiked: false, likesCount: 0)),
+            5: .failure(.unknownPost(4)),
+            6: .success(LikeState(postID: 2, userID: 7, isLiked: true, likesCount: 3)),
+        ])
+        #expect(run.missingPosts == [4])
+        // Nothing of the cold posts reached Redis.
+        for post: Int64 in [2, 3, 4] { #expect(redis.sets[Self.likers(post)] == nil && redis.strings[Self.marker(post)] == nil) }
+        #expect(redis.streams.isEmpty)
+        #expect(run.completion.statistics.hotReads == 1)
+        #expect(run.completion.statistics.coldReads == 5)
+    }
+
+    @Test("a cold post with a million likers is read without being loaded: its size does not matter to a read")
+    func coldGiantRead() throws {
+        var redis = RedisModel()
+        let run = Self.run([Self.request(.read, 1, 7), Self.request(.count, 1, 0)], redis: &redis,
+                           postgres: PostgresModel(posts: [1], likes: [1: Array(1...1_000)]), largePostThreshold: 100)
+        #expect(run.steps == [.read, .findPosts])
+        #expect(run.deferred.isEmpty)
+        #expect(run.answers == [0: .success(LikeState(postID: 1, userID: 7, isLiked: true, likesCount: 1_000)),
+                                1: .success(LikeState(postID: 1, userID: 0, isLiked: false, likesCount: 1_000))])
+        #expect(redis.strings.isEmpty && redis.sets.isEmpty)
+    }
+
+    @Test("a cold post the batch also writes is loaded whole, and its reads are answered from Redis after the load")
+    func coldPostWrittenIsLoaded() throws {
+        var redis = RedisModel()
+        let postgres = PostgresModel(posts: [1, 2], likes: [1: [5], 2: [5]])
+        let run = Self.run([Self.request(.read, 1, 5), Self.request(.toggle, 1, 7), Self.request(.read, 2, 5)],
+                           redis: &redis, postgres: postgres)
+        #expect(run.steps == [.read, .findPosts, .loadLikers, .hydrate, .read, .write])
+        // Only the read-only post's membership is asked; the written one comes whole.
+        #expect(run.lookups.first?.pairs == [.init(post: 2, user: 5)])
+        #expect(run.answers == [
+            0: .success(LikeState(postID: 1, userID: 5, isLiked: true, likesCount: 1)),
+            1: .success(LikeState(postID: 1, userID: 7, isLiked: true, likesCount: 2)),
+            2: .success(LikeState(postID: 2, userID: 5, isLiked: true, likesCount: 1)),
+        ])
+        #expect(redis.members(Self.likers(1)) == [5, 7])
+        #expect(redis.sets[Self.likers(2)] == nil && redis.strings[Self.marker(2)] == nil)
+        #expect(run.completion.statistics.hotReads == 1 && run.completion.statistics.coldReads == 1)
+    }
+
+    @Test("the cold lookup's rows: posts with their counts, likes among the pairs asked; a row of neither kind is refused")
+    func coldLookupRows() throws {
+        let lookup = ColdLookup(posts: [1, 2], pairs: [.init(post: 1, user: 7), .init(post: 1, user: 7), .init(post: 2, user: 8)])
+        #expect(lookup.pairs == [.init(post: 1, user: 7), .init(post: 2, user: 8)])
+        #expect(lookup.parameters == [.int64Array([1, 2]), .int64Array([1, 2]), .int64Array([7, 8])])
+        #expect(lookup.query == ColdLookup.postsAndLikesQuery)
+        // Without memberships to ask, `likes` is not read.
+        #expect(ColdLookup(posts: [1]).query == ColdLookup.postsQuery && ColdLookup(posts: [1]).parameters == [.int64Array([1])])
+        let rows = PostgresRows(columns: ["id", "likes_count", "int8"], rows: [["1", "4", nil], ["2", "0", nil], ["1", nil, "7"]],
+                                affectedRows: 0)
+        let found = try ColdLookup.found(in: rows)
+        #expect(found.counts == [1: 4, 2: 0])
+        #expect(found.liked == [.init(post: 1, user: 7)])
+        #expect(found.view(of: 1, users: [7, 9]) == .init(likesCount: 4, members: [7: true, 9: false]))
+        #expect(found.view(of: 3, users: []) == nil)
+        #expect(throws: PostgresError.self) {
+            try ColdLookup.found(in: PostgresRows(columns: ["id", "likes_count", "int8"], rows: [["1", nil, nil]], affectedRows: 0))
+        }
     }
 
     @Test("PostgreSQL failing while posts are loaded fails the batch's open requests, counted once")
@@ -502,6 +585,16 @@ struct ShardBatchProtocolTests {
 struct PostgresModel {
     var posts: Set<Int64> = []
     var likes: [Int64: [Int64]] = [:]
+
+    /// What `ColdLookup.query` returns on these tables.
+    func lookUp(_ lookup: ColdLookup) -> ColdLookup.Found {
+        var found = ColdLookup.Found()
+        for post in lookup.posts where posts.contains(post) { found.counts[post] = Int64(likes[post]?.count ?? 0) }
+        for pair in lookup.pairs where posts.contains(pair.post) && (likes[pair.post] ?? []).contains(pair.user) {
+            found.liked.insert(pair)
+        }
+        return found
+    }
 }
 
 extension ShardBatchProtocolTests {
@@ -516,6 +609,10 @@ extension ShardBatchProtocolTests {
         /// Answers handed out before the end (`takeSettled()`), in order.
         var early: [Answer] = []
         var missingPosts: [Int64] = []
+        /// The PostgreSQL lookups of cold posts, in order.
+        var lookups: [ColdLookup] = []
+        /// Requests deferred to a background load, by post.
+        var deferred: [Int64: [Int]] = [:]
         /// Slots whose write ran although it was reported lost.
         var lostWrites: Set<UInt16> = []
         var completion = BatchStateMachine.Completion()
@@ -531,15 +628,17 @@ extension ShardBatchProtocolTests {
     /// Runs `requests` as one batch to its end, the way the shard does, against the models;
     /// `fault` may break any Redis group, `postgresDown` fails every PostgreSQL query.
     static func run(_ requests: [Request], acknowledgement: AcknowledgementMode = .redis, redis: inout RedisModel,
-                    postgres: PostgresModel, postgresDown: Bool = false,
+                    postgres: PostgresModel, postgresDown: Bool = false, largePostThreshold: Int64 = .max,
                     fault: (Step, SlotCommands) -> RedisModel.Fault? = { _, _ in nil }) -> BatchRun {
-        var machine = BatchStateMachine(requests: requests, acknowledgement: acknowledgement, layout: layout)
+        var machine = BatchStateMachine(requests: requests, acknowledgement: acknowledgement, layout: layout,
+                                        largePostThreshold: largePostThreshold)
         var run = BatchRun()
         var action = machine.start()
         while true {
             let settled = machine.takeSettled()
             run.early += settled.answers
             run.missingPosts += settled.missingPosts
+            run.deferred.merge(settled.deferred) { $0 + $1 }
             switch action {
             case .read(let groups):
                 run.steps.append(.read)
@@ -554,10 +653,11 @@ extension ShardBatchProtocolTests {
                     if broken == .lostAfterRunning { run.lostWrites.insert(group.slot.rawValue) }
                     return broken
                 })
-            case .findPosts(let posts):
+            case .findPosts(let lookup):
                 run.steps.append(.findPosts)
+                run.lookups.append(lookup)
                 action = postgresDown ? machine.postgresFailed(PostgresError(code: .connectionFailed, message: "model: down"))
-                                      : machine.postsFound(posts.filter { postgres.posts.contains($0) })
+                                      : machine.postsFound(postgres.lookUp(lookup))
             case .loadLikers(let posts):
                 run.steps.append(.loadLikers)
                 action = machine.likersLoaded(postgres.likes.filter { posts.contains($0.key) })

@@ -14,8 +14,12 @@ struct WritePathFailureTests {
             let harness = try await WritePathHarness.start(posts: 4, postgresURL: servers.postgresURL, redisURL: servers.redisURL) {
                 $0.retryMaximumDelay = .milliseconds(200)
             }
-            // Posts seen once are in Redis; new writes to them no longer need PostgreSQL.
-            for post in harness.posts { _ = try await harness.service.perform(.read, post: post, user: 1) }
+            // Posts written once are in Redis; new writes to them no longer need PostgreSQL. (A
+            // read would not load them: a cold post's reads are answered from PostgreSQL. A
+            // `confirmLike` of a user who does not like the post writes nothing, but loads it.)
+            for post in harness.posts {
+                #expect(try await harness.service.perform(.confirmLike, post: post, user: 1).isLiked == false)
+            }
 
             try await servers.run("stop", only: "postgres")
             var expected: Set<Pair> = []
@@ -291,8 +295,9 @@ struct WritePathBehaviourTests {
             INSERT INTO likes (user_id, post_id) SELECT generate_series(1, $1::bigint), $2
             """, [.int64(Int64(likers)), .int64(large)])
         try await harness.pool.query("UPDATE posts SET likes_count = $1 WHERE id = $2", [.int64(Int64(likers)), .int64(large)])
-        #expect(try await harness.service.perform(.read, post: large, user: 1).likesCount == Int64(likers))
-        #expect(try await harness.service.perform(.read, post: small, user: 1).likesCount == 0)
+        // A write loads a cold post (a read would be answered from PostgreSQL, loading nothing).
+        #expect(try await harness.service.perform(.like, post: large, user: Int64(likers) + 1).likesCount == Int64(likers) + 1)
+        #expect(try await harness.service.perform(.like, post: small, user: 1).likesCount == 1)
         let lines = harness.log.lines(of: "hydrating_large_post")
         #expect(lines.count == 2)
         #expect(lines.first?.contains("post=\(large)") == true && lines.first?.contains("phase=started") == true)

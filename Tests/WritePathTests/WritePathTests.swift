@@ -127,6 +127,47 @@ struct WritePathTests {
         await harness.stop()
     }
 
+    @Test("a cold post is read from PostgreSQL — count, memberships, a feed of many — and nothing of it is loaded into Redis; its first write loads it",
+          arguments: RedisTarget.allCases)
+    func coldReadsFromPostgres(redis: RedisTarget) async throws {
+        let harness = try await WritePathHarness.start(posts: 40, redis: redis) { configuration in
+            // A cold read ignores the size that makes a write load a post in the background.
+            configuration.streamingHydrationThreshold = 10
+        }
+        let post = harness.posts[0]
+        try await harness.pool.query("INSERT INTO likes (user_id, post_id) SELECT u, $1 FROM generate_series(1, 30) u", [.int64(post)])
+        try await harness.pool.query("UPDATE posts SET likes_count = 30 WHERE id = $1", [.int64(post)])
+        func redisKeys(_ post: Int64) async throws -> Int64 {
+            try await harness.redis.send(.exists([harness.layout.likers(ofPost: post), harness.layout.hydratedMarker(ofPost: post)]),
+                                         slot: HashSlot(post: post)).integer ?? -1
+        }
+        #expect(try await harness.service.perform(.read, post: post, user: 7) == LikeState(postID: post, userID: 7, isLiked: true, likesCount: 30))
+        #expect(try await harness.service.perform(.read, post: post, user: 31) == LikeState(postID: post, userID: 31, isLiked: false, likesCount: 30))
+        #expect(try await harness.service.perform(.count, post: post, user: 0).likesCount == 30)
+        // A feed page's worth at once: every post answered, none loaded.
+        let page = try await withThrowingTaskGroup(of: LikeState.self) { group in
+            for other in harness.posts { group.addTask { try await harness.service.perform(.read, post: other, user: 7) } }
+            return try await group.reduce(into: [Int64: LikeState]()) { $0[$1.postID] = $1 }
+        }
+        #expect(page.count == harness.posts.count)
+        #expect(page[post]?.likesCount == 30 && page[post]?.isLiked == true)
+        #expect(page.filter { $0.key != post }.values.allSatisfy { $0.likesCount == 0 && !$0.isLiked })
+        for other in harness.posts { #expect(try await redisKeys(other) == 0, "post \(other) was loaded by a read") }
+        let stats = await harness.service.stats()
+        #expect(stats.reduce(0) { $0 + $1.coldReads } == 3 + harness.posts.count)
+        #expect(stats.reduce(0) { $0 + $1.hotReads } == 0)
+
+        // The first write loads the post (it is small enough), and reads are answered from Redis after it.
+        let second = harness.posts[1]
+        #expect(try await harness.service.perform(.like, post: second, user: 7).likesCount == 1)
+        #expect(try await redisKeys(second) == 2)
+        #expect(try await harness.service.perform(.read, post: second, user: 7).isLiked)
+        #expect(await harness.service.stats().reduce(0) { $0 + $1.hotReads } == 1)
+        try await harness.service.flush()
+        #expect(try await harness.postgresCounts()[second].map { $0.count == 1 && $0.rows == 1 } == true)
+        await harness.stop()
+    }
+
     @Test("a large post loads in the background, page by page: its operations wait for it, the shard's other posts are answered meanwhile, and Redis ends with exactly PostgreSQL's likers",
           .timeLimit(.minutes(1)), arguments: RedisTarget.allCases)
     func largePostLoadsInTheBackground(redis: RedisTarget) async throws {
@@ -142,15 +183,18 @@ struct WritePathTests {
         try await harness.pool.query("UPDATE posts SET likes_count = 2500 WHERE id = $1", [.int64(large)])
         _ = try await harness.service.perform(.like, post: small, user: 1)
 
-        // Hold the likes table, so the large post's load cannot read it until released. NOWAIT,
-        // retried: a lock request queued behind another suite's transaction would make every
-        // later reader of the shared table wait behind it too; held, it lasts a moment.
+        // Hold the likes table, so the large post's load cannot read it until released. Queued
+        // for at most 500 ms, retried: a lock request waiting behind another suite's long
+        // transaction would make every later reader of the shared table wait behind it too;
+        // held, it lasts a moment. (NOWAIT alone starved: with every suite's cold reads and
+        // flushes, the table was rarely free of locks at the instant of asking.)
         let locker = PostgresConnection(configuration: PostgresConfiguration(url: TestEnvironment.postgresURL))
+        try await locker.query("SET lock_timeout = '500ms'")
         while true {
             try await locker.query("BEGIN")
             let acquired: Bool
             do {
-                try await locker.query("LOCK TABLE likes IN ACCESS EXCLUSIVE MODE NOWAIT")
+                try await locker.query("LOCK TABLE likes IN ACCESS EXCLUSIVE MODE")
                 acquired = true
             } catch {
                 guard error.sqlState == "55P03" else { throw error }

@@ -29,6 +29,8 @@ enum StatisticsAnswer {
             sum.redisErrors += stats.redisErrors
             sum.postgresErrors += stats.postgresErrors
             sum.lostMemoryAcknowledgements += stats.lostMemoryAcknowledgements
+            sum.hotReads += stats.hotReads
+            sum.coldReads += stats.coldReads
         }
         sum.averageGroupCommit = sum.groupCommits == 0 ? 0 : Double(sum.groupCommittedChanges) / Double(sum.groupCommits)
         return sum
