@@ -107,6 +107,20 @@ public struct NodeConfiguration: Sendable, Equatable {
         integer("--backlog-max-age", "COUNTER_BACKLOG_MAX_AGE", "how long a shard's oldest change may wait for PostgreSQL before the shard refuses writes with 503 backlog_full (seconds; 0: no limit)", 0...86_400,
                 get: { Int(($0.writePath.backlogMaximumAge ?? .zero).inSeconds) },
                 set: { $0.writePath.backlogMaximumAge = $1 == 0 ? nil : .seconds($1) }),
+        Setting(flag: "--hot-idle", environment: "COUNTER_HOT_IDLE",
+                summary: "a post untouched this long leaves Redis once PostgreSQL has all of it; its reads are then answered from PostgreSQL (500ms, 60s, 10m, 2h; off: never)",
+                defaultValue: { $0.writePath.hotIdle?.settingText ?? "off" },
+                apply: { configuration, value in
+                    if value == "off" || value == "0" {
+                        configuration.writePath.hotIdle = nil
+                        return nil
+                    }
+                    guard let idle = Duration.parsingSetting(value), idle >= .milliseconds(100) else {
+                        return "must be a duration of at least 100ms, like 60s or 10m, or off"
+                    }
+                    configuration.writePath.hotIdle = idle
+                    return nil
+                }),
         integer("--max-queued-operations", "COUNTER_MAX_QUEUED_OPERATIONS", "operations a shard holds waiting to be decided (about 200 bytes each); more get 503 overloaded", 1...100_000_000,
                 get: { $0.writePath.maximumQueuedOperationsPerShard }, set: { $0.writePath.maximumQueuedOperationsPerShard = $1 }),
         integer("--unknown-posts-remembered", "COUNTER_UNKNOWN_POSTS_REMEMBERED", "posts a shard remembers as not existing for 5 s, so PostgreSQL is not asked again (about 100 bytes each; the oldest go first)", 1...10_000_000,

@@ -52,6 +52,10 @@ public struct ShardStatistics: Sendable, Equatable, Codable {
     /// PostgreSQL because their post was cold: `hot ÷ (hot + cold)` is the read hit ratio.
     public var hotReads = 0
     public var coldReads = 0
+    /// Posts the shard holds in Redis as it knows them (those it answered from Redis since it
+    /// started), and posts it evicted (idle, with PostgreSQL holding all of them).
+    public var hotPosts = 0
+    public var evictedPosts = 0
 
     public init(shard: Int? = nil) {
         self.shard = shard
@@ -65,7 +69,7 @@ public struct ShardStatistics: Sendable, Equatable, Codable {
              flushedEntries = "flushed_entries", largestFlush = "largest_flush", flushRetries = "flush_retries",
              lastFlushError = "last_flush_error", deadLetters = "dead_letters", redisErrors = "redis_errors",
              postgresErrors = "postgres_errors", lostMemoryAcknowledgements = "lost_memory_acknowledgements",
-             hotReads = "hot_reads", coldReads = "cold_reads"
+             hotReads = "hot_reads", coldReads = "cold_reads", hotPosts = "hot_posts", evictedPosts = "evicted_posts"
     }
 }
 

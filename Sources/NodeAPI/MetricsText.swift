@@ -48,6 +48,10 @@ enum MetricsText {
         family("counter_dead_letters_total", "counter", "Changes moved to the dead-letter stream.") { "\($0.deadLetters)" }
         family("counter_redis_errors_total", "counter", "Redis calls that failed.") { "\($0.redisErrors)" }
         family("counter_postgres_errors_total", "counter", "PostgreSQL calls that failed.") { "\($0.postgresErrors)" }
+        family("counter_hot_reads_total", "counter", "Read-only requests answered from Redis (the post was hot).") { "\($0.hotReads)" }
+        family("counter_cold_reads_total", "counter", "Read-only requests answered from PostgreSQL (the post was cold).") { "\($0.coldReads)" }
+        family("counter_hot_posts", "gauge", "Posts the shard holds in Redis, as far as it answered them since it started.") { "\($0.hotPosts)" }
+        family("counter_evicted_posts_total", "counter", "Posts evicted from Redis: idle, with PostgreSQL holding all of them.") { "\($0.evictedPosts)" }
     }
 
     /// `counter_write_behind_lag_seconds`: acknowledgement → PostgreSQL commit, per change.

@@ -58,6 +58,10 @@ struct BatchStateMachine {
         var appended: [UInt16: (count: Int, newest: StreamEntryID)] = [:]
         /// Answers to give once the flusher knows of `appended`.
         var answers: [Answer] = []
+        /// The posts answered from Redis (hot ones, and those the batch loaded): touched now.
+        var touched: [Int64] = []
+        /// Per post written, the newest log entry holding one of its changes.
+        var newestChanges: [Int64: StreamEntryID] = [:]
         /// In `postgres` mode: answers to give once the flusher has applied the newest entry of
         /// every slot in `marks`.
         var afterApplied: (marks: [UInt16: StreamEntryID], answers: [Answer])?
@@ -106,6 +110,8 @@ struct BatchStateMachine {
     private var views: [Int64: ShardDecider.PostView] = [:]
     /// Cold posts the batch only reads, answered from PostgreSQL's rows.
     private var answeredCold: Set<Int64> = []
+    /// Per post written, the newest log entry holding one of its changes.
+    private var newestChanges: [Int64: StreamEntryID] = [:]
     private var settled = Settled()
     private var statistics = Statistics()
 
@@ -174,6 +180,11 @@ struct BatchStateMachine {
             let outcome = write.outcome(of: results)
             if let error = outcome.failures.values.first { count(error) }
             statistics.committedChanges = outcome.committed
+            for (change, id) in zip(write.changes, outcome.entryIDs) {
+                guard let id else { continue }
+                if let newest = newestChanges[change.postID], newest >= id { continue }
+                newestChanges[change.postID] = id
+            }
             return finish(decided: answers, write: outcome)
 
         default:
@@ -300,6 +311,8 @@ struct BatchStateMachine {
     private mutating func finish(decided: [LikeState], write outcome: BatchWrite.Outcome?) -> Action {
         state = .finished
         var completion = Completion(statistics: statistics)
+        completion.touched = views.keys.filter { !answeredCold.contains($0) }
+        completion.newestChanges = newestChanges
         if let outcome {
             completion.uncertainSlots = outcome.uncertainSlots
             completion.appended = outcome.appended

@@ -92,12 +92,14 @@ enum PostHydration {
         }
     }
 
-    /// Per post, one transaction that deletes its hydration marker and likers set, so the next
-    /// touch loads it from PostgreSQL again (or finds it missing there).
+    /// Per post, one transaction that deletes its hydration marker and likers set (the set by
+    /// `UNLINK`: a large one is freed in the background, not while Redis waits), so the post is
+    /// cold: PostgreSQL answers its reads, and its next write loads it again (or finds it
+    /// missing there).
     static func transactions(unloading posts: [Int64], layout: RedisKeyLayout) -> [SlotCommands] {
         posts.map { post in
             SlotCommands(slot: HashSlot(post: post),
-                         commands: [.del([layout.hydratedMarker(ofPost: post)]), .del([layout.likers(ofPost: post)])],
+                         commands: [.del([layout.hydratedMarker(ofPost: post)]), RedisCommand("UNLINK", layout.likers(ofPost: post))],
                          atomic: true)
         }
     }

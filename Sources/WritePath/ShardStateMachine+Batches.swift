@@ -219,6 +219,10 @@ extension ShardStateMachine {
         lastTakeDone = current.take
         if !completion.uncertainSlots.isEmpty { wake(scheduler.uncertain(completion.uncertainSlots)) }
         stats.record(completion.statistics)
+        if configuration.hotIdle != nil {
+            hotPosts.touched(completion.touched, at: now)
+            for (post, id) in completion.newestChanges { hotPosts.changed(post, in: id, at: now) }
+        }
         if !completion.appended.isEmpty { wake(scheduler.appended(completion.appended, now: now)) }
         if !completion.answers.isEmpty { actions.append(.answerBatch(current.operations, completion.answers)) }
         if let (marks, waiting) = completion.afterApplied {

@@ -20,8 +20,12 @@ extension ShardStateMachine {
             case .dropDeleted(let posts):
                 betweenBatchesRunning = work
                 actions.append(.unloadPosts(posts, epochs: writeEpochs(of: posts), .deleted))
+            case .evict(let posts, let epochs):
+                betweenBatchesRunning = work
+                actions.append(.unloadPosts(posts, epochs: epochs, .evicted))
             }
         }
+        if betweenBatchesRunning == nil { startEviction(now: now, into: &actions) }
     }
 
     // MARK: - Large posts
@@ -118,9 +122,14 @@ extension ShardStateMachine {
         switch (purpose, betweenBatchesRunning) {
         case (.resync, .resyncUnloading(let quiet, let reply)?):
             betweenBatchesRunning = nil
+            hotPosts.forget(quiet.filter { !failed.contains($0) })
             actions.append(.reply(reply.with(Set(quiet).subtracting(failed))))
-        case (.deleted, .dropDeleted?):
+        case (.evicted, .evict(let posts, _)?):
             betweenBatchesRunning = nil
+            evicted(posts, failed: failed, fenced: fenced, into: &actions)
+        case (.deleted, .dropDeleted(let posts)?):
+            betweenBatchesRunning = nil
+            hotPosts.forget(posts.filter { !failed.contains($0) })
             // A failed delete is counted; the post is then refused only while remembered.
             if !failed.isEmpty { stats.redisErrors += 1 }
         default:

@@ -153,6 +153,8 @@ extension ShardStateMachine {
         case resync
         /// PostgreSQL no longer has them.
         case deleted
+        /// They were idle and PostgreSQL has all of them (eviction).
+        case evicted
     }
 }
 

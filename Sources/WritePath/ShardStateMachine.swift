@@ -40,6 +40,10 @@ struct ShardStateMachine {
     var scheduler: FlushScheduler
     /// Posts PostgreSQL does not have, refused without asking it again for a while.
     var unknownPosts: UnknownPostMemory
+    /// The posts this shard holds in Redis, least recently touched first, for eviction.
+    var hotPosts = HotPosts()
+    /// When idle posts are looked for next (`+Eviction`).
+    var nextEvictionCheck: ContinuousClock.Instant
 
     /// Operations waiting for the next batch, in arrival order.
     var queued: [ShardOperation] = []
@@ -134,6 +138,8 @@ struct ShardStateMachine {
         case resyncUnloading([Int64], ShardReply<Set<Int64>>)
         /// Delete the keys of posts PostgreSQL no longer has.
         case dropDeleted([Int64])
+        /// Delete the keys of idle posts PostgreSQL has all of (eviction), under these epochs.
+        case evict([Int64], epochs: [UInt16: Int64]?)
     }
 
     /// Whether the flush loop is awake (it asks the scheduler what to do at the end of the
@@ -200,6 +206,7 @@ struct ShardStateMachine {
         self.scheduler = FlushScheduler(configuration: configuration, now: now)
         self.unknownPosts = UnknownPostMemory(capacity: max(1, configuration.unknownPostsRemembered),
                                               lifetime: configuration.unknownPostMemory)
+        self.nextEvictionCheck = now + Self.evictionCheckInterval(configuration)
     }
 
     // MARK: - The one way in
@@ -277,6 +284,7 @@ struct ShardStateMachine {
     var nextDeadline: ContinuousClock.Instant? {
         var earliest: ContinuousClock.Instant?
         if case .sleeping(let until?) = flushLoop { earliest = until }
+        if configuration.hotIdle != nil && !hotPosts.isEmpty { earliest = min(earliest ?? nextEvictionCheck, nextEvictionCheck) }
         for parked in slotParked.values {
             if let first = parked.first?.until { earliest = min(earliest ?? first, first) }
         }
@@ -394,7 +402,7 @@ struct ShardStateMachine {
         for work in betweenBatches + (betweenBatchesRunning.map { [$0] } ?? []) {
             switch work {
             case .resync(_, let reply), .resyncUnloading(_, let reply): actions.append(.reply(reply.with([])))
-            case .publish, .dropDeleted: break
+            case .publish, .dropDeleted, .evict: break
             }
         }
         betweenBatches = []
@@ -428,6 +436,7 @@ struct ShardStateMachine {
         var current = stats
         current.shard = index
         current.pendingChanges = scheduler.pendingTotal
+        current.hotPosts = hotPosts.count
         current.secondsSinceFlush = (now - scheduler.lastFlush).inSeconds
         if let oldest = scheduler.oldestDirtySince { current.oldestPendingAgeSeconds = (now - oldest).inSeconds }
         return current

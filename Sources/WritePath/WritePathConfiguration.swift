@@ -14,6 +14,10 @@ public struct WritePathConfiguration: Sendable, Equatable {
     /// no limit. Defaults to 120 s: twice `/readyz`'s default lag limit, so a load balancer
     /// turns away first.
     public var backlogMaximumAge: Duration? = .seconds(120)
+    /// A post untouched this long leaves Redis (is evicted) once nothing of it is pending: its
+    /// reads are then answered from PostgreSQL, and its next write loads it again. `nil`: posts
+    /// stay in Redis for good. Defaults to 10 minutes.
+    public var hotIdle: Duration? = .seconds(600)
     /// A flush runs at least this often while changes wait. Defaults to 200 ms.
     public var flushInterval: Duration = .milliseconds(200)
     /// A flush runs as soon as this many changes wait; also about the most one flush reads.

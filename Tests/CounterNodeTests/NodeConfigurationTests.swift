@@ -42,9 +42,19 @@ struct NodeConfigurationTests {
         #expect(configuration.writePath.backlogMaximumAge == .seconds(120))
         #expect(try NodeConfiguration.parse(arguments: ["--backlog-max-age", "30"], environment: [:]).0.writePath.backlogMaximumAge == .seconds(30))
         #expect(try NodeConfiguration.parse(arguments: [], environment: ["COUNTER_BACKLOG_MAX_AGE": "0"]).0.writePath.backlogMaximumAge == nil)
+        // Eviction of idle posts: 10 minutes unless set, in any unit; off turns it off.
+        #expect(configuration.writePath.hotIdle == .seconds(600))
+        #expect(NodeConfiguration.settingsHelp.contains("default 10m"))
+        for (text, idle) in [("60s", Duration.seconds(60)), ("1s", .seconds(1)), ("500ms", .milliseconds(500)), ("2h", .seconds(7_200)), ("90", .seconds(90))] {
+            #expect(try NodeConfiguration.parse(arguments: ["--hot-idle", text], environment: [:]).0.writePath.hotIdle == idle, "\(text)")
+        }
+        #expect(try NodeConfiguration.parse(arguments: [], environment: ["COUNTER_HOT_IDLE": "off"]).0.writePath.hotIdle == nil)
     }
 
     @Test("invalid values are refused with the setting's name", arguments: [
+        ([], ["COUNTER_HOT_IDLE": "1.5s"], "COUNTER_HOT_IDLE"),
+        (["--hot-idle", "50ms"], [String: String](), "--hot-idle"),
+        (["--hot-idle", "-1s"], [String: String](), "--hot-idle"),
         (["--ack", "disk"], [String: String](), "--ack"),
         (["--shards", "0"], [:], "--shards"),
         (["--key-prefix", "a b"], [:], "--key-prefix"),

@@ -7,12 +7,17 @@ import WritePath
 // prints every acknowledgement as it happens, until it is killed; `recover` starts a write path
 // over the same keys (recovering what the logs hold), flushes everything, and exits.
 //
-//   CrashDriver run|recover <postgres-url> <redis-url> <key-prefix> <post,post,...> <workers>
+//   CrashDriver run|recover <postgres-url> <redis-url> <key-prefix> <post,post,...> <workers> [<hot-idle-ms>]
+//
+// With a hot idle time, posts untouched that long are evicted from Redis as they go quiet
+// (default: never, within a test's time). `recover` prints, after its flush, the count the
+// write path answers for each post (`C <post> <count>`), whether Redis or PostgreSQL answers it.
 //
 // Lines printed by `run` (one write each, unbuffered):
 //   S <worker> <user> <post> <operation>      about to send
 //   A <worker> <user> <post> <1|0> <count>    acknowledged: the pair's state after it
 //   E <worker> <user> <post> <error>          failed: either state is allowed
+//   V <evicted>                               posts evicted so far (every 100 ms)
 // Each worker owns its users and sends one operation at a time, so a pair has at most one
 // operation in flight.
 
@@ -21,8 +26,8 @@ func emit(_ line: String) {
 }
 
 let arguments = CommandLine.arguments
-guard arguments.count == 7, let workers = Int(arguments[6]) else {
-    FileHandle.standardError.write(Data("usage: CrashDriver run|recover <postgres-url> <redis-url> <key-prefix> <posts> <workers>\n".utf8))
+guard arguments.count == 7 || arguments.count == 8, let workers = Int(arguments[6]) else {
+    FileHandle.standardError.write(Data("usage: CrashDriver run|recover <postgres-url> <redis-url> <key-prefix> <posts> <workers> [<hot-idle-ms>]\n".utf8))
     exit(2)
 }
 let posts = arguments[5].split(separator: ",").compactMap { Int64($0) }
@@ -32,6 +37,7 @@ configuration.shardCount = 2
 configuration.flushInterval = .milliseconds(50)
 configuration.flushBatchSize = 300
 configuration.flushMaxAge = .milliseconds(100)
+configuration.hotIdle = arguments.count == 8 ? Int64(arguments[7]).map { .milliseconds($0) } : nil
 let pool = PostgresPool(configuration: PostgresConfiguration(url: arguments[2]))
 let service = try CounterService(configuration: configuration, postgres: pool, redis: try RedisConfiguration(url: arguments[3]))
 
@@ -40,11 +46,19 @@ case "recover":
     try await ServiceGroup.withRunning([service]) {
         try await service.flush()
         emit("FLUSHED")
+        for post in posts { emit("C \(post) \(try await service.perform(.count, post: post, user: 0).likesCount)") }
     }
     exit(0)
 case "run":
     try await ServiceGroup.withRunning([service]) {
       await withTaskGroup(of: Void.self) { group in
+        // How many posts were evicted so far, every 100 ms: `V <evicted>`.
+        group.addTask {
+            while true {
+                try? await Task.sleep(for: .milliseconds(100))
+                emit("V \(await service.stats().reduce(0) { $0 + $1.evictedPosts })")
+            }
+        }
         for worker in 0..<workers {
             group.addTask {
                 var generator = SystemRandomNumberGenerator()

@@ -168,70 +168,115 @@ struct WritePathTests {
         await harness.stop()
     }
 
+    @Test("an idle post leaves Redis once PostgreSQL has all of it, never before; it is read cold, then its next write loads it again",
+          arguments: RedisTarget.allCases)
+    func idlePostsAreEvicted(redis: RedisTarget) async throws {
+        let harness = try await WritePathHarness.start(posts: 2, redis: redis) { configuration in
+            configuration.flushOnlyWhenAsked()
+            configuration.hotIdle = .milliseconds(200)
+        }
+        let (post, other) = (harness.posts[0], harness.posts[1])
+        for user in 1...5 { _ = try await harness.service.perform(.like, post: post, user: Int64(user)) }
+        _ = try await harness.service.perform(.like, post: other, user: 1)
+        #expect(try await harness.isHot(post))
+        #expect(try await harness.isHot(other))
+        // Idle for well over 200 ms, but its changes wait for PostgreSQL: it stays.
+        try await Task.sleep(for: .milliseconds(800))
+        #expect(try await harness.isHot(post), "a post with pending changes must never be evicted")
+        #expect(await harness.service.stats().reduce(0) { $0 + $1.evictedPosts } == 0)
+        // Once flushed, it goes within a few checks.
+        try await harness.service.flush()
+        var evicted = 0
+        for _ in 0..<100 where evicted < 2 {
+            try await Task.sleep(for: .milliseconds(50))
+            evicted = await harness.service.stats().reduce(0) { $0 + $1.evictedPosts }
+        }
+        #expect(evicted == 2)
+        #expect(try await !harness.isHot(post))
+        #expect(try await !harness.isHot(other))
+        #expect(try await harness.redisCount(post) == 0)
+        #expect(await harness.service.stats().reduce(0) { $0 + $1.hotPosts } == 0)
+        // Cold: answered from PostgreSQL, exactly.
+        #expect(try await harness.service.perform(.read, post: post, user: 3) == LikeState(postID: post, userID: 3, isLiked: true, likesCount: 5))
+        #expect(try await !harness.isHot(post))
+        // The next write loads it whole again and builds on PostgreSQL's rows.
+        #expect(try await harness.service.perform(.toggle, post: post, user: 3) == LikeState(postID: post, userID: 3, isLiked: false, likesCount: 4))
+        #expect(try await harness.isHot(post))
+        #expect(try await harness.redisCount(post) == 4)
+        try await harness.service.flush()
+        #expect(try await harness.postgresCounts()[post].map { [$0.count, $0.rows] } == [4, 4])
+        await harness.stop()
+    }
+
     @Test("a large post loads in the background, page by page: its operations wait for it, the shard's other posts are answered meanwhile, and Redis ends with exactly PostgreSQL's likers",
           .timeLimit(.minutes(1)), arguments: RedisTarget.allCases)
     func largePostLoadsInTheBackground(redis: RedisTarget) async throws {
-        let harness = try await WritePathHarness.start(posts: 2, redis: redis) { configuration in
-            configuration.shardCount = 1
-            configuration.streamingHydrationThreshold = 1_000
-            configuration.hydrationPageSize = 700
-        }
-        let (large, small) = (harness.posts[0], harness.posts[1])
-        try await harness.pool.query("""
-            INSERT INTO likes (user_id, post_id, created_at, updated_at) SELECT g, $1, now(), now() FROM generate_series(1, 2500) g
-            """, [.int64(large)])
-        try await harness.pool.query("UPDATE posts SET likes_count = 2500 WHERE id = $1", [.int64(large)])
-        _ = try await harness.service.perform(.like, post: small, user: 1)
-
-        // Hold the likes table, so the large post's load cannot read it until released. Queued
-        // for at most 500 ms, retried: a lock request waiting behind another suite's long
-        // transaction would make every later reader of the shared table wait behind it too;
-        // held, it lasts a moment. (NOWAIT alone starved: with every suite's cold reads and
-        // flushes, the table was rarely free of locks at the instant of asking.)
-        let locker = PostgresConnection(configuration: PostgresConfiguration(url: TestEnvironment.postgresURL))
-        try await locker.query("SET lock_timeout = '500ms'")
-        while true {
-            try await locker.query("BEGIN")
-            let acquired: Bool
-            do {
-                try await locker.query("LOCK TABLE likes IN ACCESS EXCLUSIVE MODE")
-                acquired = true
-            } catch {
-                guard error.sqlState == "55P03" else { throw error }
-                acquired = false
+        // A PostgreSQL of its own: the test locks the likes table, which would hold up every
+        // other suite's reads and flushes on the shared server (and theirs would starve its lock).
+        try await PrivateServers.with { servers in
+            let harness = try await WritePathHarness.start(posts: 2, postgresURL: servers.postgresURL, redis: redis,
+                                                       redisURL: redis == .single ? servers.redisURL : nil) { configuration in
+                configuration.shardCount = 1
+                configuration.streamingHydrationThreshold = 1_000
+                configuration.hydrationPageSize = 700
             }
-            if acquired { break }
-            try await locker.query("ROLLBACK")
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        let first = Task { try await harness.service.perform(.toggle, post: large, user: 9_001) }
-        while harness.log.lines(of: "hydrating_large_post").isEmpty { try await Task.sleep(for: .milliseconds(5)) }
-        // The shard goes on with its other post meanwhile; a second operation on the large one waits too.
-        let second = Task { try await harness.service.perform(.read, post: large, user: 1) }
-        for user in 2...20 {
-            #expect(try await harness.service.perform(.like, post: small, user: Int64(user)).likesCount == Int64(user))
-        }
-        try await locker.query("COMMIT")
-        await locker.close()
-        #expect(try await first.value == LikeState(postID: large, userID: 9_001, isLiked: true, likesCount: 2_501))
-        #expect(try await second.value == LikeState(postID: large, userID: 1, isLiked: true, likesCount: 2_501))
+            let (large, small) = (harness.posts[0], harness.posts[1])
+            try await harness.pool.query("""
+                INSERT INTO likes (user_id, post_id, created_at, updated_at) SELECT g, $1, now(), now() FROM generate_series(1, 2500) g
+                """, [.int64(large)])
+            try await harness.pool.query("UPDATE posts SET likes_count = 2500 WHERE id = $1", [.int64(large)])
+            _ = try await harness.service.perform(.like, post: small, user: 1)
 
-        // Redis holds exactly the rows and the new like; no loading set is left behind.
-        let slot = HashSlot(post: large)
-        let replies = try await harness.redis.pipeline([
-            .scard(harness.layout.likers(ofPost: large)), .smismember(harness.layout.likers(ofPost: large), [Int64(1), Int64(2_500), Int64(2_501), Int64(9_001)]),
-        ], slot: slot)
-        #expect(replies[0].integer == 2_501)
-        #expect(replies[1].array?.map(\.integer) == [1, 1, 0, 1])
-        let loading = try await scanKeys(matching: harness.layout.likers(ofPost: large) + ":loading:*") {
-            try await harness.redis.pipeline([$0], slot: slot)[0]
+            // Hold the likes table, so the large post's load cannot read it until released. Queued
+            // for at most 500 ms, retried: a lock request waiting behind another suite's long
+            // transaction would make every later reader of the shared table wait behind it too;
+            // held, it lasts a moment. (NOWAIT alone starved: with every suite's cold reads and
+            // flushes, the table was rarely free of locks at the instant of asking.)
+            let locker = PostgresConnection(configuration: PostgresConfiguration(url: servers.postgresURL))
+            try await locker.query("SET lock_timeout = '500ms'")
+            while true {
+                try await locker.query("BEGIN")
+                let acquired: Bool
+                do {
+                    try await locker.query("LOCK TABLE likes IN ACCESS EXCLUSIVE MODE")
+                    acquired = true
+                } catch {
+                    guard (error as? PostgresError)?.sqlState == "55P03" else { throw error }
+                    acquired = false
+                }
+                if acquired { break }
+                try await locker.query("ROLLBACK")
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            let first = Task { try await harness.service.perform(.toggle, post: large, user: 9_001) }
+            while harness.log.lines(of: "hydrating_large_post").isEmpty { try await Task.sleep(for: .milliseconds(5)) }
+            // The shard goes on with its other post meanwhile; a second operation on the large one waits too.
+            let second = Task { try await harness.service.perform(.read, post: large, user: 1) }
+            for user in 2...20 {
+                #expect(try await harness.service.perform(.like, post: small, user: Int64(user)).likesCount == Int64(user))
+            }
+            try await locker.query("COMMIT")
+            await locker.close()
+            #expect(try await first.value == LikeState(postID: large, userID: 9_001, isLiked: true, likesCount: 2_501))
+            #expect(try await second.value == LikeState(postID: large, userID: 1, isLiked: true, likesCount: 2_501))
+
+            // Redis holds exactly the rows and the new like; no loading set is left behind.
+            let slot = HashSlot(post: large)
+            let replies = try await harness.redis.pipeline([
+                .scard(harness.layout.likers(ofPost: large)), .smismember(harness.layout.likers(ofPost: large), [Int64(1), Int64(2_500), Int64(2_501), Int64(9_001)]),
+            ], slot: slot)
+            #expect(replies[0].integer == 2_501)
+            #expect(replies[1].array?.map(\.integer) == [1, 1, 0, 1])
+            let loading = try await scanKeys(matching: harness.layout.likers(ofPost: large) + ":loading:*") {
+                try await harness.redis.pipeline([$0], slot: slot)[0]
+            }
+            #expect(loading.isEmpty, "\(loading)")
+            let loaded = harness.log.lines(of: "hydrating_large_post").filter { $0.contains("phase=loaded") }
+            #expect(loaded.count == 1 && loaded[0].contains("likers=2500"))
+            try await harness.service.flush()
+            #expect(try await harness.postgresCounts()[large].map { $0.count == 2_501 && $0.rows == 2_501 } == true)
+            await harness.stop()
         }
-        #expect(loading.isEmpty, "\(loading)")
-        let loaded = harness.log.lines(of: "hydrating_large_post").filter { $0.contains("phase=loaded") }
-        #expect(loaded.count == 1 && loaded[0].contains("likers=2500"))
-        try await harness.service.flush()
-        #expect(try await harness.postgresCounts()[large].map { $0.count == 2_501 && $0.rows == 2_501 } == true)
-        await harness.stop()
     }
 
     @Test("a streamed hydration is published all or nothing: refused when the slot's epoch moved or the loading set is not whole, and nothing changes then",

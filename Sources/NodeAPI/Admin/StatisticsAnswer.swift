@@ -31,6 +31,8 @@ enum StatisticsAnswer {
             sum.lostMemoryAcknowledgements += stats.lostMemoryAcknowledgements
             sum.hotReads += stats.hotReads
             sum.coldReads += stats.coldReads
+            sum.hotPosts += stats.hotPosts
+            sum.evictedPosts += stats.evictedPosts
         }
         sum.averageGroupCommit = sum.groupCommits == 0 ? 0 : Double(sum.groupCommittedChanges) / Double(sum.groupCommits)
         return sum

@@ -1,0 +1,111 @@
+import Persistence
+import ShardRouter
+
+/// The posts a shard holds in Redis (hot), in the order they were last touched, with the newest
+/// log entry that holds a change of each: what eviction needs to pick the idle ones and to know
+/// whether PostgreSQL has all of a post.
+///
+/// A post enters when a batch answers it from Redis (it was hot already, or the batch loaded
+/// it) and leaves when it is evicted, unloaded, or found on a slot the shard no longer owns.
+/// Least recently touched first: a touch moves a post to the back of a queue; the slot it left
+/// goes stale (its sequence no longer matches) and is skipped when it reaches the front, and
+/// the queue is compacted once the stale slots outnumber the live ones — constant work per
+/// touch, amortised.
+///
+/// Pure: the caller passes the time, which must never go back (`ContinuousClock` does not).
+struct HotPosts {
+    /// What is known of one hot post.
+    struct Entry: Equatable {
+        var lastTouched: ContinuousClock.Instant
+        /// The newest log entry holding a change of the post written by this shard (`nil`: none
+        /// since the shard started tracking it — what came before, if anything, is judged by
+        /// its slot's whole log).
+        var newestChange: StreamEntryID?
+        /// Which queue slot is this entry's.
+        var sequence: UInt64
+    }
+
+    private var entries: [Int64: Entry] = [:]
+    private var queue: [(post: Int64, sequence: UInt64)] = []
+    private var head = 0
+    private var nextSequence: UInt64 = 0
+
+    /// Hot posts tracked.
+    var count: Int { entries.count }
+
+    var isEmpty: Bool { entries.isEmpty }
+
+    /// Queue slots held, stale ones included; about twice `count` at most (plus a constant).
+    var queuedSlots: Int { queue.count - head }
+
+    /// What is known of `post`; `nil` when it is not tracked as hot.
+    func entry(of post: Int64) -> Entry? { entries[post] }
+
+    /// `posts` were answered from Redis at `now`: each is hot, touched now.
+    mutating func touched(_ posts: some Sequence<Int64>, at now: ContinuousClock.Instant) {
+        for post in posts { touch(post, at: now) }
+    }
+
+    /// A change of `post` went into the log entry `id` (and the post was touched at `now`).
+    mutating func changed(_ post: Int64, in id: StreamEntryID, at now: ContinuousClock.Instant) {
+        touch(post, at: now)
+        if let newest = entries[post]?.newestChange, newest >= id { return }
+        entries[post]?.newestChange = id
+    }
+
+    /// Stops tracking `posts` (evicted, unloaded, or another node's now).
+    mutating func forget(_ posts: some Sequence<Int64>) {
+        for post in posts { entries[post] = nil }
+    }
+
+    /// The least recently touched posts last touched before `cutoff`, oldest first, at most
+    /// `limit`: they leave the queue (and stay tracked, so `requeue(_:)` or `forget(_:)` must
+    /// follow for each).
+    mutating func takeIdle(touchedBefore cutoff: ContinuousClock.Instant, limit: Int) -> [(post: Int64, entry: Entry)] {
+        var taken: [(post: Int64, entry: Entry)] = []
+        while head < queue.count && taken.count < limit {
+            let front = queue[head]
+            guard let entry = entries[front.post], entry.sequence == front.sequence else {
+                head += 1
+                continue
+            }
+            guard entry.lastTouched < cutoff else { break }
+            head += 1
+            taken.append((front.post, entry))
+        }
+        compactIfMostlyStale()
+        return taken
+    }
+
+    /// Puts posts taken by `takeIdle` back at the back of the queue, their last touch unchanged
+    /// (they could not be evicted yet: something of them is pending).
+    mutating func requeue(_ posts: some Sequence<Int64>) {
+        for post in posts {
+            guard entries[post] != nil else { continue }
+            entries[post]!.sequence = nextSequence
+            queue.append((post, nextSequence))
+            nextSequence += 1
+        }
+        compactIfMostlyStale()
+    }
+
+    private mutating func touch(_ post: Int64, at now: ContinuousClock.Instant) {
+        if entries[post] == nil {
+            entries[post] = Entry(lastTouched: now, newestChange: nil, sequence: nextSequence)
+        } else {
+            entries[post]!.lastTouched = now
+            entries[post]!.sequence = nextSequence
+        }
+        queue.append((post, nextSequence))
+        nextSequence += 1
+        compactIfMostlyStale()
+    }
+
+    /// Rebuilds the queue from the live slots once the stale ones outnumber them. Live slots
+    /// keep their order, which is the order of their last touches.
+    private mutating func compactIfMostlyStale() {
+        guard queue.count >= 2 * entries.count + 1_024 else { return }
+        queue = queue[head...].filter { entries[$0.post]?.sequence == $0.sequence }
+        head = 0
+    }
+}

@@ -1,0 +1,92 @@
+import Persistence
+import ShardRouter
+
+/// Eviction: a hot post untouched for `hotIdle` leaves Redis — its hydration marker and likers
+/// set are deleted, fenced by its slot's epoch like every write — once PostgreSQL has all of it.
+/// The post is cold then: its reads are answered from PostgreSQL, its next write loads it again.
+///
+/// A post is evicted only when nothing of it is pending: its slot's log is known (not
+/// uncertain), and the newest entry holding one of its changes written by this shard is applied
+/// (or, for a post this shard never wrote, the slot's whole log is); no batch runs (eviction is
+/// work between batches), it is not loading in the background, and its slot is served here.
+/// The deletion is one atomic transaction, so a crash or a Redis restart leaves the post either
+/// hot, whole, or cold — both read correctly by the next touch.
+extension ShardStateMachine {
+    /// Most posts one eviction deletes (one transaction per post, in one pipeline).
+    static let evictionsPerRound = 1_000
+
+    /// How often idle posts are looked for: a quarter of `hotIdle`, between 50 ms and 5 s.
+    static func evictionCheckInterval(_ configuration: WritePathConfiguration) -> Duration {
+        guard let idle = configuration.hotIdle else { return .seconds(5) }
+        return min(.seconds(5), max(.milliseconds(50), idle / 4))
+    }
+
+    /// Starts an eviction when one is due and idle posts can go (called between batches, when
+    /// no other work between batches is under way).
+    mutating func startEviction(now: ContinuousClock.Instant, into actions: inout [Action]) {
+        guard let idle = configuration.hotIdle, !hotPosts.isEmpty, now >= nextEvictionCheck, accepting else { return }
+        nextEvictionCheck = now + Self.evictionCheckInterval(configuration)
+        let candidates = hotPosts.takeIdle(touchedBefore: now - idle, limit: Self.evictionsPerRound)
+        guard !candidates.isEmpty else { return }
+        var evicting: [Int64] = []
+        var notYet: [Int64] = []
+        var elsewhere: [Int64] = []
+        var epochs: [UInt16: Int64] = [:]
+        for (post, entry) in candidates {
+            let slot = HashSlot(post: post).rawValue
+            switch evictability(of: post, entry, slot: slot) {
+            case .evictable(let epoch):
+                evicting.append(post)
+                if isFenced { epochs[slot] = epoch }
+            case .pending:
+                notYet.append(post)
+            case .notOwned:
+                elsewhere.append(post)
+            }
+        }
+        hotPosts.requeue(notYet)
+        hotPosts.forget(elsewhere)
+        guard !evicting.isEmpty else { return }
+        betweenBatches.append(.evict(evicting, epochs: isFenced ? epochs : nil))
+        startBetweenBatchesWork(now: now, into: &actions)
+    }
+
+    /// Whether `post` may leave Redis now.
+    enum Evictability: Equatable {
+        /// Yes, written under this epoch.
+        case evictable(epoch: Int64)
+        /// Not yet: something of it is pending, it is loading, or its slot is moving.
+        case pending
+        /// Its slot is not this shard's (any more): another node keeps it.
+        case notOwned
+    }
+
+    /// The rules of eviction for one post (pure: the machine's books only).
+    func evictability(of post: Int64, _ entry: HotPosts.Entry, slot: UInt16) -> Evictability {
+        let epoch: Int64
+        switch slotState(slot) {
+        case .serving(let served): epoch = served
+        case .notOwned: return .notOwned
+        case .claiming, .draining, .quiescing, .flushing, .handingOver: return .pending
+        }
+        if largeLoads[post] != nil || scheduler.uncertainSlots.contains(slot) { return .pending }
+        if let newest = entry.newestChange {
+            guard scheduler.isApplied([slot: newest]) || !scheduler.hasPendingChanges(inSlot: slot) else { return .pending }
+        } else {
+            guard !scheduler.hasPendingChanges(inSlot: slot) else { return .pending }
+        }
+        return .evictable(epoch: epoch)
+    }
+
+    /// The eviction's transactions ended: the posts deleted are cold now; those that failed
+    /// stay hot and are tried again later (those whose slot was fenced leave with the slot).
+    mutating func evicted(_ posts: [Int64], failed: Set<Int64>, fenced: [FencedSlot], into actions: inout [Action]) {
+        let gone = posts.filter { !failed.contains($0) }
+        hotPosts.forget(gone)
+        stats.evictedPosts += gone.count
+        if !failed.isEmpty {
+            stats.redisErrors += 1
+            hotPosts.requeue(posts.filter { failed.contains($0) })
+        }
+    }
+}
