@@ -121,6 +121,18 @@ public struct NodeConfiguration: Sendable, Equatable {
                     configuration.writePath.hotIdle = idle
                     return nil
                 }),
+        Setting(flag: "--hot-memory-target", environment: "COUNTER_HOT_MEMORY_TARGET",
+                summary: "Redis used_memory per master above which the least recently touched posts are evicted before they are idle (256mb, 4gb; off: idle time only)",
+                defaultValue: { $0.writePath.hotMemoryTarget.map(ByteSize.text) ?? "off" },
+                apply: { configuration, value in
+                    if value == "off" {
+                        configuration.writePath.hotMemoryTarget = nil
+                        return nil
+                    }
+                    guard let bytes = ByteSize.parse(value), bytes >= 1 << 20 else { return "must be a size of at least 1mb, like 256mb or 4gb, or off" }
+                    configuration.writePath.hotMemoryTarget = bytes
+                    return nil
+                }),
         integer("--max-queued-operations", "COUNTER_MAX_QUEUED_OPERATIONS", "operations a shard holds waiting to be decided (about 200 bytes each); more get 503 overloaded", 1...100_000_000,
                 get: { $0.writePath.maximumQueuedOperationsPerShard }, set: { $0.writePath.maximumQueuedOperationsPerShard = $1 }),
         integer("--unknown-posts-remembered", "COUNTER_UNKNOWN_POSTS_REMEMBERED", "posts a shard remembers as not existing for 5 s, so PostgreSQL is not asked again (about 100 bytes each; the oldest go first)", 1...10_000_000,

@@ -56,6 +56,9 @@ public struct ShardStatistics: Sendable, Equatable, Codable {
     /// started), and posts it evicted (idle, with PostgreSQL holding all of them).
     public var hotPosts = 0
     public var evictedPosts = 0
+    /// Of `evictedPosts`, those evicted before they were idle because Redis was above its
+    /// memory target.
+    public var evictedForMemory = 0
 
     public init(shard: Int? = nil) {
         self.shard = shard
@@ -69,7 +72,8 @@ public struct ShardStatistics: Sendable, Equatable, Codable {
              flushedEntries = "flushed_entries", largestFlush = "largest_flush", flushRetries = "flush_retries",
              lastFlushError = "last_flush_error", deadLetters = "dead_letters", redisErrors = "redis_errors",
              postgresErrors = "postgres_errors", lostMemoryAcknowledgements = "lost_memory_acknowledgements",
-             hotReads = "hot_reads", coldReads = "cold_reads", hotPosts = "hot_posts", evictedPosts = "evicted_posts"
+             hotReads = "hot_reads", coldReads = "cold_reads", hotPosts = "hot_posts", evictedPosts = "evicted_posts",
+             evictedForMemory = "evicted_for_memory"
     }
 }
 

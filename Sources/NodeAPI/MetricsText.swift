@@ -20,6 +20,13 @@ enum MetricsText {
         family("counter_redis_node_slots", "gauge", "Hash slots this Redis node serves in the node's slot map.") { "\($0.slots)" }
         family("counter_redis_node_pipelines_total", "counter", "Pipelines sent to this Redis node.") { "\($0.pipelines)" }
         family("counter_redis_node_errors_total", "counter", "Round trips to this Redis node that failed.") { "\($0.errors)" }
+        let measured = nodes.filter { $0.usedMemoryBytes != nil }
+        if !measured.isEmpty {
+            text += "# HELP counter_redis_node_used_memory_bytes used_memory of this Redis master, as last read (every few seconds).\n# TYPE counter_redis_node_used_memory_bytes gauge\n"
+            for node in measured { text += "counter_redis_node_used_memory_bytes{endpoint=\"\(node.endpoint)\"} \(node.usedMemoryBytes!)\n" }
+            text += "# HELP counter_redis_node_maxmemory_bytes maxmemory of this Redis master (0: no limit).\n# TYPE counter_redis_node_maxmemory_bytes gauge\n"
+            for node in measured { text += "counter_redis_node_maxmemory_bytes{endpoint=\"\(node.endpoint)\"} \(node.maximumMemoryBytes ?? 0)\n" }
+        }
         text += "# HELP counter_redis_redirects_total Redis Cluster answers that sent commands elsewhere or back: moved, ask, tryagain, clusterdown.\n# TYPE counter_redis_redirects_total counter\n"
         for node in nodes {
             for (kind, count) in [("moved", node.moved), ("ask", node.ask), ("tryagain", node.tryAgain), ("clusterdown", node.clusterDown)] {
@@ -51,7 +58,12 @@ enum MetricsText {
         family("counter_hot_reads_total", "counter", "Read-only requests answered from Redis (the post was hot).") { "\($0.hotReads)" }
         family("counter_cold_reads_total", "counter", "Read-only requests answered from PostgreSQL (the post was cold).") { "\($0.coldReads)" }
         family("counter_hot_posts", "gauge", "Posts the shard holds in Redis, as far as it answered them since it started.") { "\($0.hotPosts)" }
-        family("counter_evicted_posts_total", "counter", "Posts evicted from Redis: idle, with PostgreSQL holding all of them.") { "\($0.evictedPosts)" }
+        text += "# HELP counter_evicted_posts_total Posts evicted from Redis with PostgreSQL holding all of them: idle, or Redis above its memory target.\n# TYPE counter_evicted_posts_total counter\n"
+        for stats in shards {
+            let shard = stats.shard.map(String.init) ?? ""
+            text += "counter_evicted_posts_total{shard=\"\(shard)\",reason=\"idle\"} \(stats.evictedPosts - stats.evictedForMemory)\n"
+            text += "counter_evicted_posts_total{shard=\"\(shard)\",reason=\"memory\"} \(stats.evictedForMemory)\n"
+        }
     }
 
     /// `counter_write_behind_lag_seconds`: acknowledgement → PostgreSQL commit, per change.

@@ -54,6 +54,14 @@ public struct ClusterSlotMap: Sendable, Equatable {
         return owner < 0 ? nil : masters[Int(owner)]
     }
 
+    /// The slots `endpoint` serves.
+    public func slots(of endpoint: RedisEndpoint) -> Set<UInt16> {
+        guard let index = masters.firstIndex(of: endpoint) else { return [] }
+        var slots: Set<UInt16> = []
+        for (slot, owner) in owners.enumerated() where Int(owner) == index { slots.insert(UInt16(slot)) }
+        return slots
+    }
+
     /// Records that `endpoint` now serves `slot` (a `MOVED` redirect).
     public mutating func move(_ slot: HashSlot, to endpoint: RedisEndpoint) {
         assign(Int(slot.rawValue), to: endpoint)

@@ -108,6 +108,20 @@ public final class RedisClient: Sendable {
         }
     }
 
+    /// The masters of the map, in order (the one server, for a Redis that is not a cluster).
+    public var masters: [RedisEndpoint] {
+        Array(topology.map.slotCounts.keys).sorted()
+    }
+
+    /// Sends `commands` to the master `endpoint` in one pipeline, for commands that name no key
+    /// (`SCAN`, `INFO`); error replies stay in their place.
+    public func pipeline(_ commands: [RedisCommand], toMaster endpoint: RedisEndpoint) async throws(RedisError) -> [RedisReply] {
+        switch await perform(SlotDispatch.Send(endpoint: endpoint, commands: commands)) {
+        case .success(let replies): return replies
+        case .failure(let error): throw RedisError(code: error.code, message: "\(endpoint): \(error.message)")
+        }
+    }
+
     /// Closes every connection; the next call opens new ones.
     public func close() async {
         let open = connections.withLock { connections in

@@ -127,6 +127,16 @@ public final class RedisTopology: Sendable {
     /// The least time between two log lines about one node's connections.
     static let nodeLogInterval: Duration = .seconds(10)
 
+    /// Notes `endpoint`'s memory as read from `INFO memory`.
+    public func recordMemory(_ endpoint: RedisEndpoint, _ memory: RedisMemoryInfo) {
+        state.withLock { state in
+            var node = state.nodes[endpoint, default: RedisNodeState(endpoint: endpoint)]
+            node.usedMemoryBytes = memory.usedBytes
+            node.maximumMemoryBytes = memory.maximumBytes
+            state.nodes[endpoint] = node
+        }
+    }
+
     func record(_ endpoint: RedisEndpoint, pipelines: Int = 0, error: RedisError? = nil, counters: SlotDispatch.Counters? = nil) {
         // A node that stops answering, and one that answers again after that, are logged once
         // per change, not per call — and a node whose connections disagree (one keeps failing
@@ -204,6 +214,10 @@ public struct RedisNodeState: Sendable, Equatable {
     public var ask = 0
     public var tryAgain = 0
     public var clusterDown = 0
+    /// Its memory as last read (`INFO memory`): `used_memory`, and `maxmemory` (`nil`: no
+    /// limit, or not read yet).
+    public var usedMemoryBytes: Int?
+    public var maximumMemoryBytes: Int?
 
     public init(endpoint: RedisEndpoint) {
         self.endpoint = endpoint

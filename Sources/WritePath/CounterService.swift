@@ -26,6 +26,8 @@ public final class CounterService: Service {
     public let ownership: OwnedSlots
     private let layout: RedisKeyLayout
     private let log: NodeLog
+    /// Walks Redis for hot posts from before this process, and holds the memory target.
+    private let sweeper: HotSetSweeper
 
     /// Builds the shards; nothing connects or runs until `run(_:)`. `log` hears of flush
     /// retries, dead letters, Redis nodes lost and found, large posts loaded and refused writes.
@@ -65,8 +67,11 @@ public final class CounterService: Service {
                                 ownership: ownership, log: log))
             clients += [io.batchRedis, io.flushRedis, io.hydrationRedis]
         }
+        let sweeperRedis = RedisClient(topology: topology)
+        self.sweeper = HotSetSweeper(redis: sweeperRedis, layout: layout, configuration: configuration, shardMap: map,
+                                     shards: shards, repeatsDiscovery: ownership.isFenced, log: log)
         self.shards = shards
-        self.clients = clients
+        self.clients = clients + [sweeperRedis]
         self.redisTopology = topology
     }
 
@@ -89,10 +94,12 @@ public final class CounterService: Service {
         }
         let shards = self.shards
         let topology = redisTopology
+        let sweeper = self.sweeper
         let recovering = !ownership.isFenced
         var failure: Error?
         await withDiscardingTaskGroup { group in
             group.addTask { await topology.run() }
+            group.addTask { await sweeper.run() }
             await withDiscardingTaskGroup { running in
                 for shard in shards { running.addTask { await shard.run() } }
                 // A node of a cluster drains each slot's log when it wins the slot (`acquire`).

@@ -53,6 +53,12 @@ struct HotPosts {
         entries[post]?.newestChange = id
     }
 
+    /// `posts` were found in Redis (hot) at `now` by a sweep: those not tracked yet are, as
+    /// touched now; those tracked keep their last touch.
+    mutating func discovered(_ posts: some Sequence<Int64>, at now: ContinuousClock.Instant) {
+        for post in posts where entries[post] == nil { touch(post, at: now) }
+    }
+
     /// Stops tracking `posts` (evicted, unloaded, or another node's now).
     mutating func forget(_ posts: some Sequence<Int64>) {
         for post in posts { entries[post] = nil }
@@ -73,6 +79,26 @@ struct HotPosts {
             head += 1
             taken.append((front.post, entry))
         }
+        compactIfMostlyStale()
+        return taken
+    }
+
+    /// The least recently touched posts that `matching` accepts, whatever their idle time, at
+    /// most `limit`, looking at no more than `limit × 20` queue slots (posts of other slots stay
+    /// in place). They leave the queue as with `takeIdle`.
+    mutating func takeLeastRecent(limit: Int, matching: (Int64) -> Bool) -> [(post: Int64, entry: Entry)] {
+        var taken: [(post: Int64, entry: Entry)] = []
+        var index = head
+        let end = min(queue.count, head + max(limit, 1) * 20)
+        while index < end && taken.count < limit {
+            let slot = queue[index]
+            index += 1
+            guard let entry = entries[slot.post], entry.sequence == slot.sequence, matching(slot.post) else { continue }
+            // No queue slot matches this sequence: the entry is out of the queue.
+            entries[slot.post]!.sequence = .max
+            taken.append((slot.post, entry))
+        }
+        while head < queue.count, entries[queue[head].post]?.sequence != queue[head].sequence { head += 1 }
         compactIfMostlyStale()
         return taken
     }

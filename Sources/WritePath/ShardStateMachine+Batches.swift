@@ -219,7 +219,7 @@ extension ShardStateMachine {
         lastTakeDone = current.take
         if !completion.uncertainSlots.isEmpty { wake(scheduler.uncertain(completion.uncertainSlots)) }
         stats.record(completion.statistics)
-        if configuration.hotIdle != nil {
+        if configuration.hotIdle != nil || configuration.hotMemoryTarget != nil {
             hotPosts.touched(completion.touched, at: now)
             for (post, id) in completion.newestChanges { hotPosts.changed(post, in: id, at: now) }
         }

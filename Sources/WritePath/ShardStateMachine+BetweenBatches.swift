@@ -20,9 +20,9 @@ extension ShardStateMachine {
             case .dropDeleted(let posts):
                 betweenBatchesRunning = work
                 actions.append(.unloadPosts(posts, epochs: writeEpochs(of: posts), .deleted))
-            case .evict(let posts, let epochs):
+            case .evict(let posts, let epochs, let reason):
                 betweenBatchesRunning = work
-                actions.append(.unloadPosts(posts, epochs: epochs, .evicted))
+                actions.append(.unloadPosts(posts, epochs: epochs, .evicted(reason)))
             }
         }
         if betweenBatchesRunning == nil { startEviction(now: now, into: &actions) }
@@ -124,9 +124,9 @@ extension ShardStateMachine {
             betweenBatchesRunning = nil
             hotPosts.forget(quiet.filter { !failed.contains($0) })
             actions.append(.reply(reply.with(Set(quiet).subtracting(failed))))
-        case (.evicted, .evict(let posts, _)?):
+        case (.evicted(let reason), .evict(let posts, _, _)?):
             betweenBatchesRunning = nil
-            evicted(posts, failed: failed, fenced: fenced, into: &actions)
+            evicted(posts, failed: failed, reason: reason)
         case (.deleted, .dropDeleted(let posts)?):
             betweenBatchesRunning = nil
             hotPosts.forget(posts.filter { !failed.contains($0) })

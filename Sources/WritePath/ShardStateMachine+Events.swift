@@ -76,6 +76,11 @@ extension ShardStateMachine {
         case logLengthsRead(LogLengthQuestion, [UInt16: Int])
         /// `.unloadPosts` ended: the posts whose keys could not be deleted, and the slots fenced.
         case postsUnloaded(UnloadPurpose, failed: Set<Int64>, fenced: [FencedSlot])
+        /// A sweep found these posts hot in Redis (from before this process, or unknown to it).
+        case discovered([Int64])
+        /// Redis is above its memory target where these slots live (`nil`: everywhere): evict
+        /// up to `count` of the least recently touched posts of them, idle or not.
+        case shrink(slots: Set<UInt16>?, count: Int)
     }
 
     /// What the shard's shell does. Each I/O action names the event that brings its result.
@@ -153,8 +158,9 @@ extension ShardStateMachine {
         case resync
         /// PostgreSQL no longer has them.
         case deleted
-        /// They were idle and PostgreSQL has all of them (eviction).
-        case evicted
+        /// PostgreSQL has all of them, and they were idle, or Redis was above its memory target
+        /// (eviction).
+        case evicted(EvictionReason)
     }
 }
 

@@ -1,7 +1,8 @@
 import Persistence
 import ShardRouter
 
-/// Eviction: a hot post untouched for `hotIdle` leaves Redis — its hydration marker and likers
+/// Eviction: a hot post untouched for `hotIdle` — or, while Redis is above its memory target,
+/// the least recently touched — leaves Redis — its hydration marker and likers
 /// set are deleted, fenced by its slot's epoch like every write — once PostgreSQL has all of it.
 /// The post is cold then: its reads are answered from PostgreSQL, its next write loads it again.
 ///
@@ -21,12 +22,35 @@ extension ShardStateMachine {
         return min(.seconds(5), max(.milliseconds(50), idle / 4))
     }
 
-    /// Starts an eviction when one is due and idle posts can go (called between batches, when
-    /// no other work between batches is under way).
+    /// Starts an eviction of idle posts when one is due (called between batches, when no other
+    /// work between batches is under way).
     mutating func startEviction(now: ContinuousClock.Instant, into actions: inout [Action]) {
         guard let idle = configuration.hotIdle, !hotPosts.isEmpty, now >= nextEvictionCheck, accepting else { return }
         nextEvictionCheck = now + Self.evictionCheckInterval(configuration)
         let candidates = hotPosts.takeIdle(touchedBefore: now - idle, limit: Self.evictionsPerRound)
+        evict(candidates, reason: .idle, now: now, into: &actions)
+    }
+
+    /// Redis is above its memory target where `slots` live (`nil`: everywhere): the least
+    /// recently touched posts there go, idle or not, as far as nothing of them is pending.
+    mutating func shrink(slots: Set<UInt16>?, count: Int, now: ContinuousClock.Instant, into actions: inout [Action]) {
+        guard accepting, count > 0, !hotPosts.isEmpty else { return }
+        let candidates = hotPosts.takeLeastRecent(limit: min(count, Self.evictionsPerRound)) { post in
+            slots.map { $0.contains(HashSlot(post: post).rawValue) } ?? true
+        }
+        evict(candidates, reason: .memory, now: now, into: &actions)
+    }
+
+    /// A sweep found `posts` in Redis: those of slots this shard owns are tracked, as touched
+    /// now (evicted once idle like any other).
+    mutating func discovered(_ posts: [Int64], now: ContinuousClock.Instant) {
+        hotPosts.discovered(posts.filter { slotState(HashSlot(post: $0).rawValue) != .notOwned }, at: now)
+    }
+
+    /// Queues the eviction of the `candidates` that may go; those that may not yet go back in
+    /// the queue, those of slots no longer here are forgotten.
+    private mutating func evict(_ candidates: [(post: Int64, entry: HotPosts.Entry)], reason: EvictionReason,
+                                now: ContinuousClock.Instant, into actions: inout [Action]) {
         guard !candidates.isEmpty else { return }
         var evicting: [Int64] = []
         var notYet: [Int64] = []
@@ -47,8 +71,8 @@ extension ShardStateMachine {
         hotPosts.requeue(notYet)
         hotPosts.forget(elsewhere)
         guard !evicting.isEmpty else { return }
-        betweenBatches.append(.evict(evicting, epochs: isFenced ? epochs : nil))
-        startBetweenBatchesWork(now: now, into: &actions)
+        betweenBatches.append(.evict(evicting, epochs: isFenced ? epochs : nil, reason))
+        if batch == nil && betweenBatchesRunning == nil { startBetweenBatchesWork(now: now, into: &actions) }
     }
 
     /// Whether `post` may leave Redis now.
@@ -80,13 +104,22 @@ extension ShardStateMachine {
 
     /// The eviction's transactions ended: the posts deleted are cold now; those that failed
     /// stay hot and are tried again later (those whose slot was fenced leave with the slot).
-    mutating func evicted(_ posts: [Int64], failed: Set<Int64>, fenced: [FencedSlot], into actions: inout [Action]) {
+    mutating func evicted(_ posts: [Int64], failed: Set<Int64>, reason: EvictionReason) {
         let gone = posts.filter { !failed.contains($0) }
         hotPosts.forget(gone)
         stats.evictedPosts += gone.count
+        if reason == .memory { stats.evictedForMemory += gone.count }
         if !failed.isEmpty {
             stats.redisErrors += 1
             hotPosts.requeue(posts.filter { failed.contains($0) })
         }
     }
+}
+
+/// Why posts were evicted.
+enum EvictionReason: Sendable, Equatable {
+    /// Untouched for `hotIdle`.
+    case idle
+    /// Redis was above its memory target (`hotMemoryTarget`).
+    case memory
 }

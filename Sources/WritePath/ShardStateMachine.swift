@@ -138,8 +138,8 @@ struct ShardStateMachine {
         case resyncUnloading([Int64], ShardReply<Set<Int64>>)
         /// Delete the keys of posts PostgreSQL no longer has.
         case dropDeleted([Int64])
-        /// Delete the keys of idle posts PostgreSQL has all of (eviction), under these epochs.
-        case evict([Int64], epochs: [UInt16: Int64]?)
+        /// Delete the keys of posts PostgreSQL has all of (eviction), under these epochs.
+        case evict([Int64], epochs: [UInt16: Int64]?, EvictionReason)
     }
 
     /// Whether the flush loop is awake (it asks the scheduler what to do at the end of the
@@ -238,6 +238,8 @@ struct ShardStateMachine {
         case .statistics(let reply): actions.append(.reply(reply.with(currentStats(now: now))))
         case .stop(let drain): stop(drain: drain, now: now, into: &actions)
         case .tick: expireParked(now: now, into: &actions)
+        case .discovered(let posts): discovered(posts, now: now)
+        case .shrink(let slots, let count): shrink(slots: slots, count: count, now: now, into: &actions)
 
         case .batchRedisReplied(let results, let fenced): batchRedisReplied(results, fenced: fenced, now: now, into: &actions)
         case .batchPostsFound(let result): batchPostsFound(result, now: now, into: &actions)

@@ -18,6 +18,10 @@ public struct WritePathConfiguration: Sendable, Equatable {
     /// reads are then answered from PostgreSQL, and its next write loads it again. `nil`: posts
     /// stay in Redis for good. Defaults to 10 minutes.
     public var hotIdle: Duration? = .seconds(600)
+    /// Bytes of `used_memory` per Redis master above which the least recently touched posts
+    /// there are evicted before they are idle (those with nothing pending), until it is below
+    /// again. `nil` (the default): idle time only.
+    public var hotMemoryTarget: Int? = nil
     /// A flush runs at least this often while changes wait. Defaults to 200 ms.
     public var flushInterval: Duration = .milliseconds(200)
     /// A flush runs as soon as this many changes wait; also about the most one flush reads.

@@ -49,12 +49,18 @@ struct NodeConfigurationTests {
             #expect(try NodeConfiguration.parse(arguments: ["--hot-idle", text], environment: [:]).0.writePath.hotIdle == idle, "\(text)")
         }
         #expect(try NodeConfiguration.parse(arguments: [], environment: ["COUNTER_HOT_IDLE": "off"]).0.writePath.hotIdle == nil)
+        // A memory target per Redis master: off unless set, in binary units.
+        #expect(configuration.writePath.hotMemoryTarget == nil)
+        #expect(try NodeConfiguration.parse(arguments: ["--hot-memory-target", "256mb"], environment: [:]).0.writePath.hotMemoryTarget == 256 << 20)
+        #expect(try NodeConfiguration.parse(arguments: [], environment: ["COUNTER_HOT_MEMORY_TARGET": "4GB"]).0.writePath.hotMemoryTarget == 4 << 30)
     }
 
     @Test("invalid values are refused with the setting's name", arguments: [
         ([], ["COUNTER_HOT_IDLE": "1.5s"], "COUNTER_HOT_IDLE"),
         (["--hot-idle", "50ms"], [String: String](), "--hot-idle"),
         (["--hot-idle", "-1s"], [String: String](), "--hot-idle"),
+        (["--hot-memory-target", "1.5gb"], [String: String](), "--hot-memory-target"),
+        (["--hot-memory-target", "100kb"], [String: String](), "--hot-memory-target"),
         (["--ack", "disk"], [String: String](), "--ack"),
         (["--shards", "0"], [:], "--shards"),
         (["--key-prefix", "a b"], [:], "--key-prefix"),

@@ -46,3 +46,19 @@ struct HotPostsTests {
         #expect(hot.takeIdle(touchedBefore: Self.at(1_000), limit: 100).map(\.post) == Array(1...10))
     }
 }
+
+extension HotPostsTests {
+    @Test("under a memory target, the least recently touched posts of the slots asked go first, idle or not; others keep their place")
+    func leastRecentOfSomeSlots() {
+        var hot = HotPosts()
+        hot.touched([1, 2, 3, 4, 5], at: Self.at(0))
+        let taken = hot.takeLeastRecent(limit: 2) { $0 % 2 == 1 }
+        #expect(taken.map(\.post) == [1, 3])
+        hot.forget(taken.map(\.post))
+        // 2 kept its place at the front: it is still the least recently touched.
+        #expect(hot.takeIdle(touchedBefore: Self.at(1), limit: 10).map(\.post) == [2, 4, 5])
+        hot.touched([6], at: Self.at(2))
+        hot.discovered([6, 7], at: Self.at(3))  // 6 is known: its last touch stays
+        #expect(hot.entry(of: 6)?.lastTouched == Self.at(2) && hot.entry(of: 7)?.lastTouched == Self.at(3))
+    }
+}

@@ -33,6 +33,7 @@ enum StatisticsAnswer {
             sum.coldReads += stats.coldReads
             sum.hotPosts += stats.hotPosts
             sum.evictedPosts += stats.evictedPosts
+            sum.evictedForMemory += stats.evictedForMemory
         }
         sum.averageGroupCommit = sum.groupCommits == 0 ? 0 : Double(sum.groupCommittedChanges) / Double(sum.groupCommits)
         return sum
