@@ -139,7 +139,9 @@ struct CompareBench {
             options.scenario = scenario
             options.load.connections = level
             let (result, check) = try await HTTPBench(options: options).measure(progress: quiet)
-            rows.append((Summary(label: "node \(scenario)", connections: level, result: result.load, nodeCPU: result.nodeCPU, lag: result.lag),
+            // The share of reads answered from Redis (hot posts) rather than PostgreSQL (cold).
+            let hits = result.readHitRatio.map { String(format: ", %.0f%% hot reads", $0 * 100) } ?? ""
+            rows.append((Summary(label: "node \(scenario)\(hits)", connections: level, result: result.load, nodeCPU: result.nodeCPU, lag: result.lag),
                          check.map { $0.passed ? "check passed" : "CHECK FAILED" }))
             throughput["\(scenario)@\(level)"] = result.load.throughput
             if let nodeCPU = result.nodeCPU { cpu["\(scenario)@\(level)"] = nodeCPU }

@@ -110,6 +110,7 @@ struct HTTPBench {
         let statuses = result.load.statuses.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
         let errors = result.load.errors.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
         print("  answers by status: \(statuses.isEmpty ? "none" : statuses); errors: \(errors.isEmpty ? "none" : errors)")
+        if let ratio = result.readHitRatio { print(String(format: "  reads answered from Redis: %.1f %% (the rest from PostgreSQL: cold posts)", ratio * 100)) }
         if let path = options.jsonPath {
             try Data(summary.json(check: check).utf8).write(to: URL(fileURLWithPath: path))
             print("  result written to \(path)")
@@ -140,6 +141,8 @@ struct HTTPBench {
         /// Acknowledgement → PostgreSQL commit of the changes committed from the end of the
         /// warm-up to the flush after the run, in milliseconds.
         var lag: (p50: Double, p99: Double)?
+        /// The share of reads the nodes answered from Redis rather than PostgreSQL.
+        var readHitRatio: Double?
     }
 
     /// Where the requests go: the node at `--url`; every node in turn (`--spread`); or each
@@ -219,7 +222,7 @@ struct HTTPBench {
             try await pool.query("DELETE FROM posts p USING unnest($1::bigint[]) AS gone(id) WHERE p.id = gone.id", [.int64Array(posts)])
         }
         return (Measured(load: result, nodeCPU: metrics.microsecondsPerRequest(throughput: result.throughput),
-                         lag: metrics.lagMilliseconds()), check)
+                         lag: metrics.lagMilliseconds(), readHitRatio: metrics.readHitRatio()), check)
     }
 
     private func verify(posts: [Int64], expectations: [CorrectnessCheck.Pair: CorrectnessCheck.Expectation],

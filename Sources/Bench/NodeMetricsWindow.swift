@@ -13,6 +13,8 @@ final class NodeMetricsWindow: Sendable {
         var cpuSeconds = 0.0
         /// Cumulative lag bucket counts by upper bound in seconds (`+Inf` as `.infinity`).
         var lagBuckets: [Double: Double] = [:]
+        var hotReads = 0.0
+        var coldReads = 0.0
         var at = ContinuousClock.now
     }
 
@@ -50,6 +52,16 @@ final class NodeMetricsWindow: Sendable {
         }
     }
 
+    /// The share of reads answered from Redis (not PostgreSQL) during the run, or `nil` when
+    /// there were none (or a node did not tell).
+    func readHitRatio() -> Double? {
+        readings.withLock { readings in
+            guard let start = readings.start, let end = readings.cpuEnd else { return nil }
+            let hot = end.hotReads - start.hotReads, cold = end.coldReads - start.coldReads
+            return hot + cold > 0 ? hot / (hot + cold) : nil
+        }
+    }
+
     /// The median and 99th percentile lag in milliseconds of the changes committed in the
     /// window, or `nil` when none was (or a node did not tell).
     func lagMilliseconds() -> (p50: Double, p99: Double)? {
@@ -70,6 +82,8 @@ final class NodeMetricsWindow: Sendable {
             let figures = NodeMetricsText(parsing: body)
             guard let cpu = figures.cpuSeconds else { return nil }
             reading.cpuSeconds += cpu
+            reading.hotReads += figures.hotReads
+            reading.coldReads += figures.coldReads
             for (bound, count) in figures.lagBuckets { reading.lagBuckets[bound, default: 0] += count }
         }
         return reading

@@ -6,10 +6,16 @@ public struct NodeMetricsText: Sendable, Equatable {
     /// `counter_write_behind_lag_seconds_bucket`: cumulative counts by upper bound in seconds
     /// (`+Inf` as `.infinity`).
     public var lagBuckets: [Double: Double] = [:]
+    /// `counter_hot_reads_total` and `counter_cold_reads_total`, summed over the shards: reads
+    /// answered from Redis and from PostgreSQL.
+    public var hotReads = 0.0
+    public var coldReads = 0.0
 
-    public init(cpuSeconds: Double? = nil, lagBuckets: [Double: Double] = [:]) {
+    public init(cpuSeconds: Double? = nil, lagBuckets: [Double: Double] = [:], hotReads: Double = 0, coldReads: Double = 0) {
         self.cpuSeconds = cpuSeconds
         self.lagBuckets = lagBuckets
+        self.hotReads = hotReads
+        self.coldReads = coldReads
     }
 
     /// Reads `text`; lines it does not know are skipped.
@@ -18,6 +24,9 @@ public struct NodeMetricsText: Sendable, Equatable {
         for line in text.split(separator: "\n") {
             if line.hasPrefix("process_cpu_seconds_total ") {
                 cpuSeconds = Double(line.dropFirst("process_cpu_seconds_total ".count))
+            } else if line.hasPrefix("counter_hot_reads_total{") || line.hasPrefix("counter_cold_reads_total{") {
+                guard let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...]) else { continue }
+                if line.hasPrefix("counter_hot") { hotReads += value } else { coldReads += value }
             } else if line.hasPrefix(bucketPrefix) {
                 let rest = line.dropFirst(bucketPrefix.count)
                 guard let quote = rest.firstIndex(of: "\""), let space = rest.lastIndex(of: " "),

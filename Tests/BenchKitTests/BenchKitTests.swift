@@ -178,12 +178,16 @@ struct NodeMetricsTextTests {
         counter_write_behind_lag_seconds_bucket{le="1.0"} 100
         counter_write_behind_lag_seconds_bucket{le="+Inf"} 100
         counter_write_behind_lag_seconds_count 100
+        counter_hot_reads_total{shard="0"} 30
+        counter_hot_reads_total{shard="1"} 60
+        counter_cold_reads_total{shard="0"} 10
         """
 
-    @Test("CPU seconds and cumulative lag buckets are read; other lines are skipped")
+    @Test("CPU seconds, cumulative lag buckets and hot and cold reads (summed over shards) are read; other lines are skipped")
     func parses() {
         let figures = NodeMetricsText(parsing: Self.text)
         #expect(figures.cpuSeconds == 12.5)
+        #expect(figures.hotReads == 90 && figures.coldReads == 10)
         #expect(figures.lagBuckets == [0.1: 10, 0.2: 90, 1.0: 100, .infinity: 100])
         #expect(NodeMetricsText(parsing: "nothing here\n").cpuSeconds == nil)
     }
