@@ -5,9 +5,11 @@ import ShardRouter
 /// Keeps Redis a hot set across restarts and under a memory target: the I/O loop beside the
 /// shards that they cannot do themselves, because it concerns a Redis master, not a slot.
 ///
-/// - **Discovery**: at start (and, on a node of a cluster, whose slots come and go, every
-///   `discoveryInterval`), it walks each master's keys
-///   (`SCAN … MATCH <prefix>:{*}:hydrated:*`, 1,000 at a time) and tells each shard which of its
+/// - **Discovery**: once the idle time has passed since the start (no post from before could
+///   be evicted sooner; and a short-lived process never walks a large Redis) — and, on a node of
+///   a cluster, whose slots come and go, every `discoveryInterval` after — it walks each
+///   master's keys (`SCAN … MATCH <prefix>:{*}:hydrated:*`, 10,000 at a time: the walk visits
+///   every key of the Redis, whatever its prefix) and tells each shard which of its
 ///   posts Redis holds, so posts loaded before this process started — which no batch may touch
 ///   again — are evicted once idle like the others.
 /// - **Memory**: every `memoryInterval` it reads each master's `INFO memory` (for `/metrics`)
@@ -26,14 +28,20 @@ struct HotSetSweeper: Sendable {
 
     static let memoryInterval: Duration = .seconds(1)
 
-    /// How often keys are walked again after the start: the idle time, between 10 s and 5 min.
+    /// When keys are first walked, after the start: the idle time, at most 5 min.
+    var firstDiscovery: Duration {
+        min(.seconds(300), configuration.hotIdle ?? .seconds(300))
+    }
+
+    /// How often keys are walked again after that (a node of a cluster): the idle time, between
+    /// 10 s and 5 min.
     var discoveryInterval: Duration {
-        min(.seconds(300), max(.seconds(10), configuration.hotIdle ?? .seconds(300)))
+        max(.seconds(10), firstDiscovery)
     }
 
     /// Runs until cancelled.
     func run() async {
-        var nextDiscovery: ContinuousClock.Instant? = ContinuousClock.now
+        var nextDiscovery: ContinuousClock.Instant? = ContinuousClock.now + firstDiscovery
         while !Task.isCancelled {
             if configuration.hotIdle != nil || configuration.hotMemoryTarget != nil, let due = nextDiscovery, ContinuousClock.now >= due {
                 await discover()
@@ -54,7 +62,7 @@ struct HotSetSweeper: Sendable {
             repeat {
                 guard !Task.isCancelled else { return }
                 do {
-                    let reply = try await redis.pipeline([RedisCommand("SCAN", cursor, "MATCH", pattern, "COUNT", "1000")], toMaster: master)[0]
+                    let reply = try await redis.pipeline([RedisCommand("SCAN", cursor, "MATCH", pattern, "COUNT", "10000")], toMaster: master)[0]
                         .throwingServerError()
                     guard let (next, keys) = HotSetPlan.scanPage(reply) else { break }
                     cursor = next
