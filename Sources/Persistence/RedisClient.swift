@@ -97,7 +97,6 @@ public final class RedisClient: Sendable {
         guard uncovered.isEmpty else {
             throw RedisError(code: .clusterUnavailable, message: "no master serves slots \(ClusterSlotMap.describe(uncovered))")
         }
-        let masters = Array(map.slotCounts.keys).sorted()
         let sends = masters.map { SlotDispatch.Send(endpoint: $0, commands: [RedisCommand.ping()]) }
         for (send, outcome) in zip(sends, await perform(sends)) {
             switch outcome {

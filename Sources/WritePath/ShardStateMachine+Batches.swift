@@ -220,8 +220,9 @@ extension ShardStateMachine {
         if !completion.uncertainSlots.isEmpty { wake(scheduler.uncertain(completion.uncertainSlots)) }
         stats.record(completion.statistics)
         if configuration.hotIdle != nil || configuration.hotMemoryTarget != nil {
-            hotPosts.touched(completion.touched, at: now)
+            // A written post is touched by its change: one queue slot per post and batch.
             for (post, id) in completion.newestChanges { hotPosts.changed(post, in: id, at: now) }
+            hotPosts.touched(completion.touched.lazy.filter { completion.newestChanges[$0] == nil }, at: now)
         }
         if !completion.appended.isEmpty { wake(scheduler.appended(completion.appended, now: now)) }
         if !completion.answers.isEmpty { actions.append(.answerBatch(current.operations, completion.answers)) }

@@ -8,6 +8,7 @@ import ShardRouter
 extension ShardStateMachine {
     /// Starts the next item, if any (items that need no I/O end at once, and the next starts).
     mutating func startBetweenBatchesWork(now: ContinuousClock.Instant, into actions: inout [Action]) {
+        if betweenBatchesRunning == nil && betweenBatches.isEmpty { startEviction(now: now) }
         while betweenBatchesRunning == nil, !betweenBatches.isEmpty {
             let work = betweenBatches.removeFirst()
             switch work {
@@ -25,7 +26,6 @@ extension ShardStateMachine {
                 actions.append(.unloadPosts(posts, epochs: epochs, .evicted(reason)))
             }
         }
-        if betweenBatchesRunning == nil { startEviction(now: now, into: &actions) }
     }
 
     // MARK: - Large posts

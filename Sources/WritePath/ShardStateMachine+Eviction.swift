@@ -22,23 +22,23 @@ extension ShardStateMachine {
         return min(.seconds(5), max(.milliseconds(50), idle / 4))
     }
 
-    /// Starts an eviction of idle posts when one is due (called between batches, when no other
-    /// work between batches is under way).
-    mutating func startEviction(now: ContinuousClock.Instant, into actions: inout [Action]) {
+    /// Queues an eviction of idle posts when one is due (called between batches, when no other
+    /// work between batches waits).
+    mutating func startEviction(now: ContinuousClock.Instant) {
         guard let idle = configuration.hotIdle, !hotPosts.isEmpty, now >= nextEvictionCheck, accepting else { return }
         nextEvictionCheck = now + Self.evictionCheckInterval(configuration)
         let candidates = hotPosts.takeIdle(touchedBefore: now - idle, limit: Self.evictionsPerRound)
-        evict(candidates, reason: .idle, now: now, into: &actions)
+        evict(candidates, reason: .idle)
     }
 
     /// Redis is above its memory target where `slots` live (`nil`: everywhere): the least
     /// recently touched posts there go, idle or not, as far as nothing of them is pending.
-    mutating func shrink(slots: Set<UInt16>?, count: Int, now: ContinuousClock.Instant, into actions: inout [Action]) {
+    mutating func shrink(slots: Set<UInt16>?, count: Int) {
         guard accepting, count > 0, !hotPosts.isEmpty else { return }
         let candidates = hotPosts.takeLeastRecent(limit: min(count, Self.evictionsPerRound)) { post in
             slots.map { $0.contains(HashSlot(post: post).rawValue) } ?? true
         }
-        evict(candidates, reason: .memory, now: now, into: &actions)
+        evict(candidates, reason: .memory)
     }
 
     /// A sweep found `posts` in Redis: those of slots this shard owns are tracked, as touched
@@ -47,10 +47,10 @@ extension ShardStateMachine {
         hotPosts.discovered(posts.filter { slotState(HashSlot(post: $0).rawValue) != .notOwned }, at: now)
     }
 
-    /// Queues the eviction of the `candidates` that may go; those that may not yet go back in
-    /// the queue, those of slots no longer here are forgotten.
-    private mutating func evict(_ candidates: [(post: Int64, entry: HotPosts.Entry)], reason: EvictionReason,
-                                now: ContinuousClock.Instant, into actions: inout [Action]) {
+    /// Queues the eviction of the `candidates` that may go (it starts with the work between
+    /// batches, after the event); those that may not yet go back in the queue, those of slots no
+    /// longer here are forgotten.
+    private mutating func evict(_ candidates: [(post: Int64, entry: HotPosts.Entry)], reason: EvictionReason) {
         guard !candidates.isEmpty else { return }
         var evicting: [Int64] = []
         var notYet: [Int64] = []
@@ -72,7 +72,6 @@ extension ShardStateMachine {
         hotPosts.forget(elsewhere)
         guard !evicting.isEmpty else { return }
         betweenBatches.append(.evict(evicting, epochs: isFenced ? epochs : nil, reason))
-        if batch == nil && betweenBatchesRunning == nil { startBetweenBatchesWork(now: now, into: &actions) }
     }
 
     /// Whether `post` may leave Redis now.
@@ -94,11 +93,9 @@ extension ShardStateMachine {
         case .claiming, .draining, .quiescing, .flushing, .handingOver: return .pending
         }
         if largeLoads[post] != nil || scheduler.uncertainSlots.contains(slot) { return .pending }
-        if let newest = entry.newestChange {
-            guard scheduler.isApplied([slot: newest]) || !scheduler.hasPendingChanges(inSlot: slot) else { return .pending }
-        } else {
-            guard !scheduler.hasPendingChanges(inSlot: slot) else { return .pending }
-        }
+        // Its slot's log holds nothing PostgreSQL lacks, or at least not this post's changes.
+        let applied = entry.newestChange.map { scheduler.isApplied([slot: $0]) } ?? false
+        guard applied || !scheduler.hasPendingChanges(inSlot: slot) else { return .pending }
         return .evictable(epoch: epoch)
     }
 

@@ -239,7 +239,7 @@ struct ShardStateMachine {
         case .stop(let drain): stop(drain: drain, now: now, into: &actions)
         case .tick: expireParked(now: now, into: &actions)
         case .discovered(let posts): discovered(posts, now: now)
-        case .shrink(let slots, let count): shrink(slots: slots, count: count, now: now, into: &actions)
+        case .shrink(let slots, let count): shrink(slots: slots, count: count)
 
         case .batchRedisReplied(let results, let fenced): batchRedisReplied(results, fenced: fenced, now: now, into: &actions)
         case .batchPostsFound(let result): batchPostsFound(result, now: now, into: &actions)

@@ -34,6 +34,39 @@ struct CrashRecoveryTests {
         return expected
     }
 
+    /// PostgreSQL against what the drivers were told, after recovery and flush: every
+    /// acknowledged like has its row (else lost), no acknowledged unlike or unasked pair has one
+    /// (else phantom), each recorded as an issue; every post's `likes_count` equals its rows.
+    /// - Returns: the counts, the pairs left undetermined (in flight at a kill), and each post's rows.
+    static func audit(_ expected: [Pair: Expected], posts: [Int64], pool: PostgresPool) async throws
+        -> (lost: Int, phantom: Int, undetermined: Int, rows: [Int64: Int64]) {
+        let rows = try await pool.query("SELECT user_id, post_id FROM likes WHERE post_id = ANY($1::bigint[])", [.int64Array(posts)])
+        let members = Set(try rows.map { Pair(user: try $0.int64(0), post: try $0.int64(1)) })
+        var lost = 0, phantom = 0, undetermined = 0
+        for (pair, state) in expected {
+            switch state {
+            case .liked(true): if !members.contains(pair) { lost += 1; Issue.record("acknowledged like lost: \(pair)") }
+            case .liked(false): if members.contains(pair) { phantom += 1; Issue.record("acknowledged unlike undone: \(pair)") }
+            case .either: undetermined += 1
+            }
+        }
+        for pair in members where expected[pair] == nil {
+            phantom += 1
+            Issue.record("a like nobody requested: \(pair)")
+        }
+        let counts = try await pool.query("""
+            SELECT p.id, p.likes_count, (SELECT count(*) FROM likes l WHERE l.post_id = p.id)
+            FROM posts p WHERE p.id = ANY($1::bigint[])
+            """, [.int64Array(posts)])
+        var rowsByPost: [Int64: Int64] = [:]
+        for row in counts {
+            let (post, count, rowCount) = (try row.int64(0), try row.int64(1), try row.int64(2))
+            #expect(count == rowCount, "post \(post): likes_count \(count), rows \(rowCount)")
+            rowsByPost[post] = rowCount
+        }
+        return (lost, phantom, undetermined, rowsByPost)
+    }
+
     @Test("SIGKILL in the middle of acknowledged changes: after restart and flush, PostgreSQL holds exactly the acknowledged states",
           arguments: RedisTarget.allCases)
     func killNineThenRecover(redis: RedisTarget) async throws {
@@ -59,28 +92,7 @@ struct CrashRecoveryTests {
         #expect(try await recovery.waitForExit() == 0)
         #expect(recovery.output.contains("FLUSHED"))
 
-        let rows = try await pool.query("SELECT user_id, post_id FROM likes WHERE post_id = ANY($1::bigint[])", [.int64Array(posts)])
-        let members = Set(try rows.map { Pair(user: try $0.int64(0), post: try $0.int64(1)) })
-        var lost = 0, phantom = 0, undetermined = 0
-        for (pair, state) in expected {
-            switch state {
-            case .liked(true): if !members.contains(pair) { lost += 1; Issue.record("acknowledged like lost: \(pair)") }
-            case .liked(false): if members.contains(pair) { phantom += 1; Issue.record("acknowledged unlike undone: \(pair)") }
-            case .either: undetermined += 1
-            }
-        }
-        for pair in members where expected[pair] == nil {
-            phantom += 1
-            Issue.record("a like nobody requested: \(pair)")
-        }
-        let counts = try await pool.query("""
-            SELECT p.id, p.likes_count, (SELECT count(*) FROM likes l WHERE l.post_id = p.id)
-            FROM posts p WHERE p.id = ANY($1::bigint[])
-            """, [.int64Array(posts)])
-        for row in counts {
-            let (post, count, rowCount) = (try row.int64(0), try row.int64(1), try row.int64(2))
-            #expect(count == rowCount, "post \(post): likes_count \(count), rows \(rowCount)")
-        }
+        let (lost, phantom, undetermined, _) = try await Self.audit(expected, posts: posts, pool: pool)
         print("crash test (\(redis)): \(acknowledged) acknowledged operations over \(expected.count) pairs before SIGKILL; \(undetermined) pairs in flight; lost \(lost), phantom \(phantom)")
         await pool.close()
     }
@@ -148,25 +160,8 @@ struct CrashRecoveryTests {
         #expect(try await recovery.waitForExit() == 0)
         #expect(recovery.output.contains("FLUSHED"))
 
-        let rows = try await pool.query("SELECT user_id, post_id FROM likes WHERE post_id = ANY($1::bigint[])", [.int64Array(posts)])
-        let members = Set(try rows.map { Pair(user: try $0.int64(0), post: try $0.int64(1)) })
-        var lost = 0, phantom = 0
-        for (pair, state) in expected {
-            if state == .liked(true) && !members.contains(pair) { lost += 1 }
-            if state == .liked(false) && members.contains(pair) { phantom += 1 }
-        }
-        phantom += members.filter { expected[$0] == nil }.count
+        let (lost, phantom, _, rowsByPost) = try await Self.audit(expected, posts: posts, pool: pool)
         #expect(lost == 0 && phantom == 0, "lost \(lost), phantom \(phantom)")
-        let counts = try await pool.query("""
-            SELECT p.id, p.likes_count, (SELECT count(*) FROM likes l WHERE l.post_id = p.id)
-            FROM posts p WHERE p.id = ANY($1::bigint[])
-            """, [.int64Array(posts)])
-        var rowsByPost: [Int64: Int64] = [:]
-        for row in counts {
-            let (post, count, rowCount) = (try row.int64(0), try row.int64(1), try row.int64(2))
-            #expect(count == rowCount, "post \(post): likes_count \(count), rows \(rowCount)")
-            rowsByPost[post] = rowCount
-        }
         // The next touch reads every post correctly, hot or cold.
         let answered = recovery.output.filter { $0.hasPrefix("C ") }.map { $0.split(separator: " ") }
         #expect(answered.count == posts.count)
