@@ -59,6 +59,9 @@ public final class PostgresPool: Sendable {
         try await withConnection { connection in try await connection.withTransaction(deciding: body) }
     }
 
+    /// Callers waiting for a connection (all are lent out), first come first served.
+    public var waitingCount: Int { state.withLock { $0.waiters.count } }
+
     /// One statement on a pooled connection.
     @discardableResult
     public func query(_ sql: String, _ parameters: [PostgresValue] = []) async throws -> PostgresRows {

@@ -5,13 +5,15 @@ import Persistence
 /// action and hands the result back, so every step can be driven by a test without servers.
 ///
 /// The steps: **read** what Redis knows of the batch's posts (`BatchRead`); for posts Redis does
-/// not hold (cold posts), **look them up** in PostgreSQL (`ColdLookup`: which exist, their
-/// counts, the memberships the batch's reads ask) — a cold post that the batch only reads is
-/// answered from those rows and never loaded into Redis; for cold posts the batch writes,
-/// **load** their likers, **hydrate** Redis (`PostHydration`) and **re-read** them; **decide** in
-/// arrival order (`ShardDecider`); **write** the changes with their log entries (`BatchWrite`);
-/// **finish**: what to tell the flusher and the answers, per the acknowledgement mode. A post
-/// whose step fails fails only its own requests; the rest go on.
+/// not hold (cold posts), **look them up** in PostgreSQL, in one statement (`ColdLookup`: which
+/// exist, their counts, the memberships the batch's reads ask, and the likers of the small cold
+/// posts the batch writes) — a cold post that the batch only reads is answered from those rows
+/// and never loaded into Redis; a small one it writes is decided on its likers from those rows
+/// and loaded by the write itself; a large one it writes leaves the batch to load in the
+/// background; **decide** in arrival order (`ShardDecider`); **write** the changes with their log
+/// entries, and the likers of the posts loaded in passing (`BatchWrite`); **finish**: what to
+/// tell the flusher and the answers, per the acknowledgement mode. A post whose step fails fails
+/// only its own requests; the rest go on.
 ///
 /// Requests are named by their index in the array given to `init`. Answers that are due before
 /// the batch ends (failures as they happen, and in `memory` mode every decided answer before the
@@ -74,11 +76,6 @@ struct BatchStateMachine {
         case read([SlotCommands])
         /// Run this lookup (`ColdLookup.query`); then `postsFound(_:)` or `postgresFailed(_:)`.
         case findPosts(ColdLookup)
-        /// Run `PostHydration.likersQuery` for these posts; then `likersLoaded(_:)` or
-        /// `postgresFailed(_:)`.
-        case loadLikers([Int64])
-        /// Send these transactions to Redis; then `redisReplied(_:)`.
-        case hydrate([SlotCommands])
         /// Send these transactions to Redis; then `redisReplied(_:)`.
         case write([SlotCommands])
         /// Done: tell the flusher, then answer.
@@ -90,9 +87,6 @@ struct BatchStateMachine {
         case reading(BatchRead)
         /// The cold posts looked up, and which of them the batch only reads.
         case findingPosts([Int64], readOnly: Set<Int64>)
-        case loadingLikers([Int64])
-        case hydrating([Int64])
-        case rereading(BatchRead)
         /// The decided answers of `open`, in order, wait for the write.
         case writing(BatchWrite, answers: [LikeState])
         case finished
@@ -108,8 +102,11 @@ struct BatchStateMachine {
     /// The requests not answered yet, in arrival order.
     private var open: [Int]
     private var views: [Int64: ShardDecider.PostView] = [:]
-    /// Cold posts the batch only reads, answered from PostgreSQL's rows.
+    /// Cold posts answered from PostgreSQL's rows: those the batch only reads, and those it
+    /// loads in passing.
     private var answeredCold: Set<Int64> = []
+    /// Small cold posts the batch writes, with all their likers: the write loads them.
+    private var loading: [Int64: [Int64]] = [:]
     /// Per post written, the newest log entry holding one of its changes.
     private var newestChanges: [Int64: StreamEntryID] = [:]
     private var settled = Settled()
@@ -144,7 +141,7 @@ struct BatchStateMachine {
 
     // MARK: - Events
 
-    /// Redis's results (one per group) for the last `.read`, `.hydrate` or `.write`.
+    /// Redis's results (one per group) for the last `.read` or `.write`.
     mutating func redisReplied(_ results: [Result<[RedisReply], RedisError>]) -> Action {
         switch state {
         case .reading(let read):
@@ -153,28 +150,6 @@ struct BatchStateMachine {
             views = outcome.views
             guard !outcome.unhydrated.isEmpty else { return decide() }
             return lookUpCold(outcome.unhydrated)
-
-        case .hydrating(let posts):
-            let failures = PostHydration.failures(of: posts, results)
-            fail(failures)
-            let hydrated = Set(posts).subtracting(failures.keys)
-            let requests = self.requests
-            let read = BatchRead(open.lazy.map { requests[$0] }.filter { hydrated.contains($0.postID) })
-            guard !read.isEmpty else { return decide() }
-            state = .rereading(read)
-            return .read(read.commands(layout: layout))
-
-        case .rereading(let read):
-            let outcome = read.outcome(of: results)
-            fail(outcome.failures)
-            views.merge(outcome.views) { _, new in new }
-            // Loaded a moment ago, yet without its marker: its keys were deleted meanwhile (a
-            // resync from another node, an operator). Retrying is the caller's to decide.
-            fail(Dictionary(uniqueKeysWithValues: outcome.unhydrated.map { post in
-                (post, CounterError(code: .unavailable, message: "post \(post) was hydrated but Redis does not show it",
-                                    retryAfterSeconds: 1) as Error)
-            }))
-            return decide()
 
         case .writing(let write, let answers):
             let outcome = write.outcome(of: results)
@@ -192,30 +167,34 @@ struct BatchStateMachine {
         }
     }
 
-    /// What the last `.findPosts` found: the cold posts that exist, with their counts and the
-    /// memberships asked. Those the batch only reads are answered from it; of those it writes,
-    /// the large ones are deferred (`Settled.deferred`), the others loaded here.
+    /// What the last `.findPosts` found: the cold posts that exist, with their counts, the
+    /// memberships asked and the likers of the small ones the batch writes. Those the batch only
+    /// reads are answered from it; of those it writes, the large ones are deferred
+    /// (`Settled.deferred`), the others decided on their likers and loaded by the write.
     mutating func postsFound(_ lookup: ColdLookup.Found) -> Action {
         guard case .findingPosts(let posts, let readOnly) = state else { preconditionFailure("no posts were looked for in state \(state)") }
         let requests = self.requests
-        var found = lookup.existing
-        if !readOnly.isEmpty {
-            var users: [Int64: [Int64]] = [:]
-            for index in open where readOnly.contains(requests[index].postID) {
-                let request = requests[index]
-                users[request.postID, default: []] += request.operation == .count ? [] : [request.userID]
-            }
-            for (post, users) in users {
-                guard let view = lookup.view(of: post, users: users) else { continue }
-                views[post] = view
-                answeredCold.insert(post)
-                found.remove(post)
-            }
+        var users: [Int64: [Int64]] = [:]
+        for index in open {
+            let request = requests[index]
+            guard lookup.counts[request.postID] != nil, request.operation != .count else { continue }
+            users[request.postID, default: []].append(request.userID)
         }
-        let large = Set(found.filter { (lookup.counts[$0] ?? 0) >= largePostThreshold })
-        let deferred = found.intersection(large)
+        var deferred: Set<Int64> = []
+        for post in posts {
+            guard let count = lookup.counts[post] else { continue }
+            if readOnly.contains(post) {
+                views[post] = lookup.view(of: post, users: users[post] ?? [])
+            } else if count >= largePostThreshold {
+                deferred.insert(post)
+                continue
+            } else {
+                views[post] = lookup.wholeView(of: post, users: users[post] ?? [])
+                loading[post] = lookup.likers[post] ?? []
+            }
+            answeredCold.insert(post)
+        }
         if !deferred.isEmpty {
-            found.subtract(deferred)
             open = open.filter { index in
                 let post = requests[index].postID
                 guard deferred.contains(post) else { return true }
@@ -234,15 +213,12 @@ struct BatchStateMachine {
                 return false
             }
         }
-        let loading = posts.filter { found.contains($0) }
-        guard !loading.isEmpty else { return decide() }
-        state = .loadingLikers(loading)
-        return .loadLikers(loading)
+        return decide()
     }
 
-    /// Looks the cold posts up in PostgreSQL: all of them for existence and count, and the
-    /// memberships the reads of those the batch only reads ask (a post the batch writes is
-    /// loaded whole, which answers its memberships).
+    /// Looks the cold posts up in PostgreSQL: all of them for existence and count, the
+    /// memberships the reads of those the batch only reads ask, and every liker of those it
+    /// writes that are small (a post the batch writes is loaded whole).
     private mutating func lookUpCold(_ posts: [Int64]) -> Action {
         let cold = Set(posts)
         var written: Set<Int64> = []
@@ -260,21 +236,14 @@ struct BatchStateMachine {
             }
         }
         state = .findingPosts(posts, readOnly: readOnly)
-        return .findPosts(ColdLookup(posts: posts, pairs: pairs))
+        return .findPosts(ColdLookup(posts: posts, pairs: pairs, loading: posts.filter(written.contains), loadBelow: largePostThreshold))
     }
 
-    /// The likers of the last `.loadLikers`' posts (a post without likers may be absent).
-    mutating func likersLoaded(_ likers: [Int64: [Int64]]) -> Action {
-        guard case .loadingLikers(let posts) = state else { preconditionFailure("no likers were loaded in state \(state)") }
-        state = .hydrating(posts)
-        return .hydrate(PostHydration.transactions(loading: posts, likers: likers, layout: layout))
-    }
-
-    /// PostgreSQL failed the last `.findPosts` or `.loadLikers`: every request still open fails
-    /// with it, those of posts Redis had loaded too.
+    /// PostgreSQL failed the last `.findPosts`: every request still open fails with it, those
+    /// of posts Redis had loaded too.
     mutating func postgresFailed(_ error: Error) -> Action {
         switch state {
-        case .findingPosts, .loadingLikers: break
+        case .findingPosts: break
         default: preconditionFailure("PostgreSQL was not asked in state \(state)")
         }
         count(error)
@@ -301,7 +270,7 @@ struct BatchStateMachine {
             }
         }
         guard !decision.changes.isEmpty else { return finish(decided: decision.answers, write: nil) }
-        let write = BatchWrite(decision.changes, layout: layout)
+        let write = BatchWrite(decision.changes, layout: layout, loading: loading)
         state = .writing(write, answers: decision.answers)
         return .write(write.transactions)
     }
@@ -311,7 +280,8 @@ struct BatchStateMachine {
     private mutating func finish(decided: [LikeState], write outcome: BatchWrite.Outcome?) -> Action {
         state = .finished
         var completion = Completion(statistics: statistics)
-        completion.touched = views.keys.filter { !answeredCold.contains($0) }
+        // Hot now: what Redis answered, and the posts the write loaded.
+        completion.touched = views.keys.filter { !answeredCold.contains($0) || (loading[$0] != nil && newestChanges[$0] != nil) }
         completion.newestChanges = newestChanges
         if let outcome {
             completion.uncertainSlots = outcome.uncertainSlots

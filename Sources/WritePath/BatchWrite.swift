@@ -7,8 +7,11 @@ import ShardRouter
 /// A slot's transaction holds, per post, one `SADD` of the users whose last change in the batch
 /// is a like and one `SREM` of those whose last change is an unlike, then the slot's changes as
 /// one packed log entry (`ChangeLogEntry`; several above `ChangeLogEntry.maximumChangesPerEntry`),
-/// so membership and log commit together. No I/O: the shard sends `transactions` and hands the
-/// results to `outcome(of:)`.
+/// so membership and log commit together. A cold post the batch loads in passing (its likers
+/// read from PostgreSQL with the batch's lookup) is put first: its likers set replaced with
+/// those likers and its hydration marker set, in the same transaction — so the post turns hot
+/// with its changes, or not at all. No I/O: the shard sends `transactions` and hands the results
+/// to `outcome(of:)`.
 struct BatchWrite {
     /// What the transactions did.
     struct Outcome {
@@ -37,8 +40,9 @@ struct BatchWrite {
     /// `ChangeLogEntry.maximumChangesPerEntry` of those changes, in order).
     private let slots: [(slot: UInt16, offsets: [Int], membershipCommands: Int)]
 
-    /// The transactions that write `changes`.
-    init(_ changes: [LikeChange], layout: RedisKeyLayout) {
+    /// The transactions that write `changes`, loading first the posts of `loading` (post → its
+    /// likers in PostgreSQL) that have changes.
+    init(_ changes: [LikeChange], layout: RedisKeyLayout, loading: [Int64: [Int64]] = [:]) {
         var slotIndex: [UInt16: Int] = [:]
         var offsetsBySlot: [(slot: UInt16, offsets: [Int])] = []
         for (offset, change) in changes.enumerated() {
@@ -57,7 +61,9 @@ struct BatchWrite {
         for (slot, offsets) in offsetsBySlot {
             let hashSlot = HashSlot(rawValue: slot)!
             let log = layout.changeLog(of: hashSlot)
-            var commands = Self.membershipCommands(offsets.map { changes[$0] }, layout: layout)
+            let slotChanges = offsets.map { changes[$0] }
+            var commands = loading.isEmpty ? [] : Self.loadCommands(slotChanges, loading: loading, layout: layout)
+            commands += Self.membershipCommands(slotChanges, layout: layout)
             slots.append((slot, offsets, commands.count))
             let perEntry = ChangeLogEntry.maximumChangesPerEntry
             commands.reserveCapacity(commands.count + (offsets.count + perEntry - 1) / perEntry)
@@ -108,6 +114,25 @@ struct BatchWrite {
             if let appended { outcome.appended[slot] = appended }
         }
         return outcome
+    }
+
+    /// For each post of `changes` (in order of first change) that `loading` holds: `DEL` of its
+    /// likers set, `SADD`s of its likers (at most `PostHydration.usersPerCommand` each), `SET` of
+    /// its hydration marker.
+    static func loadCommands(_ changes: [LikeChange], loading: [Int64: [Int64]], layout: RedisKeyLayout) -> [RedisCommand] {
+        var commands: [RedisCommand] = []
+        var seen: Set<Int64> = []
+        for change in changes where seen.insert(change.postID).inserted {
+            guard let users = loading[change.postID] else { continue }
+            let key = layout.likers(ofPost: change.postID)
+            commands.append(.del([key]))
+            let chunk = PostHydration.usersPerCommand
+            for start in stride(from: 0, to: users.count, by: chunk) {
+                commands.append(.sadd(key, Array(users[start..<min(start + chunk, users.count)])))
+            }
+            commands.append(.set(layout.hydratedMarker(ofPost: change.postID), "1"))
+        }
+        return commands
     }
 
     /// The `SADD`/`SREM` commands that bring each post's likers set to the state of the last

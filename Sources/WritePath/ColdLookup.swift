@@ -1,12 +1,15 @@
 import Persistence
 
 /// What a batch asks PostgreSQL of the posts Redis does not hold (cold posts), as plain values:
-/// one statement, in one round trip, that says which posts exist with their `likes_count`, and
-/// which of the batch's (post, user) pairs are likes. No I/O.
+/// one statement, in one round trip and one snapshot, that says which posts exist with their
+/// `likes_count`, which of the batch's (post, user) pairs are likes, and — for the cold posts the
+/// batch writes that are small enough to load in passing — all their likers. No I/O.
 ///
 /// A cold post has nothing pending (a post leaves Redis only once its changes are in
 /// PostgreSQL, and a post never written through Redis had none), so PostgreSQL is its truth: a
-/// read of it is answered from these rows, and nothing is loaded into Redis for it.
+/// read of it is answered from these rows, and nothing is loaded into Redis for it; a small post
+/// the batch writes is decided on its likers from these rows, which the batch's write puts into
+/// Redis together with its changes (`BatchWrite`).
 struct ColdLookup: Equatable {
     /// A user of a post whose membership is asked.
     struct Pair: Hashable {
@@ -18,19 +21,32 @@ struct ColdLookup: Equatable {
     struct Found: Equatable, Sendable {
         /// The posts that exist, with their `likes_count`.
         var counts: [Int64: Int64] = [:]
-        /// The pairs, among those asked, that are likes.
-        var liked: Set<Pair> = []
+        /// Per post, the users of its rows in `likes` that came back: the pairs asked that are
+        /// likes, or — for a post loaded whole — every liker.
+        var likers: [Int64: [Int64]] = [:]
 
         /// The posts that exist.
         var existing: Set<Int64> { Set(counts.keys) }
 
-        /// The view of `post` for a decision: its count and the membership of `users` (all
-        /// asked). `nil` when the post does not exist.
+        /// The view of `post` for a decision: its `likes_count` and the membership of `users`
+        /// (all asked). `nil` when the post does not exist.
         func view(of post: Int64, users: some Sequence<Int64>) -> ShardDecider.PostView? {
             guard let count = counts[post] else { return nil }
+            let liked = Set(likers[post] ?? [])
             var members: [Int64: Bool] = [:]
-            for user in users { members[user] = liked.contains(Pair(post: post, user: user)) }
+            for user in users { members[user] = liked.contains(user) }
             return ShardDecider.PostView(likesCount: count, members: members)
+        }
+
+        /// The view of a post loaded whole: its count is its likers, and every user's membership
+        /// is known. `nil` when the post does not exist.
+        func wholeView(of post: Int64, users: some Sequence<Int64>) -> ShardDecider.PostView? {
+            guard counts[post] != nil else { return nil }
+            let all = likers[post] ?? []
+            let liked = Set(all)
+            var members: [Int64: Bool] = [:]
+            for user in users { members[user] = liked.contains(user) }
+            return ShardDecider.PostView(likesCount: Int64(liked.count), members: members)
         }
     }
 
@@ -38,33 +54,60 @@ struct ColdLookup: Equatable {
     let posts: [Int64]
     /// The pairs whose membership is asked, in order (each once).
     let pairs: [Pair]
+    /// The posts whose likers all come back when their `likes_count` is below `loadBelow`.
+    let loading: [Int64]
+    let loadBelow: Int64
 
-    init(posts: [Int64], pairs: [Pair] = []) {
+    init(posts: [Int64], pairs: [Pair] = [], loading: [Int64] = [], loadBelow: Int64 = 0) {
         self.posts = posts
         var seen: Set<Pair> = []
         self.pairs = pairs.filter { seen.insert($0).inserted }
+        self.loading = loading
+        self.loadBelow = loadBelow
     }
 
-    /// One statement: a row `(id, likes_count, NULL)` per existing post of `$1`, and a row
-    /// `(post_id, NULL, user_id)` per like among the pairs `$2[i], $3[i]` (found by the
-    /// `(user_id, post_id)` unique index: a point lookup each, whatever the post's size).
-    static let postsAndLikesQuery = """
-        SELECT id, likes_count, NULL::bigint FROM posts WHERE id = ANY($1::bigint[])
-        UNION ALL
+    /// The rows `(id, likes_count, NULL)` of the existing posts.
+    static let postsPart = "SELECT id, likes_count, NULL::bigint FROM posts WHERE id = ANY($1::bigint[])"
+
+    /// The rows `(post_id, NULL, user_id)` of the likes among the pairs `$a[i], $b[i]` (found by
+    /// the `(user_id, post_id)` unique index: a point lookup each, whatever the post's size).
+    static func pairsPart(_ a: Int, _ b: Int) -> String {
+        """
         SELECT l.post_id, NULL::bigint, l.user_id
-        FROM likes l JOIN unnest($2::bigint[], $3::bigint[]) AS asked(post_id, user_id)
+        FROM likes l JOIN unnest($\(a)::bigint[], $\(b)::bigint[]) AS asked(post_id, user_id)
           ON l.user_id = asked.user_id AND l.post_id = asked.post_id
         """
+    }
 
-    /// Without pairs: the rows of the posts alone (`likes` is not read).
-    static let postsQuery = "SELECT id, likes_count, NULL::bigint FROM posts WHERE id = ANY($1::bigint[])"
+    /// The rows `(post_id, NULL, user_id)` of every like of the posts of `$a` whose
+    /// `likes_count` is below `$b` (the posts filtered first, then their likes by the post index:
+    /// a large post's rows are never read).
+    static func loadingPart(_ a: Int, _ b: Int) -> String {
+        """
+        SELECT l.post_id, NULL::bigint, l.user_id
+        FROM posts p JOIN likes l ON l.post_id = p.id
+        WHERE p.id = ANY($\(a)::bigint[]) AND p.likes_count < $\(b)
+        """
+    }
 
-    /// The statement to run.
-    var query: String { pairs.isEmpty ? Self.postsQuery : Self.postsAndLikesQuery }
+    /// The statement to run: the posts, and the parts that are asked for.
+    var query: String {
+        var parts = [Self.postsPart]
+        var next = 2
+        if !pairs.isEmpty {
+            parts.append(Self.pairsPart(next, next + 1))
+            next += 2
+        }
+        if !loading.isEmpty { parts.append(Self.loadingPart(next, next + 1)) }
+        return parts.joined(separator: "\nUNION ALL\n")
+    }
 
     /// The parameters of `query`.
     var parameters: [PostgresValue] {
-        pairs.isEmpty ? [.int64Array(posts)] : [.int64Array(posts), .int64Array(pairs.map(\.post)), .int64Array(pairs.map(\.user))]
+        var values: [PostgresValue] = [.int64Array(posts)]
+        if !pairs.isEmpty { values += [.int64Array(pairs.map(\.post)), .int64Array(pairs.map(\.user))] }
+        if !loading.isEmpty { values += [.int64Array(loading), .int64(loadBelow)] }
+        return values
     }
 
     /// Reads the rows of `query`.
@@ -76,7 +119,7 @@ struct ColdLookup: Equatable {
             if let count = try row.optionalInt64(1) {
                 found.counts[post] = count
             } else if let user = try row.optionalInt64(2) {
-                found.liked.insert(Pair(post: post, user: user))
+                found.likers[post, default: []].append(user)
             } else {
                 throw PostgresError(code: .unexpectedResult, message: "a row of the cold lookup of post \(post) has neither a count nor a user")
             }

@@ -1,9 +1,10 @@
 import Persistence
 import ShardRouter
 
-/// Loading posts Redis has never seen from PostgreSQL, and unloading posts from Redis, as plain
-/// values: the SQL to run, how to read its rows, the Redis transactions that write or delete a
-/// post's keys, and which posts failed. No I/O.
+/// Streaming large posts from PostgreSQL into Redis, and unloading posts from Redis, as plain
+/// values: the SQL of a streamed load, its pages and publication, the transactions that delete
+/// a post's keys, and which posts failed. (A small post is loaded by the write of the batch
+/// that first writes it: `BatchWrite`.) No I/O.
 enum PostHydration {
     /// The cursor of a streamed hydration (one per connection, inside its transaction): the
     /// likers of post `$1`, read a page at a time with `fetchLikers`.
@@ -59,38 +60,10 @@ enum PostHydration {
         ])
     }
 
-    /// The likes of `$1` (an array of post ids). Two columns: post id, user id.
-    static let likersQuery = "SELECT post_id, user_id FROM likes WHERE post_id = ANY($1::bigint[])"
-
     /// Most users one `SADD` carries, so a post with millions of likers is loaded in commands
     /// of bounded size (Redis reads each command whole before running it, and a fenced write's
     /// script unpacks each command's arguments, which Lua limits).
     static let usersPerCommand = FencedScript.maximumArgumentsPerCommand
-
-    /// The rows of `likersQuery`, as the users per post.
-    /// - Throws: `PostgresError(.unexpectedResult)` for a value that is not an id.
-    static func likers(in rows: PostgresRows) throws -> [Int64: [Int64]] {
-        var likers: [Int64: [Int64]] = [:]
-        for row in rows { likers[try row.int64(0), default: []].append(try row.int64(1)) }
-        return likers
-    }
-
-    /// Per post, one transaction that replaces its likers set with `likers[post]` (in `SADD`s
-    /// of at most `usersPerCommand` users) and then sets its hydration marker: all or nothing,
-    /// so a post is never marked loaded with part of its likers.
-    static func transactions(loading posts: [Int64], likers: [Int64: [Int64]], layout: RedisKeyLayout) -> [SlotCommands] {
-        posts.map { post in
-            let key = layout.likers(ofPost: post)
-            let users = likers[post] ?? []
-            var commands: [RedisCommand] = [.del([key])]
-            commands.reserveCapacity(2 + (users.count + usersPerCommand - 1) / usersPerCommand)
-            for start in stride(from: 0, to: users.count, by: usersPerCommand) {
-                commands.append(.sadd(key, Array(users[start..<min(start + usersPerCommand, users.count)])))
-            }
-            commands.append(.set(layout.hydratedMarker(ofPost: post), "1"))
-            return SlotCommands(slot: HashSlot(post: post), commands: commands, atomic: true)
-        }
-    }
 
     /// Per post, one transaction that deletes its hydration marker and likers set (the set by
     /// `UNLINK`: a large one is freed in the background, not while Redis waits), so the post is
@@ -104,7 +77,7 @@ enum PostHydration {
         }
     }
 
-    /// The posts whose transaction (from `transactions(loading:…)` or `transactions(unloading:…)`,
+    /// The posts whose transaction (from `transactions(unloading:…)`,
     /// one result per post in `posts` order) failed, with why.
     static func failures(of posts: [Int64], _ results: [Result<[RedisReply], RedisError>]) -> [Int64: Error] {
         var failures: [Int64: Error] = [:]

@@ -84,7 +84,7 @@ final class Shard: Sendable {
         var batchIO: ShardStateMachine.Action?
         for action in actions {
             switch action {
-            case .batchRedis, .findPosts, .loadLikers: batchIO = action
+            case .batchRedis, .findPosts: batchIO = action
             default: perform(action, in: &group)
             }
         }

@@ -35,8 +35,6 @@ struct ShardIO: Sendable {
             return .batchRedisReplied(results, fenced: fenced)
         case .findPosts(let lookup):
             return .batchPostsFound(await findPosts(lookup))
-        case .loadLikers(let posts):
-            return .batchLikersLoaded(await loadLikers(posts))
         case .loadLargePost(let post):
             let hydration = LargePostHydration(post: post, pool: pool, redis: hydrationRedis, layout: layout,
                                                pageSize: configuration.hydrationPageSize)
@@ -101,21 +99,6 @@ struct ShardIO: Sendable {
     private func findPosts(_ lookup: ColdLookup) async -> Result<ColdLookup.Found, Error> {
         do {
             return .success(try ColdLookup.found(in: try await pool.query(lookup.query, lookup.parameters)))
-        } catch {
-            return .failure(error)
-        }
-    }
-
-    private func loadLikers(_ posts: [Int64]) async -> Result<[Int64: [Int64]], Error> {
-        do {
-            let started = ContinuousClock.now
-            let rows = try await pool.query(PostHydration.likersQuery, [.int64Array(posts)])
-            let likers = try PostHydration.likers(in: rows)
-            for (post, users) in likers where users.count >= ShardStateMachine.largePostLikers {
-                log.log(.info, "hydrating_large_post", ["shard": String(index), "post": String(post), "likers": String(users.count),
-                                                        "postgres_ms": String(Int((ContinuousClock.now - started).inSeconds * 1_000))])
-            }
-            return .success(likers)
         } catch {
             return .failure(error)
         }

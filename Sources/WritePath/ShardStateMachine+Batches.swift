@@ -159,12 +159,10 @@ extension ShardStateMachine {
         switch action {
         case .read(let groups):
             actions.append(.batchRedis(groups, epochs: nil))
-        case .hydrate(let groups), .write(let groups):
+        case .write(let groups):
             actions.append(.batchRedis(groups, epochs: current.epochs))
         case .findPosts(let lookup):
             actions.append(.findPosts(lookup))
-        case .loadLikers(let posts):
-            actions.append(.loadLikers(posts))
         case .finish(let completion):
             finishBatch(completion, of: current, now: now, into: &actions)
         }
@@ -183,16 +181,6 @@ extension ShardStateMachine {
         let next: BatchStateMachine.Action
         switch result {
         case .success(let found): next = batch!.machine.postsFound(found)
-        case .failure(let error): next = batch!.machine.postgresFailed(error)
-        }
-        follow(next, now: now, into: &actions)
-    }
-
-    mutating func batchLikersLoaded(_ result: Result<[Int64: [Int64]], Error>, now: ContinuousClock.Instant, into actions: inout [Action]) {
-        guard batch != nil else { return }
-        let next: BatchStateMachine.Action
-        switch result {
-        case .success(let likers): next = batch!.machine.likersLoaded(likers)
         case .failure(let error): next = batch!.machine.postgresFailed(error)
         }
         follow(next, now: now, into: &actions)

@@ -54,8 +54,6 @@ extension ShardStateMachine {
         case batchRedisReplied([Result<[RedisReply], RedisError>], fenced: [FencedSlot])
         /// `.findPosts`: which cold posts exist, their counts, the memberships asked.
         case batchPostsFound(Result<ColdLookup.Found, Error>)
-        /// `.loadLikers`: the likers per post.
-        case batchLikersLoaded(Result<[Int64: [Int64]], Error>)
         /// `.loadLargePost` ended: how many likers were loaded into the loading set.
         case largePostLoaded(LargePostHydration, Result<Int, Error>)
         /// `.publishLargePost` ended.
@@ -99,8 +97,6 @@ extension ShardStateMachine {
         case batchRedis([SlotCommands], epochs: [UInt16: Int64]?)
         /// Run a batch's `ColdLookup` → `batchPostsFound`.
         case findPosts(ColdLookup)
-        /// Run `PostHydration.likersQuery` → `batchLikersLoaded`.
-        case loadLikers([Int64])
         /// Load a large post page by page into a loading set of its own → `largePostLoaded`.
         case loadLargePost(Int64)
         /// Publish a loaded large post under `epoch` → `largePostPublished`.

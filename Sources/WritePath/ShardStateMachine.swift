@@ -243,7 +243,6 @@ struct ShardStateMachine {
 
         case .batchRedisReplied(let results, let fenced): batchRedisReplied(results, fenced: fenced, now: now, into: &actions)
         case .batchPostsFound(let result): batchPostsFound(result, now: now, into: &actions)
-        case .batchLikersLoaded(let result): batchLikersLoaded(result, now: now, into: &actions)
         case .largePostLoaded(let hydration, let result): largePostLoaded(hydration, result)
         case .largePostPublished(let post, let result): largePostPublished(post, result, now: now, into: &actions)
         case .epochKeysRaised(let results): epochKeysRaised(results, now: now, into: &actions)

@@ -91,28 +91,32 @@ struct ShardBatchProtocolTests {
         #expect(transactions.map(\.slot.rawValue) == [Self.slot(4)])
     }
 
-    @Test("a post loaded a moment ago that reads as never loaded fails as unavailable")
-    func rereadWithoutMarker() throws {
-        var machine = BatchStateMachine(requests: [Self.request(.like, 1, 7)], acknowledgement: .redis, layout: Self.layout)
+    @Test("a small cold post the batch writes is decided on its likers from the lookup and loaded by the write itself, in its slot's transaction")
+    func coldPostLoadedByItsWrite() throws {
+        var machine = BatchStateMachine(requests: [Self.request(.like, 1, 7), Self.request(.read, 1, 5)], acknowledgement: .redis,
+                                        layout: Self.layout, largePostThreshold: 10)
         _ = machine.start()
-        guard case .findPosts(let lookup) = machine.redisReplied([.success([.integer(0), .integer(0), .array([.integer(0)])])]),
+        guard case .findPosts(let lookup) = machine.redisReplied([.success([.integer(0), .integer(0), .array([.integer(0), .integer(0)])])]),
               lookup.posts == [1] else {
             Issue.record("an unloaded post is looked for in PostgreSQL"); return
         }
-        guard case .loadLikers([1]) = machine.postsFound(.init(counts: [1: 0])) else { Issue.record("its likers are loaded"); return }
-        guard case .hydrate = machine.likersLoaded([:]) else { Issue.record("then written to Redis"); return }
-        guard case .read = machine.redisReplied([.success([.integer(0), .integer(1), .status("OK")])]) else {
-            Issue.record("then read again"); return
+        // Written: its likers come back whole (when it is small), no membership is asked.
+        #expect(lookup.loading == [1] && lookup.loadBelow == 10 && lookup.pairs.isEmpty)
+        guard case .write(let groups) = machine.postsFound(.init(counts: [1: 2], likers: [1: [5, 6]])) else {
+            Issue.record("then written"); return
         }
-        guard case .finish(let completion) = machine.redisReplied([.success([.integer(0), .integer(0), .array([.integer(0)])])]) else {
+        #expect(groups.count == 1 && groups[0].atomic)
+        let likers = Self.likers(1)
+        #expect(Array(groups[0].commands.prefix(4)) == [.del([likers]), .sadd(likers, [Int64(5), Int64(6)]), .set(Self.marker(1), "1"),
+                                                         .sadd(likers, [Int64(7)])])
+        guard case .finish(let completion) = machine.redisReplied([.success([.integer(0), .integer(2), .status("OK"), .integer(1),
+                                                                             .bulkString(Array("5-0".utf8))])]) else {
             Issue.record("nothing left to do"); return
         }
-        let answers = machine.takeSettled().answers
-        #expect(answers.count == 1)
-        guard case .failure(let error) = answers.first?.result else { Issue.record("the request fails"); return }
-        #expect(error.code == .unavailable)
-        #expect(error.message == "post 1 was hydrated but Redis does not show it")
-        #expect(completion.answers.isEmpty)
+        #expect(completion.answers.map(\.result) == [.success(LikeState(postID: 1, userID: 7, isLiked: true, likesCount: 3)),
+                                                     .success(LikeState(postID: 1, userID: 5, isLiked: true, likesCount: 3))])
+        #expect(completion.touched == [1])
+        #expect(completion.statistics.coldReads == 1)
     }
 
     @Test("a large post not in Redis leaves the batch with its requests (deferred, in order); the rest goes on")
@@ -128,12 +132,19 @@ struct ShardBatchProtocolTests {
         #expect(Set(lookup.posts) == [1, 2])
         #expect(lookup.pairs.isEmpty)  // both are written: loaded whole, no membership asked
         // Post 1 is large: deferred. Post 2 is small: loaded here. Post 3 was loaded already.
-        guard case .loadLikers([2]) = machine.postsFound(.init(counts: [1: 10, 2: 9])) else { Issue.record("only the small post is loaded here"); return }
+        // Both written: both asked to come back whole, below the threshold.
+        #expect(lookup.loading.sorted() == [1, 2] && lookup.loadBelow == 10)
+        guard case .write(let groups) = machine.postsFound(.init(counts: [1: 10, 2: 3], likers: [2: [1, 2, 3]])) else {
+            Issue.record("the small post and the hot one are written here"); return
+        }
         let settled = machine.takeSettled()
         #expect(settled.deferred == [1: [0, 2]])
         #expect(settled.answers.isEmpty && settled.missingPosts.isEmpty)
-        guard case .hydrate(let groups) = machine.likersLoaded([:]) else { Issue.record("the small post is written"); return }
-        #expect(groups.map(\.slot.rawValue) == [Self.slot(2)])
+        #expect(Set(groups.map(\.slot.rawValue)) == [Self.slot(2), Self.slot(3)])
+        // The small post is loaded by its write; the large one is not touched.
+        let small = try #require(groups.first { $0.slot.rawValue == Self.slot(2) })
+        #expect(small.commands.contains(.set(Self.marker(2), "1")))
+        #expect(!groups.contains { $0.commands.contains(.set(Self.marker(1), "1")) })
     }
 
     @Test("a streamed hydration's pages grow its own loading set; its publication is one script on the post's slot")
@@ -155,24 +166,25 @@ struct ShardBatchProtocolTests {
 
     // MARK: - Hydration
 
-    @Test("a post with 25,000 likers is loaded in one transaction of SADDs of 4,000 users and its marker")
+    @Test("a post with 25,000 likers is loaded by its write in SADDs of 4,000 users and its marker, before its changes")
     func hydrationChunks() throws {
         let users = (1...25_000).map { Int64($0) }
-        let groups = PostHydration.transactions(loading: [1, 2], likers: [1: users], layout: Self.layout)
-        #expect(groups.count == 2)
-        #expect(groups.allSatisfy { $0.atomic })
+        let changes = [LikeChange(userID: 30_000, postID: 1, liked: true), LikeChange(userID: 1, postID: 2, liked: true)]
+        let commands = BatchWrite.loadCommands(changes, loading: [1: users, 2: []], layout: Self.layout)
         #expect(FencedScript.maximumArgumentsPerCommand == 4_000)
-        #expect(groups[0].commands == [.del([Self.likers(1)])]
+        #expect(commands == [.del([Self.likers(1)])]
             + stride(from: 0, to: 25_000, by: 4_000).map { .sadd(Self.likers(1), Array(users[$0..<min($0 + 4_000, 25_000)])) }
-            + [.set(Self.marker(1), "1")])
-        // A post without likers: emptied and marked.
-        #expect(groups[1].commands == [.del([Self.likers(2)]), .set(Self.marker(2), "1")])
+            + [.set(Self.marker(1), "1")]
+            // A post without likers: emptied and marked.
+            + [.del([Self.likers(2)]), .set(Self.marker(2), "1")])
+        // Posts not being loaded add nothing.
+        #expect(BatchWrite.loadCommands(changes, loading: [:], layout: Self.layout).isEmpty)
 
         // Through the machine: loaded once, and the batch builds on it.
         var redis = RedisModel()
         let postgres = PostgresModel(posts: [1], likes: [1: users])
         let run = Self.run([Self.request(.like, 1, 30_000), Self.request(.read, 1, 5)], redis: &redis, postgres: postgres)
-        #expect(run.steps == [.read, .findPosts, .loadLikers, .hydrate, .read, .write])
+        #expect(run.steps == [.read, .findPosts, .write])
         #expect(run.answers == [
             0: .success(LikeState(postID: 1, userID: 30_000, isLiked: true, likesCount: 25_001)),
             1: .success(LikeState(postID: 1, userID: 5, isLiked: true, likesCount: 25_001)),
@@ -251,15 +263,16 @@ struct ShardBatchProtocolTests {
         #expect(redis.strings.isEmpty && redis.sets.isEmpty)
     }
 
-    @Test("a cold post the batch also writes is loaded whole, and its reads are answered from Redis after the load")
+    @Test("a cold post the batch also writes is loaded whole, by the write; its reads are answered from the same rows")
     func coldPostWrittenIsLoaded() throws {
         var redis = RedisModel()
         let postgres = PostgresModel(posts: [1, 2], likes: [1: [5], 2: [5]])
         let run = Self.run([Self.request(.read, 1, 5), Self.request(.toggle, 1, 7), Self.request(.read, 2, 5)],
                            redis: &redis, postgres: postgres)
-        #expect(run.steps == [.read, .findPosts, .loadLikers, .hydrate, .read, .write])
+        #expect(run.steps == [.read, .findPosts, .write])
         // Only the read-only post's membership is asked; the written one comes whole.
         #expect(run.lookups.first?.pairs == [.init(post: 2, user: 5)])
+        #expect(run.lookups.first?.loading == [1])
         #expect(run.answers == [
             0: .success(LikeState(postID: 1, userID: 5, isLiked: true, likesCount: 1)),
             1: .success(LikeState(postID: 1, userID: 7, isLiked: true, likesCount: 2)),
@@ -267,7 +280,8 @@ struct ShardBatchProtocolTests {
         ])
         #expect(redis.members(Self.likers(1)) == [5, 7])
         #expect(redis.sets[Self.likers(2)] == nil && redis.strings[Self.marker(2)] == nil)
-        #expect(run.completion.statistics.hotReads == 1 && run.completion.statistics.coldReads == 1)
+        // Both reads were answered from PostgreSQL's rows (post 1's before its write loaded it).
+        #expect(run.completion.statistics.hotReads == 0 && run.completion.statistics.coldReads == 2)
     }
 
     @Test("the cold lookup's rows: posts with their counts, likes among the pairs asked; a row of neither kind is refused")
@@ -275,14 +289,19 @@ struct ShardBatchProtocolTests {
         let lookup = ColdLookup(posts: [1, 2], pairs: [.init(post: 1, user: 7), .init(post: 1, user: 7), .init(post: 2, user: 8)])
         #expect(lookup.pairs == [.init(post: 1, user: 7), .init(post: 2, user: 8)])
         #expect(lookup.parameters == [.int64Array([1, 2]), .int64Array([1, 2]), .int64Array([7, 8])])
-        #expect(lookup.query == ColdLookup.postsAndLikesQuery)
+        #expect(lookup.query == ColdLookup.postsPart + "\nUNION ALL\n" + ColdLookup.pairsPart(2, 3))
         // Without memberships to ask, `likes` is not read.
-        #expect(ColdLookup(posts: [1]).query == ColdLookup.postsQuery && ColdLookup(posts: [1]).parameters == [.int64Array([1])])
+        #expect(ColdLookup(posts: [1]).query == ColdLookup.postsPart && ColdLookup(posts: [1]).parameters == [.int64Array([1])])
+        // Posts loaded whole come after the pairs, with the size limit.
+        let loading = ColdLookup(posts: [1, 2], pairs: [.init(post: 1, user: 7)], loading: [2], loadBelow: 500)
+        #expect(loading.query == ColdLookup.postsPart + "\nUNION ALL\n" + ColdLookup.pairsPart(2, 3) + "\nUNION ALL\n" + ColdLookup.loadingPart(4, 5))
+        #expect(loading.parameters == [.int64Array([1, 2]), .int64Array([1]), .int64Array([7]), .int64Array([2]), .int64(500)])
+        #expect(ColdLookup(posts: [2], loading: [2], loadBelow: 9).query == ColdLookup.postsPart + "\nUNION ALL\n" + ColdLookup.loadingPart(2, 3))
         let rows = PostgresRows(columns: ["id", "likes_count", "int8"], rows: [["1", "4", nil], ["2", "0", nil], ["1", nil, "7"]],
                                 affectedRows: 0)
         let found = try ColdLookup.found(in: rows)
         #expect(found.counts == [1: 4, 2: 0])
-        #expect(found.liked == [.init(post: 1, user: 7)])
+        #expect(found.likers == [1: [7]])
         #expect(found.view(of: 1, users: [7, 9]) == .init(likesCount: 4, members: [7: true, 9: false]))
         #expect(found.view(of: 3, users: []) == nil)
         #expect(throws: PostgresError.self) {
@@ -591,7 +610,10 @@ struct PostgresModel {
         var found = ColdLookup.Found()
         for post in lookup.posts where posts.contains(post) { found.counts[post] = Int64(likes[post]?.count ?? 0) }
         for pair in lookup.pairs where posts.contains(pair.post) && (likes[pair.post] ?? []).contains(pair.user) {
-            found.liked.insert(pair)
+            found.likers[pair.post, default: []].append(pair.user)
+        }
+        for post in lookup.loading where posts.contains(post) && Int64(likes[post]?.count ?? 0) < lookup.loadBelow {
+            if let users = likes[post], !users.isEmpty { found.likers[post, default: []] += users }
         }
         return found
     }
@@ -600,7 +622,7 @@ struct PostgresModel {
 extension ShardBatchProtocolTests {
     /// The I/O steps of a batch, for checking their order.
     enum Step: Equatable {
-        case read, findPosts, loadLikers, hydrate, write
+        case read, findPosts, write
     }
 
     /// What one batch did.
@@ -643,9 +665,6 @@ extension ShardBatchProtocolTests {
             case .read(let groups):
                 run.steps.append(.read)
                 action = machine.redisReplied(redis.execute(groups) { fault(.read, $0) })
-            case .hydrate(let groups):
-                run.steps.append(.hydrate)
-                action = machine.redisReplied(redis.execute(groups) { fault(.hydrate, $0) })
             case .write(let groups):
                 run.steps.append(.write)
                 action = machine.redisReplied(redis.execute(groups) { group in
@@ -658,9 +677,6 @@ extension ShardBatchProtocolTests {
                 run.lookups.append(lookup)
                 action = postgresDown ? machine.postgresFailed(PostgresError(code: .connectionFailed, message: "model: down"))
                                       : machine.postsFound(postgres.lookUp(lookup))
-            case .loadLikers(let posts):
-                run.steps.append(.loadLikers)
-                action = machine.likersLoaded(postgres.likes.filter { posts.contains($0.key) })
             case .finish(let completion):
                 run.completion = completion
                 return run

@@ -154,7 +154,7 @@ final class ShardModel {
             return .logLengthsRead(question, lengths)
         case .unloadPosts(_, _, let purpose):
             return .postsUnloaded(purpose, failed: [], fenced: [])
-        case .batchRedis, .findPosts, .loadLikers, .loadLargePost, .publishLargePost, .discardLargePost:
+        case .batchRedis, .findPosts, .loadLargePost, .publishLargePost, .discardLargePost:
             fatalError("the flush model has no batches: \(action)")
         }
     }

@@ -212,8 +212,8 @@ struct WritePathTests {
           .timeLimit(.minutes(3)), arguments: RedisTarget.allCases)
     func largePostLoadsInTheBackground(redis: RedisTarget) async throws {
         // A PostgreSQL of its own: the test locks the likes table, which would hold up every
-        // other suite's reads and flushes on the shared server (and theirs would starve its lock).
-        // Starting it takes a while on a loaded machine: hence three minutes.
+        // other suite's reads and flushes on a shared server. Starting it takes a while on a
+        // loaded machine: hence three minutes.
         try await PrivateServers.with { servers in
             let harness = try await WritePathHarness.start(posts: 2, postgresURL: servers.postgresURL, redis: redis,
                                                        redisURL: redis == .single ? servers.redisURL : nil) { configuration in
@@ -227,31 +227,41 @@ struct WritePathTests {
                 """, [.int64(large)])
             try await harness.pool.query("UPDATE posts SET likes_count = 2500 WHERE id = $1", [.int64(large)])
             _ = try await harness.service.perform(.like, post: small, user: 1)
+            // Nothing pending: no flush asks the pool for a connection while the test counts its waiters.
+            try await harness.service.flush()
 
-            // Hold the likes table, so the large post's load cannot read it until released. Queued
-            // for at most 500 ms, retried: a lock request waiting behind another suite's long
-            // transaction would make every later reader of the shared table wait behind it too;
-            // held, it lasts a moment. (NOWAIT alone starved: with every suite's cold reads and
-            // flushes, the table was rarely free of locks at the instant of asking.)
-            let locker = PostgresConnection(configuration: PostgresConfiguration(url: servers.postgresURL))
-            try await locker.query("SET lock_timeout = '500ms'")
-            while true {
-                try await locker.query("BEGIN")
-                let acquired: Bool
-                do {
-                    try await locker.query("LOCK TABLE likes IN ACCESS EXCLUSIVE MODE")
-                    acquired = true
-                } catch {
-                    guard (error as? PostgresError)?.sqlState == "55P03" else { throw error }
-                    acquired = false
-                }
-                if acquired { break }
-                try await locker.query("ROLLBACK")
-                try await Task.sleep(for: .milliseconds(10))
+            // Hold the likes table, so the large post's load cannot read it until released — but
+            // only once the batch that defers the post has looked it up (that lookup reads likes
+            // too). The pool is first come, first served: every connection is held here, the
+            // batch's lookup queues, then a waiter of this test queues behind it; one connection
+            // let go goes to the lookup and comes back to this test, so the load that the batch
+            // starts queues for a connection while the table is locked.
+            let gates = (0..<5).map { _ in Gate() }
+            var holders: [Task<Void, Error>] = []
+            for gate in gates.prefix(4) {
+                holders.append(Task { try await harness.pool.withConnection { _ in await gate.wait() } })
             }
+            let deadline = ContinuousClock.now + .seconds(30)
+            func waitUntil(_ what: String, _ condition: () -> Bool) async throws {
+                while !condition() {
+                    try #require(ContinuousClock.now < deadline, "waited too long until \(what); \(harness.pool.waitingCount) waiting for a connection")
+                    try await Task.sleep(for: .milliseconds(5))
+                }
+            }
+            try await waitUntil("the test holds every connection") { gates.prefix(4).reduce(0, { $0 + $1.arrived }) == 4 }
             let first = Task { try await harness.service.perform(.toggle, post: large, user: 9_001) }
-            while harness.log.lines(of: "hydrating_large_post").isEmpty { try await Task.sleep(for: .milliseconds(5)) }
-            // The shard goes on with its other post meanwhile; a second operation on the large one waits too.
+            try await waitUntil("the batch's lookup waits for a connection") { harness.pool.waitingCount == 1 }
+            holders.append(Task { try await harness.pool.withConnection { _ in await gates[4].wait() } })
+            try await waitUntil("the test's waiter queues behind it") { harness.pool.waitingCount == 2 }
+            gates[0].open()  // to the lookup, then back to this test's waiter
+            try await waitUntil("the load waits for a connection") {
+                !harness.log.lines(of: "hydrating_large_post").isEmpty && harness.pool.waitingCount == 1
+            }
+            let locker = PostgresConnection(configuration: PostgresConfiguration(url: servers.postgresURL))
+            try await locker.query("BEGIN")
+            try await locker.query("LOCK TABLE likes IN ACCESS EXCLUSIVE MODE")
+            for gate in gates.dropFirst() { gate.open() }
+            for holder in holders { try await holder.value }
             let second = Task { try await harness.service.perform(.read, post: large, user: 1) }
             for user in 2...20 {
                 #expect(try await harness.service.perform(.like, post: small, user: Int64(user)).likesCount == Int64(user))
