@@ -63,6 +63,9 @@ struct FlushRun {
     var committedAt: Date?
     /// Dead letters being written now, counted once they are.
     var lettersInFlight = 0
+    /// The posts of the refused changes among the letters being written: pinned in Redis once
+    /// they are (`DeadLetterPins`).
+    var refusedPostsInFlight: [Int64] = []
 
     init(now: ContinuousClock.Instant, rescanning slots: [UInt16]) {
         startedAt = now

@@ -12,6 +12,9 @@ import ShardRouter
 ///   every key of the Redis, whatever its prefix) and tells each shard which of its
 ///   posts Redis holds, so posts loaded before this process started — which no batch may touch
 ///   again — are evicted once idle like the others.
+/// - **Dead letters**: at the start and every `deadLetterInterval`, it reads the dead-letter
+///   stream and tells each shard which of its posts have refused changes there: those stay in
+///   Redis until the letters are replayed or dropped (`DeadLetterPins`).
 /// - **Memory**: every `memoryInterval` it reads each master's `INFO memory` (for `/metrics`)
 ///   and, with a `hotMemoryTarget`, asks the shards to evict their least recently touched
 ///   posts on a master above it (`HotSetPlan.shrinkRequests`), as far as nothing of them is
@@ -39,16 +42,62 @@ struct HotSetSweeper: Sendable {
         max(.seconds(10), firstDiscovery)
     }
 
+    /// How often the dead-letter stream is read again (`DeadLetterPins`).
+    static let deadLetterInterval: Duration = .seconds(5)
+
+    /// Most dead letters a read takes: above it, the pins stay as the last read left them (and
+    /// a shard that never had a read, or gained slots since, evicts nothing).
+    static let deadLettersReadLimit = 100_000
+
     /// Runs until cancelled.
     func run() async {
+        let evicts = configuration.hotIdle != nil || configuration.hotMemoryTarget != nil
         var nextDiscovery: ContinuousClock.Instant? = ContinuousClock.now + firstDiscovery
+        var nextLetterRead = ContinuousClock.now
         while !Task.isCancelled {
-            if configuration.hotIdle != nil || configuration.hotMemoryTarget != nil, let due = nextDiscovery, ContinuousClock.now >= due {
+            if evicts, ContinuousClock.now >= nextLetterRead {
+                await readDeadLetters()
+                nextLetterRead = ContinuousClock.now + Self.deadLetterInterval
+            }
+            if evicts, let due = nextDiscovery, ContinuousClock.now >= due {
                 await discover()
                 nextDiscovery = repeatsDiscovery ? ContinuousClock.now + discoveryInterval : nil
             }
             await measureMemory()
             try? await Task.sleep(for: Self.memoryInterval)
+        }
+    }
+
+    // MARK: - Dead letters
+
+    /// Reads the whole dead-letter stream and tells every shard which of its posts have
+    /// refused changes there (the posts it must keep in Redis). An empty stream costs one
+    /// `XLEN`.
+    func readDeadLetters() async {
+        let started = ContinuousClock.now
+        var posts: [Int64] = []
+        do {
+            let length = try await redis.send(.xlen(layout.deadLetters), slot: layout.deadLettersSlot).throwingServerError().integer ?? 0
+            guard length <= Self.deadLettersReadLimit else {
+                log.log(.warn, "dead_letters_not_read", ["letters": String(length), "limit": String(Self.deadLettersReadLimit),
+                                                         "why": "too many to read: posts are evicted as the last read allowed; replay or drop them"])
+                return
+            }
+            var start = "-"
+            while length > 0 {
+                guard !Task.isCancelled else { return }
+                let entries = try await redis.send(.xrange(layout.deadLetters, start: start, count: 1_000), slot: layout.deadLettersSlot).streamEntries()
+                posts += HotSetPlan.pinnedPosts(in: entries)
+                guard entries.count == 1_000, let last = entries.last else { break }
+                start = "(" + last.id.description
+            }
+        } catch {
+            log.log(.warn, "dead_letters_read_failed", ["error": "\(error)"])
+            return
+        }
+        let byShard = HotSetPlan.byShard(posts, shardMap: shardMap)
+        for index in shards.indices {
+            shards[index].tell(.deadLettersRead(Set(byShard[index] ?? []), startedAt: started))
         }
     }
 
@@ -134,6 +183,14 @@ enum HotSetPlan {
             if case .bulkString(let bytes) = key { return String(decoding: bytes, as: UTF8.self) }
             return nil
         })
+    }
+
+    /// The posts of the refused changes among dead letters (those with an SQLSTATE: their
+    /// change is in Redis and not in PostgreSQL).
+    static func pinnedPosts(in letters: [StreamEntry]) -> [Int64] {
+        letters.compactMap { letter in
+            letter.fields["sqlstate"] == nil ? nil : ChangeLogEntry.change(from: letter)?.postID
+        }
     }
 
     /// `posts` grouped by the shard that owns their slot.

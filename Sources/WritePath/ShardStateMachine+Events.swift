@@ -76,6 +76,9 @@ extension ShardStateMachine {
         case postsUnloaded(UnloadPurpose, failed: Set<Int64>, fenced: [FencedSlot])
         /// A sweep found these posts hot in Redis (from before this process, or unknown to it).
         case discovered([Int64])
+        /// A complete read of the dead-letter stream, begun at that instant, found refused
+        /// changes of these posts of this shard (`DeadLetterPins`).
+        case deadLettersRead(Set<Int64>, startedAt: ContinuousClock.Instant)
         /// Redis is above its memory target where these slots live (`nil`: everywhere): evict
         /// up to `count` of the least recently touched posts of them, idle or not.
         case shrink(slots: Set<UInt16>?, count: Int)

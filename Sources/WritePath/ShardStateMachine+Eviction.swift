@@ -8,8 +8,10 @@ import ShardRouter
 ///
 /// A post is evicted only when nothing of it is pending: its slot's log is known (not
 /// uncertain), and the newest entry holding one of its changes written by this shard is applied
-/// (or, for a post this shard never wrote, the slot's whole log is); no batch runs (eviction is
-/// work between batches), it is not loading in the background, and its slot is served here.
+/// (or, for a post this shard never wrote, the slot's whole log is); no change of it waits in
+/// the dead-letter stream (`DeadLetterPins`: Redis is then the only record of that change); no
+/// batch runs (eviction is work between batches), it is not loading in the background, and its
+/// slot is served here.
 /// The deletion is one atomic transaction, so a crash or a Redis restart leaves the post either
 /// hot, whole, or cold — both read correctly by the next touch.
 extension ShardStateMachine {
@@ -92,7 +94,7 @@ extension ShardStateMachine {
         case .notOwned: return .notOwned
         case .claiming, .draining, .quiescing, .flushing, .handingOver: return .pending
         }
-        if largeLoads[post] != nil || scheduler.uncertainSlots.contains(slot) { return .pending }
+        if largeLoads[post] != nil || scheduler.uncertainSlots.contains(slot) || deadLetterPins.holds(post) { return .pending }
         // Its slot's log holds nothing PostgreSQL lacks, or at least not this post's changes.
         let applied = entry.newestChange.map { scheduler.isApplied([slot: $0]) } ?? false
         guard applied || !scheduler.hasPendingChanges(inSlot: slot) else { return .pending }

@@ -160,6 +160,7 @@ extension ShardStateMachine {
         } else if !run.malformed.isEmpty {
             run.step = .deadLetteringMalformed
             run.lettersInFlight = run.malformed.count
+            run.refusedPostsInFlight = []
             flush = run
             actions.append(.addDeadLetters(run.malformed.map { DeadLetter(slot: $0.slot, entryID: $0.entry.id, raw: $0.entry.fields.description) },
                                            reason: "malformed log entry"))
@@ -174,6 +175,7 @@ extension ShardStateMachine {
         switch result {
         case .success:
             stats.deadLetters += run.lettersInFlight
+            deadLetterPins.lettersWritten(of: run.refusedPostsInFlight, at: now)
             apply(now: now, into: &actions)
         case .failure(let error): failFlush(error, now: now, into: &actions)
         }
@@ -212,12 +214,14 @@ extension ShardStateMachine {
             let letters = run.letters(missing: posts)
             run.step = .deadLettering
             run.lettersInFlight = letters.count
+            run.refusedPostsInFlight = []
             flush = run
             actions.append(.addDeadLetters(letters, reason: DeadLetter.missingPostReason))
         case .refused(let rejected):
             let letters = run.letters(rejected: rejected)
             run.step = .deadLettering
             run.lettersInFlight = letters.count
+            run.refusedPostsInFlight = letters.compactMap { $0.change?.postID }
             flush = run
             if letters.isEmpty {
                 apply(now: now, into: &actions)

@@ -19,6 +19,7 @@ extension ShardStateMachine {
             slots[Int(slot) - slotRange.lowerBound] = transition.to
             changedSlots.insert(slot)
             if case .quiescing = transition.to { quiescingSlots.insert(slot) } else { quiescingSlots.remove(slot) }
+            if transition.to.batchEpoch != nil, from.batchEpoch == nil { deadLetterPins.slotGained(at: now) }
         }
         for effect in transition.effects {
             switch effect {

@@ -44,6 +44,8 @@ struct ShardStateMachine {
     var hotPosts = HotPosts()
     /// When idle posts are looked for next (`+Eviction`).
     var nextEvictionCheck: ContinuousClock.Instant
+    /// Posts with changes in the dead-letter stream, which stay in Redis (`+Eviction`).
+    var deadLetterPins: DeadLetterPins
 
     /// Operations waiting for the next batch, in arrival order.
     var queued: [ShardOperation] = []
@@ -207,6 +209,7 @@ struct ShardStateMachine {
         self.unknownPosts = UnknownPostMemory(capacity: max(1, configuration.unknownPostsRemembered),
                                               lifetime: configuration.unknownPostMemory)
         self.nextEvictionCheck = now + Self.evictionCheckInterval(configuration)
+        self.deadLetterPins = DeadLetterPins(now: now)
     }
 
     // MARK: - The one way in
@@ -239,6 +242,7 @@ struct ShardStateMachine {
         case .stop(let drain): stop(drain: drain, now: now, into: &actions)
         case .tick: expireParked(now: now, into: &actions)
         case .discovered(let posts): discovered(posts, now: now)
+        case .deadLettersRead(let posts, let started): deadLetterPins.read(posts, startedAt: started)
         case .shrink(let slots, let count): shrink(slots: slots, count: count)
 
         case .batchRedisReplied(let results, let fenced): batchRedisReplied(results, fenced: fenced, now: now, into: &actions)

@@ -27,6 +27,20 @@ struct HotSetPlanTests {
         #expect(HotSetPlan.scanPage(.integer(0)) == nil)
     }
 
+    @Test("the posts pinned by dead letters are those of refused changes (with an SQLSTATE); missing posts' and unreadable letters pin nothing")
+    func pinnedPosts() {
+        func letter(_ fields: [String: String]) -> StreamEntry {
+            StreamEntry(id: StreamEntryID(milliseconds: 1, sequence: 0), fields: fields.mapValues { Array($0.utf8) })
+        }
+        let letters = [
+            letter(["u": "5", "p": "11", "l": "1", "sqlstate": "P0001", "reason": "PostgreSQL refused the change"]),
+            letter(["u": "5", "p": "12", "l": "1", "reason": "post does not exist in posts"]),
+            letter(["raw": "garbage", "reason": "malformed log entry"]),
+            letter(["u": "6", "p": "13", "l": "0", "sqlstate": "23514"]),
+        ]
+        #expect(HotSetPlan.pinnedPosts(in: letters) == [11, 13])
+    }
+
     @Test("posts go to the shard that owns their slot")
     func byShard() throws {
         let map = try ShardMap(shardCount: 4)

@@ -208,6 +208,73 @@ struct WritePathTests {
         await harness.stop()
     }
 
+    @Test("a post with a change PostgreSQL refused stays in Redis while its dead letter waits — read with the change, also after a restart — so the replay finds the change still wanted; once the letter is gone the post is evicted like any other",
+          .timeLimit(.minutes(2)), arguments: RedisTarget.allCases)
+    func deadLetteredPostsStayHot(redis: RedisTarget) async throws {
+        // A database of its own: the trigger must not reach other tests.
+        try await TestEnvironment.withScratchDatabase { pool, url in
+            _ = try await SchemaMigrator.migrate(pool)
+            try await pool.withConnection { connection in
+                try await connection.runScript("""
+                    CREATE FUNCTION refuse_banned() RETURNS trigger LANGUAGE plpgsql AS $$
+                    BEGIN
+                        IF COALESCE(NEW.user_id, OLD.user_id) = 666 THEN RAISE EXCEPTION 'user 666 is banned'; END IF;
+                        RETURN COALESCE(NEW, OLD);
+                    END $$;
+                    CREATE TRIGGER refuse_banned BEFORE INSERT OR DELETE ON likes FOR EACH ROW EXECUTE FUNCTION refuse_banned();
+                    """)
+            }
+            let harness = try await WritePathHarness.start(posts: 2, postgresURL: url, redis: redis) { configuration in
+                configuration.flushOnlyWhenAsked()
+                configuration.hotIdle = .milliseconds(200)
+            }
+            let (pinned, other) = (harness.posts[0], harness.posts[1])
+            _ = try await harness.service.perform(.like, post: pinned, user: 1)
+            _ = try await harness.service.perform(.like, post: pinned, user: 666)
+            _ = try await harness.service.perform(.like, post: other, user: 1)
+            try await harness.service.flush()
+            let letters = try await harness.redis.send(.xrange(harness.layout.deadLetters, count: 10), slot: harness.layout.deadLettersSlot).streamEntries()
+            #expect(letters.map { $0.string("p") } == [String(pinned)])
+
+            func waitForEvictions(_ wanted: Int, of service: CounterService) async throws -> Int {
+                var evicted = 0
+                for _ in 0..<200 where evicted < wanted {
+                    try await Task.sleep(for: .milliseconds(50))
+                    evicted = await service.stats().reduce(0) { $0 + $1.evictedPosts }
+                }
+                return evicted
+            }
+            // The other post goes once idle; the pinned one stays, idle as long, and is read with
+            // the refused like.
+            #expect(try await waitForEvictions(1, of: harness.service) == 1)
+            try await Task.sleep(for: .milliseconds(600))
+            #expect(try await harness.isHot(pinned), "a post whose change waits in the dead letters must stay in Redis")
+            #expect(try await !harness.isHot(other))
+            #expect(try await harness.service.perform(.read, post: pinned, user: 666) == LikeState(postID: pinned, userID: 666, isLiked: true, likesCount: 2))
+
+            // A restart: the new process knows the letter from the stream, not from its memory.
+            await harness.stopService()
+            let restarted = try await harness.restarted()
+            try await Task.sleep(for: .milliseconds(1_500))
+            #expect(try await restarted.isHot(pinned), "after a restart too")
+            #expect(await restarted.service.stats().reduce(0) { $0 + $1.evictedPosts } == 0)
+
+            // The replay, as the operators' command does it: the membership is still the
+            // letter's, so the change is logged again and applied; then the letter goes.
+            try await pool.query("DROP TRIGGER refuse_banned ON likes")
+            #expect(try await restarted.service.perform(.confirmLike, post: pinned, user: 666).isLiked)
+            try await restarted.redis.send(.xdel(restarted.layout.deadLetters, ids: letters.map(\.id)), slot: restarted.layout.deadLettersSlot)
+            try await restarted.service.flush()
+            #expect(try await restarted.postgresMembers([pinned]) == [Pair(user: 1, post: pinned), Pair(user: 666, post: pinned)])
+            #expect(try await restarted.postgresCounts()[pinned].map { [$0.count, $0.rows] } == [2, 2])
+            // The next read of the stream ends the pin (within its 5 s), and the post goes.
+            #expect(try await waitForEvictions(1, of: restarted.service) == 1)
+            #expect(try await !restarted.isHot(pinned))
+            #expect(try await restarted.service.perform(.read, post: pinned, user: 666).isLiked)
+            await restarted.stop()
+        }
+    }
+
     @Test("a large post loads in the background, page by page: its operations wait for it, the shard's other posts are answered meanwhile, and Redis ends with exactly PostgreSQL's likers",
           .timeLimit(.minutes(3)), arguments: RedisTarget.allCases)
     func largePostLoadsInTheBackground(redis: RedisTarget) async throws {
