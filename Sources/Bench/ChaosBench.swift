@@ -1,4 +1,5 @@
 import BenchKit
+import CounterCore
 import CounterWire
 import Foundation
 import Persistence
@@ -11,6 +12,9 @@ struct ChaosBenchOptions {
     var rate = 800
     var posts = 200
     var backlogLimit = 400
+    /// The node's `--hot-idle` (`nil`: its default): a short one evicts posts all the time, so
+    /// the faults also hit posts leaving Redis and coming back.
+    var hotIdle: String?
     /// `scripts/services`, run with the environment's data folder and ports.
     var servicesScript = "scripts/services"
     var nodeBinary = ".build/release/counter-node"
@@ -33,6 +37,12 @@ struct ChaosBenchOptions {
             case "--rate": rate = try reader.number(flag, 10...1_000_000)
             case "--posts": posts = try reader.number(flag, 1...100_000)
             case "--backlog-limit": backlogLimit = try reader.number(flag, 10...1_000_000)
+            case "--hot-idle":
+                let text = try reader.value(flag)
+                guard let idle = Duration.parsingSetting(text), idle > .zero else {
+                    throw BenchUsageError(message: "--hot-idle \(text): must be a duration such as 1s, 500ms or 2m")
+                }
+                hotIdle = idle.settingText
             case "--services": servicesScript = try reader.value(flag)
             case "--node-binary": nodeBinary = try reader.value(flag)
             case "--port": port = try reader.number(flag, 1...65_535)
@@ -67,7 +77,7 @@ struct ChaosBench {
             "--listen", "127.0.0.1:\(options.port)", "--postgres-url", postgresURL, "--redis-url", redisURL,
             "--key-prefix", "chaos", "--node-id", "chaos-1", "--shards", "2", "--backlog-limit", String(options.backlogLimit),
             "--shutdown-timeout", "20", "--log-level", "info",
-        ], endpoint: endpoint, logFile: logFile)
+        ] + (options.hotIdle.map { ["--hot-idle", $0] } ?? []), endpoint: endpoint, logFile: logFile)
         try await node.startReady()
         say("node answering on \(endpoint) (log: \(logFile.path))")
 
@@ -101,8 +111,12 @@ struct ChaosBench {
         let schedule = ChaosSchedule(duration: .seconds(minutes * 60))
         let faults = ChaosFaults(node: node, services: services, pool: pool, poisonCondition: workload.poisonCondition("COALESCE(NEW.user_id, OLD.user_id)"),
                                  backlogLimit: options.backlogLimit)
+        // Posts the node evicted, summed over its restarts (each start counts from zero): sampled
+        // before each fault, which may be a kill.
+        var evictions = EvictionTally()
         for entry in schedule.entries {
             try await Task.sleep(until: started + entry.at)
+            evictions.observe(faults.evictedPosts())
             let began = (ContinuousClock.now - started).inSeconds
             let note: String
             do {
@@ -115,6 +129,7 @@ struct ChaosBench {
             say(String(format: "[%6.1f s] %@: %@", began, entry.fault.rawValue, note))
         }
         let result = await loadTask.value
+        evictions.observe(faults.evictedPosts())
         (timeline.answered, timeline.failed) = seconds.withLock { ($0.answered, $0.failed) }
 
         // Settle: the node up, the trigger gone, then the dead letters and the check.
@@ -149,6 +164,8 @@ struct ChaosBench {
         say("PostgreSQL after flush: lost \(report.lost.count), phantom \(report.phantom.count), likes_count ≠ rows on \(report.drift.count) post(s)")
         say("dead letters: \(letters.count), of the poison users \(letters.count - unexpected.count), of others \(unexpected.count); "
               + "replay: \(replay.map { "\($0.replayed.count) replayed, \($0.superseded.count) superseded, \($0.failed.count) failed" } ?? "answered \(status)")")
+        say("posts evicted from Redis: \(evictions.total) at least (sampled before each fault)"
+              + (options.hotIdle.map { "; --hot-idle \($0)" } ?? ""))
         say("node exit status after SIGTERM: \(exit.map(String.init) ?? "none (still running)")")
         for pair in report.lost.prefix(10) { say("  lost \(pair)") }
         for pair in report.phantom.prefix(10) { say("  phantom \(pair)") }
@@ -156,6 +173,9 @@ struct ChaosBench {
         let poisonPlanted = timeline.events.contains { $0.fault == .poisonTrigger }
         if poisonPlanted && letters.isEmpty {
             throw BenchCheckFailure(message: "chaos: the poison trigger was in place, but no change of a poison user became a dead letter")
+        }
+        if options.hotIdle != nil && evictions.total == 0 {
+            throw BenchCheckFailure(message: "chaos: with --hot-idle \(options.hotIdle!) the node evicted no post: eviction was not put to the test")
         }
         guard report.passed, unexpected.isEmpty, replay?.failed.isEmpty == true, exit == 0 else {
             let window = options.appendfsync == "always" ? "" : " (with appendfsync \(options.appendfsync), kill -9 of Redis may lose what it acknowledged in its last second)"
@@ -269,10 +289,34 @@ struct ChaosFaults {
         try await ChaosBench.sql(pool, "DROP TRIGGER IF EXISTS chaos_poison ON likes")
     }
 
+    /// The posts the node evicted since it started (`/admin/stats`), or `nil` when it does not
+    /// answer.
+    func evictedPosts() -> Int? {
+        guard let (status, body) = try? OneShotHTTP.send(to: node.endpoint, method: "GET", path: "/admin/stats", token: nil, timeoutSeconds: 5),
+              status == 200, let statistics = try? WireDecoder.decode(ServiceStatistics.self, from: Array(body.utf8)) else { return nil }
+        return statistics.shards.reduce(0) { $0 + $1.evictedPosts }
+    }
+
     /// The changes waiting per shard (`/admin/stats`), or `nil` when the node does not answer.
     private func pendingPerShard() -> [Int]? {
         guard let (status, body) = try? OneShotHTTP.send(to: node.endpoint, method: "GET", path: "/admin/stats", token: nil, timeoutSeconds: 5),
               status == 200, let statistics = try? WireDecoder.decode(ServiceStatistics.self, from: Array(body.utf8)) else { return nil }
         return statistics.shards.map(\.pendingChanges)
+    }
+}
+
+/// A counter a process restarts from zero, summed over its restarts from samples: a sample below
+/// the one before means a restart, so the one before is kept and counting starts over.
+struct EvictionTally {
+    private var before = 0
+    private var last = 0
+
+    /// At least this many, in all.
+    var total: Int { before + last }
+
+    mutating func observe(_ sample: Int?) {
+        guard let sample else { return }
+        if sample < last { before += last }
+        last = sample
     }
 }
