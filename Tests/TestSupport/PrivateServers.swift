@@ -7,11 +7,15 @@ public final class PrivateServers: Sendable {
     public let dataDirectory: URL
     public let postgresPort: Int
     public let redisPort: Int
+    /// Redis's AOF policy: `everysec` (as deployed by default), or `always` for a test that
+    /// kills Redis and expects every acknowledged write to survive.
+    public let redisAppendfsync: String
 
     public var postgresURL: String { "postgresql://counter@127.0.0.1:\(postgresPort)/counter" }
     public var redisURL: String { "redis://127.0.0.1:\(redisPort)" }
 
-    private init() throws {
+    private init(redisAppendfsync: String) throws {
+        self.redisAppendfsync = redisAppendfsync
         let folder = URL(fileURLWithPath: NSTemporaryDirectory())
             .appendingPathComponent("counter-private-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true,
@@ -29,8 +33,8 @@ public final class PrivateServers: Sendable {
     ///
     /// A start that fails is tried again (twice at most) on other ports: a port chosen free can be
     /// taken by another process before the server binds it.
-    public static func with<T>(_ body: (PrivateServers) async throws -> T) async throws -> T {
-        let servers = try await startedServers()
+    public static func with<T>(redisAppendfsync: String = "everysec", _ body: (PrivateServers) async throws -> T) async throws -> T {
+        let servers = try await startedServers(redisAppendfsync: redisAppendfsync)
         do {
             let value = try await body(servers)
             try await servers.tearDown()
@@ -41,10 +45,10 @@ public final class PrivateServers: Sendable {
         }
     }
 
-    private static func startedServers(attempts: Int = 3) async throws -> PrivateServers {
+    private static func startedServers(redisAppendfsync: String, attempts: Int = 3) async throws -> PrivateServers {
         var attempt = 1
         while true {
-            let servers = try PrivateServers()
+            let servers = try PrivateServers(redisAppendfsync: redisAppendfsync)
             do {
                 try await startups.pass { try await servers.run("start") }
                 return servers
@@ -62,7 +66,24 @@ public final class PrivateServers: Sendable {
     public func run(_ command: String, only server: String? = nil) async throws {
         try await runServicesScript([command] + (server.map { [$0] } ?? []), environment: [
             "COUNTER_DATA_DIR": dataDirectory.path, "COUNTER_PG_PORT": String(postgresPort), "COUNTER_REDIS_PORT": String(redisPort),
+            "COUNTER_REDIS_APPENDFSYNC": redisAppendfsync,
         ])
+    }
+
+    /// Kills the Redis with SIGKILL (no shutdown, no last write to its files) and waits until it
+    /// is gone; `run("start", only: "redis")` starts it again from its AOF.
+    public func killRedis() async throws {
+        let pidFile = dataDirectory.appendingPathComponent("redis/redis.pid")
+        guard let text = try? String(contentsOf: pidFile, encoding: .utf8), let pid = pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            throw PrivateServersError(message: "no Redis pid in \(pidFile.path)")
+        }
+        kill(pid, SIGKILL)
+        let deadline = ContinuousClock.now + .seconds(10)
+        while kill(pid, 0) == 0 {
+            guard ContinuousClock.now < deadline else { throw PrivateServersError(message: "Redis (pid \(pid)) still there 10 s after SIGKILL") }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        try? FileManager.default.removeItem(at: pidFile)
     }
 
     /// Stops both servers and removes their data.

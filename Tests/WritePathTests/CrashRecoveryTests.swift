@@ -67,6 +67,45 @@ struct CrashRecoveryTests {
         return (lost, phantom, undetermined, rowsByPost)
     }
 
+    /// The answers in a driver's output that do not follow from the one before them on their
+    /// pair (one operation in flight per pair): a toggle flips it, like and unlike set it; after a
+    /// failure or a kill before its answer, the pair's state is unknown until its next answer.
+    /// Each one is recorded as an issue (the first five).
+    static func wrongAnswers(in lines: [String]) -> Int {
+        var previous: [Pair: Bool?] = [:]
+        var inFlight: [Pair: String] = [:]
+        var wrongAnswers = 0
+        for line in lines {
+            let fields = line.split(separator: " ")
+            guard fields.count >= 5, let user = Int64(fields[2]), let post = Int64(fields[3]) else { continue }
+            let pair = Pair(user: user, post: post)
+            switch fields[0] {
+            case "S":
+                if inFlight[pair] != nil { previous[pair] = .some(nil) }  // killed before its answer
+                inFlight[pair] = String(fields[4])
+            case "A":
+                let liked = fields[4] == "1"
+                let before = previous[pair] ?? false  // fresh posts: nobody likes them
+                let wanted: Bool? = switch inFlight[pair] {
+                case "toggle": before.map { !$0 }
+                case "like": true
+                case "unlike": false
+                default: nil
+                }
+                if let wanted, wanted != liked {
+                    wrongAnswers += 1
+                    if wrongAnswers <= 5 { Issue.record("\(pair): \(inFlight[pair] ?? "?") answered \(liked) after \(String(describing: before))") }
+                }
+                previous[pair] = .some(liked)
+                inFlight[pair] = nil
+            default:
+                previous[pair] = .some(nil)
+                inFlight[pair] = nil
+            }
+        }
+        return wrongAnswers
+    }
+
     @Test("SIGKILL in the middle of acknowledged changes: after restart and flush, PostgreSQL holds exactly the acknowledged states",
           arguments: RedisTarget.allCases)
     func killNineThenRecover(redis: RedisTarget) async throws {
@@ -120,41 +159,8 @@ struct CrashRecoveryTests {
             lines += child.output
         }
         let expected = Self.expectations(from: lines)
-        // Every answer follows from the one before it on its pair (one operation in flight per
-        // pair): a toggle flips it, like and unlike set it. A post evicted with a change still
-        // pending would be read stale from PostgreSQL and break this.
-        var previous: [Pair: Bool?] = [:]
-        var inFlight: [Pair: String] = [:]
-        var wrongAnswers = 0
-        for line in lines {
-            let fields = line.split(separator: " ")
-            guard fields.count >= 5, let user = Int64(fields[2]), let post = Int64(fields[3]) else { continue }
-            let pair = Pair(user: user, post: post)
-            switch fields[0] {
-            case "S":
-                if inFlight[pair] != nil { previous[pair] = .some(nil) }  // killed before its answer
-                inFlight[pair] = String(fields[4])
-            case "A":
-                let liked = fields[4] == "1"
-                let before = previous[pair] ?? false  // fresh posts: nobody likes them
-                let wanted: Bool? = switch inFlight[pair] {
-                case "toggle": before.map { !$0 }
-                case "like": true
-                case "unlike": false
-                default: nil
-                }
-                if let wanted, wanted != liked {
-                    wrongAnswers += 1
-                    if wrongAnswers <= 5 { Issue.record("\(pair): \(inFlight[pair] ?? "?") answered \(liked) after \(String(describing: before))") }
-                }
-                previous[pair] = .some(liked)
-                inFlight[pair] = nil
-            default:
-                previous[pair] = .some(nil)
-                inFlight[pair] = nil
-            }
-        }
-        #expect(wrongAnswers == 0)
+        // A post evicted with a change still pending would be read stale from PostgreSQL.
+        #expect(Self.wrongAnswers(in: lines) == 0)
 
         let recovery = try ChildProcess([driver, "recover"] + common + ["1", "100"])
         #expect(try await recovery.waitForExit() == 0)
@@ -170,6 +176,65 @@ struct CrashRecoveryTests {
         }
         print("crash while evicting (\(redis)): \(lines.filter { $0.hasPrefix("A ") }.count) acknowledged over \(expected.count) pairs in two runs; lost \(lost), phantom \(phantom)")
         await pool.close()
+    }
+
+    @Test("Redis killed (SIGKILL) twice while idle posts are evicted every 100 ms, on a Redis that syncs each write: nothing acknowledged lost, nothing phantom, every answer follows from the one before, and every count after the restart equals PostgreSQL's rows",
+          .timeLimit(.minutes(4)))
+    func redisKilledWhileEvicting() async throws {
+        // A Redis of its own, killed and started again from its AOF; with `appendfsync always` it
+        // loses nothing it acknowledged, so neither may the service. Evictions run all the time,
+        // so the kills land before, inside and after their transactions.
+        try await PrivateServers.with(redisAppendfsync: "always") { servers in
+            let pool = PostgresPool(configuration: PostgresConfiguration(url: servers.postgresURL))
+            _ = try await SchemaMigrator.migrate(pool)
+            let posts = try await TestEnvironment.createPosts(1_500, in: pool)
+            let prefix = TestEnvironment.uniqueKeyPrefix("redis-kill-evict")
+            let driver = ChildProcess.builtProduct("CrashDriver")
+            let common = [servers.postgresURL, servers.redisURL, prefix, posts.map(String.init).joined(separator: ",")]
+            let child = try ChildProcess([driver, "run"] + common + ["8", "100"])
+            func evictions(_ lines: [String]) -> Int {
+                lines.lazy.filter { $0.hasPrefix("V ") }.compactMap { Int($0.dropFirst(2)) }.max() ?? 0
+            }
+            var evictedBefore = 0
+            for round in 1...2 {
+                // Served and evicting since the round before.
+                let acknowledged = round * 3_000
+                let enough = try await child.waitForOutput(timeout: .seconds(60)) { lines in
+                    lines.lazy.filter { $0.hasPrefix("A ") }.count >= acknowledged && evictions(lines) > evictedBefore
+                }
+                #expect(enough, "round \(round): the driver acknowledged too little, or no post was evicted, before Redis was killed")
+                evictedBefore = evictions(child.output)
+                try await servers.killRedis()
+                try await Task.sleep(for: .milliseconds(300))
+                try await servers.run("start", only: "redis")
+            }
+            // Served again after the last restart: more answers, and more evictions.
+            let answeredAfter = child.output.lazy.filter { $0.hasPrefix("A ") }.count + 2_000
+            let served = try await child.waitForOutput(timeout: .seconds(60)) { lines in
+                lines.lazy.filter { $0.hasPrefix("A ") }.count >= answeredAfter && evictions(lines) > evictedBefore
+            }
+            #expect(served, "the driver was not served again, or evicted nothing, after Redis came back")
+            child.kill(SIGKILL)
+            #expect(try await child.waitForExit() == 128 + SIGKILL)
+            let lines = child.output
+            let evicted = evictions(lines)
+            let failed = lines.lazy.filter { $0.hasPrefix("E ") }.count
+
+            let expected = Self.expectations(from: lines)
+            #expect(Self.wrongAnswers(in: lines) == 0)
+            let recovery = try ChildProcess([driver, "recover"] + common + ["1", "100"])
+            #expect(try await recovery.waitForExit() == 0)
+            #expect(recovery.output.contains("FLUSHED"))
+            let (lost, phantom, _, rowsByPost) = try await Self.audit(expected, posts: posts, pool: pool)
+            #expect(lost == 0 && phantom == 0, "lost \(lost), phantom \(phantom)")
+            let answered = recovery.output.filter { $0.hasPrefix("C ") }.map { $0.split(separator: " ") }
+            #expect(answered.count == posts.count)
+            for fields in answered {
+                #expect(Int64(fields[2]) == rowsByPost[Int64(fields[1]) ?? 0], "post \(fields[1]): answered \(fields[2]), rows \(rowsByPost[Int64(fields[1]) ?? 0] ?? -1)")
+            }
+            print("Redis killed while evicting: \(lines.filter { $0.hasPrefix("A ") }.count) acknowledged, \(failed) failed while Redis was down, \(evicted) evictions, over \(expected.count) pairs; lost \(lost), phantom \(phantom)")
+            await pool.close()
+        }
     }
 
     @Test("a restart without a final flush: the new service recovers the logs, flushes them, and reads its state from Redis",
