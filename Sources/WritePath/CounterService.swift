@@ -68,10 +68,11 @@ public final class CounterService: Service {
             clients += [io.batchRedis, io.flushRedis, io.hydrationRedis]
         }
         let sweeperRedis = RedisClient(topology: topology)
-        self.sweeper = HotSetSweeper(redis: sweeperRedis, layout: layout, configuration: configuration, shardMap: map,
-                                     shards: shards, repeatsDiscovery: ownership.isFenced, log: log)
+        let lettersRedis = RedisClient(topology: topology)
+        self.sweeper = HotSetSweeper(redis: sweeperRedis, lettersRedis: lettersRedis, layout: layout, configuration: configuration,
+                                     shardMap: map, shards: shards, repeatsDiscovery: ownership.isFenced, log: log)
         self.shards = shards
-        self.clients = clients + [sweeperRedis]
+        self.clients = clients + [sweeperRedis, lettersRedis]
         self.redisTopology = topology
     }
 

@@ -2,8 +2,9 @@ import CounterCore
 import Persistence
 import ShardRouter
 
-/// Keeps Redis a hot set across restarts and under a memory target: the I/O loop beside the
-/// shards that they cannot do themselves, because it concerns a Redis master, not a slot.
+/// Keeps Redis a hot set across restarts and under a memory target: the I/O beside the shards
+/// that they cannot do themselves, because it concerns a Redis master, not a slot. Three loops
+/// run side by side (a walk of a large Redis takes seconds and must delay neither of the others):
 ///
 /// - **Discovery**: once the idle time has passed since the start (no post from before could
 ///   be evicted sooner; and a short-lived process never walks a large Redis) — and, on a node of
@@ -14,13 +15,17 @@ import ShardRouter
 ///   again — are evicted once idle like the others.
 /// - **Dead letters**: at the start and every `deadLetterInterval`, it reads the dead-letter
 ///   stream and tells each shard which of its posts have refused changes there: those stay in
-///   Redis until the letters are replayed or dropped (`DeadLetterPins`).
+///   Redis until the letters are replayed or dropped (`DeadLetterPins`), on a connection of
+///   its own.
 /// - **Memory**: every `memoryInterval` it reads each master's `INFO memory` (for `/metrics`)
 ///   and, with a `hotMemoryTarget`, asks the shards to evict their least recently touched
 ///   posts on a master above it (`HotSetPlan.shrinkRequests`), as far as nothing of them is
 ///   pending — the shards decide; this only measures and asks.
 struct HotSetSweeper: Sendable {
+    /// For the walks and the memory checks.
     let redis: RedisClient
+    /// For the reads of the dead letters: a connection of their own, never behind a walk's page.
+    let lettersRedis: RedisClient
     let layout: RedisKeyLayout
     let configuration: WritePathConfiguration
     let shardMap: ShardMap
@@ -49,22 +54,33 @@ struct HotSetSweeper: Sendable {
     /// a shard that never had a read, or gained slots since, evicts nothing).
     static let deadLettersReadLimit = 100_000
 
-    /// Runs until cancelled.
+    /// Runs until cancelled: three loops side by side, so that a long walk of a large Redis
+    /// delays neither the reads of the dead letters nor the memory checks.
     func run() async {
         let evicts = configuration.hotIdle != nil || configuration.hotMemoryTarget != nil
-        var nextDiscovery: ContinuousClock.Instant? = ContinuousClock.now + firstDiscovery
-        var nextLetterRead = ContinuousClock.now
-        while !Task.isCancelled {
-            if evicts, ContinuousClock.now >= nextLetterRead {
-                await readDeadLetters()
-                nextLetterRead = ContinuousClock.now + Self.deadLetterInterval
+        await withDiscardingTaskGroup { group in
+            if evicts {
+                group.addTask {
+                    while !Task.isCancelled {
+                        await readDeadLetters()
+                        try? await Task.sleep(for: Self.deadLetterInterval)
+                    }
+                }
+                group.addTask {
+                    try? await Task.sleep(for: firstDiscovery)
+                    while !Task.isCancelled {
+                        await discover()
+                        guard repeatsDiscovery else { return }
+                        try? await Task.sleep(for: discoveryInterval)
+                    }
+                }
             }
-            if evicts, let due = nextDiscovery, ContinuousClock.now >= due {
-                await discover()
-                nextDiscovery = repeatsDiscovery ? ContinuousClock.now + discoveryInterval : nil
+            group.addTask {
+                while !Task.isCancelled {
+                    await measureMemory()
+                    try? await Task.sleep(for: Self.memoryInterval)
+                }
             }
-            await measureMemory()
-            try? await Task.sleep(for: Self.memoryInterval)
         }
     }
 
@@ -77,7 +93,7 @@ struct HotSetSweeper: Sendable {
         let started = ContinuousClock.now
         var posts: [Int64] = []
         do {
-            let length = try await redis.send(.xlen(layout.deadLetters), slot: layout.deadLettersSlot).throwingServerError().integer ?? 0
+            let length = try await lettersRedis.send(.xlen(layout.deadLetters), slot: layout.deadLettersSlot).throwingServerError().integer ?? 0
             guard length <= Self.deadLettersReadLimit else {
                 log.log(.warn, "dead_letters_not_read", ["letters": String(length), "limit": String(Self.deadLettersReadLimit),
                                                          "why": "too many to read: posts are evicted as the last read allowed; replay or drop them"])
@@ -86,7 +102,7 @@ struct HotSetSweeper: Sendable {
             var start = "-"
             while length > 0 {
                 guard !Task.isCancelled else { return }
-                let entries = try await redis.send(.xrange(layout.deadLetters, start: start, count: 1_000), slot: layout.deadLettersSlot).streamEntries()
+                let entries = try await lettersRedis.send(.xrange(layout.deadLetters, start: start, count: 1_000), slot: layout.deadLettersSlot).streamEntries()
                 posts += HotSetPlan.pinnedPosts(in: entries)
                 guard entries.count == 1_000, let last = entries.last else { break }
                 start = "(" + last.id.description

@@ -28,6 +28,9 @@ final class Shard: Sendable {
     /// Where slot states are published for the rest of the node.
     private let ownership: OwnedSlots
     private let log: NodeLog
+    /// When the shard was made: a sole writer serves its slots from then on (what a read of the
+    /// dead-letter stream begun since then finds is all it must know: `DeadLetterPins`).
+    private let createdAt = ContinuousClock.now
 
     init(index: Int, slots: Range<Int>, io: ShardIO, configuration: WritePathConfiguration, ownership: OwnedSlots, log: NodeLog) {
         self.index = index
@@ -45,7 +48,7 @@ final class Shard: Sendable {
     /// still under way (large posts loading) and returns once every child task has ended.
     func run() async {
         var machine = ShardStateMachine(index: index, slotRange: slotRange, configuration: configuration,
-                                        isFenced: ownership.isFenced, now: .now)
+                                        isFenced: ownership.isFenced, now: createdAt)
         let ticker = ShardTicker()
         let inbox = self.inbox
         await withDiscardingTaskGroup { group in

@@ -88,6 +88,17 @@ package struct WritePathHarness {
     }
 
     /// Transactions the flushers committed, summed over shards.
+    /// What each shard's statistics and the log say of its flushes, for a failure's message.
+    package func flushReport() async -> String {
+        let shards = await service.stats().map { shard in
+            "shard \(shard.shard ?? -1): pending \(shard.pendingChanges), oldest \(shard.oldestPendingAgeSeconds) s, "
+                + "since flush \(shard.secondsSinceFlush) s, transactions \(shard.flushTransactions), retries \(shard.flushRetries), "
+                + "hot posts \(shard.hotPosts), evicted \(shard.evictedPosts), last error \(shard.lastFlushError ?? "none"), Redis errors \(shard.redisErrors), PostgreSQL errors \(shard.postgresErrors)"
+        }
+        let lines = log.all.suffix(30)
+        return (shards + ["log:"] + lines).joined(separator: "\n")
+    }
+
     package func flushTransactions() async -> Int {
         await service.stats().reduce(0) { $0 + $1.flushTransactions }
     }
@@ -112,6 +123,9 @@ package final class LogLines: Sendable {
 
     /// A log at every level that writes here.
     package var nodeLog: NodeLog { NodeLog(minimum: .debug) { line in self.lines.withLock { $0.append(line) } } }
+
+    /// Every line so far.
+    package var all: [String] { lines.withLock { $0 } }
 
     /// The lines of `event`.
     package func lines(of event: String) -> [String] {

@@ -3,7 +3,7 @@ import ShardRouter
 
 /// A tiny in-memory Redis for tests of the shard's batch protocol: sets, strings and streams,
 /// and just the commands a batch sends (`EXISTS`, `SCARD`, `SMISMEMBER`, `SADD`, `SREM`, `DEL`,
-/// `SET`, `XADD`). It runs the commands themselves, decoded from their RESP encoding, so a test
+/// `UNLINK`, `SET`, `XADD`). It runs the commands themselves, decoded from their RESP encoding, so a test
 /// checks what the protocol really emits.
 struct RedisModel {
     /// How a group fails, when it does.
@@ -66,7 +66,7 @@ struct RedisModel {
             let removed = arguments.dropFirst(2).filter { set.remove($0) != nil }.count
             sets[key] = set.isEmpty ? nil : set   // Redis deletes an empty set
             return .integer(Int64(removed))
-        case "DEL":
+        case "DEL", "UNLINK":
             var deleted = 0
             for key in arguments.dropFirst() {
                 if sets.removeValue(forKey: key) != nil || strings.removeValue(forKey: key) != nil

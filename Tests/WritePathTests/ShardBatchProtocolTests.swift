@@ -496,18 +496,19 @@ struct ShardBatchProtocolTests {
 
     // MARK: - Model-based
 
-    @Test("random batches against a model Redis: its sets and logs match a reference, answers one serial order", arguments: [
+    @Test("random batches against a model Redis, with flushes and evictions between them: its sets and logs match a reference, answers one serial order, cold posts read and loaded exactly", arguments: [
         (UInt64(1), AcknowledgementMode.redis), (2, .redis), (3, .postgres), (4, .memory), (5, .redis),
     ])
     func modelBased(seed: UInt64, acknowledgement: AcknowledgementMode) throws {
         var random = SeededGenerator(seed: seed)
-        let postgres = PostgresModel(posts: [1, 2, 3], likes: [1: [1, 2], 2: [3]])
+        var postgres = PostgresModel(posts: [1, 2, 3], likes: [1: [1, 2], 2: [3]])
         let missingPost: Int64 = 4
         var redis = RedisModel()
         var reference = postgres.likes.mapValues { Set($0) }
         for post in postgres.posts where reference[post] == nil { reference[post] = [] }
         var replayed = reference   // PostgreSQL's rows with every log entry so far applied
         var logged: [String: Int] = [:]   // entries per log before the batch
+        var evictions = 0, coldLookups = 0
         try #require(Set((1...4).map { Self.slot(Int64($0)) }).count == 4, "one post per slot, so a slot's failure is its post's")
         for batch in 0..<400 {
             let requests = (0..<Int.random(in: 1...30, using: &random)).map { _ -> Request in
@@ -584,7 +585,23 @@ struct ShardBatchProtocolTests {
             #expect(run.lostWrites.isSubset(of: run.completion.uncertainSlots))
             #expect(run.completion.statistics.lostMemoryAcknowledgements == 0)
             logged = redis.streams.mapValues(\.count)
+
+            // Now and then the flusher catches up (PostgreSQL gets every logged change), and
+            // then, nothing of them pending, loaded posts are evicted as the shard does it: the
+            // next batches read them cold and load them again with their first write.
+            if random.next() % 5 == 0 {
+                postgres.likes = replayed.mapValues { $0.sorted() }
+                let loaded = postgres.posts.filter { redis.strings[Self.marker($0)] == "1" }.sorted()
+                let evicted = loaded.filter { _ in random.next() % 2 == 0 }
+                evictions += evicted.count
+                _ = redis.execute(PostHydration.transactions(unloading: evicted, layout: Self.layout))
+                for post in evicted {
+                    #expect(redis.strings[Self.marker(post)] == nil && redis.sets[Self.likers(post)] == nil)
+                }
+            }
+            coldLookups += run.lookups.count
         }
+        #expect(evictions > 20 && coldLookups > 20, "evictions \(evictions), cold lookups \(coldLookups): the run must meet cold posts")
     }
 
     /// Applies `request` to a post's likers, as one serial step; returns its answer.
