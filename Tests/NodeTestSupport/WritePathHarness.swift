@@ -148,8 +148,10 @@ extension WritePathConfiguration {
     /// No flush starts on its own (interval, age and size far out of reach): changes wait in the
     /// logs until a test asks (`flush()`, `/admin/flush`, `counter-node flush`, shutdown).
     package mutating func flushOnlyWhenAsked() {
-        flushInterval = .seconds(60)
-        flushMaxAge = .seconds(60)
+        // An hour, not a minute: a loaded test process was seen stalled for over a minute, and
+        // the interval then flushed what a test expected to still wait.
+        flushInterval = .seconds(3_600)
+        flushMaxAge = .seconds(3_600)
         flushBatchSize = 1_000_000
     }
 }
