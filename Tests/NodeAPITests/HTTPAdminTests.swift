@@ -82,18 +82,7 @@ struct HTTPAdminTests {
           arguments: RedisTarget.allCases)
     func poisonChange(redis: RedisTarget) async throws {
         // A database of its own: the trigger must not reach other tests.
-        try await TestEnvironment.withScratchDatabase { pool, url in
-            _ = try await SchemaMigrator.migrate(pool)
-            try await pool.withConnection { connection in
-                try await connection.runScript("""
-                    CREATE FUNCTION refuse_banned() RETURNS trigger LANGUAGE plpgsql AS $$
-                    BEGIN
-                        IF COALESCE(NEW.user_id, OLD.user_id) = 666 THEN RAISE EXCEPTION 'user 666 is banned'; END IF;
-                        RETURN COALESCE(NEW, OLD);
-                    END $$;
-                    CREATE TRIGGER refuse_banned BEFORE INSERT OR DELETE ON likes FOR EACH ROW EXECUTE FUNCTION refuse_banned();
-                    """)
-            }
+        try await TestEnvironment.withUser666Refused { pool, url in
             let http = try await HTTPHarness.start(posts: 3, redis: redis, postgresURL: url, writePath: { $0.flushOnlyWhenAsked() })
             let posts = http.posts
             var expected: Set<Pair> = []

@@ -70,6 +70,26 @@ public enum TestEnvironment {
         }
     }
 
+    /// Runs `body` with a migrated database of its own (`withScratchDatabase`) where a trigger,
+    /// `refuse_banned`, raises `user 666 is banned` (SQLSTATE `P0001`) for every row of user 666
+    /// inserted into or deleted from `likes`: a change PostgreSQL refuses on its own.
+    public static func withUser666Refused<T>(_ body: (PostgresPool, String) async throws -> T) async throws -> T {
+        try await withScratchDatabase { pool, url in
+            _ = try await SchemaMigrator.migrate(pool)
+            try await pool.withConnection { connection in
+                try await connection.runScript("""
+                    CREATE FUNCTION refuse_banned() RETURNS trigger LANGUAGE plpgsql AS $$
+                    BEGIN
+                        IF COALESCE(NEW.user_id, OLD.user_id) = 666 THEN RAISE EXCEPTION 'user 666 is banned'; END IF;
+                        RETURN COALESCE(NEW, OLD);
+                    END $$;
+                    CREATE TRIGGER refuse_banned BEFORE INSERT OR DELETE ON likes FOR EACH ROW EXECUTE FUNCTION refuse_banned();
+                    """)
+            }
+            return try await body(pool, url)
+        }
+    }
+
     /// A key prefix no other test uses.
     public static func uniqueKeyPrefix(_ label: String) -> String {
         "test:\(label):\(UUID().uuidString.prefix(8))"

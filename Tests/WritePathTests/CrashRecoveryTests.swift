@@ -67,6 +67,29 @@ struct CrashRecoveryTests {
         return (lost, phantom, undetermined, rowsByPost)
     }
 
+    /// The most posts a driver reported evicted (`V <evicted>` lines).
+    static func evictions(in lines: [String]) -> Int {
+        lines.lazy.filter { $0.hasPrefix("V ") }.compactMap { Int($0.dropFirst(2)) }.max() ?? 0
+    }
+
+    /// Runs the driver's `recover` (the logs flushed, then every post's count answered), audits
+    /// PostgreSQL against `expected` — nothing lost or phantom, counts equal rows — and checks
+    /// that the count answered for every post, hot or cold, equals its rows.
+    static func recoverAndAudit(driver: String, _ common: [String], _ expected: [Pair: Expected], posts: [Int64],
+                                pool: PostgresPool) async throws -> (lost: Int, phantom: Int) {
+        let recovery = try ChildProcess([driver, "recover"] + common + ["1", "100"])
+        #expect(try await recovery.waitForExit() == 0)
+        #expect(recovery.output.contains("FLUSHED"))
+        let (lost, phantom, _, rowsByPost) = try await audit(expected, posts: posts, pool: pool)
+        #expect(lost == 0 && phantom == 0, "lost \(lost), phantom \(phantom)")
+        let answered = recovery.output.filter { $0.hasPrefix("C ") }.map { $0.split(separator: " ") }
+        #expect(answered.count == posts.count)
+        for fields in answered {
+            #expect(Int64(fields[2]) == rowsByPost[Int64(fields[1]) ?? 0], "post \(fields[1]): answered \(fields[2]), rows \(rowsByPost[Int64(fields[1]) ?? 0] ?? -1)")
+        }
+        return (lost, phantom)
+    }
+
     /// The answers in a driver's output that do not follow from the one before them on their
     /// pair (one operation in flight per pair): a toggle flips it, like and unlike set it; after a
     /// failure or a kill before its answer, the pair's state is unknown until its next answer.
@@ -154,7 +177,7 @@ struct CrashRecoveryTests {
             child.kill(SIGKILL)
             #expect(try await child.waitForExit() == 128 + SIGKILL)
             #expect(enough, "round \(round): the driver acknowledged too little before the kill")
-            let evicted = child.output.filter { $0.hasPrefix("V ") }.compactMap { Int($0.dropFirst(2)) }.max() ?? 0
+            let evicted = Self.evictions(in: child.output)
             #expect(evicted > 0, "round \(round): no post was evicted while the driver ran")
             lines += child.output
         }
@@ -162,18 +185,7 @@ struct CrashRecoveryTests {
         // A post evicted with a change still pending would be read stale from PostgreSQL.
         #expect(Self.wrongAnswers(in: lines) == 0)
 
-        let recovery = try ChildProcess([driver, "recover"] + common + ["1", "100"])
-        #expect(try await recovery.waitForExit() == 0)
-        #expect(recovery.output.contains("FLUSHED"))
-
-        let (lost, phantom, _, rowsByPost) = try await Self.audit(expected, posts: posts, pool: pool)
-        #expect(lost == 0 && phantom == 0, "lost \(lost), phantom \(phantom)")
-        // The next touch reads every post correctly, hot or cold.
-        let answered = recovery.output.filter { $0.hasPrefix("C ") }.map { $0.split(separator: " ") }
-        #expect(answered.count == posts.count)
-        for fields in answered {
-            #expect(Int64(fields[2]) == rowsByPost[Int64(fields[1]) ?? 0], "post \(fields[1]): answered \(fields[2]), rows \(rowsByPost[Int64(fields[1]) ?? 0] ?? -1)")
-        }
+        let (lost, phantom) = try await Self.recoverAndAudit(driver: driver, common, expected, posts: posts, pool: pool)
         print("crash while evicting (\(redis)): \(lines.filter { $0.hasPrefix("A ") }.count) acknowledged over \(expected.count) pairs in two runs; lost \(lost), phantom \(phantom)")
         await pool.close()
     }
@@ -192,18 +204,15 @@ struct CrashRecoveryTests {
             let driver = ChildProcess.builtProduct("CrashDriver")
             let common = [servers.postgresURL, servers.redisURL, prefix, posts.map(String.init).joined(separator: ",")]
             let child = try ChildProcess([driver, "run"] + common + ["8", "100"])
-            func evictions(_ lines: [String]) -> Int {
-                lines.lazy.filter { $0.hasPrefix("V ") }.compactMap { Int($0.dropFirst(2)) }.max() ?? 0
-            }
             var evictedBefore = 0
             for round in 1...2 {
                 // Served and evicting since the round before.
                 let acknowledged = round * 3_000
                 let enough = try await child.waitForOutput(timeout: .seconds(60)) { lines in
-                    lines.lazy.filter { $0.hasPrefix("A ") }.count >= acknowledged && evictions(lines) > evictedBefore
+                    lines.lazy.filter { $0.hasPrefix("A ") }.count >= acknowledged && Self.evictions(in: lines) > evictedBefore
                 }
                 #expect(enough, "round \(round): the driver acknowledged too little, or no post was evicted, before Redis was killed")
-                evictedBefore = evictions(child.output)
+                evictedBefore = Self.evictions(in: child.output)
                 try await servers.killRedis()
                 try await Task.sleep(for: .milliseconds(300))
                 try await servers.run("start", only: "redis")
@@ -211,27 +220,18 @@ struct CrashRecoveryTests {
             // Served again after the last restart: more answers, and more evictions.
             let answeredAfter = child.output.lazy.filter { $0.hasPrefix("A ") }.count + 2_000
             let served = try await child.waitForOutput(timeout: .seconds(60)) { lines in
-                lines.lazy.filter { $0.hasPrefix("A ") }.count >= answeredAfter && evictions(lines) > evictedBefore
+                lines.lazy.filter { $0.hasPrefix("A ") }.count >= answeredAfter && Self.evictions(in: lines) > evictedBefore
             }
             #expect(served, "the driver was not served again, or evicted nothing, after Redis came back")
             child.kill(SIGKILL)
             #expect(try await child.waitForExit() == 128 + SIGKILL)
             let lines = child.output
-            let evicted = evictions(lines)
+            let evicted = Self.evictions(in: lines)
             let failed = lines.lazy.filter { $0.hasPrefix("E ") }.count
 
             let expected = Self.expectations(from: lines)
             #expect(Self.wrongAnswers(in: lines) == 0)
-            let recovery = try ChildProcess([driver, "recover"] + common + ["1", "100"])
-            #expect(try await recovery.waitForExit() == 0)
-            #expect(recovery.output.contains("FLUSHED"))
-            let (lost, phantom, _, rowsByPost) = try await Self.audit(expected, posts: posts, pool: pool)
-            #expect(lost == 0 && phantom == 0, "lost \(lost), phantom \(phantom)")
-            let answered = recovery.output.filter { $0.hasPrefix("C ") }.map { $0.split(separator: " ") }
-            #expect(answered.count == posts.count)
-            for fields in answered {
-                #expect(Int64(fields[2]) == rowsByPost[Int64(fields[1]) ?? 0], "post \(fields[1]): answered \(fields[2]), rows \(rowsByPost[Int64(fields[1]) ?? 0] ?? -1)")
-            }
+            let (lost, phantom) = try await Self.recoverAndAudit(driver: driver, common, expected, posts: posts, pool: pool)
             print("Redis killed while evicting: \(lines.filter { $0.hasPrefix("A ") }.count) acknowledged, \(failed) failed while Redis was down, \(evicted) evictions, over \(expected.count) pairs; lost \(lost), phantom \(phantom)")
             await pool.close()
         }
