@@ -172,7 +172,12 @@ package enum ClusterHTTP {
 /// last operation failed a like that is answered, so each pair's state is known.
 package final class HTTPPairLoad: Sendable {
     package let posts: [Int64]
-    private let state = Mutex<(expected: [Pair: PairLoad.Expected], stop: Bool, acknowledged: Int, failed: Int, statuses: [String: Int])>(([:], false, 0, 0, [:]))
+    /// `unanswered`: pairs with a request that got no answer. Such a request may still be applied
+    /// later (a node paused with it read waits, then acts on it after it resumes), so the load
+    /// sends nothing more for the pair: a later answer would not be its final state. `settle`
+    /// decides them once every node runs again.
+    private let state = Mutex<(expected: [Pair: PairLoad.Expected], stop: Bool, acknowledged: Int, failed: Int, statuses: [String: Int],
+                               unanswered: Set<Pair>)>(([:], false, 0, 0, [:], []))
     private let nodes = Mutex<[String]>([])
 
     package init(posts: [Int64]) {
@@ -195,7 +200,8 @@ package final class HTTPPairLoad: Sendable {
                         let user = Int64(worker * usersPerWorker + Int.random(in: 1...usersPerWorker))
                         let post = self.posts.randomElement()!
                         let method = ["toggle", "PUT", "DELETE", "toggle"].randomElement()!
-                        await self.send(method, Pair(user: user, post: post))
+                        let pair = Pair(user: user, post: post)
+                        if !self.state.withLock({ $0.unanswered.contains(pair) }) { await self.send(method, pair) }
                         try? await Task.sleep(for: .milliseconds(20))
                     }
                 }
@@ -213,6 +219,7 @@ package final class HTTPPairLoad: Sendable {
         let request = RawHTTPClient.request("PUT", "/v1/posts/\(pair.post)/likes/\(pair.user)")
         guard let answer = try? await RawHTTPClient.exchange(port: port, chunks: [request], responses: 1, timeout: .seconds(6)).first else {
             record(pair, .either, status: 0)
+            state.withLock { _ = $0.unanswered.insert(pair) }
             return false
         }
         if answer.status == 200, let state = try? JSONDecoder().decode(LikeStatus.self, from: Data(answer.body)) {
@@ -247,6 +254,7 @@ package final class HTTPPairLoad: Sendable {
             record(pair, .either, status: status, code: code)
         } catch {
             record(pair, .either, status: 0)
+            state.withLock { _ = $0.unanswered.insert(pair) }
         }
         return false
     }
