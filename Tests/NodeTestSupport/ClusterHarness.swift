@@ -172,7 +172,7 @@ package enum ClusterHTTP {
 /// last operation failed a like that is answered, so each pair's state is known.
 package final class HTTPPairLoad: Sendable {
     package let posts: [Int64]
-    /// `unanswered`: pairs with a request that got no answer. Such a request may still be applied
+    /// `unanswered`: pairs with a request that got no answer (status 0). Such a request may still be applied
     /// later (a node paused with it read waits, then acts on it after it resumes), so the load
     /// sends nothing more for the pair: a later answer would not be its final state. `settle`
     /// decides them once every node runs again.
@@ -219,7 +219,6 @@ package final class HTTPPairLoad: Sendable {
         let request = RawHTTPClient.request("PUT", "/v1/posts/\(pair.post)/likes/\(pair.user)")
         guard let answer = try? await RawHTTPClient.exchange(port: port, chunks: [request], responses: 1, timeout: .seconds(6)).first else {
             record(pair, .either, status: 0)
-            state.withLock { _ = $0.unanswered.insert(pair) }
             return false
         }
         if answer.status == 200, let state = try? JSONDecoder().decode(LikeStatus.self, from: Data(answer.body)) {
@@ -254,7 +253,6 @@ package final class HTTPPairLoad: Sendable {
             record(pair, .either, status: status, code: code)
         } catch {
             record(pair, .either, status: 0)
-            state.withLock { _ = $0.unanswered.insert(pair) }
         }
         return false
     }
@@ -262,6 +260,7 @@ package final class HTTPPairLoad: Sendable {
     private func record(_ pair: Pair, _ expected: PairLoad.Expected, status: Int, code: String = "") {
         state.withLock { state in
             state.expected[pair] = expected
+            if status == 0 { state.unanswered.insert(pair) }
             state.statuses["\(status)\(code)", default: 0] += 1
             if status == 200 { state.acknowledged += 1 } else { state.failed += 1 }
         }
