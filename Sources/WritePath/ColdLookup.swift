@@ -69,23 +69,35 @@ struct ColdLookup: Equatable {
     /// The rows `(id, likes_count, NULL)` of the existing posts.
     static let postsPart = "SELECT id, likes_count, NULL::bigint FROM posts WHERE id = ANY($1::bigint[])"
 
-    /// The rows `(post_id, NULL, user_id)` of the likes among the pairs `$a[i], $b[i]` (found by
-    /// the `(user_id, post_id)` unique index: a point lookup each, whatever the post's size).
+    /// The rows `(post_id, NULL, user_id)` of the likes among the pairs `$a[i], $b[i]`: a point
+    /// lookup each by the `(user_id, post_id)` unique index, whatever the post's size.
+    ///
+    /// Written as a lateral subquery with `LIMIT 1` (the pair is unique) so that PostgreSQL
+    /// cannot plan it as a join over `likes`: with a small or freshly grown table it chose a
+    /// hash join over a scan of all of `likes` (seen: 4 ms a lookup at 50,000 rows, on every batch).
     static func pairsPart(_ a: Int, _ b: Int) -> String {
         """
-        SELECT l.post_id, NULL::bigint, l.user_id
-        FROM likes l JOIN unnest($\(a)::bigint[], $\(b)::bigint[]) AS asked(post_id, user_id)
-          ON l.user_id = asked.user_id AND l.post_id = asked.post_id
+        SELECT asked.post_id, NULL::bigint, l.user_id
+        FROM unnest($\(a)::bigint[], $\(b)::bigint[]) AS asked(post_id, user_id)
+        CROSS JOIN LATERAL (
+          SELECT user_id FROM likes WHERE user_id = asked.user_id AND post_id = asked.post_id LIMIT 1
+        ) l
         """
     }
 
     /// The rows `(post_id, NULL, user_id)` of every like of the posts of `$a` whose
-    /// `likes_count` is below `$b` (the posts filtered first, then their likes by the post index:
-    /// a large post's rows are never read).
+    /// `likes_count` is below `$b`: the posts filtered first, then each one's likes by the
+    /// `likes (post_id)` index, so a large post's rows are never read.
+    ///
+    /// The likes are a lateral subquery behind `OFFSET 0` (which keeps PostgreSQL from folding
+    /// it into a join, and cuts nothing) so that they are read post by post by the index: as a
+    /// join, a small or freshly grown `likes` was planned as a hash join over a scan of all of it
+    /// (seen: 4 ms a lookup at 50,000 rows, 0.8 ms this way, on every batch).
     static func loadingPart(_ a: Int, _ b: Int) -> String {
         """
-        SELECT l.post_id, NULL::bigint, l.user_id
-        FROM posts p JOIN likes l ON l.post_id = p.id
+        SELECT p.id, NULL::bigint, l.user_id
+        FROM posts p
+        CROSS JOIN LATERAL (SELECT user_id FROM likes WHERE post_id = p.id OFFSET 0) l
         WHERE p.id = ANY($\(a)::bigint[]) AND p.likes_count < $\(b)
         """
     }
