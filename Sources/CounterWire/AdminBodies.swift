@@ -125,26 +125,30 @@ public struct PostInspection: Sendable, Equatable, Codable {
     public enum Tier {
         /// Count and whole likers set in Redis: reads and writes are answered from Redis.
         public static let hot = "hot"
+        /// Count and the memberships seen since it turned warm in Redis (a large post written
+        /// while cold): a user Redis does not know is looked up in PostgreSQL.
+        public static let warm = "warm"
         /// Nothing in Redis: PostgreSQL is the truth, and answers reads.
         public static let cold = "cold"
     }
 
     /// The post in Redis.
     public struct Redis: Sendable, Equatable, Codable {
-        /// `Tier.hot` or `Tier.cold`.
+        /// `Tier.hot`, `Tier.warm` or `Tier.cold`.
         public var tier: String
-        /// Whether Redis holds the post's likers set (`tier` is hot).
+        /// Whether Redis holds the post's count (`tier` is hot or warm).
         public var hydrated: Bool
         public var likesCount: Int64
         /// Changes to the post still waiting in its slot's log (read up to 10,000 entries).
         public var pendingChanges: Int
         /// Seconds since the flusher of the post's shard last committed.
         public var secondsSinceFlush: Double
-        /// Whether the user asked about is in the likers set (`nil` without `?user=`).
+        /// Whether Redis has the user asked about as a liker (`nil` without `?user=`, or for a
+        /// warm post that does not know the user).
         public var isLiked: Bool?
 
-        public init(hydrated: Bool, likesCount: Int64, pendingChanges: Int, secondsSinceFlush: Double, isLiked: Bool?) {
-            self.tier = hydrated ? Tier.hot : Tier.cold
+        public init(hydrated: Bool, warm: Bool = false, likesCount: Int64, pendingChanges: Int, secondsSinceFlush: Double, isLiked: Bool?) {
+            self.tier = warm ? Tier.warm : hydrated ? Tier.hot : Tier.cold
             self.hydrated = hydrated
             self.likesCount = likesCount
             self.pendingChanges = pendingChanges

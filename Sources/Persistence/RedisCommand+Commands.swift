@@ -20,6 +20,17 @@ extension RedisCommand {
     public static func smismember(_ key: String, _ members: [RedisArgument]) -> RedisCommand { RedisCommand("SMISMEMBER", [key] + members) }
     public static func scard(_ key: String) -> RedisCommand { RedisCommand("SCARD", key) }
 
+    // Hashes: a warm post's count and known memberships.
+    /// `HSET key field value …`.
+    public static func hset(_ key: String, _ pairs: [(RedisArgument, RedisArgument)]) -> RedisCommand {
+        var arguments: [RedisArgument] = [key]
+        arguments.reserveCapacity(1 + pairs.count * 2)
+        for (field, value) in pairs { arguments.append(field); arguments.append(value) }
+        return RedisCommand("HSET", arguments)
+    }
+    /// `HMGET key field …`: one reply per field, its value or null.
+    public static func hmget(_ key: String, _ fields: [RedisArgument]) -> RedisCommand { RedisCommand("HMGET", [key] + fields) }
+
     // Streams: the write-behind log.
     /// `XADD key * field value …` (the server assigns the id).
     public static func xadd(_ key: String, fields: [(String, RedisArgument)]) -> RedisCommand {

@@ -29,6 +29,22 @@ public struct RedisKeyLayout: Sendable, Hashable {
         "\(prefix):{\(HashSlot(post: postID).hashTag)}:hydrated:\(postID)"
     }
 
+    /// What `hydratedMarker` holds for a *warm* post: Redis has its count and the membership of
+    /// the users seen since it turned warm (`warmMembers`), not its whole likers set. Any other
+    /// value (`1`) marks a *hot* post, whose likers set is whole.
+    public static let warmMarkerValue = "warm"
+
+    /// A warm post's count and known memberships, as a hash: field `n` is its `likes_count`, and
+    /// field `<user>` is `1` (likes it) or `0` (does not) for each user whose membership a batch
+    /// looked up or changed: `cs:{<tag>}:warm:<post>`. A user who is not there has no change
+    /// waiting, so PostgreSQL's row (or its absence) is that user's membership.
+    public func warmMembers(ofPost postID: Int64) -> String {
+        "\(prefix):{\(HashSlot(post: postID).hashTag)}:warm:\(postID)"
+    }
+
+    /// The field of `warmMembers` that holds the count.
+    public static let warmCountField = "n"
+
     /// The write-behind log (a stream) of the posts in `slot`: `cs:{<tag>}:log`.
     public func changeLog(of slot: HashSlot) -> String {
         "\(prefix):{\(slot.hashTag)}:log"

@@ -4,16 +4,22 @@ import ShardRouter
 /// The read of a batch, as plain values: which commands learn what Redis knows of the batch's
 /// posts, and what their replies say.
 ///
-/// Per post, one group: `EXISTS` of its hydration marker, `SCARD` of its likers set, and
+/// Per post, one group: `GET` of its hydration marker, `SCARD` of its likers set, and
 /// `SMISMEMBER` of the distinct users the batch touches on it (none for a batch that only counts).
+/// The marker tells the post's tier: none (cold: PostgreSQL is its truth), `warm` (its count and
+/// known memberships are in a hash: `WarmRead` reads them next) or any other value (hot: the
+/// likers set is whole, and these replies are the post).
 /// No I/O: the shard sends `commands(layout:)` and hands the results to `outcome(of:)`.
 struct BatchRead {
     /// What the replies say.
     struct Outcome {
         /// Count and memberships of the posts Redis has loaded.
         var views: [Int64: ShardDecider.PostView] = [:]
-        /// Posts without the hydration marker, in read order: Redis has never loaded them.
+        /// Posts without the hydration marker, in read order: Redis holds nothing of them.
         var unhydrated: [Int64] = []
+        /// Posts whose marker says warm, in read order, with the distinct users to read of each.
+        var warm: [Int64] = []
+        var warmUsers: [[Int64]] = []
         /// Why, per post whose read failed (its node failed, or a reply made no sense).
         var failures: [Int64: Error] = [:]
     }
@@ -57,7 +63,7 @@ struct BatchRead {
     func commands(layout: RedisKeyLayout) -> [SlotCommands] {
         zip(posts, users).map { post, users in
             let likers = layout.likers(ofPost: post)
-            var commands: [RedisCommand] = [.exists([layout.hydratedMarker(ofPost: post)]), .scard(likers)]
+            var commands: [RedisCommand] = [.get(layout.hydratedMarker(ofPost: post)), .scard(likers)]
             if !users.isEmpty { commands.append(.smismember(likers, users)) }
             return SlotCommands(slot: HashSlot(post: post), commands: commands)
         }
@@ -75,8 +81,14 @@ struct BatchRead {
                 guard replies.count == (users.isEmpty ? 2 : 3) else {
                     throw RedisError(code: .unexpectedReply, message: "\(replies.count) replies to the read of post \(post)")
                 }
-                guard try replies[0].throwingServerError().integer == 1 else {
+                let marker = try replies[0].throwingServerError()
+                if case .null = marker {
                     outcome.unhydrated.append(post)
+                    continue
+                }
+                if marker.string == RedisKeyLayout.warmMarkerValue {
+                    outcome.warm.append(post)
+                    outcome.warmUsers.append(users)
                     continue
                 }
                 let count = try replies[1].throwingServerError().integer ?? 0

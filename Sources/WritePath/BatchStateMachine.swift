@@ -4,16 +4,18 @@ import Persistence
 /// in, the next thing to do out. No I/O, no clock, no suspension — the shard performs each
 /// action and hands the result back, so every step can be driven by a test without servers.
 ///
-/// The steps: **read** what Redis knows of the batch's posts (`BatchRead`); for posts Redis does
-/// not hold (cold posts), **look them up** in PostgreSQL, in one statement (`ColdLookup`: which
-/// exist, their counts, the memberships the batch's reads ask, and the likers of the small cold
-/// posts the batch writes) — a cold post that the batch only reads is answered from those rows
-/// and never loaded into Redis; a small one it writes is decided on its likers from those rows
-/// and loaded by the write itself; a large one it writes leaves the batch to load in the
-/// background; **decide** in arrival order (`ShardDecider`); **write** the changes with their log
-/// entries, and the likers of the posts loaded in passing (`BatchWrite`); **finish**: what to
-/// tell the flusher and the answers, per the acknowledgement mode. A post whose step fails fails
-/// only its own requests; the rest go on.
+/// The steps: **read** what Redis knows of the batch's posts (`BatchRead`), and of its warm posts
+/// the count and the memberships their hash knows (`WarmRead`); for posts Redis does not hold
+/// (cold posts) and for users a warm post's hash does not know, **look them up** in PostgreSQL,
+/// in one statement (`ColdLookup`: which exist, their counts, the memberships asked, and the
+/// likers of the small cold posts the batch writes) — a cold post that the batch only reads is
+/// answered from those rows and never loaded into Redis; a small one it writes is decided on its
+/// likers from those rows and loaded by the write itself (it turns hot); a large one it writes is
+/// decided on its count and the memberships of the batch's users, and turns warm; **decide** in
+/// arrival order (`ShardDecider`); **write** the changes with their log entries, the likers of the
+/// posts loaded in passing and the counts and memberships of the warm ones (`BatchWrite`);
+/// **finish**: what to tell the flusher and the answers, per the acknowledgement mode. A post
+/// whose step fails fails only its own requests; the rest go on.
 ///
 /// Requests are named by their index in the array given to `init`. Answers that are due before
 /// the batch ends (failures as they happen, and in `memory` mode every decided answer before the
@@ -33,7 +35,9 @@ struct BatchStateMachine {
         var missingPosts: [Int64] = []
         /// Large posts Redis has not loaded, with the requests on them (in order): they leave
         /// this batch, and the shard loads the post in the background (`LargePostHydration`)
-        /// and queues them again once it is loaded.
+        /// and queues them again once it is loaded. (A batch writes a large cold post warm
+        /// instead, so it defers none today; the shard's background load stays for the
+        /// promotion of a warm post to a whole set.)
         var deferred: [Int64: [Int]] = [:]
     }
 
@@ -47,7 +51,7 @@ struct BatchStateMachine {
         /// Changes answered in `memory` mode whose write then failed.
         var lostMemoryAcknowledgements = 0
         /// Read-only requests (`read`, `count`) answered from Redis, and from PostgreSQL (their
-        /// post was cold): the read hit ratio.
+        /// post was cold, or warm without the user's membership): the read hit ratio.
         var hotReads = 0
         var coldReads = 0
     }
@@ -60,10 +64,14 @@ struct BatchStateMachine {
         var appended: [UInt16: (count: Int, newest: StreamEntryID)] = [:]
         /// Answers to give once the flusher knows of `appended`.
         var answers: [Answer] = []
-        /// The posts answered from Redis (hot ones, and those the batch loaded): touched now.
+        /// The posts answered from Redis (hot and warm ones, and those the batch loaded or
+        /// turned warm): touched now.
         var touched: [Int64] = []
         /// Per post written, the newest log entry holding one of its changes.
         var newestChanges: [Int64: StreamEntryID] = [:]
+        /// Per warm post, how many of its users' memberships the batch looked up in PostgreSQL
+        /// (the hash did not know them): what promotes it to a whole set.
+        var warmLookups: [Int64: Int] = [:]
         /// In `postgres` mode: answers to give once the flusher has applied the newest entry of
         /// every slot in `marks`.
         var afterApplied: (marks: [UInt16: StreamEntryID], answers: [Answer])?
@@ -85,8 +93,11 @@ struct BatchStateMachine {
     private enum State {
         case idle
         case reading(BatchRead)
-        /// The cold posts looked up, and which of them the batch only reads.
-        case findingPosts([Int64], readOnly: Set<Int64>)
+        /// The warm posts' hashes are read; `cold` are the posts Redis holds nothing of.
+        case readingWarm(WarmRead, cold: [Int64])
+        /// The cold posts looked up, which of them the batch only reads, and the users of warm
+        /// posts asked.
+        case findingPosts([Int64], readOnly: Set<Int64>, warmUnknown: [ColdLookup.Pair])
         /// The decided answers of `open`, in order, wait for the write.
         case writing(BatchWrite, answers: [LikeState])
         case finished
@@ -95,8 +106,8 @@ struct BatchStateMachine {
     private let requests: [ShardDecider.Request]
     private let acknowledgement: AcknowledgementMode
     private let layout: RedisKeyLayout
-    /// Cold posts with at least this many likers are not loaded by the batch that writes them
-    /// (`Settled.deferred`).
+    /// Cold posts with at least this many likers are not loaded by the batch that writes them:
+    /// they turn warm.
     private let largePostThreshold: Int64
     private var state = State.idle
     /// The requests not answered yet, in arrival order.
@@ -107,13 +118,19 @@ struct BatchStateMachine {
     private var answeredCold: Set<Int64> = []
     /// Small cold posts the batch writes, with all their likers: the write loads them.
     private var loading: [Int64: [Int64]] = [:]
+    /// Warm posts (read from their hash), and the large cold posts the batch writes, which turn
+    /// warm with its write.
+    private var warm: Set<Int64> = []
+    private var turningWarm: Set<Int64> = []
+    /// The users of warm posts whose membership came from PostgreSQL.
+    private var askedPostgres: Set<ColdLookup.Pair> = []
     /// Per post written, the newest log entry holding one of its changes.
     private var newestChanges: [Int64: StreamEntryID] = [:]
     private var settled = Settled()
     private var statistics = Statistics()
 
     /// A batch of `requests`, answered per `acknowledgement`, on the keys of `layout`; cold posts
-    /// it writes with `largePostThreshold` likers or more are deferred.
+    /// it writes with `largePostThreshold` likers or more turn warm.
     init(requests: [ShardDecider.Request], acknowledgement: AcknowledgementMode, layout: RedisKeyLayout,
          largePostThreshold: Int64 = .max) {
         self.requests = requests
@@ -148,8 +165,23 @@ struct BatchStateMachine {
             let outcome = read.outcome(of: results)
             fail(outcome.failures)
             views = outcome.views
+            if !outcome.warm.isEmpty {
+                let warmRead = WarmRead(posts: outcome.warm, users: outcome.warmUsers)
+                state = .readingWarm(warmRead, cold: outcome.unhydrated)
+                return .read(warmRead.commands(layout: layout))
+            }
             guard !outcome.unhydrated.isEmpty else { return decide() }
-            return lookUpCold(outcome.unhydrated)
+            return lookUpCold(outcome.unhydrated, warmUnknown: [])
+
+        case .readingWarm(let warmRead, let cold):
+            let outcome = warmRead.outcome(of: results)
+            fail(outcome.failures)
+            for (post, view) in outcome.views {
+                views[post] = view
+                warm.insert(post)
+            }
+            guard !cold.isEmpty || !outcome.unknown.isEmpty else { return decide() }
+            return lookUpCold(cold, warmUnknown: outcome.unknown)
 
         case .writing(let write, let answers):
             let outcome = write.outcome(of: results)
@@ -169,38 +201,35 @@ struct BatchStateMachine {
 
     /// What the last `.findPosts` found: the cold posts that exist, with their counts, the
     /// memberships asked and the likers of the small ones the batch writes. Those the batch only
-    /// reads are answered from it; of those it writes, the large ones are deferred
-    /// (`Settled.deferred`), the others decided on their likers and loaded by the write.
+    /// reads are answered from it; of those it writes, the large ones are decided on their count
+    /// and the memberships asked, and turn warm with the write; the others are decided on their
+    /// likers and loaded by the write. The users a warm post's hash did not know get their
+    /// membership from it too.
     mutating func postsFound(_ lookup: ColdLookup.Found) -> Action {
-        guard case .findingPosts(let posts, let readOnly) = state else { preconditionFailure("no posts were looked for in state \(state)") }
+        guard case .findingPosts(let posts, let readOnly, let warmUnknown) = state else { preconditionFailure("no posts were looked for in state \(state)") }
         let requests = self.requests
+        for pair in warmUnknown where views[pair.post] != nil {
+            views[pair.post]!.members[pair.user] = lookup.likers[pair.post]?.contains(pair.user) == true
+            askedPostgres.insert(pair)
+        }
         var users: [Int64: [Int64]] = [:]
         for index in open {
             let request = requests[index]
             guard lookup.counts[request.postID] != nil, request.operation != .count else { continue }
             users[request.postID, default: []].append(request.userID)
         }
-        var deferred: Set<Int64> = []
         for post in posts {
             guard let count = lookup.counts[post] else { continue }
             if readOnly.contains(post) {
                 views[post] = lookup.view(of: post, users: users[post] ?? [])
             } else if count >= largePostThreshold {
-                deferred.insert(post)
-                continue
+                views[post] = lookup.view(of: post, users: users[post] ?? [])
+                turningWarm.insert(post)
             } else {
                 views[post] = lookup.wholeView(of: post, users: users[post] ?? [])
                 loading[post] = lookup.likers[post] ?? []
             }
             answeredCold.insert(post)
-        }
-        if !deferred.isEmpty {
-            open = open.filter { index in
-                let post = requests[index].postID
-                guard deferred.contains(post) else { return true }
-                settled.deferred[post, default: []].append(index)
-                return false
-            }
         }
         let missing = posts.filter { lookup.counts[$0] == nil }
         if !missing.isEmpty {
@@ -217,25 +246,26 @@ struct BatchStateMachine {
     }
 
     /// Looks the cold posts up in PostgreSQL: all of them for existence and count, the
-    /// memberships the reads of those the batch only reads ask, and every liker of those it
-    /// writes that are small (a post the batch writes is loaded whole).
-    private mutating func lookUpCold(_ posts: [Int64]) -> Action {
+    /// memberships the reads of those the batch only reads ask, the memberships of the users of
+    /// those it writes (for a large one, which turns warm) and every liker of those it writes
+    /// that are small (loaded whole); and the memberships of `warmUnknown`, the users warm
+    /// posts' hashes did not know.
+    private mutating func lookUpCold(_ posts: [Int64], warmUnknown: [ColdLookup.Pair]) -> Action {
         let cold = Set(posts)
         var written: Set<Int64> = []
         for index in open where requests[index].operation.mayWrite && cold.contains(requests[index].postID) {
             written.insert(requests[index].postID)
         }
         let readOnly = cold.subtracting(written)
-        var pairs: [ColdLookup.Pair] = []
-        if !readOnly.isEmpty {
-            for index in open {
-                let request = requests[index]
-                if request.operation == .read, readOnly.contains(request.postID) {
-                    pairs.append(ColdLookup.Pair(post: request.postID, user: request.userID))
-                }
+        var pairs = warmUnknown
+        for index in open {
+            let request = requests[index]
+            guard cold.contains(request.postID) else { continue }
+            if written.contains(request.postID) ? request.operation != .count : request.operation == .read {
+                pairs.append(ColdLookup.Pair(post: request.postID, user: request.userID))
             }
         }
-        state = .findingPosts(posts, readOnly: readOnly)
+        state = .findingPosts(posts, readOnly: readOnly, warmUnknown: warmUnknown)
         return .findPosts(ColdLookup(posts: posts, pairs: pairs, loading: posts.filter(written.contains), loadBelow: largePostThreshold))
     }
 
@@ -260,7 +290,12 @@ struct BatchStateMachine {
         guard !open.isEmpty else { return finish(decided: [], write: nil) }
         let requests = self.requests
         for index in open where !requests[index].operation.mayWrite {
-            if answeredCold.contains(requests[index].postID) { statistics.coldReads += 1 } else { statistics.hotReads += 1 }
+            let request = requests[index]
+            if answeredCold.contains(request.postID) || (!askedPostgres.isEmpty && askedPostgres.contains(ColdLookup.Pair(post: request.postID, user: request.userID))) {
+                statistics.coldReads += 1
+            } else {
+                statistics.hotReads += 1
+            }
         }
         let decision = ShardDecider.decide(open.map { requests[$0] }, views: &views)
         if acknowledgement == .memory {
@@ -270,7 +305,9 @@ struct BatchStateMachine {
             }
         }
         guard !decision.changes.isEmpty else { return finish(decided: decision.answers, write: nil) }
-        let write = BatchWrite(decision.changes, layout: layout, loading: loading)
+        var warmViews: [Int64: ShardDecider.PostView] = [:]
+        for post in warm.union(turningWarm) { warmViews[post] = views[post] }
+        let write = BatchWrite(decision.changes, layout: layout, loading: loading, warm: warmViews, turningWarm: turningWarm)
         state = .writing(write, answers: decision.answers)
         return .write(write.transactions)
     }
@@ -280,9 +317,12 @@ struct BatchStateMachine {
     private mutating func finish(decided: [LikeState], write outcome: BatchWrite.Outcome?) -> Action {
         state = .finished
         var completion = Completion(statistics: statistics)
-        // Hot now: what Redis answered, and the posts the write loaded.
-        completion.touched = views.keys.filter { !answeredCold.contains($0) || (loading[$0] != nil && newestChanges[$0] != nil) }
+        // In Redis now: what Redis answered, and the posts the write loaded or turned warm.
+        completion.touched = views.keys.filter {
+            !answeredCold.contains($0) || ((loading[$0] != nil || turningWarm.contains($0)) && newestChanges[$0] != nil)
+        }
         completion.newestChanges = newestChanges
+        for pair in askedPostgres { completion.warmLookups[pair.post, default: 0] += 1 }
         if let outcome {
             completion.uncertainSlots = outcome.uncertainSlots
             completion.appended = outcome.appended

@@ -10,8 +10,11 @@ import ShardRouter
 /// so membership and log commit together. A cold post the batch loads in passing (its likers
 /// read from PostgreSQL with the batch's lookup) is put first: its likers set replaced with
 /// those likers and its hydration marker set, in the same transaction — so the post turns hot
-/// with its changes, or not at all. No I/O: the shard sends `transactions` and hands the results
-/// to `outcome(of:)`.
+/// with its changes, or not at all. A *warm* post (its count and the memberships seen, not its
+/// whole set: `RedisKeyLayout.warmMembers`) gets one `HSET` instead of `SADD`/`SREM`: its count
+/// after the batch and every membership the batch knows; one that turns warm with this batch
+/// gets its marker set first, in the same transaction. No I/O: the shard sends `transactions`
+/// and hands the results to `outcome(of:)`.
 struct BatchWrite {
     /// What the transactions did.
     struct Outcome {
@@ -41,8 +44,11 @@ struct BatchWrite {
     private let slots: [(slot: UInt16, offsets: [Int], membershipCommands: Int)]
 
     /// The transactions that write `changes`, loading first the posts of `loading` (post → its
-    /// likers in PostgreSQL) that have changes.
-    init(_ changes: [LikeChange], layout: RedisKeyLayout, loading: [Int64: [Int64]] = [:]) {
+    /// likers in PostgreSQL) that have changes; the posts of `warm` (post → its view after the
+    /// batch's decisions) are written as warm posts, and those of `turningWarm` among them are
+    /// marked warm first.
+    init(_ changes: [LikeChange], layout: RedisKeyLayout, loading: [Int64: [Int64]] = [:],
+         warm: [Int64: ShardDecider.PostView] = [:], turningWarm: Set<Int64> = []) {
         var slotIndex: [UInt16: Int] = [:]
         var offsetsBySlot: [(slot: UInt16, offsets: [Int])] = []
         for (offset, change) in changes.enumerated() {
@@ -63,7 +69,12 @@ struct BatchWrite {
             let log = layout.changeLog(of: hashSlot)
             let slotChanges = offsets.map { changes[$0] }
             var commands = loading.isEmpty ? [] : Self.loadCommands(slotChanges, loading: loading, layout: layout)
-            commands += Self.membershipCommands(slotChanges, layout: layout)
+            if warm.isEmpty {
+                commands += Self.membershipCommands(slotChanges, layout: layout)
+            } else {
+                commands += Self.warmCommands(slotChanges, warm: warm, turningWarm: turningWarm, layout: layout)
+                commands += Self.membershipCommands(slotChanges.filter { warm[$0.postID] == nil }, layout: layout)
+            }
             slots.append((slot, offsets, commands.count))
             let perEntry = ChangeLogEntry.maximumChangesPerEntry
             commands.reserveCapacity(commands.count + (offsets.count + perEntry - 1) / perEntry)
@@ -131,6 +142,35 @@ struct BatchWrite {
                 commands.append(.sadd(key, Array(users[start..<min(start + chunk, users.count)])))
             }
             commands.append(.set(layout.hydratedMarker(ofPost: change.postID), "1"))
+        }
+        return commands
+    }
+
+    /// For each post of `changes` (in order of first change) that `warm` holds: for one in
+    /// `turningWarm`, `DEL` of any likers set or hash and `SET` of the marker to warm; then
+    /// `HSET` of its count and of every membership its view knows (split so that no command has
+    /// more than `FencedScript.maximumArgumentsPerCommand` arguments).
+    static func warmCommands(_ changes: [LikeChange], warm: [Int64: ShardDecider.PostView], turningWarm: Set<Int64>,
+                             layout: RedisKeyLayout) -> [RedisCommand] {
+        var commands: [RedisCommand] = []
+        var seen: Set<Int64> = []
+        for change in changes where seen.insert(change.postID).inserted {
+            guard let view = warm[change.postID] else { continue }
+            let key = layout.warmMembers(ofPost: change.postID)
+            if turningWarm.contains(change.postID) {
+                commands.append(.del([layout.likers(ofPost: change.postID), key]))
+                commands.append(.set(layout.hydratedMarker(ofPost: change.postID), RedisKeyLayout.warmMarkerValue))
+            }
+            var pairs: [(RedisArgument, RedisArgument)] = [(RedisKeyLayout.warmCountField, view.likesCount)]
+            let perCommand = FencedScript.maximumArgumentsPerCommand / 2 - 1
+            for (user, liked) in view.members.sorted(by: { $0.key < $1.key }) {
+                if pairs.count == perCommand {
+                    commands.append(.hset(key, pairs))
+                    pairs = []
+                }
+                pairs.append((user, liked ? "1" : "0"))
+            }
+            commands.append(.hset(key, pairs))
         }
         return commands
     }

@@ -25,10 +25,14 @@ enum PostHydration {
 
     /// Publishes a streamed hydration, all or nothing: checks the slot's epoch (when the writer
     /// holds one), checks that the loading set holds exactly the likers loaded (a failover or an
-    /// expiry may have taken it), then makes it the likers set, without expiry, and sets the
-    /// marker. Refuses with `FENCED …` or `INCOMPLETE …` and changes nothing otherwise.
-    /// KEYS: the slot's epoch key, the loading set, the likers set, the marker. ARGV: the epoch
-    /// held (empty for a sole writer, which has no fence), the likers loaded.
+    /// expiry may have taken it), lays a warm post's hash over it (a user the hash knows is as
+    /// the hash says: its changes since the post turned warm; any other user has no change since,
+    /// so the rows loaded are right for them) and checks that the result holds the hash's count,
+    /// then makes it the likers set, without expiry, drops the hash and marks the post hot.
+    /// Refuses with `FENCED …`, `INCOMPLETE …` or `MISMATCH …`, and the post is unchanged then
+    /// (the loading set may have the hash laid over it: it is discarded).
+    /// KEYS: the slot's epoch key, the loading set, the likers set, the marker, the warm hash.
+    /// ARGV: the epoch held (empty for a sole writer, which has no fence), the likers loaded.
     static let publishScript = """
         if ARGV[1] ~= '' then
           local held = redis.call('GET', KEYS[1])
@@ -36,16 +40,34 @@ enum PostHydration {
             return redis.error_reply('FENCED slot epoch is ' .. (held or 'missing') .. ', the writer holds ' .. ARGV[1])
           end
         end
-        if ARGV[2] == '0' then
+        local held = redis.call('SCARD', KEYS[2])
+        if held ~= tonumber(ARGV[2]) then
+          return redis.error_reply('INCOMPLETE the loading set holds ' .. held .. ' likers, not ' .. ARGV[2])
+        end
+        local warm = redis.call('HGETALL', KEYS[5])
+        if #warm > 0 then
+          local count = -1
+          for i = 1, #warm, 2 do
+            if warm[i] == 'n' then
+              count = tonumber(warm[i + 1])
+            elseif warm[i + 1] == '1' then
+              redis.call('SADD', KEYS[2], warm[i])
+            else
+              redis.call('SREM', KEYS[2], warm[i])
+            end
+          end
+          local merged = redis.call('SCARD', KEYS[2])
+          if merged ~= count then
+            return redis.error_reply('MISMATCH the likers loaded with the warm hash laid over them are ' .. merged .. ', the count is ' .. count)
+          end
+        end
+        if redis.call('SCARD', KEYS[2]) == 0 then
           redis.call('DEL', KEYS[3])
         else
-          local held = redis.call('SCARD', KEYS[2])
-          if held ~= tonumber(ARGV[2]) then
-            return redis.error_reply('INCOMPLETE the loading set holds ' .. held .. ' likers, not ' .. ARGV[2])
-          end
           redis.call('RENAME', KEYS[2], KEYS[3])
           redis.call('PERSIST', KEYS[3])
         end
+        redis.call('DEL', KEYS[5])
         redis.call('SET', KEYS[4], '1')
         return 'OK'
         """
@@ -55,8 +77,8 @@ enum PostHydration {
     static func publishing(post: Int64, loading: String, loaded: Int, epoch: Int64?, layout: RedisKeyLayout) -> SlotCommands {
         let slot = HashSlot(post: post)
         return SlotCommands(slot: slot, commands: [
-            RedisCommand("EVAL", publishScript, "4", layout.epoch(of: slot), loading, layout.likers(ofPost: post),
-                         layout.hydratedMarker(ofPost: post), epoch.map { String($0) } ?? "", String(loaded)),
+            RedisCommand("EVAL", publishScript, "5", layout.epoch(of: slot), loading, layout.likers(ofPost: post),
+                         layout.hydratedMarker(ofPost: post), layout.warmMembers(ofPost: post), epoch.map { String($0) } ?? "", String(loaded)),
         ])
     }
 
@@ -65,14 +87,15 @@ enum PostHydration {
     /// script unpacks each command's arguments, which Lua limits).
     static let usersPerCommand = FencedScript.maximumArgumentsPerCommand
 
-    /// Per post, one transaction that deletes its hydration marker and likers set (the set by
-    /// `UNLINK`: a large one is freed in the background, not while Redis waits), so the post is
-    /// cold: PostgreSQL answers its reads, and its next write loads it again (or finds it
-    /// missing there).
+    /// Per post, one transaction that deletes its hydration marker, its likers set and its warm
+    /// hash (those by `UNLINK`: a large one is freed in the background, not while Redis waits),
+    /// so the post is cold: PostgreSQL answers its reads, and its next write loads it again (or
+    /// finds it missing there).
     static func transactions(unloading posts: [Int64], layout: RedisKeyLayout) -> [SlotCommands] {
         posts.map { post in
             SlotCommands(slot: HashSlot(post: post),
-                         commands: [.del([layout.hydratedMarker(ofPost: post)]), RedisCommand("UNLINK", layout.likers(ofPost: post))],
+                         commands: [.del([layout.hydratedMarker(ofPost: post)]),
+                                    RedisCommand("UNLINK", layout.likers(ofPost: post), layout.warmMembers(ofPost: post))],
                          atomic: true)
         }
     }

@@ -115,7 +115,7 @@ extension ShardStateMachine {
             let state = owns(slot) ? slots[Int(slot) - firstSlot] : .notOwned
             var plain = state.admission == .decide
             if plain, checkUnknown, unknownPosts.isUnknown(operation.request.postID, at: now) { plain = false }
-            if plain, checkLoading, largeLoads[operation.request.postID] != nil { plain = false }
+            if plain, checkLoading, let load = largeLoads[operation.request.postID], !load.promoting { plain = false }
             if plain {
                 if isFenced, let epoch = state.batchEpoch, epochs[slot] == nil { epochs[slot] = epoch }
                 live?.append(operation)
@@ -213,6 +213,7 @@ extension ShardStateMachine {
             hotPosts.touched(completion.touched.lazy.filter { completion.newestChanges[$0] == nil }, at: now)
         }
         if !completion.appended.isEmpty { wake(scheduler.appended(completion.appended, now: now)) }
+        if !completion.warmLookups.isEmpty { countWarmLookups(completion.warmLookups, epochs: current.epochs, now: now, into: &actions) }
         if !completion.answers.isEmpty { actions.append(.answerBatch(current.operations, completion.answers)) }
         if let (marks, waiting) = completion.afterApplied {
             let answers = waiting.compactMap { answer -> (ShardOperation, LikeState)? in
@@ -288,6 +289,26 @@ extension ShardStateMachine {
             return
         }
         largeLoads[post] = LargeLoad(parked: operations, epoch: epoch, started: now)
+        startLargeLoads(into: &actions)
+    }
+
+    /// Counts the PostgreSQL lookups of warm posts' users; a post that reaches
+    /// `warmPromotionLookups` is promoted: loaded whole in the background while it keeps
+    /// answering warm, published between batches under the epoch its batch held (a fenced batch
+    /// that held none promotes nothing).
+    private mutating func countWarmLookups(_ lookups: [Int64: Int], epochs: [UInt16: Int64]?, now: ContinuousClock.Instant,
+                                           into actions: inout [Action]) {
+        for (post, count) in lookups.sorted(by: { $0.key < $1.key }) {
+            let total = warmLookups[post, default: 0] + count
+            guard total >= configuration.warmPromotionLookups, largeLoads[post] == nil else {
+                warmLookups[post] = total
+                continue
+            }
+            let epoch = epochs?[HashSlot(post: post).rawValue]
+            if isFenced && epoch == nil { continue }
+            warmLookups[post] = nil
+            largeLoads[post] = LargeLoad(parked: [], promoting: true, epoch: epoch, started: now)
+        }
         startLargeLoads(into: &actions)
     }
 

@@ -62,6 +62,7 @@ extension ShardStateMachine {
         case .success:
             actions.append(.log(ShardLogLine(.info, "hydrating_large_post", [
                 ("shard", String(index)), ("post", String(post)), ("phase", "loaded"), ("likers", String(loaded)),
+                ("promoted_from", load.promoting ? "warm" : "cold"),
                 ("waiting", String(load.parked.count)), ("ms", String(Int((now - load.started).inSeconds * 1_000))),
             ])))
             // The operations that waited go first into the next batch, in their order.

@@ -106,6 +106,7 @@ extension ShardStateMachine {
     mutating func evicted(_ posts: [Int64], failed: Set<Int64>, reason: EvictionReason) {
         let gone = posts.filter { !failed.contains($0) }
         hotPosts.forget(gone)
+        if !warmLookups.isEmpty { for post in gone { warmLookups[post] = nil } }
         stats.evictedPosts += gone.count
         if reason == .memory { stats.evictedForMemory += gone.count }
         if !failed.isEmpty {

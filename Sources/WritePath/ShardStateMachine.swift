@@ -60,6 +60,9 @@ struct ShardStateMachine {
     var slotParked: [UInt16: [(operation: ShardOperation, until: ContinuousClock.Instant)]] = [:]
     /// Large posts loading in the background, with the operations waiting for them.
     var largeLoads: [Int64: LargeLoad] = [:]
+    /// Per warm post, the memberships of its users looked up in PostgreSQL since it turned warm
+    /// (or since this process started): at `warmPromotionLookups` it is loaded whole.
+    var warmLookups: [Int64: Int] = [:]
     /// Work that runs between batches, in order, and the item under way.
     var betweenBatches: [BetweenBatchesWork] = []
     var betweenBatchesRunning: BetweenBatchesWork?
@@ -115,6 +118,9 @@ struct ShardStateMachine {
             case publishing(LargePostHydration, loaded: Int)
         }
         var parked: [ShardOperation]
+        /// The promotion of a warm post: its operations go on being answered warm meanwhile
+        /// (none park), and the publication lays its hash over the likers loaded.
+        var promoting = false
         /// The epoch held as the batch that deferred it began (`nil` for a sole writer): the
         /// load is published only under it.
         let epoch: Int64?

@@ -54,11 +54,18 @@ public struct WritePathConfiguration: Sendable, Equatable {
     /// How long an operation on a slot that is changing owner waits for the move to settle
     /// before it is refused with `slotMoving` (503, Retry-After). Defaults to 5 s.
     public var slotMoveWait: Duration = .seconds(5)
-    /// A post whose `likes_count` is at least this is loaded into Redis in the background, page
-    /// by page (`LargePostHydration`): its own requests wait for it, the shard's other posts do
-    /// not, and no more than a page of its likers is in memory at once. Smaller posts load inside
-    /// the batch that first touches them. Defaults to `10_000`.
+    /// A cold post whose `likes_count` is at least this is not loaded by the batch that first
+    /// writes it: it turns *warm* (its count and the memberships seen in Redis; other users are
+    /// looked up in PostgreSQL), and is loaded whole only once it is busy enough
+    /// (`warmPromotionLookups`), in the background, page by page (`LargePostHydration`), while it
+    /// keeps answering. Smaller posts load inside the batch that first writes them. Defaults to
+    /// `10_000`.
     public var streamingHydrationThreshold: Int64 = 10_000
+    /// A warm post is promoted to a whole likers set once this many of its users' memberships
+    /// were looked up in PostgreSQL (users its hash did not know) since it turned warm in this
+    /// process: then most of its traffic is users Redis cannot answer, and the set, loaded once,
+    /// answers them all. Defaults to `1_000`.
+    public var warmPromotionLookups: Int = 1_000
     /// Likers read from PostgreSQL (a cursor's `FETCH`) and written to Redis (one `SADD`) per page
     /// of a streamed hydration. Defaults to `10_000`.
     public var hydrationPageSize: Int = 10_000

@@ -1,9 +1,9 @@
 import Persistence
 import ShardRouter
 
-/// A tiny in-memory Redis for tests of the shard's batch protocol: sets, strings and streams,
-/// and just the commands a batch sends (`EXISTS`, `SCARD`, `SMISMEMBER`, `SADD`, `SREM`, `DEL`,
-/// `UNLINK`, `SET`, `XADD`). It runs the commands themselves, decoded from their RESP encoding, so a test
+/// A tiny in-memory Redis for tests of the shard's batch protocol: sets, strings, hashes and
+/// streams, and just the commands a batch sends (`EXISTS`, `GET`, `SCARD`, `SMISMEMBER`, `SADD`,
+/// `SREM`, `HMGET`, `HSET`, `DEL`, `UNLINK`, `SET`, `XADD`). It runs the commands themselves, decoded from their RESP encoding, so a test
 /// checks what the protocol really emits.
 struct RedisModel {
     /// How a group fails, when it does.
@@ -18,6 +18,7 @@ struct RedisModel {
 
     var sets: [String: Set<String>] = [:]
     var strings: [String: String] = [:]
+    var hashes: [String: [String: String]] = [:]
     var streams: [String: [StreamEntry]] = [:]
     private var milliseconds: UInt64 = 1_700_000_000_000
     private var sequence: UInt64 = 0
@@ -51,7 +52,20 @@ struct RedisModel {
         let key = arguments.count > 1 ? arguments[1] : ""
         switch arguments[0] {
         case "EXISTS":
-            return .integer(Int64(arguments.dropFirst().filter { sets[$0] != nil || strings[$0] != nil || streams[$0] != nil }.count))
+            return .integer(Int64(arguments.dropFirst().filter { sets[$0] != nil || strings[$0] != nil || hashes[$0] != nil || streams[$0] != nil }.count))
+        case "GET":
+            guard sets[key] == nil, hashes[key] == nil, streams[key] == nil else { return .error("WRONGTYPE model: not a string") }
+            return strings[key].map { .bulkString(Array($0.utf8)) } ?? .null
+        case "HMGET":
+            guard sets[key] == nil, strings[key] == nil else { return .error("WRONGTYPE model: not a hash") }
+            return .array(arguments.dropFirst(2).map { field in hashes[key]?[field].map { .bulkString(Array($0.utf8)) } ?? .null })
+        case "HSET":
+            guard sets[key] == nil, strings[key] == nil, arguments.count >= 4, arguments.count % 2 == 0 else { return .error("ERR model: HSET takes a key and pairs") }
+            var hash = hashes[key] ?? [:]
+            var added = 0
+            for index in stride(from: 2, to: arguments.count, by: 2) where hash.updateValue(arguments[index + 1], forKey: arguments[index]) == nil { added += 1 }
+            hashes[key] = hash
+            return .integer(Int64(added))
         case "SCARD":
             return .integer(Int64(sets[key]?.count ?? 0))
         case "SMISMEMBER":
@@ -70,7 +84,7 @@ struct RedisModel {
             var deleted = 0
             for key in arguments.dropFirst() {
                 if sets.removeValue(forKey: key) != nil || strings.removeValue(forKey: key) != nil
-                    || streams.removeValue(forKey: key) != nil { deleted += 1 }
+                    || hashes.removeValue(forKey: key) != nil || streams.removeValue(forKey: key) != nil { deleted += 1 }
             }
             return .integer(Int64(deleted))
         case "SET":

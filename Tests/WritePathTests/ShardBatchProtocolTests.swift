@@ -13,6 +13,9 @@ struct ShardBatchProtocolTests {
 
     static func likers(_ post: Int64) -> String { layout.likers(ofPost: post) }
     static func marker(_ post: Int64) -> String { layout.hydratedMarker(ofPost: post) }
+    /// What `GET` of a hot post's marker, and of a warm post's, replies.
+    static let hot = RedisReply.bulkString(Array("1".utf8))
+    static let warm = RedisReply.bulkString(Array("warm".utf8))
     static func slot(_ post: Int64) -> UInt16 { HashSlot(post: post).rawValue }
 
     static func request(_ operation: LikeOperation, _ post: Int64, _ user: Int64) -> Request {
@@ -41,21 +44,35 @@ struct ShardBatchProtocolTests {
         #expect(read.users == [[7, 8], [], [9]])
         let groups = read.commands(layout: Self.layout)
         #expect(groups.map(\.commands) == [
-            [.exists([Self.marker(1)]), .scard(Self.likers(1)), .smismember(Self.likers(1), [Int64(7), Int64(8)])],
-            [.exists([Self.marker(2)]), .scard(Self.likers(2))],
-            [.exists([Self.marker(3)]), .scard(Self.likers(3)), .smismember(Self.likers(3), [Int64(9)])],
+            [.get(Self.marker(1)), .scard(Self.likers(1)), .smismember(Self.likers(1), [Int64(7), Int64(8)])],
+            [.get(Self.marker(2)), .scard(Self.likers(2))],
+            [.get(Self.marker(3)), .scard(Self.likers(3)), .smismember(Self.likers(3), [Int64(9)])],
         ])
         #expect(groups.map(\.slot.rawValue) == [Self.slot(1), Self.slot(2), Self.slot(3)])
         #expect(groups.allSatisfy { !$0.atomic })
 
         let outcome = read.outcome(of: [
-            .success([.integer(1), .integer(5), .array([.integer(1), .integer(0)])]),
-            .success([.integer(1), .integer(0)]),
-            .success([.integer(0), .integer(0), .array([.integer(0)])]),   // no marker
+            .success([Self.hot, .integer(5), .array([.integer(1), .integer(0)])]),
+            .success([Self.hot, .integer(0)]),
+            .success([.null, .integer(0), .array([.integer(0)])]),   // no marker
         ])
         #expect(outcome.views == [1: .init(likesCount: 5, members: [7: true, 8: false]), 2: .init(likesCount: 0, members: [:])])
         #expect(outcome.unhydrated == [3])
+        #expect(outcome.warm.isEmpty)
         #expect(outcome.failures.isEmpty)
+
+        // A warm marker: the post's hash is read next, with the same users.
+        let warm = read.outcome(of: [.success([Self.warm, .integer(0), .array([.integer(0), .integer(0)])]),
+                                     .success([Self.hot, .integer(0)]), .success([.null, .integer(0), .array([.integer(0)])])])
+        #expect(warm.warm == [1] && warm.warmUsers == [[7, 8]] && warm.views.keys.sorted() == [2] && warm.unhydrated == [3])
+        let warmRead = WarmRead(posts: warm.warm, users: warm.warmUsers)
+        #expect(warmRead.commands(layout: Self.layout).map(\.commands) == [[.hmget(Self.layout.warmMembers(ofPost: 1), ["n", Int64(7), Int64(8)])]])
+        let known = warmRead.outcome(of: [.success([.array([.bulkString(Array("12".utf8)), .bulkString(Array("0".utf8)), .null])])])
+        #expect(known.views == [1: .init(likesCount: 12, members: [7: false])])
+        #expect(known.unknown == [.init(post: 1, user: 8)])
+        // A hash without its count is refused, not read as an empty post.
+        let broken = warmRead.outcome(of: [.success([.array([.null, .null, .null])])])
+        #expect(broken.views.isEmpty && (broken.failures[1] as? RedisError)?.code == .unexpectedReply)
     }
 
     @Test("a wrong SMISMEMBER flag count, an error reply or a failed node fails only its own post")
@@ -96,12 +113,13 @@ struct ShardBatchProtocolTests {
         var machine = BatchStateMachine(requests: [Self.request(.like, 1, 7), Self.request(.read, 1, 5)], acknowledgement: .redis,
                                         layout: Self.layout, largePostThreshold: 10)
         _ = machine.start()
-        guard case .findPosts(let lookup) = machine.redisReplied([.success([.integer(0), .integer(0), .array([.integer(0), .integer(0)])])]),
+        guard case .findPosts(let lookup) = machine.redisReplied([.success([.null, .integer(0), .array([.integer(0), .integer(0)])])]),
               lookup.posts == [1] else {
             Issue.record("an unloaded post is looked for in PostgreSQL"); return
         }
-        // Written: its likers come back whole (when it is small), no membership is asked.
-        #expect(lookup.loading == [1] && lookup.loadBelow == 10 && lookup.pairs.isEmpty)
+        // Written: its likers come back whole when it is small; its users' memberships are
+        // asked too, for when it is large (then it turns warm).
+        #expect(lookup.loading == [1] && lookup.loadBelow == 10 && lookup.pairs == [.init(post: 1, user: 7), .init(post: 1, user: 5)])
         guard case .write(let groups) = machine.postsFound(.init(counts: [1: 2], likers: [1: [5, 6]])) else {
             Issue.record("then written"); return
         }
@@ -119,32 +137,46 @@ struct ShardBatchProtocolTests {
         #expect(completion.statistics.coldReads == 1)
     }
 
-    @Test("a large post not in Redis leaves the batch with its requests (deferred, in order); the rest goes on")
-    func largePostDeferred() throws {
+    @Test("a large post not in Redis is decided on its count and its users' memberships and turns warm with the write; the rest goes on")
+    func largePostTurnsWarm() throws {
         let requests = [Self.request(.like, 1, 7), Self.request(.like, 2, 8), Self.request(.toggle, 1, 9), Self.request(.like, 3, 7)]
         var machine = BatchStateMachine(requests: requests, acknowledgement: .redis, layout: Self.layout, largePostThreshold: 10)
         _ = machine.start()
         let unloaded = RedisReply.array([.integer(0)])
         guard case .findPosts(let lookup) = machine.redisReplied([
-            .success([.integer(0), .integer(0), unloaded]), .success([.integer(0), .integer(0), unloaded]),
-            .success([.integer(1), .integer(4), .array([.integer(0)])]),
+            .success([.null, .integer(0), .array([.integer(0), .integer(0)])]), .success([.null, .integer(0), unloaded]),
+            .success([Self.hot, .integer(4), .array([.integer(0)])]),
         ]) else { Issue.record("unloaded posts are looked for"); return }
         #expect(Set(lookup.posts) == [1, 2])
-        #expect(lookup.pairs.isEmpty)  // both are written: loaded whole, no membership asked
-        // Post 1 is large: deferred. Post 2 is small: loaded here. Post 3 was loaded already.
+        #expect(Set(lookup.pairs) == [.init(post: 1, user: 7), .init(post: 1, user: 9), .init(post: 2, user: 8)])
         // Both written: both asked to come back whole, below the threshold.
         #expect(lookup.loading.sorted() == [1, 2] && lookup.loadBelow == 10)
-        guard case .write(let groups) = machine.postsFound(.init(counts: [1: 10, 2: 3], likers: [2: [1, 2, 3]])) else {
-            Issue.record("the small post and the hot one are written here"); return
+        // Post 1 is large (10 likers, of whom 9; its likers do not come back); post 2 is small.
+        guard case .write(let groups) = machine.postsFound(.init(counts: [1: 10, 2: 3], likers: [1: [9], 2: [1, 2, 3]])) else {
+            Issue.record("all three posts are written here"); return
         }
         let settled = machine.takeSettled()
-        #expect(settled.deferred == [1: [0, 2]])
-        #expect(settled.answers.isEmpty && settled.missingPosts.isEmpty)
-        #expect(Set(groups.map(\.slot.rawValue)) == [Self.slot(2), Self.slot(3)])
-        // The small post is loaded by its write; the large one is not touched.
+        #expect(settled.deferred.isEmpty && settled.answers.isEmpty && settled.missingPosts.isEmpty)
+        #expect(Set(groups.map(\.slot.rawValue)) == [Self.slot(1), Self.slot(2), Self.slot(3)])
+        // The small post is loaded by its write; the large one turns warm: marker, count and the
+        // memberships the batch knows, no likers set.
         let small = try #require(groups.first { $0.slot.rawValue == Self.slot(2) })
         #expect(small.commands.contains(.set(Self.marker(2), "1")))
-        #expect(!groups.contains { $0.commands.contains(.set(Self.marker(1), "1")) })
+        let large = try #require(groups.first { $0.slot.rawValue == Self.slot(1) })
+        let hash = Self.layout.warmMembers(ofPost: 1)
+        #expect(Array(large.commands.prefix(3)) == [.del([Self.likers(1), hash]), .set(Self.marker(1), "warm"),
+                                                      .hset(hash, [("n", Int64(10)), (Int64(7), "1"), (Int64(9), "0")])])
+        #expect(large.commands.count == 4)  // and the log entry
+        guard case .finish(let completion) = machine.redisReplied(groups.map { group in
+            .success(group.commands.dropLast().map { _ in RedisReply.integer(1) } + [.bulkString(Array("5-0".utf8))])
+        }) else { Issue.record("nothing left to do"); return }
+        #expect(completion.answers.map(\.result) == [
+            .success(LikeState(postID: 1, userID: 7, isLiked: true, likesCount: 11)),
+            .success(LikeState(postID: 2, userID: 8, isLiked: true, likesCount: 4)),
+            .success(LikeState(postID: 1, userID: 9, isLiked: false, likesCount: 10)),
+            .success(LikeState(postID: 3, userID: 7, isLiked: true, likesCount: 5)),
+        ])
+        #expect(Set(completion.touched) == [1, 2, 3])
     }
 
     @Test("a streamed hydration's pages grow its own loading set; its publication is one script on the post's slot")
@@ -155,12 +187,12 @@ struct ShardBatchProtocolTests {
         #expect(PostHydration.loadingPage([5, 6], post: 1, loading: loading).commands == [.sadd(loading, [Int64(5), Int64(6)]), .expire(loading, seconds: 600)])
         let published = PostHydration.publishing(post: 1, loading: loading, loaded: 2, epoch: 7, layout: Self.layout)
         #expect(published.slot == HashSlot(post: 1))
-        #expect(published.commands == [RedisCommand("EVAL", PostHydration.publishScript, "4", Self.layout.epoch(of: HashSlot(post: 1)),
-                                                    loading, Self.likers(1), Self.marker(1), "7", "2")])
+        #expect(published.commands == [RedisCommand("EVAL", PostHydration.publishScript, "5", Self.layout.epoch(of: HashSlot(post: 1)),
+                                                    loading, Self.likers(1), Self.marker(1), Self.layout.warmMembers(ofPost: 1), "7", "2")])
         // A sole writer holds no epoch: the script skips the check.
         #expect(PostHydration.publishing(post: 1, loading: loading, loaded: 0, epoch: nil, layout: Self.layout).commands
-                == [RedisCommand("EVAL", PostHydration.publishScript, "4", Self.layout.epoch(of: HashSlot(post: 1)),
-                                 loading, Self.likers(1), Self.marker(1), "", "0")])
+                == [RedisCommand("EVAL", PostHydration.publishScript, "5", Self.layout.epoch(of: HashSlot(post: 1)),
+                                 loading, Self.likers(1), Self.marker(1), Self.layout.warmMembers(ofPost: 1), "", "0")])
         #expect(PostHydration.fetchLikers(pageSize: 10_000) == "FETCH 10000 FROM counter_hydration")
     }
 
@@ -215,7 +247,7 @@ struct ShardBatchProtocolTests {
         var machine = BatchStateMachine(requests: [Self.request(.like, 2, 7), Self.request(.like, 1, 8)], acknowledgement: .redis,
                                         layout: Self.layout)
         _ = machine.start()
-        _ = machine.redisReplied([.success([.integer(0), .integer(0), .array([.integer(0)])]),
+        _ = machine.redisReplied([.success([.null, .integer(0), .array([.integer(0)])]),
                                   .success([.integer(1), .integer(1), .array([.integer(0)])])])
         guard case .write = machine.postsFound(.init()) else { Issue.record("post 1 is written"); return }
         #expect(machine.takeSettled().missingPosts == [2])
@@ -270,8 +302,9 @@ struct ShardBatchProtocolTests {
         let run = Self.run([Self.request(.read, 1, 5), Self.request(.toggle, 1, 7), Self.request(.read, 2, 5)],
                            redis: &redis, postgres: postgres)
         #expect(run.steps == [.read, .findPosts, .write])
-        // Only the read-only post's membership is asked; the written one comes whole.
-        #expect(run.lookups.first?.pairs == [.init(post: 2, user: 5)])
+        // The written post comes whole (it is small); its users' memberships are asked too (for
+        // a large one, which would turn warm), and the read-only post's reader.
+        #expect(run.lookups.first?.pairs == [.init(post: 1, user: 5), .init(post: 1, user: 7), .init(post: 2, user: 5)])
         #expect(run.lookups.first?.loading == [1])
         #expect(run.answers == [
             0: .success(LikeState(postID: 1, userID: 5, isLiked: true, likesCount: 1)),
@@ -496,7 +529,7 @@ struct ShardBatchProtocolTests {
 
     // MARK: - Model-based
 
-    @Test("random batches against a model Redis, with flushes and evictions between them: its sets and logs match a reference, answers one serial order, cold posts read and loaded exactly", arguments: [
+    @Test("random batches against a model Redis, with flushes and evictions between them: its sets, warm hashes and logs match a reference, answers one serial order, cold posts read, loaded and turned warm exactly", arguments: [
         (UInt64(1), AcknowledgementMode.redis), (2, .redis), (3, .postgres), (4, .memory), (5, .redis),
     ])
     func modelBased(seed: UInt64, acknowledgement: AcknowledgementMode) throws {
@@ -508,7 +541,7 @@ struct ShardBatchProtocolTests {
         for post in postgres.posts where reference[post] == nil { reference[post] = [] }
         var replayed = reference   // PostgreSQL's rows with every log entry so far applied
         var logged: [String: Int] = [:]   // entries per log before the batch
-        var evictions = 0, coldLookups = 0
+        var evictions = 0, coldLookups = 0, warmSeen = 0
         try #require(Set((1...4).map { Self.slot(Int64($0)) }).count == 4, "one post per slot, so a slot's failure is its post's")
         for batch in 0..<400 {
             let requests = (0..<Int.random(in: 1...30, using: &random)).map { _ -> Request in
@@ -517,8 +550,10 @@ struct ShardBatchProtocolTests {
                 return Self.request(operation, post, operation == .count ? 0 : Int64.random(in: 1...6, using: &random))
             }
             // Faults anywhere, except on memory-mode writes, whose answers are given before them.
+            // Posts with two likers or more in PostgreSQL turn warm when written cold; the others
+            // are loaded whole: both tiers meet every fault.
             let run = Self.run(requests, acknowledgement: acknowledgement, redis: &redis, postgres: postgres,
-                               postgresDown: random.next() % 25 == 0) { step, _ in
+                               postgresDown: random.next() % 25 == 0, largePostThreshold: 2) { step, _ in
                 guard random.next() % 10 == 0, !(acknowledgement == .memory && step == .write) else { return nil }
                 return [RedisModel.Fault.nodeDown, .lostBeforeRunning, .lostAfterRunning].randomElement(using: &random)
             }
@@ -544,10 +579,19 @@ struct ShardBatchProtocolTests {
                 }
             }
 
-            // Redis holds the reference for loaded posts; an unloaded one was never changed.
+            // Redis holds the reference for loaded posts, and for warm ones their count and every
+            // membership their hash knows; an unloaded one was never changed.
             for post in postgres.posts.sorted() {
                 if redis.strings[Self.marker(post)] == "1" {
                     #expect(redis.members(Self.likers(post)) == reference[post], "batch \(batch): likers of post \(post)")
+                } else if redis.strings[Self.marker(post)] == "warm" {
+                    warmSeen += 1
+                    let hash = redis.hashes[Self.layout.warmMembers(ofPost: post)] ?? [:]
+                    #expect(hash["n"] == String(reference[post]!.count), "batch \(batch): count of warm post \(post)")
+                    for (field, value) in hash where field != "n" {
+                        #expect((value == "1") == reference[post]!.contains(Int64(field)!), "batch \(batch): warm post \(post), user \(field)")
+                    }
+                    #expect(redis.sets[Self.likers(post)] == nil)
                 } else {
                     #expect(reference[post] == Set(postgres.likes[post] ?? []), "batch \(batch): post \(post) changed unloaded")
                 }
@@ -591,17 +635,19 @@ struct ShardBatchProtocolTests {
             // next batches read them cold and load them again with their first write.
             if random.next() % 5 == 0 {
                 postgres.likes = replayed.mapValues { $0.sorted() }
-                let loaded = postgres.posts.filter { redis.strings[Self.marker($0)] == "1" }.sorted()
+                let loaded = postgres.posts.filter { redis.strings[Self.marker($0)] != nil }.sorted()
                 let evicted = loaded.filter { _ in random.next() % 2 == 0 }
                 evictions += evicted.count
                 _ = redis.execute(PostHydration.transactions(unloading: evicted, layout: Self.layout))
                 for post in evicted {
-                    #expect(redis.strings[Self.marker(post)] == nil && redis.sets[Self.likers(post)] == nil)
+                    #expect(redis.strings[Self.marker(post)] == nil && redis.sets[Self.likers(post)] == nil
+                            && redis.hashes[Self.layout.warmMembers(ofPost: post)] == nil)
                 }
             }
             coldLookups += run.lookups.count
         }
-        #expect(evictions > 20 && coldLookups > 20, "evictions \(evictions), cold lookups \(coldLookups): the run must meet cold posts")
+        #expect(evictions > 20 && coldLookups > 20 && warmSeen > 20,
+                "evictions \(evictions), cold lookups \(coldLookups), warm posts seen \(warmSeen): the run must meet cold and warm posts")
     }
 
     /// Applies `request` to a post's likers, as one serial step; returns its answer.

@@ -302,22 +302,32 @@ struct WritePathBehaviourTests {
         await harness.stop()
     }
 
-    @Test("loading a post with many likers into Redis is logged as it starts and once loaded, with how many", arguments: RedisTarget.allCases)
+    @Test("promoting a warm post with many likers to a whole set is logged as it starts and once loaded, with how many", arguments: RedisTarget.allCases)
     func largePostLogged(redis: RedisTarget) async throws {
-        let harness = try await WritePathHarness.start(posts: 2, redis: redis) { $0.flushOnlyWhenAsked() }
+        let harness = try await WritePathHarness.start(posts: 2, redis: redis) { configuration in
+            configuration.flushOnlyWhenAsked()
+            configuration.warmPromotionLookups = 5
+        }
         let (large, small) = (harness.posts[0], harness.posts[1])
         let likers = ShardStateMachine.largePostLikers
         try await harness.pool.query("""
             INSERT INTO likes (user_id, post_id) SELECT generate_series(1, $1::bigint), $2
             """, [.int64(Int64(likers)), .int64(large)])
         try await harness.pool.query("UPDATE posts SET likes_count = $1 WHERE id = $2", [.int64(Int64(likers)), .int64(large)])
-        // A write loads a cold post (a read would be answered from PostgreSQL, loading nothing).
+        // A write turns the large post warm; reads of users it does not know promote it.
         #expect(try await harness.service.perform(.like, post: large, user: Int64(likers) + 1).likesCount == Int64(likers) + 1)
+        for user in 1...5 { #expect(try await harness.service.perform(.read, post: large, user: Int64(user)).isLiked) }
         #expect(try await harness.service.perform(.like, post: small, user: 1).likesCount == 1)
-        let lines = harness.log.lines(of: "hydrating_large_post")
+        var lines: [String] = []
+        for _ in 0..<200 {
+            lines = harness.log.lines(of: "hydrating_large_post")
+            if lines.count >= 2 { break }
+            try await Task.sleep(for: .milliseconds(25))
+        }
         #expect(lines.count == 2)
         #expect(lines.first?.contains("post=\(large)") == true && lines.first?.contains("phase=started") == true)
-        #expect(lines.last?.contains("phase=loaded") == true && lines.last?.contains("likers=\(likers)") == true)
+        #expect(lines.last?.contains("phase=loaded") == true && lines.last?.contains("likers=\(likers)") == true
+                && lines.last?.contains("promoted_from=warm") == true)
         await harness.stop()
     }
 

@@ -265,89 +265,127 @@ struct WritePathTests {
         }
     }
 
-    @Test("a large post loads in the background, page by page: its operations wait for it, the shard's other posts are answered meanwhile, and Redis ends with exactly PostgreSQL's likers",
-          .timeLimit(.minutes(3)), arguments: RedisTarget.allCases)
-    func largePostLoadsInTheBackground(redis: RedisTarget) async throws {
-        // A PostgreSQL of its own: the test locks the likes table, which would hold up every
-        // other suite's reads and flushes on a shared server. Starting it takes a while on a
-        // loaded machine: hence three minutes.
-        try await PrivateServers.with { servers in
-            let harness = try await WritePathHarness.start(posts: 2, postgresURL: servers.postgresURL, redis: redis,
-                                                       redisURL: redis == .single ? servers.redisURL : nil) { configuration in
-                configuration.shardCount = 1
-                configuration.streamingHydrationThreshold = 1_000
-                configuration.hydrationPageSize = 700
-            }
-            let (large, small) = (harness.posts[0], harness.posts[1])
-            try await harness.pool.query("""
-                INSERT INTO likes (user_id, post_id, created_at, updated_at) SELECT g, $1, now(), now() FROM generate_series(1, 2500) g
-                """, [.int64(large)])
-            try await harness.pool.query("UPDATE posts SET likes_count = 2500 WHERE id = $1", [.int64(large)])
-            _ = try await harness.service.perform(.like, post: small, user: 1)
-            // Nothing pending: no flush asks the pool for a connection while the test counts its waiters.
-            try await harness.service.flush()
-
-            // Hold the likes table, so the large post's load cannot read it until released — but
-            // only once the batch that defers the post has looked it up (that lookup reads likes
-            // too). The pool is first come, first served: every connection is held here, the
-            // batch's lookup queues, then a waiter of this test queues behind it; one connection
-            // let go goes to the lookup and comes back to this test, so the load that the batch
-            // starts queues for a connection while the table is locked.
-            let gates = (0..<5).map { _ in Gate() }
-            var holders: [Task<Void, Error>] = []
-            for gate in gates.prefix(4) {
-                holders.append(Task { try await harness.pool.withConnection { _ in await gate.wait() } })
-            }
-            let deadline = ContinuousClock.now + .seconds(30)
-            func waitUntil(_ what: String, _ condition: () -> Bool) async throws {
-                while !condition() {
-                    try #require(ContinuousClock.now < deadline, "waited too long until \(what); \(harness.pool.waitingCount) waiting for a connection")
-                    try await Task.sleep(for: .milliseconds(5))
-                }
-            }
-            try await waitUntil("the test holds every connection") { gates.prefix(4).reduce(0, { $0 + $1.arrived }) == 4 }
-            let first = Task { try await harness.service.perform(.toggle, post: large, user: 9_001) }
-            try await waitUntil("the batch's lookup waits for a connection") { harness.pool.waitingCount == 1 }
-            holders.append(Task { try await harness.pool.withConnection { _ in await gates[4].wait() } })
-            try await waitUntil("the test's waiter queues behind it") { harness.pool.waitingCount == 2 }
-            gates[0].open()  // to the lookup, then back to this test's waiter
-            try await waitUntil("the load waits for a connection") {
-                !harness.log.lines(of: "hydrating_large_post").isEmpty && harness.pool.waitingCount == 1
-            }
-            let locker = PostgresConnection(configuration: PostgresConfiguration(url: servers.postgresURL))
-            try await locker.query("BEGIN")
-            try await locker.query("LOCK TABLE likes IN ACCESS EXCLUSIVE MODE")
-            for gate in gates.dropFirst() { gate.open() }
-            for holder in holders { try await holder.value }
-            let second = Task { try await harness.service.perform(.read, post: large, user: 1) }
-            for user in 2...20 {
-                #expect(try await harness.service.perform(.like, post: small, user: Int64(user)).likesCount == Int64(user))
-            }
-            try await locker.query("COMMIT")
-            await locker.close()
-            #expect(try await first.value == LikeState(postID: large, userID: 9_001, isLiked: true, likesCount: 2_501))
-            #expect(try await second.value == LikeState(postID: large, userID: 1, isLiked: true, likesCount: 2_501))
-
-            // Redis holds exactly the rows and the new like; no loading set is left behind.
-            let slot = HashSlot(post: large)
-            let replies = try await harness.redis.pipeline([
-                .scard(harness.layout.likers(ofPost: large)), .smismember(harness.layout.likers(ofPost: large), [Int64(1), Int64(2_500), Int64(2_501), Int64(9_001)]),
-            ], slot: slot)
-            #expect(replies[0].integer == 2_501)
-            #expect(replies[1].array?.map(\.integer) == [1, 1, 0, 1])
-            let loading = try await scanKeys(matching: harness.layout.likers(ofPost: large) + ":loading:*") {
-                try await harness.redis.pipeline([$0], slot: slot)[0]
-            }
-            #expect(loading.isEmpty, "\(loading)")
-            let loaded = harness.log.lines(of: "hydrating_large_post").filter { $0.contains("phase=loaded") }
-            #expect(loaded.count == 1 && loaded[0].contains("likers=2500"))
-            try await harness.service.flush()
-            #expect(try await harness.postgresCounts()[large].map { $0.count == 2_501 && $0.rows == 2_501 } == true)
-            await harness.stop()
+    @Test("a large cold post is written at once, warm: its count and the memberships seen in Redis, no likers set; other users are looked up in PostgreSQL; exact after a restart with changes pending, a flush and an eviction",
+          arguments: RedisTarget.allCases)
+    func largePostTurnsWarm(redis: RedisTarget) async throws {
+        let harness = try await WritePathHarness.start(posts: 1, redis: redis) { configuration in
+            configuration.streamingHydrationThreshold = 1_000
+            configuration.flushOnlyWhenAsked()
+            configuration.hotIdle = nil
         }
+        let post = harness.posts[0]
+        let layout = harness.layout
+        try await harness.pool.query("""
+            INSERT INTO likes (user_id, post_id, created_at, updated_at) SELECT g, $1, now(), now() FROM generate_series(1, 2500) g
+            """, [.int64(post)])
+        try await harness.pool.query("UPDATE posts SET likes_count = 2500 WHERE id = $1", [.int64(post)])
+        func warmState() async throws -> (marker: String?, hash: [String: String], likersSet: Int64) {
+            let slot = HashSlot(post: post)
+            let replies = try await harness.redis.pipeline([
+                .get(layout.hydratedMarker(ofPost: post)), RedisCommand("HGETALL", layout.warmMembers(ofPost: post)), .exists([layout.likers(ofPost: post)]),
+            ], slot: slot)
+            var hash: [String: String] = [:]
+            let flat = replies[1].array ?? []
+            for index in stride(from: 0, to: flat.count - 1, by: 2) { hash[flat[index].string ?? ""] = flat[index + 1].string ?? "" }
+            return (replies[0].string, hash, replies[2].integer ?? -1)
+        }
+
+        // The first write is answered from the count and one membership: nothing is loaded.
+        #expect(try await harness.service.perform(.toggle, post: post, user: 9_001) == LikeState(postID: post, userID: 9_001, isLiked: true, likesCount: 2_501))
+        var state = try await warmState()
+        #expect(state.marker == "warm" && state.hash == ["n": "2501", "9001": "1"] && state.likersSet == 0)
+        // A liker the hash does not know yet: looked up, then remembered.
+        #expect(try await harness.service.perform(.unlike, post: post, user: 1) == LikeState(postID: post, userID: 1, isLiked: false, likesCount: 2_500))
+        let readsBefore = await harness.service.stats().reduce(0) { $0 + $1.coldReads }
+        #expect(try await harness.service.perform(.read, post: post, user: 2) == LikeState(postID: post, userID: 2, isLiked: true, likesCount: 2_500))
+        #expect(try await harness.service.perform(.read, post: post, user: 9_001).isLiked)
+        #expect(try await harness.service.perform(.count, post: post, user: 0).likesCount == 2_500)
+        let stats = await harness.service.stats()
+        #expect(stats.reduce(0) { $0 + $1.coldReads } == readsBefore + 1, "only the read of a user the hash did not know went to PostgreSQL")
+        state = try await warmState()
+        #expect(state.hash == ["n": "2500", "9001": "1", "1": "0"])
+
+        // A restart with the changes still in the log: the next process reads the warm post
+        // from Redis, not from PostgreSQL's stale count.
+        await harness.stopService(drain: false)
+        let restarted = try await harness.restarted()
+        #expect(try await restarted.service.perform(.like, post: post, user: 9_002).likesCount == 2_501)
+        #expect(try await restarted.service.perform(.toggle, post: post, user: 1) == LikeState(postID: post, userID: 1, isLiked: true, likesCount: 2_502))
+        try await restarted.service.flush()
+        #expect(try await restarted.postgresCounts()[post].map { $0.count == 2_502 && $0.rows == 2_502 } == true)
+        let members = try await restarted.postgresMembers()
+        #expect(members.contains(Pair(user: 9_001, post: post)) && members.contains(Pair(user: 9_002, post: post)) && members.contains(Pair(user: 1, post: post)))
+        await restarted.stopService()
+
+        // Evicted once nothing waits: the warm hash goes with the marker; the post is read cold
+        // from the rows, and its next write turns it warm again from them.
+        let evicting = try await harness.restarted { $0.hotIdle = .milliseconds(200) }
+        for _ in 0..<200 {
+            state = try await warmState()
+            if state.marker == nil { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let report = await evicting.flushReport()
+        #expect(state.marker == nil && state.hash.isEmpty && state.likersSet == 0, "the warm post was not evicted: \(report)")
+        #expect(try await evicting.service.perform(.read, post: post, user: 9_002) == LikeState(postID: post, userID: 9_002, isLiked: true, likesCount: 2_502))
+        #expect(try await evicting.service.perform(.toggle, post: post, user: 9_002) == LikeState(postID: post, userID: 9_002, isLiked: false, likesCount: 2_501))
+        #expect(try await warmState().hash == ["n": "2501", "9002": "0"])
+        try await evicting.service.flush()
+        #expect(try await evicting.postgresCounts()[post].map { $0.count == 2_501 && $0.rows == 2_501 } == true)
+        await evicting.stop()
     }
 
-    @Test("a streamed hydration is published all or nothing: refused when the slot's epoch moved or the loading set is not whole, and nothing changes then",
+    @Test("a warm post busy with users Redis does not know is promoted: loaded whole in the background while it keeps answering, its hash laid over the rows; the likers set is then exact",
+          arguments: RedisTarget.allCases)
+    func warmPostPromoted(redis: RedisTarget) async throws {
+        let harness = try await WritePathHarness.start(posts: 1, redis: redis) { configuration in
+            configuration.streamingHydrationThreshold = 1_000
+            configuration.warmPromotionLookups = 40
+            configuration.hydrationPageSize = 300
+            configuration.hotIdle = nil
+        }
+        let post = harness.posts[0]
+        let layout = harness.layout
+        try await harness.pool.query("""
+            INSERT INTO likes (user_id, post_id, created_at, updated_at) SELECT g, $1, now(), now() FROM generate_series(1, 2000) g
+            """, [.int64(post)])
+        try await harness.pool.query("UPDATE posts SET likes_count = 2000 WHERE id = $1", [.int64(post)])
+        // Turned warm by its first write; then reads and writes of users it does not know.
+        #expect(try await harness.service.perform(.unlike, post: post, user: 1).likesCount == 1_999)
+        var expected = Set(Int64(2)...2_000)
+        var count: Int64 = 1_999
+        for user in Int64(3_001)...3_060 {
+            let liked = try await harness.service.perform(.toggle, post: post, user: user)
+            expected.insert(user)
+            count += 1
+            #expect(liked == LikeState(postID: post, userID: user, isLiked: true, likesCount: count))
+            #expect(try await harness.service.perform(.read, post: post, user: user - 3_000) == LikeState(postID: post, userID: user - 3_000, isLiked: user != 3_001, likesCount: count))
+        }
+        // Promoted once the lookups passed 40; writes went on meanwhile.
+        var marker: String?
+        for _ in 0..<200 {
+            marker = try await harness.redis.send(.get(layout.hydratedMarker(ofPost: post)), slot: HashSlot(post: post)).string
+            if marker == "1" { break }
+            _ = try await harness.service.perform(.toggle, post: post, user: 5_000)
+            if expected.remove(5_000) == nil { expected.insert(5_000) }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(marker == "1", "not promoted: \(harness.log.lines(of: "hydrating_large_post"))")
+        let replies = try await harness.redis.pipeline([
+            RedisCommand("SMEMBERS", layout.likers(ofPost: post)), .exists([layout.warmMembers(ofPost: post)]),
+        ], slot: HashSlot(post: post))
+        #expect(Set((replies[0].array ?? []).compactMap(\.integer)) == expected)
+        #expect(replies[1].integer == 0)
+        #expect(harness.log.lines(of: "hydrating_large_post").contains { $0.contains("promoted_from=warm") })
+        // Hot now: answered from the set; PostgreSQL agrees after a flush.
+        #expect(try await harness.service.perform(.read, post: post, user: 1_500) == LikeState(postID: post, userID: 1_500, isLiked: true, likesCount: Int64(expected.count)))
+        try await harness.service.flush()
+        #expect(try await harness.postgresMembers() == Set(expected.map { Pair(user: $0, post: post) }))
+        #expect(try await harness.postgresCounts()[post].map { $0.count == Int64(expected.count) && $0.rows == Int64(expected.count) } == true)
+        await harness.stop()
+    }
+
+    @Test("a streamed hydration is published all or nothing: refused when the slot's epoch moved, the loading set is not whole or a warm post's hash laid over it misses its count, and nothing changes then",
           arguments: RedisTarget.allCases)
     func largePostPublication(redis: RedisTarget) async throws {
         let harness = try await WritePathHarness.start(posts: 1, redis: redis)
@@ -375,6 +413,29 @@ struct WritePathTests {
         #expect(try await state().map(\.integer) == [1, 3, 0])
         let ttl = try await harness.redis.pipeline([RedisCommand("TTL", layout.likers(ofPost: post))], slot: slot)
         #expect(ttl.first?.integer == -1)
+
+        // A warm post's promotion: its hash is laid over the likers loaded (3 unliked, 4 liked
+        // since it turned warm, 1 and 2 untouched), the count checked, the hash dropped.
+        let warm = layout.warmMembers(ofPost: post)
+        let promoting = layout.loadingLikers(ofPost: post, attempt: 2)
+        _ = try await harness.redis.pipeline([
+            .del([layout.likers(ofPost: post)]), .set(layout.hydratedMarker(ofPost: post), "warm"),
+            .sadd(promoting, [Int64(1), Int64(2), Int64(3)]), .hset(warm, [("n", Int64(9)), (Int64(3), "0"), (Int64(4), "1")]),
+        ], slot: slot)
+        // A count the merge does not give: refused, the post stays warm and whole.
+        let mismatch = try await run(PostHydration.publishing(post: post, loading: promoting, loaded: 3, epoch: 5, layout: layout))
+        guard case .error(let mismatchText) = mismatch else { Issue.record("refused"); return }
+        #expect(mismatchText.hasPrefix("MISMATCH"))
+        let kept = try await harness.redis.pipeline([.get(layout.hydratedMarker(ofPost: post)), .exists([warm, layout.likers(ofPost: post)])], slot: slot)
+        #expect(kept[0].string == "warm" && kept[1].integer == 1)
+        _ = try await harness.redis.pipeline([.del([promoting]), .sadd(promoting, [Int64(1), Int64(2), Int64(3)]), .hset(warm, [("n", Int64(3))])], slot: slot)
+        #expect(try await run(PostHydration.publishing(post: post, loading: promoting, loaded: 3, epoch: 5, layout: layout)).string == "OK")
+        let promoted = try await harness.redis.pipeline([
+            .get(layout.hydratedMarker(ofPost: post)), RedisCommand("SMEMBERS", layout.likers(ofPost: post)), .exists([warm, promoting]),
+        ], slot: slot)
+        #expect(promoted[0].string == "1")
+        #expect(Set((promoted[1].array ?? []).compactMap(\.integer)) == [1, 2, 4])
+        #expect(promoted[2].integer == 0)
         await harness.stop()
     }
 

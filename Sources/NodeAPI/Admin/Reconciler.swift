@@ -82,16 +82,17 @@ struct Reconciler: Sendable {
         guard !checked.isEmpty else { return }
         let counts = try await redisCounts(checked.map(\.post))
         for post in checked {
-            guard let count = counts[post.post] else { continue }
+            guard let (count, warm) = counts[post.post] else { continue }
+            // A warm post has no likers set to compare: its count is checked.
             if count == post.rows {
-                guard count > 0, count <= Self.membershipCheckLimit,
+                guard !warm, count > 0, count <= Self.membershipCheckLimit,
                       try await redisMembers(post.post) != rowMembers(post.post) else { continue }
             }
             var verdict: (pending: Bool, redis: Int64, rows: Int64)? = nil
             for attempt in 0..<3 {
                 if attempt > 0 { try await Task.sleep(for: .milliseconds(50)) }
-                guard let redisCount = try await redisCounts([post.post])[post.post] else { verdict = nil; break }
-                let redisSet = redisCount <= Self.membershipCheckLimit ? try await redisMembers(post.post) : nil
+                guard let (redisCount, warm) = try await redisCounts([post.post])[post.post] else { verdict = nil; break }
+                let redisSet = !warm && redisCount <= Self.membershipCheckLimit ? try await redisMembers(post.post) : nil
                 if await service.hasPendingChanges(forPost: post.post) { verdict = (true, redisCount, 0); break }
                 let fresh = try await postgres.query("SELECT count(*) FROM likes WHERE post_id = $1", [.int64(post.post)])
                 let rowCount = try fresh.first?.int64(0) ?? 0
@@ -121,15 +122,18 @@ struct Reconciler: Sendable {
         return Set(try rows.map { try $0.int64(0) })
     }
 
-    /// `SCARD` of the likers set of each post Redis holds (hydrated); others are left out.
-    private func redisCounts(_ posts: [Int64]) async throws -> [Int64: Int64] {
+    /// The count Redis holds for each post it holds: `SCARD` of a hot post's likers set, the
+    /// count field of a warm post's hash; cold posts are left out.
+    private func redisCounts(_ posts: [Int64]) async throws -> [Int64: (count: Int64, warm: Bool)] {
         let replies = try await redis.executeAll(posts.map { post in
             SlotCommands(slot: HashSlot(post: post),
-                         commands: [.exists([layout.hydratedMarker(ofPost: post)]), .scard(layout.likers(ofPost: post))])
+                         commands: [.get(layout.hydratedMarker(ofPost: post)), .scard(layout.likers(ofPost: post)),
+                                    RedisCommand("HGET", layout.warmMembers(ofPost: post), RedisKeyLayout.warmCountField)])
         })
-        var counts: [Int64: Int64] = [:]
-        for (post, reply) in zip(posts, replies) where reply[0].integer == 1 {
-            counts[post] = reply[1].integer ?? 0
+        var counts: [Int64: (count: Int64, warm: Bool)] = [:]
+        for (post, reply) in zip(posts, replies) where reply[0] != .null {
+            let warm = reply[0].string == RedisKeyLayout.warmMarkerValue
+            counts[post] = ((warm ? reply[2].integer : reply[1].integer) ?? 0, warm)
         }
         return counts
     }
