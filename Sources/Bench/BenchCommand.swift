@@ -80,6 +80,7 @@ enum BenchCommand {
           --timeout S      a request unanswered this long fails (default 5)
           --posts N        posts for zipf/feed/mixed (default 1000); --zipf-exponent E (0.99)
           --read-ratio R   share of reads in mixed (default 0.9)
+          --feed-size N    posts per feed page, 1 to 1000 (default: 20 to 100 at random)
           --api-token T, --admin-token T   (env COUNTER_API_TOKEN, COUNTER_ADMIN_TOKEN)
           --user-tokens    writes go to the user routes (/v1/posts/{post}/like/toggle, …), each
                            connection as one end user with its own HS256 token, signed with

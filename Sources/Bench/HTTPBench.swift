@@ -12,6 +12,8 @@ struct HTTPBenchOptions {
     var posts = 1_000
     var zipfExponent = 0.99
     var readRatio = 0.9
+    /// Posts per feed page (`nil`: 20 to 100 at random).
+    var feedSize: Int?
     var path = "/healthz"
     var apiToken: String?
     var adminToken: String?
@@ -58,6 +60,7 @@ struct HTTPBenchOptions {
                 let text = try reader.value(flag)
                 guard let value = Double(text), (0...5).contains(value) else { throw BenchUsageError(message: "--zipf-exponent \(text): must be from 0 to 5") }
                 zipfExponent = value
+            case "--feed-size": feedSize = try reader.number(flag, 1...1_000)
             case "--read-ratio":
                 let text = try reader.value(flag)
                 guard let value = Double(text), (0...1).contains(value) else { throw BenchUsageError(message: "--read-ratio \(text): must be from 0 to 1") }
@@ -188,6 +191,7 @@ struct HTTPBench {
                                                     zipfExponent: options.zipfExponent, readRatio: options.readRatio, token: options.apiToken,
                                                     userBase: Int64.random(in: 1...1_000_000) * 1_000_000_000)
             scenarioWorkload.routing = routing
+            scenarioWorkload.feedSize = options.feedSize
             if options.userTokens, let secret = options.userTokenSecret {
                 let signer = TokenSigner(secret: secret)
                 scenarioWorkload.userTokens = (0..<load.connections).map {

@@ -38,6 +38,8 @@ public struct ScenarioWorkload: Workload {
     public let usersPerConnection: Int64
     /// Which endpoint each request goes to.
     public var routing = Routing.first
+    /// Posts per `feed` page (`nil`: 20 to 100 at random).
+    public var feedSize: Int?
     /// End users' tokens, one per connection (connection `i` uses `userTokens[i % count]`, for
     /// the user `userBase + i * usersPerConnection + 1`): writes then go to the user routes
     /// (`/v1/posts/{post}/like…`) as that user, instead of naming users with the API token.
@@ -93,7 +95,7 @@ public struct ScenarioWorkload: Workload {
             let post = posts[Int.random(in: 0..<min(posts.count, 4), using: &random)]
             return write(post: post, user: firstUser + Int64.random(in: 0..<3, using: &random), connection: connection)
         case .feed:
-            let size = Int.random(in: 20...100, using: &random)
+            let size = feedSize ?? Int.random(in: 20...100, using: &random)
             var ids: [Int64] = []
             ids.reserveCapacity(size)
             for _ in 0..<size { ids.append(posts[zipf.sample(using: &random)]) }
