@@ -101,9 +101,13 @@ enum BenchCommand {
                         10) through the node over --connections (default 256): prints the node's
                         resident memory before and after, Redis's bytes per post and per liker
                         (its used_memory after one like per post and after all), and what the
-                        write-behind log costs per change before it is trimmed. Also --url U,
-                        --postgres-url U, --redis-url U (the node's Redis), --keep (leave the
-                        posts), --api-token T, --admin-token T.
+                        write-behind log costs per change before it is trimmed. Then
+                        --hot-phase S seconds (default 300; 0: none) of zipf toggles on 1 % of
+                        the posts, and Redis's used_memory above the empty baseline after it:
+                        what the node's --hot-idle kept (compare a node with --hot-idle 60s and
+                        one with --hot-idle off); the pairs toggled are checked in PostgreSQL.
+                        Also --url U, --postgres-url U, --redis-url U (the node's Redis), --keep
+                        (leave the posts), --api-token T, --admin-token T.
 
           chaos         (run by scripts/chaos, which starts PostgreSQL and Redis of its own) a node
                         under mixed load — likes, unlikes, toggles on pairs each connection owns,

@@ -9,6 +9,8 @@ struct ScaleBenchOptions {
     var likesPerPost = 10
     var load = LoadOptions()
     var keep = false
+    /// Seconds of zipf toggles on 1 % of the posts after the likes (0: none).
+    var hotPhase = 300
     var node: NodeTarget
     var servers: BenchServers
 
@@ -24,6 +26,7 @@ struct ScaleBenchOptions {
             case "--likes-per-post": likesPerPost = try reader.number(flag, 2...1_000)
             case "--connections": load.connections = try reader.number(flag, 1...20_000)
             case "--keep": keep = true
+            case "--hot-phase": hotPhase = try reader.number(flag, 0...86_400)
             default: return try node.take(flag, from: &reader) || servers.take(flag, from: &reader)
             }
             return true
@@ -36,7 +39,11 @@ struct ScaleBenchOptions {
 /// (one per post, then the rest), and the memory it took is read: the node's resident memory,
 /// and Redis's `used_memory` after the first like of every post and after the last, which gives
 /// Redis's bytes per post and per liker. Then what the write-behind log costs before it is
-/// trimmed, from scratch streams of packed entries (`MEMORY USAGE`).
+/// trimmed, from scratch streams of packed entries (`MEMORY USAGE`). Then, for `--hot-phase`
+/// seconds, zipf toggles on 1 % of the posts (what a day's traffic looks like after the history
+/// is written): Redis's `used_memory` above the empty baseline at its end shows what the node's
+/// `--hot-idle` kept — run it against a node with `--hot-idle 60s` and one with `--hot-idle off`
+/// to compare — and every pair it toggled is checked in PostgreSQL (lost, phantom, counts).
 struct ScaleBench {
     let options: ScaleBenchOptions
 
@@ -76,6 +83,10 @@ struct ScaleBench {
             print(String(format: "  Redis: %.0f bytes per liker (a post's likers set grown from 1 to %d), %.0f bytes per post (its marker and set)",
                          perLiker, options.likesPerPost, perPost))
             try await logCosts(redis)
+            if options.hotPhase > 0 {
+                try await hotPhase(node: node, pool: pool, redis: redis, firstPost: firstPost, posts: posts,
+                                   redisBefore: redisBefore, redisAfterLikes: redisAfter)
+            }
         } catch {
             await cleanUp(node: node, pool: pool, firstPost: firstPost, posts: posts)
             await redis.close()
@@ -84,6 +95,57 @@ struct ScaleBench {
         await cleanUp(node: node, pool: pool, firstPost: firstPost, posts: posts)
         await redis.close()
         await pool.close()
+    }
+
+    /// Zipf toggles on the first 1 % of the posts for `--hot-phase` seconds, a minute at a time;
+    /// then Redis's memory above `redisBefore`, against what it was after the likes, and the
+    /// correctness of every pair toggled.
+    private func hotPhase(node: NodeTarget, pool: PostgresPool, redis: RedisConnection, firstPost: Int64, posts: Int64,
+                          redisBefore: Int64, redisAfterLikes: Int64) async throws {
+        let hot = (0..<max(1, posts / 100)).map { firstPost + $0 }
+        print("  hot phase: zipf toggles on \(hot.count) posts (1 %) for \(options.hotPhase) s")
+        let baselineRows = try await pool.query("""
+            SELECT l.user_id, l.post_id FROM unnest($1::bigint[]) AS wanted(id) JOIN likes l ON l.post_id = wanted.id
+            """, [.int64Array(hot)])
+        let baseline = Set(try baselineRows.map { CorrectnessCheck.Pair(user: try $0.int64(0), post: try $0.int64(1)) })
+        let workload = ScenarioWorkload(scenario: .zipf, operation: .toggle, posts: hot, zipfExponent: 0.99, readRatio: 0,
+                                        token: node.apiToken, userBase: Int64.random(in: 1...1_000_000) * 1_000_000_000 + 500_000_000)
+        var expectations: [CorrectnessCheck.Pair: CorrectnessCheck.Expectation] = [:]
+        var left = options.hotPhase
+        while left > 0 {
+            var load = options.load
+            load.duration = .seconds(min(60, left))
+            left -= min(60, left)
+            let result = await LoadGenerator(options: load, workload: workload).run { _, _, _, _ in }
+            expectations.merge(result.expectations) { _, later in later }
+            let used = try await usedMemory(redis)
+            print(String(format: "  hot phase: %.0f toggles/s, %d failures, %d s left; Redis %.1f MB above the baseline",
+                         result.throughput, result.failures, left, Double(used - redisBefore) / 1e6))
+            if result.successes == 0 { throw BenchCheckFailure(message: "the node answered nothing: \(result.statuses) \(result.errors)") }
+        }
+        let used = try await usedMemory(redis)
+        print(String(format: "  after the hot phase: Redis %.1f MB above the empty baseline, %.1f %% of the %.1f MB after the likes",
+                     Double(used - redisBefore) / 1e6, Double(used - redisBefore) / Double(max(1, redisAfterLikes - redisBefore)) * 100,
+                     Double(redisAfterLikes - redisBefore) / 1e6))
+        try node.flush()
+        let rows = try await pool.query("""
+            SELECT l.user_id, l.post_id FROM unnest($1::bigint[]) AS wanted(id) JOIN likes l ON l.post_id = wanted.id
+            """, [.int64Array(hot)])
+        let pairs = try rows.map { CorrectnessCheck.Pair(user: try $0.int64(0), post: try $0.int64(1)) }
+        var rowsPerPost: [Int64: Int64] = [:]
+        for pair in pairs { rowsPerPost[pair.post, default: 0] += 1 }
+        let countRows = try await pool.query("""
+            SELECT p.id, p.likes_count FROM unnest($1::bigint[]) AS wanted(id) JOIN posts p ON p.id = wanted.id
+            """, [.int64Array(hot)])
+        var counts: [Int64: (likesCount: Int64, rows: Int64)] = [:]
+        for row in countRows {
+            let post = try row.int64(0)
+            counts[post] = (try row.int64(1), rowsPerPost[post] ?? 0)
+        }
+        let report = CorrectnessCheck.run(expected: expectations, baseline: baseline, members: Set(pairs), counts: counts)
+        print("  hot phase correctness: \(report.checkedPairs) pairs (\(report.undeterminedPairs) undetermined) — "
+              + (report.passed ? "PASSED" : "FAILED: \(report.lost.count) lost, \(report.phantom.count) phantom, \(report.drift.count) count drifts"))
+        guard report.passed else { throw BenchCheckFailure(message: "the hot phase lost or invented likes") }
     }
 
     /// Runs the load until `workload` has sent `target` requests in all.
