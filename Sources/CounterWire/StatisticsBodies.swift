@@ -59,6 +59,12 @@ public struct ShardStatistics: Sendable, Equatable, Codable {
     /// Of `evictedPosts`, those evicted before they were idle because Redis was above its
     /// memory target.
     public var evictedForMemory = 0
+    /// Writes decided on PostgreSQL's rows because their post was cold (it was then loaded in
+    /// passing, or turned warm), cold posts a write turned warm, and warm posts promoted to a
+    /// whole likers set.
+    public var coldWrites = 0
+    public var turnedWarm = 0
+    public var promotedPosts = 0
 
     public init(shard: Int? = nil) {
         self.shard = shard
@@ -73,7 +79,8 @@ public struct ShardStatistics: Sendable, Equatable, Codable {
              lastFlushError = "last_flush_error", deadLetters = "dead_letters", redisErrors = "redis_errors",
              postgresErrors = "postgres_errors", lostMemoryAcknowledgements = "lost_memory_acknowledgements",
              hotReads = "hot_reads", coldReads = "cold_reads", hotPosts = "hot_posts", evictedPosts = "evicted_posts",
-             evictedForMemory = "evicted_for_memory"
+             evictedForMemory = "evicted_for_memory", coldWrites = "cold_writes", turnedWarm = "turned_warm",
+             promotedPosts = "promoted_posts"
     }
 }
 

@@ -58,6 +58,9 @@ enum MetricsText {
         family("counter_hot_reads_total", "counter", "Read-only requests answered from Redis (the post was hot).") { "\($0.hotReads)" }
         family("counter_cold_reads_total", "counter", "Read-only requests answered from PostgreSQL (the post was cold).") { "\($0.coldReads)" }
         family("counter_hot_posts", "gauge", "Posts the shard holds in Redis, as far as it answered them since it started.") { "\($0.hotPosts)" }
+        family("counter_cold_writes_total", "counter", "Writes decided on PostgreSQL's rows (the post was cold: then loaded in passing, or turned warm).") { "\($0.coldWrites)" }
+        family("counter_posts_turned_warm_total", "counter", "Cold posts of 10,000 likers or more that a write turned warm (count and the memberships seen in Redis).") { "\($0.turnedWarm)" }
+        family("counter_promoted_posts_total", "counter", "Warm posts loaded whole into Redis (promoted to hot).") { "\($0.promotedPosts)" }
         text += "# HELP counter_evicted_posts_total Posts evicted from Redis with PostgreSQL holding all of them: idle, or Redis above its memory target.\n# TYPE counter_evicted_posts_total counter\n"
         for stats in shards {
             let shard = stats.shard.map(String.init) ?? ""

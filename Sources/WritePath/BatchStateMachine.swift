@@ -54,6 +54,10 @@ struct BatchStateMachine {
         /// post was cold, or warm without the user's membership): the read hit ratio.
         var hotReads = 0
         var coldReads = 0
+        /// Writes decided on PostgreSQL's rows (their post was cold), and the cold posts the
+        /// write turned warm.
+        var coldWrites = 0
+        var turnedWarm = 0
     }
 
     /// How the batch ends.
@@ -289,6 +293,11 @@ struct BatchStateMachine {
     private mutating func decide() -> Action {
         guard !open.isEmpty else { return finish(decided: [], write: nil) }
         let requests = self.requests
+        if !answeredCold.isEmpty {
+            for index in open where requests[index].operation.mayWrite && answeredCold.contains(requests[index].postID) {
+                statistics.coldWrites += 1
+            }
+        }
         for index in open where !requests[index].operation.mayWrite {
             let request = requests[index]
             if answeredCold.contains(request.postID) || (!askedPostgres.isEmpty && askedPostgres.contains(ColdLookup.Pair(post: request.postID, user: request.userID))) {
@@ -322,6 +331,7 @@ struct BatchStateMachine {
             !answeredCold.contains($0) || ((loading[$0] != nil || turningWarm.contains($0)) && newestChanges[$0] != nil)
         }
         completion.newestChanges = newestChanges
+        completion.statistics.turnedWarm = turningWarm.filter { newestChanges[$0] != nil }.count
         for pair in askedPostgres { completion.warmLookups[pair.post, default: 0] += 1 }
         if let outcome {
             completion.uncertainSlots = outcome.uncertainSlots

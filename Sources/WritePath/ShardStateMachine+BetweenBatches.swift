@@ -65,6 +65,7 @@ extension ShardStateMachine {
                 ("promoted_from", load.promoting ? "warm" : "cold"),
                 ("waiting", String(load.parked.count)), ("ms", String(Int((now - load.started).inSeconds * 1_000))),
             ])))
+            if load.promoting { stats.promotedPosts += 1 }
             // The operations that waited go first into the next batch, in their order.
             queued.insert(contentsOf: load.parked, at: 0)
         case .failure(let error):

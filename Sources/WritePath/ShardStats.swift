@@ -12,6 +12,8 @@ extension ShardStats {
         lostMemoryAcknowledgements += batch.lostMemoryAcknowledgements
         hotReads += batch.hotReads
         coldReads += batch.coldReads
+        coldWrites += batch.coldWrites
+        turnedWarm += batch.turnedWarm
         guard batch.committedChanges > 0 else { return }
         groupCommits += 1
         groupCommittedChanges += batch.committedChanges

@@ -241,7 +241,7 @@ struct ShardBatchProtocolTests {
         // Refused at once, before the write; nothing of post 2 reaches Redis.
         #expect(run.early.map(\.request) == [0, 3])
         #expect(redis.sets[Self.likers(2)] == nil && redis.strings[Self.marker(2)] == nil)
-        #expect(run.completion.statistics == .init(committedChanges: 2))
+        #expect(run.completion.statistics == .init(committedChanges: 2, coldWrites: 1))  // post 3 was written cold
 
         // When every unloaded post is missing, the batch goes straight on to the decision.
         var machine = BatchStateMachine(requests: [Self.request(.like, 2, 7), Self.request(.like, 1, 8)], acknowledgement: .redis,

@@ -302,6 +302,7 @@ struct WritePathTests {
         #expect(try await harness.service.perform(.count, post: post, user: 0).likesCount == 2_500)
         let stats = await harness.service.stats()
         #expect(stats.reduce(0) { $0 + $1.coldReads } == readsBefore + 1, "only the read of a user the hash did not know went to PostgreSQL")
+        #expect(stats.reduce(0) { $0 + $1.turnedWarm } == 1 && stats.reduce(0) { $0 + $1.coldWrites } == 1)
         state = try await warmState()
         #expect(state.hash == ["n": "2500", "9001": "1", "1": "0"])
 
@@ -377,6 +378,7 @@ struct WritePathTests {
         #expect(Set((replies[0].array ?? []).compactMap(\.integer)) == expected)
         #expect(replies[1].integer == 0)
         #expect(harness.log.lines(of: "hydrating_large_post").contains { $0.contains("promoted_from=warm") })
+        #expect(await harness.service.stats().reduce(0) { $0 + $1.promotedPosts } == 1)
         // Hot now: answered from the set; PostgreSQL agrees after a flush.
         #expect(try await harness.service.perform(.read, post: post, user: 1_500) == LikeState(postID: post, userID: 1_500, isLiked: true, likesCount: Int64(expected.count)))
         try await harness.service.flush()

@@ -34,6 +34,9 @@ enum StatisticsAnswer {
             sum.hotPosts += stats.hotPosts
             sum.evictedPosts += stats.evictedPosts
             sum.evictedForMemory += stats.evictedForMemory
+            sum.coldWrites += stats.coldWrites
+            sum.turnedWarm += stats.turnedWarm
+            sum.promotedPosts += stats.promotedPosts
         }
         sum.averageGroupCommit = sum.groupCommits == 0 ? 0 : Double(sum.groupCommittedChanges) / Double(sum.groupCommits)
         return sum
