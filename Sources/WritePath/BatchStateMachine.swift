@@ -33,12 +33,6 @@ struct BatchStateMachine {
     struct Settled {
         var answers: [Answer] = []
         var missingPosts: [Int64] = []
-        /// Large posts Redis has not loaded, with the requests on them (in order): they leave
-        /// this batch, and the shard loads the post in the background (`LargePostHydration`)
-        /// and queues them again once it is loaded. (A batch writes a large cold post warm
-        /// instead, so it defers none today; the shard's background load stays for the
-        /// promotion of a warm post to a whole set.)
-        var deferred: [Int64: [Int]] = [:]
     }
 
     /// What the batch adds to the shard's statistics.

@@ -1,11 +1,12 @@
 import Persistence
 import ShardRouter
 
-/// Loads one large post's likers from PostgreSQL into Redis page by page, off the shard's
-/// batches: a cursor reads `hydrationPageSize` likers at a time and each page is added to a
+/// Promotes a warm post: loads its likers from PostgreSQL into Redis page by page, off the
+/// shard's batches (which go on answering it warm): a cursor reads `hydrationPageSize` likers at a time and each page is added to a
 /// loading set of this attempt's own (`RedisKeyLayout.loadingLikers`), so memory holds one page,
 /// not the post. The shard then publishes the set — one script checks the slot's epoch and that
-/// the set is whole, replaces the likers set with it and sets the marker — between its batches
+/// the set is whole, lays the warm hash over it and checks the count, replaces the likers set
+/// with it, drops the hash and sets the marker — between its batches
 /// (`publish`), so no batch ever sees part of the likers. The pages need no fence: the loading
 /// set is this attempt's alone, and only the publication makes it count.
 struct LargePostHydration: Sendable {
@@ -83,7 +84,7 @@ struct LargePostHydration: Sendable {
 
     /// Makes `loaded` likers gathered by `load()` the post's likers set and marks the post
     /// loaded, all or nothing (`PostHydration.publishScript`): only while the slot's epoch is
-    /// still `epoch` (the one held when the batch that deferred the post began; `nil` for a sole
+    /// still `epoch` (the one held when the batch that started the promotion began; `nil` for a sole
     /// writer, unfenced) and the loading set holds all it should. Call from the shard, between
     /// batches.
     /// - Throws: `RedisError(.fenced)` when the slot has another owner now (nothing was done:

@@ -90,8 +90,7 @@ extension ShardStateMachine {
     // MARK: - A batch
 
     /// Takes everything queued: operations on posts known not to exist are refused, those on
-    /// posts loading in the background wait for them, those on slots changing owner wait for
-    /// the slot (or go elsewhere); the rest is the next batch, under the epochs its slots have
+    /// slots changing owner wait for the slot (or go elsewhere); the rest is the next batch, under the epochs its slots have
     /// now — so a batch whose slot changes owner meanwhile (even back to this node) is refused
     /// rather than written on reads made under another owner.
     mutating func startBatch(now: ContinuousClock.Instant, into actions: inout [Action]) {
@@ -108,14 +107,12 @@ extension ShardStateMachine {
         var refused: [(ShardOperation, Result<LikeState, CounterError>)] = []
         let slotWait = now + configuration.slotMoveWait
         let checkUnknown = !unknownPosts.isEmpty
-        let checkLoading = !largeLoads.isEmpty
         let firstSlot = slotRange.lowerBound
         for (offset, operation) in taken.enumerated() {
             let slot = operation.slot
             let state = owns(slot) ? slots[Int(slot) - firstSlot] : .notOwned
             var plain = state.admission == .decide
             if plain, checkUnknown, unknownPosts.isUnknown(operation.request.postID, at: now) { plain = false }
-            if plain, checkLoading, let load = largeLoads[operation.request.postID], !load.promoting { plain = false }
             if plain {
                 if isFenced, let epoch = state.batchEpoch, epochs[slot] == nil { epochs[slot] = epoch }
                 live?.append(operation)
@@ -124,11 +121,7 @@ extension ShardStateMachine {
             if live == nil { live = Array(taken[..<offset]) }
             switch state.admission {
             case .decide:
-                if !unknownPosts.isEmpty && unknownPosts.isUnknown(operation.request.postID, at: now) {
-                    refused.append((operation, .failure(.unknownPost(operation.request.postID))))
-                } else {
-                    largeLoads[operation.request.postID]!.parked.append(operation)
-                }
+                refused.append((operation, .failure(.unknownPost(operation.request.postID))))
             case .wait:
                 slotParked[slot, default: []].append((operation, slotWait))
             case .elsewhere:
@@ -186,16 +179,11 @@ extension ShardStateMachine {
         follow(next, now: now, into: &actions)
     }
 
-    /// Answers due now, posts found missing (remembered), and large posts (their operations
-    /// wait while the post loads in the background).
+    /// Answers due now, and posts found missing (remembered).
     private mutating func settle(_ settled: BatchStateMachine.Settled, of current: BatchInFlight, now: ContinuousClock.Instant,
                                  into actions: inout [Action]) {
         if !settled.missingPosts.isEmpty { unknownPosts.remember(settled.missingPosts, at: now) }
         if !settled.answers.isEmpty { actions.append(.answerBatch(current.operations, settled.answers)) }
-        for (post, requests) in settled.deferred.sorted(by: { $0.key < $1.key }) {
-            let slot = HashSlot(post: post).rawValue
-            parkOnLargePost(post, requests.map { current.operations[$0] }, epoch: current.epochs?[slot], slot: slot, now: now, into: &actions)
-        }
     }
 
     /// Tells the flusher's books what the write did (before answering, so that a caller's
@@ -264,33 +252,16 @@ extension ShardStateMachine {
         if !refused.isEmpty { actions.append(.answer(refused)) }
     }
 
-    // MARK: - Large posts
+    // MARK: - Promotions of warm posts
 
-    /// Large posts a shard loads at once; others wait their turn. Each load holds a PostgreSQL
+    /// Promotions a shard runs at once; others wait their turn. Each load holds a PostgreSQL
     /// connection of the pool (shared with the flusher and the batches) while it runs.
     static let concurrentLargeLoads = 2
 
-    /// Posts with at least this many likers are logged when they are loaded into Redis: their
-    /// first touch costs a large read and write, which shows in the latency of their batch.
+    /// A post of this many likers is large: the default `streamingHydrationThreshold`, from
+    /// which a cold post is written warm (every promotion's start and end are logged,
+    /// `hydrating_large_post`).
     static let largePostLikers = 10_000
-
-    /// Parks `operations` until `post` is loaded, and starts its background load when its turn
-    /// comes. A fenced batch that no longer held the post's slot as it began refuses them
-    /// instead (`notOwner`: they go to the owner).
-    private mutating func parkOnLargePost(_ post: Int64, _ operations: [ShardOperation], epoch: Int64?, slot: UInt16,
-                                          now: ContinuousClock.Instant, into actions: inout [Action]) {
-        if largeLoads[post] != nil {
-            largeLoads[post]!.parked += operations
-            return
-        }
-        if isFenced && epoch == nil {
-            let refusal = BatchStateMachine.counterError(SlotWriter.notHeld(HashSlot(rawValue: slot)!))
-            actions.append(.answer(operations.map { ($0, .failure(refusal)) }))
-            return
-        }
-        largeLoads[post] = LargeLoad(parked: operations, epoch: epoch, started: now)
-        startLargeLoads(into: &actions)
-    }
 
     /// Counts the PostgreSQL lookups of warm posts' users; a post that reaches
     /// `warmPromotionLookups` is promoted: loaded whole in the background while it keeps
@@ -307,7 +278,7 @@ extension ShardStateMachine {
             let epoch = epochs?[HashSlot(post: post).rawValue]
             if isFenced && epoch == nil { continue }
             warmLookups[post] = nil
-            largeLoads[post] = LargeLoad(parked: [], promoting: true, epoch: epoch, started: now)
+            largeLoads[post] = LargeLoad(epoch: epoch, started: now)
         }
         startLargeLoads(into: &actions)
     }

@@ -30,15 +30,13 @@ extension ShardStateMachine {
 
     // MARK: - Large posts
 
-    /// Publishes a large post's load under the epoch held when its batch deferred it — or,
-    /// when its Redis copy was reset or dropped meanwhile, discards it and lets its operations
-    /// go to the next batch (which loads it afresh or refuses it).
+    /// Publishes a warm post's promotion under the epoch held by the batch that started it — or,
+    /// when its Redis copy was reset or dropped meanwhile, discards it.
     private mutating func startPublication(_ post: Int64, now: ContinuousClock.Instant, into actions: inout [Action]) {
         guard let load = largeLoads[post], case .loaded(let hydration, let result) = load.phase else { return }
         if load.cancelled {
             largeLoads[post] = nil
             actions.append(.discardLargePost(hydration))
-            queued.insert(contentsOf: load.parked, at: 0)
             startLargeLoads(into: &actions)
             return
         }
@@ -62,12 +60,9 @@ extension ShardStateMachine {
         case .success:
             actions.append(.log(ShardLogLine(.info, "hydrating_large_post", [
                 ("shard", String(index)), ("post", String(post)), ("phase", "loaded"), ("likers", String(loaded)),
-                ("promoted_from", load.promoting ? "warm" : "cold"),
-                ("waiting", String(load.parked.count)), ("ms", String(Int((now - load.started).inSeconds * 1_000))),
+                ("promoted_from", "warm"), ("ms", String(Int((now - load.started).inSeconds * 1_000))),
             ])))
-            if load.promoting { stats.promotedPosts += 1 }
-            // The operations that waited go first into the next batch, in their order.
-            queued.insert(contentsOf: load.parked, at: 0)
+            stats.promotedPosts += 1
         case .failure(let error):
             largeLoadFailed(post, load, error, hydration: hydration, into: &actions)
         }
@@ -80,8 +75,6 @@ extension ShardStateMachine {
         actions.append(.discardLargePost(hydration))
         actions.append(.log(ShardLogLine(.warn, "hydrating_large_post", [("shard", String(index)), ("post", String(post)),
                                                                         ("phase", "failed"), ("error", "\(error)")])))
-        let failure = BatchStateMachine.counterError(error)
-        if !load.parked.isEmpty { actions.append(.answer(load.parked.map { ($0, .failure(failure)) })) }
     }
 
     // MARK: - Resync

@@ -109,7 +109,7 @@ struct ShardStateMachine {
         let take: UInt64
     }
 
-    /// One large post loading in the background.
+    /// One warm post being promoted: loaded whole in the background while it answers warm.
     struct LargeLoad {
         enum Phase {
             case waiting
@@ -117,16 +117,11 @@ struct ShardStateMachine {
             case loaded(LargePostHydration, Result<Int, Error>)
             case publishing(LargePostHydration, loaded: Int)
         }
-        var parked: [ShardOperation]
-        /// The promotion of a warm post: its operations go on being answered warm meanwhile
-        /// (none park), and the publication lays its hash over the likers loaded.
-        var promoting = false
-        /// The epoch held as the batch that deferred it began (`nil` for a sole writer): the
-        /// load is published only under it.
+        /// The epoch held as the batch that started the promotion began (`nil` for a sole
+        /// writer): the load is published only under it.
         let epoch: Int64?
         var phase = Phase.waiting
-        /// Redis's copy of the post was reset or dropped meanwhile: the load is not published,
-        /// its operations go to the next batch, which loads the post afresh (or refuses it).
+        /// Redis's copy of the post was reset or dropped meanwhile: the load is not published.
         var cancelled = false
         let started: ContinuousClock.Instant
 
@@ -302,10 +297,10 @@ struct ShardStateMachine {
         return earliest
     }
 
-    /// Operations the shard holds (queued, parked on slots or on large posts, in the batch in
-    /// flight excluded): they count toward `maximumQueuedOperationsPerShard`.
+    /// Operations the shard holds (queued, parked on slots, in the batch in flight excluded):
+    /// they count toward `maximumQueuedOperationsPerShard`.
     var heldOperations: Int {
-        queued.count + slotParked.values.reduce(0) { $0 + $1.count } + largeLoads.values.reduce(0) { $0 + $1.parked.count }
+        queued.count + slotParked.values.reduce(0) { $0 + $1.count }
     }
 
     /// Whether operations arriving now would be looked at before the batch in flight (or the
@@ -371,16 +366,12 @@ struct ShardStateMachine {
         }
     }
 
-    /// Refuses every operation parked on a slot or a large post, and cancels the loads.
+    /// Refuses every operation parked on a slot, and cancels the promotions.
     private mutating func refuseParked(_ error: CounterError, into actions: inout [Action]) {
         var refused: [(ShardOperation, Result<LikeState, CounterError>)] = []
         for (_, parked) in slotParked { refused += parked.map { ($0.operation, .failure(error)) } }
         slotParked = [:]
-        for (post, load) in largeLoads {
-            refused += load.parked.map { ($0, .failure(error)) }
-            largeLoads[post]!.parked = []
-            largeLoads[post]!.cancelled = true
-        }
+        for post in largeLoads.keys { largeLoads[post]!.cancelled = true }
         if !refused.isEmpty { actions.append(.answer(refused)) }
     }
 
@@ -391,7 +382,6 @@ struct ShardStateMachine {
         var refused: [(ShardOperation, Result<LikeState, CounterError>)] = queued.map { ($0, .failure(stopped)) }
         queued = []
         for (_, load) in largeLoads {
-            refused += load.parked.map { ($0, .failure(stopped)) }
             if case .loaded(let hydration, _) = load.phase { actions.append(.discardLargePost(hydration)) }
         }
         largeLoads = [:]

@@ -156,7 +156,7 @@ struct ShardBatchProtocolTests {
             Issue.record("all three posts are written here"); return
         }
         let settled = machine.takeSettled()
-        #expect(settled.deferred.isEmpty && settled.answers.isEmpty && settled.missingPosts.isEmpty)
+        #expect(settled.answers.isEmpty && settled.missingPosts.isEmpty)
         #expect(Set(groups.map(\.slot.rawValue)) == [Self.slot(1), Self.slot(2), Self.slot(3)])
         // The small post is loaded by its write; the large one turns warm: marker, count and the
         // memberships the batch knows, no likers set.
@@ -289,7 +289,6 @@ struct ShardBatchProtocolTests {
         let run = Self.run([Self.request(.read, 1, 7), Self.request(.count, 1, 0)], redis: &redis,
                            postgres: PostgresModel(posts: [1], likes: [1: Array(1...1_000)]), largePostThreshold: 100)
         #expect(run.steps == [.read, .findPosts])
-        #expect(run.deferred.isEmpty)
         #expect(run.answers == [0: .success(LikeState(postID: 1, userID: 7, isLiked: true, likesCount: 1_000)),
                                 1: .success(LikeState(postID: 1, userID: 0, isLiked: false, likesCount: 1_000))])
         #expect(redis.strings.isEmpty && redis.sets.isEmpty)
@@ -696,8 +695,6 @@ extension ShardBatchProtocolTests {
         var missingPosts: [Int64] = []
         /// The PostgreSQL lookups of cold posts, in order.
         var lookups: [ColdLookup] = []
-        /// Requests deferred to a background load, by post.
-        var deferred: [Int64: [Int]] = [:]
         /// Slots whose write ran although it was reported lost.
         var lostWrites: Set<UInt16> = []
         var completion = BatchStateMachine.Completion()
@@ -723,7 +720,6 @@ extension ShardBatchProtocolTests {
             let settled = machine.takeSettled()
             run.early += settled.answers
             run.missingPosts += settled.missingPosts
-            run.deferred.merge(settled.deferred) { $0 + $1 }
             switch action {
             case .read(let groups):
                 run.steps.append(.read)
