@@ -18,6 +18,11 @@ extension ShardStateMachine {
     /// Most posts one eviction deletes (one transaction per post, in one pipeline).
     static let evictionsPerRound = 1_000
 
+    /// How soon the next round comes after one that evicted a full `evictionsPerRound`: more
+    /// idle posts are likely waiting (a million posts gone idle at once leave at up to 20,000
+    /// a second per shard, not at one round per `evictionCheckInterval`).
+    static let evictionBacklogInterval = Duration.milliseconds(50)
+
     /// How often idle posts are looked for: a quarter of `hotIdle`, between 50 ms and 5 s.
     static func evictionCheckInterval(_ configuration: WritePathConfiguration) -> Duration {
         guard let idle = configuration.hotIdle else { return .seconds(5) }
@@ -28,9 +33,9 @@ extension ShardStateMachine {
     /// work between batches waits).
     mutating func startEviction(now: ContinuousClock.Instant) {
         guard let idle = configuration.hotIdle, !hotPosts.isEmpty, now >= nextEvictionCheck, accepting else { return }
-        nextEvictionCheck = now + Self.evictionCheckInterval(configuration)
         let candidates = hotPosts.takeIdle(touchedBefore: now - idle, limit: Self.evictionsPerRound)
-        evict(candidates, reason: .idle)
+        let evicting = evict(candidates, reason: .idle)
+        nextEvictionCheck = now + (evicting == Self.evictionsPerRound ? Self.evictionBacklogInterval : Self.evictionCheckInterval(configuration))
     }
 
     /// Redis is above its memory target where `slots` live (`nil`: everywhere): the least
@@ -40,7 +45,7 @@ extension ShardStateMachine {
         let candidates = hotPosts.takeLeastRecent(limit: min(count, Self.evictionsPerRound)) { post in
             slots.map { $0.contains(HashSlot(post: post).rawValue) } ?? true
         }
-        evict(candidates, reason: .memory)
+        _ = evict(candidates, reason: .memory)
     }
 
     /// A sweep found `posts` in Redis: those of slots this shard owns are tracked, as touched
@@ -51,9 +56,10 @@ extension ShardStateMachine {
 
     /// Queues the eviction of the `candidates` that may go (it starts with the work between
     /// batches, after the event); those that may not yet go back in the queue, those of slots no
-    /// longer here are forgotten.
-    private mutating func evict(_ candidates: [(post: Int64, entry: HotPosts.Entry)], reason: EvictionReason) {
-        guard !candidates.isEmpty else { return }
+    /// longer here are forgotten. Returns how many are queued.
+    @discardableResult
+    private mutating func evict(_ candidates: [(post: Int64, entry: HotPosts.Entry)], reason: EvictionReason) -> Int {
+        guard !candidates.isEmpty else { return 0 }
         var evicting: [Int64] = []
         var notYet: [Int64] = []
         var elsewhere: [Int64] = []
@@ -72,8 +78,9 @@ extension ShardStateMachine {
         }
         hotPosts.requeue(notYet)
         hotPosts.forget(elsewhere)
-        guard !evicting.isEmpty else { return }
+        guard !evicting.isEmpty else { return 0 }
         betweenBatches.append(.evict(evicting, epochs: isFenced ? epochs : nil, reason))
+        return evicting.count
     }
 
     /// Whether `post` may leave Redis now.
