@@ -23,8 +23,10 @@ public struct RedisKeyLayout: Sendable, Hashable {
         "\(likers(ofPost: postID)):loading:\(attempt)"
     }
 
-    /// Set once a post's membership has been loaded into Redis (from PostgreSQL, or empty for a new
-    /// post): `cs:{<tag>}:hydrated:<post>`. Without it the likers set means nothing.
+    /// A post's tier in Redis: `cs:{<tag>}:hydrated:<post>`. `1` once its whole membership is in
+    /// its likers set (loaded from PostgreSQL, or empty for a new post: hot); `warm` while Redis
+    /// holds its count and the memberships seen (`warmMembers`); none when Redis holds nothing of
+    /// it (cold). Without it the likers set and the hash mean nothing.
     public func hydratedMarker(ofPost postID: Int64) -> String {
         "\(prefix):{\(HashSlot(post: postID).hashTag)}:hydrated:\(postID)"
     }

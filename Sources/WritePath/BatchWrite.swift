@@ -11,8 +11,8 @@ import ShardRouter
 /// read from PostgreSQL with the batch's lookup) is put first: its likers set replaced with
 /// those likers and its hydration marker set, in the same transaction — so the post turns hot
 /// with its changes, or not at all. A *warm* post (its count and the memberships seen, not its
-/// whole set: `RedisKeyLayout.warmMembers`) gets one `HSET` instead of `SADD`/`SREM`: its count
-/// after the batch and every membership the batch knows; one that turns warm with this batch
+/// whole set: `RedisKeyLayout.warmMembers`) gets an `HSET` (several for a view of thousands of
+/// users) instead of `SADD`/`SREM`: its count after the batch and every membership the batch knows; one that turns warm with this batch
 /// gets its marker set first, in the same transaction. No I/O: the shard sends `transactions`
 /// and hands the results to `outcome(of:)`.
 struct BatchWrite {

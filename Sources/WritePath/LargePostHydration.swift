@@ -82,13 +82,15 @@ struct LargePostHydration: Sendable {
         _ = await redis.execute([SlotCommands(slot: HashSlot(post: post), commands: [.del([loading])])])
     }
 
-    /// Makes `loaded` likers gathered by `load()` the post's likers set and marks the post
-    /// loaded, all or nothing (`PostHydration.publishScript`): only while the slot's epoch is
-    /// still `epoch` (the one held when the batch that started the promotion began; `nil` for a sole
-    /// writer, unfenced) and the loading set holds all it should. Call from the shard, between
-    /// batches.
-    /// - Throws: `RedisError(.fenced)` when the slot has another owner now (nothing was done:
-    ///   the operations go to it), Redis's error otherwise (nothing was done either).
+    /// Lays the warm post's hash over the `loaded` likers gathered by `load()`, makes the result
+    /// its likers set and marks the post hot, all or nothing (`PostHydration.publishScript`):
+    /// only while the slot's epoch is still `epoch` (the one held when the batch that started
+    /// the promotion began; `nil` for a sole writer, unfenced), the post is still warm, the
+    /// loading set holds all it should and the result holds the hash's count. Call from the
+    /// shard, between batches.
+    /// - Throws: `RedisError(.fenced)` when the slot has another owner now, Redis's error
+    ///   otherwise; the post is unchanged either way (the loading set may have the hash laid
+    ///   over it: discard it).
     func publish(loaded: Int, epoch: Int64?) async throws {
         let group = PostHydration.publishing(post: post, loading: loading, loaded: loaded, epoch: epoch, layout: layout)
         let replies = try await redis.execute([group]).first!.get()

@@ -29,8 +29,10 @@ enum PostHydration {
     /// the hash says: its changes since the post turned warm; any other user has no change since,
     /// so the rows loaded are right for them) and checks that the result holds the hash's count,
     /// then makes it the likers set, without expiry, drops the hash and marks the post hot.
-    /// Refuses with `FENCED …`, `INCOMPLETE …` or `MISMATCH …`, and the post is unchanged then
-    /// (the loading set may have the hash laid over it: it is discarded).
+    /// Refuses with `FENCED …`, `GONE …` (the post is no longer warm, or its hash has no count:
+    /// Redis lost or reset it meanwhile, and the rows loaded may predate changes it had),
+    /// `INCOMPLETE …` or `MISMATCH …`, and the post is unchanged then (the loading set may have
+    /// the hash laid over it: it is discarded).
     /// KEYS: the slot's epoch key, the loading set, the likers set, the marker, the warm hash.
     /// ARGV: the epoch held (empty for a sole writer, which has no fence), the likers loaded.
     static let publishScript = """
@@ -40,12 +42,15 @@ enum PostHydration {
             return redis.error_reply('FENCED slot epoch is ' .. (held or 'missing') .. ', the writer holds ' .. ARGV[1])
           end
         end
+        if redis.call('GET', KEYS[4]) ~= 'warm' or redis.call('HEXISTS', KEYS[5], 'n') == 0 then
+          return redis.error_reply('GONE the post is no longer warm in Redis')
+        end
         local held = redis.call('SCARD', KEYS[2])
         if held ~= tonumber(ARGV[2]) then
           return redis.error_reply('INCOMPLETE the loading set holds ' .. held .. ' likers, not ' .. ARGV[2])
         end
         local warm = redis.call('HGETALL', KEYS[5])
-        if #warm > 0 then
+        do
           local count = -1
           for i = 1, #warm, 2 do
             if warm[i] == 'n' then
@@ -89,8 +94,8 @@ enum PostHydration {
 
     /// Per post, one transaction that deletes its hydration marker, its likers set and its warm
     /// hash (those by `UNLINK`: a large one is freed in the background, not while Redis waits),
-    /// so the post is cold: PostgreSQL answers its reads, and its next write loads it again (or
-    /// finds it missing there).
+    /// so the post is cold: PostgreSQL answers its reads, and its next write loads it again or
+    /// turns it warm (or finds it missing there).
     static func transactions(unloading posts: [Int64], layout: RedisKeyLayout) -> [SlotCommands] {
         posts.map { post in
             SlotCommands(slot: HashSlot(post: post),

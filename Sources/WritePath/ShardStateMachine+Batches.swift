@@ -269,9 +269,9 @@ extension ShardStateMachine {
     /// that held none promotes nothing).
     private mutating func countWarmLookups(_ lookups: [Int64: Int], epochs: [UInt16: Int64]?, now: ContinuousClock.Instant,
                                            into actions: inout [Action]) {
-        for (post, count) in lookups.sorted(by: { $0.key < $1.key }) {
+        for (post, count) in lookups.sorted(by: { $0.key < $1.key }) where largeLoads[post] == nil {
             let total = warmLookups[post, default: 0] + count
-            guard total >= configuration.warmPromotionLookups, largeLoads[post] == nil else {
+            guard total >= configuration.warmPromotionLookups else {
                 warmLookups[post] = total
                 continue
             }

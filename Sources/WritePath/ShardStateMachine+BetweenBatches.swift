@@ -34,7 +34,10 @@ extension ShardStateMachine {
     /// when its Redis copy was reset or dropped meanwhile, discards it.
     private mutating func startPublication(_ post: Int64, now: ContinuousClock.Instant, into actions: inout [Action]) {
         guard let load = largeLoads[post], case .loaded(let hydration, let result) = load.phase else { return }
-        if load.cancelled {
+        // A write of the post's slot may or may not have run (its connection broke): it could
+        // still land after the publication, on a hash the publication dropped. Given up; the
+        // post stays warm and is promoted later.
+        if load.cancelled || scheduler.uncertainSlots.contains(HashSlot(post: post).rawValue) {
             largeLoads[post] = nil
             actions.append(.discardLargePost(hydration))
             startLargeLoads(into: &actions)
@@ -69,9 +72,14 @@ extension ShardStateMachine {
         startLargeLoads(into: &actions)
     }
 
+    /// A promotion failed: the post stays warm, and its count of lookups starts again from
+    /// zero, so it is tried again only after another `warmPromotionLookups` (a post whose
+    /// `likes_count` drifted from its rows fails every time with `MISMATCH`: reconcile repairs
+    /// it; meanwhile it is not loaded again and again).
     private mutating func largeLoadFailed(_ post: Int64, _ load: LargeLoad, _ error: Error, hydration: LargePostHydration,
                                           into actions: inout [Action]) {
         count(error)
+        warmLookups[post] = 0
         actions.append(.discardLargePost(hydration))
         actions.append(.log(ShardLogLine(.warn, "hydrating_large_post", [("shard", String(index)), ("post", String(post)),
                                                                         ("phase", "failed"), ("error", "\(error)")])))

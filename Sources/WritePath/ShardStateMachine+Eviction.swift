@@ -1,10 +1,11 @@
 import Persistence
 import ShardRouter
 
-/// Eviction: a hot post untouched for `hotIdle` — or, while Redis is above its memory target,
-/// the least recently touched — leaves Redis — its hydration marker and likers
-/// set are deleted, fenced by its slot's epoch like every write — once PostgreSQL has all of it.
-/// The post is cold then: its reads are answered from PostgreSQL, its next write loads it again.
+/// Eviction: a hot or warm post untouched for `hotIdle` — or, while Redis is above its memory
+/// target, the least recently touched — leaves Redis — its hydration marker, likers set and warm
+/// hash are deleted, fenced by its slot's epoch like every write — once PostgreSQL has all of it.
+/// The post is cold then: its reads are answered from PostgreSQL, its next write loads it again
+/// (or turns it warm, from 10,000 likers).
 ///
 /// A post is evicted only when nothing of it is pending: its slot's log is known (not
 /// uncertain), and the newest entry holding one of its changes written by this shard is applied
@@ -13,7 +14,7 @@ import ShardRouter
 /// batch runs (eviction is work between batches), it is not loading in the background, and its
 /// slot is served here.
 /// The deletion is one atomic transaction, so a crash or a Redis restart leaves the post either
-/// hot, whole, or cold — both read correctly by the next touch.
+/// hot and whole, warm with its hash, or cold — each read correctly by the next touch.
 extension ShardStateMachine {
     /// Most posts one eviction deletes (one transaction per post, in one pipeline).
     static let evictionsPerRound = 1_000

@@ -58,7 +58,7 @@ struct ShardStateMachine {
     var barriers: [(take: UInt64, reply: ShardReply<Void>)] = []
     /// Operations on slots that are changing owner, with when they give up.
     var slotParked: [UInt16: [(operation: ShardOperation, until: ContinuousClock.Instant)]] = [:]
-    /// Large posts loading in the background, with the operations waiting for them.
+    /// Warm posts being promoted: loaded whole in the background.
     var largeLoads: [Int64: LargeLoad] = [:]
     /// Per warm post, the memberships of its users looked up in PostgreSQL since it turned warm
     /// (or since this process started): at `warmPromotionLookups` it is loaded whole.

@@ -15,7 +15,8 @@ public struct WritePathConfiguration: Sendable, Equatable {
     /// turns away first.
     public var backlogMaximumAge: Duration? = .seconds(120)
     /// A post untouched this long leaves Redis (is evicted) once nothing of it is pending: its
-    /// reads are then answered from PostgreSQL, and its next write loads it again. `nil`: posts
+    /// reads are then answered from PostgreSQL, and its next write loads it again (or turns it
+    /// warm). `nil`: posts
     /// stay in Redis for good. Defaults to 10 minutes.
     public var hotIdle: Duration? = .seconds(600)
     /// Bytes of `used_memory` per Redis master above which the least recently touched posts

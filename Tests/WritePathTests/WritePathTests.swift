@@ -387,7 +387,7 @@ struct WritePathTests {
         await harness.stop()
     }
 
-    @Test("a streamed hydration is published all or nothing: refused when the slot's epoch moved, the loading set is not whole or a warm post's hash laid over it misses its count, and nothing changes then",
+    @Test("a promotion is published all or nothing: refused when the post is no longer warm, the slot's epoch moved, the loading set is not whole or the hash laid over it misses its count, and nothing changes then",
           arguments: RedisTarget.allCases)
     func largePostPublication(redis: RedisTarget) async throws {
         let harness = try await WritePathHarness.start(posts: 1, redis: redis)
@@ -397,10 +397,16 @@ struct WritePathTests {
         let loading = layout.loadingLikers(ofPost: post, attempt: 1)
         func run(_ group: SlotCommands) async throws -> RedisReply { try await harness.redis.execute([group]).first!.get()[0] }
         func state() async throws -> [RedisReply] {
-            try await harness.redis.pipeline([.exists([layout.hydratedMarker(ofPost: post)]), .scard(layout.likers(ofPost: post)),
+            try await harness.redis.pipeline([.exists([layout.likers(ofPost: post)]), .scard(layout.likers(ofPost: post)),
                                               .exists([loading])], slot: slot)
         }
         _ = try await harness.redis.pipeline([.set(layout.epoch(of: slot), "5"), .sadd(loading, [Int64(1), Int64(2), Int64(3)])], slot: slot)
+        // Not warm (Redis lost or reset the post meanwhile): refused, nothing done.
+        let gone = try await run(PostHydration.publishing(post: post, loading: loading, loaded: 3, epoch: 5, layout: layout))
+        guard case .error(let goneText) = gone else { Issue.record("refused"); return }
+        #expect(goneText.hasPrefix("GONE"))
+        _ = try await harness.redis.pipeline([.set(layout.hydratedMarker(ofPost: post), "warm"),
+                                              .hset(layout.warmMembers(ofPost: post), [("n", Int64(3))])], slot: slot)
         // Another epoch: fenced, nothing done.
         let fenced = try await run(PostHydration.publishing(post: post, loading: loading, loaded: 3, epoch: 4, layout: layout))
         guard case .error(let fencedText) = fenced else { Issue.record("refused"); return }
@@ -410,9 +416,10 @@ struct WritePathTests {
         guard case .error(let incompleteText) = incomplete else { Issue.record("refused"); return }
         #expect(incompleteText.hasPrefix("INCOMPLETE"))
         #expect(try await state().map(\.integer) == [0, 0, 1])
-        // Whole, under the epoch held: the set becomes the likers set and the post is marked.
+        // Whole, under the epoch held: the set becomes the likers set and the post is marked hot.
         #expect(try await run(PostHydration.publishing(post: post, loading: loading, loaded: 3, epoch: 5, layout: layout)).string == "OK")
         #expect(try await state().map(\.integer) == [1, 3, 0])
+        #expect(try await harness.redis.send(.get(layout.hydratedMarker(ofPost: post)), slot: slot).string == "1")
         let ttl = try await harness.redis.pipeline([RedisCommand("TTL", layout.likers(ofPost: post))], slot: slot)
         #expect(ttl.first?.integer == -1)
 
