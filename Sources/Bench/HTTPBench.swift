@@ -232,27 +232,9 @@ struct HTTPBench {
     private func verify(posts: [Int64], expectations: [CorrectnessCheck.Pair: CorrectnessCheck.Expectation],
                         pool: PostgresPool, cluster: ClusterView) async throws -> CorrectnessCheck.Report {
         try cluster.flushAll(token: options.adminToken)
-        // Joined to the list rather than `= ANY($1)`: with a million posts, a plan that filters a
-        // scan by `= ANY` compares every row with every id (seen: minutes instead of seconds).
-        let rows = try await pool.query("""
-            SELECT l.user_id, l.post_id FROM unnest($1::bigint[]) AS wanted(id) JOIN likes l ON l.post_id = wanted.id
-            """, [.int64Array(posts)])
-        let pairs = try rows.map { CorrectnessCheck.Pair(user: try $0.int64(0), post: try $0.int64(1)) }
-        let members = Set(pairs)
-        // Each post's rows counted here, from every row read above (duplicates included), not by a
-        // count(*) subquery per post: for a million posts PostgreSQL once planned that subquery
-        // as a scan of likes per post (seen: over 7 minutes instead of seconds).
-        var rowsPerPost: [Int64: Int64] = [:]
-        for pair in pairs { rowsPerPost[pair.post, default: 0] += 1 }
-        let countRows = try await pool.query("""
-            SELECT p.id, p.likes_count FROM unnest($1::bigint[]) AS wanted(id) JOIN posts p ON p.id = wanted.id
-            """, [.int64Array(posts)])
-        var counts: [Int64: (likesCount: Int64, rows: Int64)] = [:]
-        for row in countRows {
-            let post = try row.int64(0)
-            counts[post] = (try row.int64(1), rowsPerPost[post] ?? 0)
-        }
-        let report = CorrectnessCheck.run(expected: expectations, baseline: [], members: members, counts: counts)
+        let likes = try await PostgresLikes.read(posts, pool: pool)
+        let members = Set(likes.pairs)
+        let report = CorrectnessCheck.run(expected: expectations, baseline: [], members: members, counts: likes.counts)
         print("  correctness: \(report.checkedPairs) pairs (\(report.undeterminedPairs) undetermined), \(members.count) likes rows, \(posts.count) posts — "
               + (report.passed ? "PASSED" : "FAILED: \(report.lost.count) lost, \(report.phantom.count) phantom, \(report.drift.count) count drifts"))
         for pair in report.lost.prefix(5) { print("    lost \(pair)") }

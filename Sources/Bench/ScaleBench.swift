@@ -104,10 +104,7 @@ struct ScaleBench {
                           redisBefore: Int64, redisAfterLikes: Int64) async throws {
         let hot = (0..<max(1, posts / 100)).map { firstPost + $0 }
         print("  hot phase: zipf toggles on \(hot.count) posts (1 %) for \(options.hotPhase) s")
-        let baselineRows = try await pool.query("""
-            SELECT l.user_id, l.post_id FROM unnest($1::bigint[]) AS wanted(id) JOIN likes l ON l.post_id = wanted.id
-            """, [.int64Array(hot)])
-        let baseline = Set(try baselineRows.map { CorrectnessCheck.Pair(user: try $0.int64(0), post: try $0.int64(1)) })
+        let baseline = Set(try await PostgresLikes.pairs(of: hot, pool: pool))
         let workload = ScenarioWorkload(scenario: .zipf, operation: .toggle, posts: hot, zipfExponent: 0.99, readRatio: 0,
                                         token: node.apiToken, userBase: Int64.random(in: 1...1_000_000) * 1_000_000_000 + 500_000_000)
         var expectations: [CorrectnessCheck.Pair: CorrectnessCheck.Expectation] = [:]
@@ -128,21 +125,8 @@ struct ScaleBench {
                      Double(used - redisBefore) / 1e6, Double(used - redisBefore) / Double(max(1, redisAfterLikes - redisBefore)) * 100,
                      Double(redisAfterLikes - redisBefore) / 1e6))
         try node.flush()
-        let rows = try await pool.query("""
-            SELECT l.user_id, l.post_id FROM unnest($1::bigint[]) AS wanted(id) JOIN likes l ON l.post_id = wanted.id
-            """, [.int64Array(hot)])
-        let pairs = try rows.map { CorrectnessCheck.Pair(user: try $0.int64(0), post: try $0.int64(1)) }
-        var rowsPerPost: [Int64: Int64] = [:]
-        for pair in pairs { rowsPerPost[pair.post, default: 0] += 1 }
-        let countRows = try await pool.query("""
-            SELECT p.id, p.likes_count FROM unnest($1::bigint[]) AS wanted(id) JOIN posts p ON p.id = wanted.id
-            """, [.int64Array(hot)])
-        var counts: [Int64: (likesCount: Int64, rows: Int64)] = [:]
-        for row in countRows {
-            let post = try row.int64(0)
-            counts[post] = (try row.int64(1), rowsPerPost[post] ?? 0)
-        }
-        let report = CorrectnessCheck.run(expected: expectations, baseline: baseline, members: Set(pairs), counts: counts)
+        let likes = try await PostgresLikes.read(hot, pool: pool)
+        let report = CorrectnessCheck.run(expected: expectations, baseline: baseline, members: Set(likes.pairs), counts: likes.counts)
         print("  hot phase correctness: \(report.checkedPairs) pairs (\(report.undeterminedPairs) undetermined) — "
               + (report.passed ? "PASSED" : "FAILED: \(report.lost.count) lost, \(report.phantom.count) phantom, \(report.drift.count) count drifts"))
         guard report.passed else { throw BenchCheckFailure(message: "the hot phase lost or invented likes") }

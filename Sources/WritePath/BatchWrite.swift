@@ -12,9 +12,9 @@ import ShardRouter
 /// those likers and its hydration marker set, in the same transaction — so the post turns hot
 /// with its changes, or not at all. A *warm* post (its count and the memberships seen, not its
 /// whole set: `RedisKeyLayout.warmMembers`) gets an `HSET` (several for a view of thousands of
-/// users) instead of `SADD`/`SREM`: its count after the batch and every membership the batch knows; one that turns warm with this batch
-/// gets its marker set first, in the same transaction. No I/O: the shard sends `transactions`
-/// and hands the results to `outcome(of:)`.
+/// users) instead of `SADD`/`SREM`: its count after the batch and every membership the batch
+/// knows; one that turns warm with this batch gets its marker set first, in the same
+/// transaction. No I/O: the shard sends `transactions` and hands the results to `outcome(of:)`.
 struct BatchWrite {
     /// What the transactions did.
     struct Outcome {
@@ -69,12 +69,8 @@ struct BatchWrite {
             let log = layout.changeLog(of: hashSlot)
             let slotChanges = offsets.map { changes[$0] }
             var commands = loading.isEmpty ? [] : Self.loadCommands(slotChanges, loading: loading, layout: layout)
-            if warm.isEmpty {
-                commands += Self.membershipCommands(slotChanges, layout: layout)
-            } else {
-                commands += Self.warmCommands(slotChanges, warm: warm, turningWarm: turningWarm, layout: layout)
-                commands += Self.membershipCommands(slotChanges.filter { warm[$0.postID] == nil }, layout: layout)
-            }
+            if !warm.isEmpty { commands += Self.warmCommands(slotChanges, warm: warm, turningWarm: turningWarm, layout: layout) }
+            commands += Self.membershipCommands(warm.isEmpty ? slotChanges : slotChanges.filter { warm[$0.postID] == nil }, layout: layout)
             slots.append((slot, offsets, commands.count))
             let perEntry = ChangeLogEntry.maximumChangesPerEntry
             commands.reserveCapacity(commands.count + (offsets.count + perEntry - 1) / perEntry)

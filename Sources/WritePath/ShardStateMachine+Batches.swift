@@ -90,9 +90,9 @@ extension ShardStateMachine {
     // MARK: - A batch
 
     /// Takes everything queued: operations on posts known not to exist are refused, those on
-    /// slots changing owner wait for the slot (or go elsewhere); the rest is the next batch, under the epochs its slots have
-    /// now — so a batch whose slot changes owner meanwhile (even back to this node) is refused
-    /// rather than written on reads made under another owner.
+    /// slots changing owner wait for the slot (or go elsewhere); the rest is the next batch,
+    /// under the epochs its slots have now — so a batch whose slot changes owner meanwhile (even
+    /// back to this node) is refused rather than written on reads made under another owner.
     mutating func startBatch(now: ContinuousClock.Instant, into actions: inout [Action]) {
         guard batch == nil, !queued.isEmpty else { return }
         let taken = queued

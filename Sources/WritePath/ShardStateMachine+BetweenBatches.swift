@@ -2,7 +2,7 @@ import CounterCore
 import Persistence
 import ShardRouter
 
-/// Work that must not overlap a batch — publishing a large post's load, resetting posts' keys
+/// Work that must not overlap a batch — publishing a warm post's promotion, resetting posts' keys
 /// from PostgreSQL (a resync), deleting the keys of posts PostgreSQL no longer has — one item
 /// at a time, while no batch runs; and questions about a slot's log that need its length.
 extension ShardStateMachine {
@@ -28,7 +28,7 @@ extension ShardStateMachine {
         }
     }
 
-    // MARK: - Large posts
+    // MARK: - Promotions of warm posts
 
     /// Publishes a warm post's promotion under the epoch held by the batch that started it — or,
     /// when its Redis copy was reset or dropped meanwhile, discards it.
@@ -50,7 +50,7 @@ extension ShardStateMachine {
             actions.append(.publishLargePost(hydration, loaded: loaded, epoch: load.epoch))
         case .failure(let error):
             largeLoads[post] = nil
-            largeLoadFailed(post, load, error, hydration: hydration, into: &actions)
+            largeLoadFailed(post, error, hydration: hydration, into: &actions)
             startLargeLoads(into: &actions)
         }
     }
@@ -67,7 +67,7 @@ extension ShardStateMachine {
             ])))
             stats.promotedPosts += 1
         case .failure(let error):
-            largeLoadFailed(post, load, error, hydration: hydration, into: &actions)
+            largeLoadFailed(post, error, hydration: hydration, into: &actions)
         }
         startLargeLoads(into: &actions)
     }
@@ -76,8 +76,7 @@ extension ShardStateMachine {
     /// zero, so it is tried again only after another `warmPromotionLookups` (a post whose
     /// `likes_count` drifted from its rows fails every time with `MISMATCH`: reconcile repairs
     /// it; meanwhile it is not loaded again and again).
-    private mutating func largeLoadFailed(_ post: Int64, _ load: LargeLoad, _ error: Error, hydration: LargePostHydration,
-                                          into actions: inout [Action]) {
+    private mutating func largeLoadFailed(_ post: Int64, _ error: Error, hydration: LargePostHydration, into actions: inout [Action]) {
         count(error)
         warmLookups[post] = 0
         actions.append(.discardLargePost(hydration))

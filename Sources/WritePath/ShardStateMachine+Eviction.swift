@@ -46,7 +46,7 @@ extension ShardStateMachine {
         let candidates = hotPosts.takeLeastRecent(limit: min(count, Self.evictionsPerRound)) { post in
             slots.map { $0.contains(HashSlot(post: post).rawValue) } ?? true
         }
-        _ = evict(candidates, reason: .memory)
+        evict(candidates, reason: .memory)
     }
 
     /// A sweep found `posts` in Redis: those of slots this shard owns are tracked, as touched

@@ -379,7 +379,7 @@ struct ShardStateMachine {
     private mutating func finish(now: ContinuousClock.Instant, into actions: inout [Action]) {
         isFinished = true
         let stopped = Self.stopped
-        var refused: [(ShardOperation, Result<LikeState, CounterError>)] = queued.map { ($0, .failure(stopped)) }
+        let refused: [(ShardOperation, Result<LikeState, CounterError>)] = queued.map { ($0, .failure(stopped)) }
         queued = []
         for (_, load) in largeLoads {
             if case .loaded(let hydration, _) = load.phase { actions.append(.discardLargePost(hydration)) }

@@ -63,6 +63,13 @@ package struct WritePathHarness {
         return Set(try rows.map { Pair(user: try $0.int64(0), post: try $0.int64(1)) })
     }
 
+    /// Gives `post` the likers 1…`count` in PostgreSQL: their `likes` rows and its `likes_count`.
+    package func addLikers(_ count: Int, to post: Int64) async throws {
+        try await pool.query("INSERT INTO likes (user_id, post_id) SELECT u, $1 FROM generate_series(1, $2::bigint) u",
+                             [.int64(post), .int64(Int64(count))])
+        try await pool.query("UPDATE posts SET likes_count = $2 WHERE id = $1", [.int64(post), .int64(Int64(count))])
+    }
+
     /// `likes_count` per post, and the number of `likes` rows per post.
     package func postgresCounts() async throws -> [Int64: (count: Int64, rows: Int64)] {
         let rows = try await pool.query("""

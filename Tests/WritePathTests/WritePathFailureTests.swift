@@ -310,10 +310,7 @@ struct WritePathBehaviourTests {
         }
         let (large, small) = (harness.posts[0], harness.posts[1])
         let likers = ShardStateMachine.largePostLikers
-        try await harness.pool.query("""
-            INSERT INTO likes (user_id, post_id) SELECT generate_series(1, $1::bigint), $2
-            """, [.int64(Int64(likers)), .int64(large)])
-        try await harness.pool.query("UPDATE posts SET likes_count = $1 WHERE id = $2", [.int64(Int64(likers)), .int64(large)])
+        try await harness.addLikers(likers, to: large)
         // A write turns the large post warm; reads of users it does not know promote it.
         #expect(try await harness.service.perform(.like, post: large, user: Int64(likers) + 1).likesCount == Int64(likers) + 1)
         for user in 1...5 { #expect(try await harness.service.perform(.read, post: large, user: Int64(user)).isLiked) }

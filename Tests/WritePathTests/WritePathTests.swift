@@ -110,8 +110,7 @@ struct WritePathTests {
     func hydrationFromPostgres(redis: RedisTarget) async throws {
         let harness = try await WritePathHarness.start(posts: 1, redis: redis)
         let post = harness.posts[0]
-        try await harness.pool.query("INSERT INTO likes (user_id, post_id) SELECT u, $1 FROM generate_series(1, 30) u", [.int64(post)])
-        try await harness.pool.query("UPDATE posts SET likes_count = 30 WHERE id = $1", [.int64(post)])
+        try await harness.addLikers(30, to: post)
         // Many first touches at once: hydration happens once, and every answer builds on the 30.
         let answers = try await withThrowingTaskGroup(of: LikeState.self) { group in
             for user in 31...60 { group.addTask { try await harness.service.perform(.like, post: post, user: Int64(user)) } }
@@ -135,8 +134,7 @@ struct WritePathTests {
             configuration.streamingHydrationThreshold = 10
         }
         let post = harness.posts[0]
-        try await harness.pool.query("INSERT INTO likes (user_id, post_id) SELECT u, $1 FROM generate_series(1, 30) u", [.int64(post)])
-        try await harness.pool.query("UPDATE posts SET likes_count = 30 WHERE id = $1", [.int64(post)])
+        try await harness.addLikers(30, to: post)
         func redisKeys(_ post: Int64) async throws -> Int64 {
             try await harness.redis.send(.exists([harness.layout.likers(ofPost: post), harness.layout.hydratedMarker(ofPost: post)]),
                                          slot: HashSlot(post: post)).integer ?? -1
@@ -275,10 +273,7 @@ struct WritePathTests {
         }
         let post = harness.posts[0]
         let layout = harness.layout
-        try await harness.pool.query("""
-            INSERT INTO likes (user_id, post_id, created_at, updated_at) SELECT g, $1, now(), now() FROM generate_series(1, 2500) g
-            """, [.int64(post)])
-        try await harness.pool.query("UPDATE posts SET likes_count = 2500 WHERE id = $1", [.int64(post)])
+        try await harness.addLikers(2_500, to: post)
         func warmState() async throws -> (marker: String?, hash: [String: String], likersSet: Int64) {
             let slot = HashSlot(post: post)
             let replies = try await harness.redis.pipeline([
@@ -347,10 +342,7 @@ struct WritePathTests {
         }
         let post = harness.posts[0]
         let layout = harness.layout
-        try await harness.pool.query("""
-            INSERT INTO likes (user_id, post_id, created_at, updated_at) SELECT g, $1, now(), now() FROM generate_series(1, 2000) g
-            """, [.int64(post)])
-        try await harness.pool.query("UPDATE posts SET likes_count = 2000 WHERE id = $1", [.int64(post)])
+        try await harness.addLikers(2_000, to: post)
         // Turned warm by its first write; then reads and writes of users it does not know.
         #expect(try await harness.service.perform(.unlike, post: post, user: 1).likesCount == 1_999)
         var expected = Set(Int64(2)...2_000)
