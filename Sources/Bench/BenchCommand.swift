@@ -103,7 +103,9 @@ enum BenchCommand {
                         (its used_memory after one like per post and after all), and what the
                         write-behind log costs per change before it is trimmed. Then
                         --hot-phase S seconds (default 300; 0: none) of zipf toggles on 1 % of
-                        the posts, and Redis's used_memory above the empty baseline after it:
+                        the posts by --hot-users users (default 1024, at least one per
+                        connection: an audience that bounds each post's likers), and Redis's
+                        used_memory above the empty baseline after it:
                         what the node's --hot-idle kept (compare a node with --hot-idle 60s and
                         one with --hot-idle off); the pairs toggled are checked in PostgreSQL.
                         Also --url U, --postgres-url U, --redis-url U (the node's Redis), --keep

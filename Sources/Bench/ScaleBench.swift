@@ -11,6 +11,9 @@ struct ScaleBenchOptions {
     var keep = false
     /// Seconds of zipf toggles on 1 % of the posts after the likes (0: none).
     var hotPhase = 300
+    /// The users who toggle in the hot phase, spread over the connections (each connection has
+    /// its own, so every pair has one writer): a post's audience, which bounds its likers set.
+    var hotUsers = 1_024
     var node: NodeTarget
     var servers: BenchServers
 
@@ -27,6 +30,7 @@ struct ScaleBenchOptions {
             case "--connections": load.connections = try reader.number(flag, 1...20_000)
             case "--keep": keep = true
             case "--hot-phase": hotPhase = try reader.number(flag, 0...86_400)
+            case "--hot-users": hotUsers = try reader.number(flag, 1...100_000_000)
             default: return try node.take(flag, from: &reader) || servers.take(flag, from: &reader)
             }
             return true
@@ -40,8 +44,10 @@ struct ScaleBenchOptions {
 /// and Redis's `used_memory` after the first like of every post and after the last, which gives
 /// Redis's bytes per post and per liker. Then what the write-behind log costs before it is
 /// trimmed, from scratch streams of packed entries (`MEMORY USAGE`). Then, for `--hot-phase`
-/// seconds, zipf toggles on 1 % of the posts (what a day's traffic looks like after the history
-/// is written): Redis's `used_memory` above the empty baseline at its end shows what the node's
+/// seconds, zipf toggles on 1 % of the posts by `--hot-users` users (what a day's traffic looks
+/// like after the history is written, by an audience of a bounded size: the phase measures the
+/// hot set, not likes it adds — a new user per toggle would grow its posts' sets all along, and
+/// those are hot by definition): Redis's `used_memory` above the empty baseline at its end shows what the node's
 /// `--hot-idle` kept — run it against a node with `--hot-idle 60s` and one with `--hot-idle off`
 /// to compare — and every pair it toggled is checked in PostgreSQL (lost, phantom, counts).
 struct ScaleBench {
@@ -103,10 +109,12 @@ struct ScaleBench {
     private func hotPhase(node: NodeTarget, pool: PostgresPool, redis: RedisConnection, firstPost: Int64, posts: Int64,
                           redisBefore: Int64, redisAfterLikes: Int64) async throws {
         let hot = (0..<max(1, posts / 100)).map { firstPost + $0 }
-        print("  hot phase: zipf toggles on \(hot.count) posts (1 %) for \(options.hotPhase) s")
+        let usersPerConnection = max(1, options.hotUsers / options.load.connections)
+        print("  hot phase: zipf toggles on \(hot.count) posts (1 %) by \(usersPerConnection * options.load.connections) users for \(options.hotPhase) s")
         let baseline = Set(try await PostgresLikes.pairs(of: hot, pool: pool))
         let workload = ScenarioWorkload(scenario: .zipf, operation: .toggle, posts: hot, zipfExponent: 0.99, readRatio: 0,
-                                        token: node.apiToken, userBase: Int64.random(in: 1...1_000_000) * 1_000_000_000 + 500_000_000)
+                                        token: node.apiToken, userBase: Int64.random(in: 1...1_000_000) * 1_000_000_000 + 500_000_000,
+                                        usersPerConnection: Int64(usersPerConnection))
         var expectations: [CorrectnessCheck.Pair: CorrectnessCheck.Expectation] = [:]
         var left = options.hotPhase
         while left > 0 {

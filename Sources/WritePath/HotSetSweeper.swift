@@ -122,6 +122,8 @@ struct HotSetSweeper: Sendable {
     /// Walks every master's hydration markers and hands the posts to their shards.
     func discover() async {
         let pattern = HotSetPlan.markerPattern(layout)
+        for shard in shards { shard.tell(.discoveryBegan) }
+        defer { for shard in shards { shard.tell(.discoveryEnded) } }
         for master in redis.masters {
             var cursor = "0"
             repeat {

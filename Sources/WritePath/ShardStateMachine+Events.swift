@@ -74,8 +74,14 @@ extension ShardStateMachine {
         case logLengthsRead(LogLengthQuestion, [UInt16: Int])
         /// `.unloadPosts` ended: the posts whose keys could not be deleted, and the slots fenced.
         case postsUnloaded(UnloadPurpose, failed: Set<Int64>, fenced: [FencedSlot])
+        /// A sweep's walk of Redis's hydration markers begins: posts evicted from now on until
+        /// `.discoveryEnded` may still be in what the walk read before their deletion, and are
+        /// not taken from it.
+        case discoveryBegan
         /// A sweep found these posts hot in Redis (from before this process, or unknown to it).
         case discovered([Int64])
+        /// The walk that `.discoveryBegan` announced is over (whole or not).
+        case discoveryEnded
         /// A complete read of the dead-letter stream, begun at that instant, found refused
         /// changes of these posts of this shard (`DeadLetterPins`).
         case deadLettersRead(Set<Int64>, startedAt: ContinuousClock.Instant)

@@ -50,9 +50,13 @@ extension ShardStateMachine {
     }
 
     /// A sweep found `posts` in Redis: those of slots this shard owns are tracked, as touched
-    /// now (evicted once idle like any other).
+    /// now (evicted once idle like any other) — except those evicted since the walk began (its
+    /// page may have been read before their deletion).
     mutating func discovered(_ posts: [Int64], now: ContinuousClock.Instant) {
-        hotPosts.discovered(posts.filter { slotState(HashSlot(post: $0).rawValue) != .notOwned }, at: now)
+        let evictedMeanwhile = evictedDuringDiscovery ?? []
+        hotPosts.discovered(posts.filter { post in
+            !evictedMeanwhile.contains(post) && slotState(HashSlot(post: post).rawValue) != .notOwned
+        }, at: now)
     }
 
     /// Queues the eviction of the `candidates` that may go (it starts with the work between
@@ -114,6 +118,7 @@ extension ShardStateMachine {
     mutating func evicted(_ posts: [Int64], failed: Set<Int64>, reason: EvictionReason) {
         let gone = posts.filter { !failed.contains($0) }
         hotPosts.forget(gone)
+        evictedDuringDiscovery?.formUnion(gone)
         if !warmLookups.isEmpty { for post in gone { warmLookups[post] = nil } }
         stats.evictedPosts += gone.count
         if reason == .memory { stats.evictedForMemory += gone.count }

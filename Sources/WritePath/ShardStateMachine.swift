@@ -63,6 +63,9 @@ struct ShardStateMachine {
     /// Per warm post, the memberships of its users looked up in PostgreSQL since it turned warm
     /// (or since this process started): at `warmPromotionLookups` it is loaded whole.
     var warmLookups: [Int64: Int] = [:]
+    /// While a sweep walks Redis's markers: the posts evicted since it began (a page it read
+    /// before their deletion would otherwise bring them back as hot). `nil` between walks.
+    var evictedDuringDiscovery: Set<Int64>?
     /// Work that runs between batches, in order, and the item under way.
     var betweenBatches: [BetweenBatchesWork] = []
     var betweenBatchesRunning: BetweenBatchesWork?
@@ -242,7 +245,9 @@ struct ShardStateMachine {
         case .statistics(let reply): actions.append(.reply(reply.with(currentStats(now: now))))
         case .stop(let drain): stop(drain: drain, now: now, into: &actions)
         case .tick: expireParked(now: now, into: &actions)
+        case .discoveryBegan: evictedDuringDiscovery = []
         case .discovered(let posts): discovered(posts, now: now)
+        case .discoveryEnded: evictedDuringDiscovery = nil
         case .deadLettersRead(let posts, let started): deadLetterPins.read(posts, startedAt: started)
         case .shrink(let slots, let count): shrink(slots: slots, count: count)
 
