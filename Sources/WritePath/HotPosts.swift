@@ -53,6 +53,14 @@ struct HotPosts {
         entries[post]?.newestChange = id
     }
 
+    /// A write of `post` may have logged a change under an entry nobody knows (its connection
+    /// broke after the write may have run): the newest entry known for it no longer bounds its
+    /// changes, so it is forgotten, and the post is judged by its slot's whole log until a
+    /// later change names a newer entry.
+    mutating func changedInUnknownEntry(_ post: Int64) {
+        entries[post]?.newestChange = nil
+    }
+
     /// `posts` were found in Redis (hot) at `now` by a sweep: those not tracked yet are, as
     /// touched now; those tracked keep their last touch.
     mutating func discovered(_ posts: some Sequence<Int64>, at now: ContinuousClock.Instant) {

@@ -199,6 +199,13 @@ extension ShardStateMachine {
             // A written post is touched by its change: one queue slot per post and batch.
             for (post, id) in completion.newestChanges { hotPosts.changed(post, in: id, at: now) }
             hotPosts.touched(completion.touched.lazy.filter { completion.newestChanges[$0] == nil }, at: now)
+            // A write whose outcome is unknown may have logged changes under an entry no id
+            // names: evicting such a post on its older entry's flush would leave one of its
+            // changes only in the log while its reads go to PostgreSQL (found by the
+            // whole-shard model test).
+            for operation in current.operations where completion.uncertainSlots.contains(operation.slot) {
+                hotPosts.changedInUnknownEntry(operation.request.postID)
+            }
         }
         if !completion.appended.isEmpty { wake(scheduler.appended(completion.appended, now: now)) }
         if !completion.warmLookups.isEmpty { countWarmLookups(completion.warmLookups, epochs: current.epochs, now: now, into: &actions) }

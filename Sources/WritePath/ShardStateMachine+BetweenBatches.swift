@@ -21,8 +21,10 @@ extension ShardStateMachine {
             case .dropDeleted(let posts):
                 betweenBatchesRunning = work
                 actions.append(.unloadPosts(posts, epochs: writeEpochs(of: posts), .deleted))
-            case .evict(let posts, let epochs, let reason):
-                betweenBatchesRunning = work
+            case .evict(let queued, _, let reason):
+                let (posts, epochs) = stillEvictable(queued)
+                guard !posts.isEmpty else { continue }
+                betweenBatchesRunning = .evict(posts, epochs: epochs, reason)
                 actions.append(.unloadPosts(posts, epochs: epochs, .evicted(reason)))
             }
         }

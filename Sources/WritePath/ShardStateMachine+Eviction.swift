@@ -65,6 +65,26 @@ extension ShardStateMachine {
     @discardableResult
     private mutating func evict(_ candidates: [(post: Int64, entry: HotPosts.Entry)], reason: EvictionReason) -> Int {
         guard !candidates.isEmpty else { return 0 }
+        let (evicting, epochs) = sortForEviction(candidates)
+        guard !evicting.isEmpty else { return 0 }
+        betweenBatches.append(.evict(evicting, epochs: epochs, reason))
+        return evicting.count
+    }
+
+    /// The posts of a queued eviction that may still go as it starts, with the epochs their
+    /// deletion carries (`nil` for a sole writer). A memory shrink is an event, and it may come
+    /// while a batch runs: a post judged then may have been written by that batch since, and
+    /// deleting it would leave a change PostgreSQL lacks in the log of a post read cold from
+    /// PostgreSQL (found by the whole-shard model test). So every eviction is judged again
+    /// here, between batches, where nothing can write meanwhile; those that may not go yet are
+    /// requeued, those of slots no longer here forgotten.
+    mutating func stillEvictable(_ posts: [Int64]) -> (posts: [Int64], epochs: [UInt16: Int64]?) {
+        sortForEviction(posts.compactMap { post in hotPosts.entry(of: post).map { (post, $0) } })
+    }
+
+    /// Sorts `candidates` by `evictability`: returns those that may go, with their epochs; puts
+    /// those that may not yet back in the queue and forgets those of slots no longer here.
+    private mutating func sortForEviction(_ candidates: [(post: Int64, entry: HotPosts.Entry)]) -> (posts: [Int64], epochs: [UInt16: Int64]?) {
         var evicting: [Int64] = []
         var notYet: [Int64] = []
         var elsewhere: [Int64] = []
@@ -83,9 +103,7 @@ extension ShardStateMachine {
         }
         hotPosts.requeue(notYet)
         hotPosts.forget(elsewhere)
-        guard !evicting.isEmpty else { return 0 }
-        betweenBatches.append(.evict(evicting, epochs: isFenced ? epochs : nil, reason))
-        return evicting.count
+        return (evicting, isFenced ? epochs : nil)
     }
 
     /// Whether `post` may leave Redis now.

@@ -1,0 +1,354 @@
+import Foundation
+import Persistence
+import ShardRouter
+@testable import WritePath
+
+/// Redis and PostgreSQL in memory, as a whole shard sees them: Redis is a `RedisModel` (the
+/// batches' commands run as Redis would run them, the logs are its streams, the epoch keys its
+/// strings), PostgreSQL the `posts` and `likes` rows, each log's recorded progress and the slot
+/// table's epochs. `perform` answers every action of `ShardStateMachine` as the real servers
+/// would — fences, the publication script, the flush transaction's epoch check — so a test can
+/// drive shards through batches, flushes, evictions, promotions, crashes and Redis losses with
+/// every interleaving it likes.
+///
+/// It also keeps the books a test checks against: the truth (the initial rows with every
+/// change ever appended to a log folded in, in the order Redis took them), every entry appended,
+/// how many times each was applied, those trimmed, and the evictions that deleted a post whose
+/// changes PostgreSQL did not all have.
+final class ShardWorld {
+    let layout: RedisKeyLayout
+    var redis = RedisModel()
+    /// PostgreSQL: the posts, their likers, each log's progress, the slot table's epochs.
+    var posts: Set<Int64>
+    var likes: [Int64: Set<Int64>]
+    var progress: [String: StreamEntryID] = [:]
+    var slotEpochs: [UInt16: Int64] = [:]
+
+    /// The likers each post has once everything appended is applied.
+    var truth: [Int64: Set<Int64>]
+    /// Every entry appended to a log (by its log), in order; how often each was applied; those trimmed.
+    var appended: [(log: String, id: StreamEntryID)] = []
+    var applied: [StreamEntryID: Int] = [:]
+    var trimmed: Set<StreamEntryID> = []
+    /// Evictions that deleted a post whose rows were not its truth: each one a bug.
+    var unsafeEvictions: [String] = []
+    /// How many posts evictions deleted, publications promoted, cold lookups asked about.
+    var evictedPosts = 0
+    var publications = 0
+    var coldLookups = 0
+    /// The newest entry of each log already folded into `truth`.
+    private var folded: [String: StreamEntryID] = [:]
+
+    /// A pool and a client a `LargePostHydration` is built with: never connected (the world
+    /// performs its load and publication itself).
+    static let idlePool = PostgresPool(configuration: PostgresConfiguration(url: "postgresql://model@127.0.0.1:1/model"))
+    static let idleRedis = RedisClient(configuration: RedisConfiguration())
+
+    init(layout: RedisKeyLayout, likes: [Int64: Set<Int64>]) {
+        self.layout = layout
+        self.posts = Set(likes.keys)
+        self.likes = likes
+        self.truth = likes
+    }
+
+    // MARK: - Keys
+
+    func logKey(_ slot: UInt16) -> String { layout.changeLog(of: HashSlot(rawValue: slot)!) }
+    func epochKey(_ slot: UInt16) -> String { layout.epoch(of: HashSlot(rawValue: slot)!) }
+    func marker(_ post: Int64) -> String? { redis.strings[layout.hydratedMarker(ofPost: post)] }
+
+    // MARK: - Books
+
+    /// Folds the entries Redis's logs gained since the last call into `truth`.
+    private func foldAppends() {
+        for (log, entries) in redis.streams {
+            for entry in entries where folded[log].map({ entry.id > $0 }) ?? true {
+                folded[log] = entry.id
+                appended.append((log, entry.id))
+                for change in ChangeLogEntry.changes(from: entry) ?? [] {
+                    if change.liked { truth[change.postID, default: []].insert(change.userID) } else { truth[change.postID]?.remove(change.userID) }
+                }
+            }
+        }
+    }
+
+    /// Applies an entry's changes to the rows.
+    private func apply(_ id: StreamEntryID, _ changes: [LikeChange], skipping: Set<LikePair> = []) {
+        applied[id, default: 0] += 1
+        for change in changes where !skipping.contains(LikePair(change)) {
+            if change.liked { likes[change.postID, default: []].insert(change.userID) } else { likes[change.postID]?.remove(change.userID) }
+        }
+    }
+
+    /// What the next start (or the next owner) does first: applies what every log holds past its
+    /// progress.
+    func drainEverything() {
+        for (log, entries) in redis.streams {
+            for entry in entries where progress[log].map({ entry.id > $0 }) ?? true {
+                apply(entry.id, ChangeLogEntry.changes(from: entry) ?? [])
+                progress[log] = entry.id
+            }
+        }
+    }
+
+    /// Another node wins `slots`: PostgreSQL's slot table gives each the epoch after the one it has.
+    func takeOver(_ slots: [UInt16]) -> [UInt16: Int64] {
+        var epochs: [UInt16: Int64] = [:]
+        for slot in slots {
+            let next = (slotEpochs[slot] ?? 0) + 1
+            slotEpochs[slot] = next
+            epochs[slot] = next
+        }
+        return epochs
+    }
+
+    // MARK: - Redis writes, fenced
+
+    /// Runs `groups` as `SlotWriter.execute` does: a group whose slot has no epoch fails unsent,
+    /// one whose epoch is no longer its key's is refused (`FENCED`), the others run (or break as
+    /// `fault` says).
+    func fencedExecute(_ groups: [SlotCommands], epochs: [UInt16: Int64]?, fault: (SlotCommands) -> RedisModel.Fault?)
+        -> (results: [Result<[RedisReply], RedisError>], fenced: [ShardStateMachine.FencedSlot]) {
+        var results: [Result<[RedisReply], RedisError>] = []
+        var fenced: [ShardStateMachine.FencedSlot] = []
+        for group in groups {
+            let slot = group.slot.rawValue
+            if let epochs {
+                guard let epoch = epochs[slot] else {
+                    results.append(.failure(SlotWriter.notHeld(group.slot)))
+                    continue
+                }
+                if redis.strings[epochKey(slot)] != String(epoch) {
+                    fenced.append(.init(slot: slot, epoch: epoch))
+                    results.append(.failure(RedisError(code: .fenced, message: "FENCED model: slot \(slot) is not at epoch \(epoch)")))
+                    continue
+                }
+            }
+            results.append(redis.execute([group], fault: fault)[0])
+        }
+        foldAppends()
+        return (results, fenced)
+    }
+
+    // MARK: - Performing actions
+
+    /// How one action meets trouble.
+    struct Trouble {
+        /// Redis's connection breaks: before the commands run, or after.
+        var redis: RedisModel.Fault?
+        /// PostgreSQL fails: `true` before a commit (nothing happened), `false` after it (the
+        /// commit happened, its answer was lost).
+        var postgresBeforeCommit: Bool?
+
+        static let none = Trouble()
+    }
+
+    /// Performs an I/O action now and returns the event that brings its result (`nil`: none).
+    /// Answers, replies and log lines are the shell's, not the world's.
+    func perform(_ action: ShardStateMachine.Action, trouble: Trouble = .none) -> ShardStateMachine.Event? {
+        let lost = RedisError(code: .connectionLost, message: "model: the connection broke")
+        let redisFault = trouble.redis
+        switch action {
+        case .answer, .answerBatch, .reply, .log:
+            fatalError("the shell performs \(action)")
+
+        case .batchRedis(let groups, let epochs):
+            let (results, fenced) = fencedExecute(groups, epochs: epochs) { _ in redisFault }
+            return .batchRedisReplied(results, fenced: fenced)
+
+        case .findPosts(let lookup):
+            if trouble.postgresBeforeCommit != nil { return .batchPostsFound(.failure(PostgresError(code: .connectionFailed, message: "model: down"))) }
+            coldLookups += lookup.posts.count
+            let model = PostgresModel(posts: posts, likes: likes.mapValues { $0.sorted() })
+            return .batchPostsFound(.success(model.lookUp(lookup)))
+
+        case .loadLargePost(let post):
+            let hydration = LargePostHydration(post: post, pool: Self.idlePool, redis: Self.idleRedis, layout: layout,
+                                               pageSize: 3)
+            if trouble.postgresBeforeCommit != nil || redisFault == .lostBeforeRunning || redisFault == .nodeDown {
+                return .largePostLoaded(hydration, .failure(lost))
+            }
+            let users = likes[post] ?? []
+            if !users.isEmpty { redis.sets[hydration.loading, default: []].formUnion(users.map(String.init)) }
+            if redisFault == .lostAfterRunning { return .largePostLoaded(hydration, .failure(lost)) }
+            return .largePostLoaded(hydration, .success(users.count))
+
+        case .publishLargePost(let hydration, let loaded, let epoch):
+            if redisFault == .lostBeforeRunning || redisFault == .nodeDown { return .largePostPublished(post: hydration.post, .failure(lost)) }
+            let result = publish(hydration, loaded: loaded, epoch: epoch)
+            if redisFault == .lostAfterRunning { return .largePostPublished(post: hydration.post, .failure(lost)) }
+            return .largePostPublished(post: hydration.post, result)
+
+        case .discardLargePost(let hydration):
+            if redisFault == nil { redis.sets[hydration.loading] = nil }
+            return nil
+
+        case .raiseEpochKeys(let epochs, let forClaim, let then):
+            var results: [UInt16: Result<Int64, RedisError>] = [:]
+            for (slot, epoch) in epochs {
+                if redisFault == .lostBeforeRunning || redisFault == .nodeDown {
+                    results[slot] = .failure(lost)
+                    continue
+                }
+                let held = max(Int64(redis.strings[epochKey(slot)] ?? "0")!, epoch)
+                redis.strings[epochKey(slot)] = String(held)
+                results[slot] = redisFault == nil ? .success(held) : .failure(lost)
+            }
+            then?.run()
+            return forClaim ? .epochKeysRaised(results) : nil
+
+        case .rescanLogs(let slots):
+            var summaries: [UInt16: Result<ShardStateMachine.LogSummary, Error>] = [:]
+            for slot in slots {
+                if redisFault != nil {
+                    summaries[slot] = .failure(lost)
+                    continue
+                }
+                let entries = redis.streams[logKey(slot)] ?? []
+                let perEntry = entries.last.flatMap { ChangeLogEntry.changes(from: $0)?.count } ?? 1
+                summaries[slot] = .success(.init(changes: entries.count * max(1, perEntry), newest: entries.last?.id))
+            }
+            return .logsRescanned(summaries)
+
+        case .readLogs(let slots, let changesPerSlot):
+            if redisFault != nil { return .logsRead([:], failure: lost) }
+            var reads: [UInt16: LogRead] = [:]
+            for slot in slots {
+                var read = LogRead()
+                var rest = redis.streams[logKey(slot)] ?? []
+                while true {
+                    let asked = read.nextSliceSize(changesPerSlot: changesPerSlot)
+                    let slice = Array(rest.prefix(asked))
+                    rest.removeFirst(slice.count)
+                    if !read.take(slice, asked: asked, changesPerSlot: changesPerSlot) { break }
+                }
+                reads[slot] = read
+            }
+            return .logsRead(reads, failure: nil)
+
+        case .addDeadLetters(let letters, _):
+            if redisFault == .lostBeforeRunning || redisFault == .nodeDown { return .deadLettersAdded(.failure(lost)) }
+            for letter in letters {
+                _ = redis.run(RedisCommand.xadd(layout.deadLetters, fields: letter.fields(log: logKey(letter.slot), reason: "model", at: "0")))
+            }
+            return .deadLettersAdded(redisFault == nil ? .success(()) : .failure(lost))
+
+        case .applyFlush(let transaction):
+            if trouble.postgresBeforeCommit == true { return .flushTransactionEnded(.failed(PostgresError(code: .connectionFailed, message: "model: down"))) }
+            let stale = transaction.epochs.filter { slotEpochs[$0.key] != $0.value }.keys.sorted()
+            if !stale.isEmpty { return .flushTransactionEnded(.staleSlots(stale)) }
+            var byEntry: [StreamEntryID: (log: String, changes: [LikeChange])] = [:]
+            for change in transaction.entries { byEntry[change.entryID, default: (change.log, [])].changes.append(change.change) }
+            for (id, entry) in byEntry.sorted(by: { $0.key < $1.key }) where progress[entry.log].map({ id > $0 }) ?? true {
+                apply(id, entry.changes, skipping: transaction.skipping)
+                progress[entry.log] = id
+            }
+            if trouble.postgresBeforeCommit == false { return .flushTransactionEnded(.failed(PostgresError(code: .connectionLost, message: "model: lost after commit"))) }
+            return .flushTransactionEnded(.committed(at: Date()))
+
+        case .trimLogs(let newest, let epochs):
+            var removed: [UInt16: Result<Int, RedisError>] = [:]
+            var fenced: [ShardStateMachine.FencedSlot] = []
+            for (slot, last) in newest {
+                if let epochs {
+                    guard let epoch = epochs[slot] else {
+                        removed[slot] = .failure(SlotWriter.notHeld(HashSlot(rawValue: slot)!))
+                        continue
+                    }
+                    if redis.strings[epochKey(slot)] != String(epoch) {
+                        fenced.append(.init(slot: slot, epoch: epoch))
+                        removed[slot] = .failure(RedisError(code: .fenced, message: "FENCED model"))
+                        continue
+                    }
+                }
+                if redisFault == .lostBeforeRunning || redisFault == .nodeDown {
+                    removed[slot] = .failure(lost)
+                    continue
+                }
+                let before = redis.streams[logKey(slot)] ?? []
+                let kept = before.filter { $0.id > last }
+                for entry in before where entry.id <= last { trimmed.insert(entry.id) }
+                redis.streams[logKey(slot)] = kept
+                removed[slot] = redisFault == nil ? .success(before.count - kept.count) : .failure(lost)
+            }
+            return .logsTrimmed(removed, fenced: fenced)
+
+        case .readLogLengths(let question):
+            var lengths: [UInt16: Int] = [:]
+            if redisFault == nil {
+                for slot in question.appendedWhenAsked.keys { lengths[slot] = redis.streams[logKey(slot)]?.count ?? 0 }
+            }
+            return .logLengthsRead(question, lengths)
+
+        case .unloadPosts(let unloading, let epochs, let purpose):
+            let hadKeys = unloading.filter { marker($0) != nil }
+            let groups = PostHydration.transactions(unloading: unloading, layout: layout)
+            let (results, fenced) = fencedExecute(groups, epochs: epochs) { _ in redisFault }
+            if case .evicted = purpose {
+                for post in hadKeys where marker(post) == nil {
+                    evictedPosts += 1
+                    if likes[post] ?? [] != truth[post] ?? [] {
+                        unsafeEvictions.append("post \(post) evicted with rows \((likes[post] ?? []).sorted()) but truth \((truth[post] ?? []).sorted())")
+                    }
+                }
+            }
+            return .postsUnloaded(purpose, failed: Set(PostHydration.failures(of: unloading, results).keys), fenced: fenced)
+        }
+    }
+
+    /// `PostHydration.publishScript`, run on the model: all or nothing.
+    private func publish(_ hydration: LargePostHydration, loaded: Int, epoch: Int64?) -> Result<Void, Error> {
+        let post = hydration.post
+        let slot = HashSlot(post: post).rawValue
+        if let epoch, redis.strings[epochKey(slot)] != String(epoch) {
+            return .failure(RedisError(code: .fenced, message: "FENCED model"))
+        }
+        let warmKey = layout.warmMembers(ofPost: post)
+        guard marker(post) == "warm", let hash = redis.hashes[warmKey], let count = hash["n"].flatMap({ Int($0) }) else {
+            return .failure(RedisError(code: .server, message: "GONE the post is no longer warm in Redis"))
+        }
+        var set = redis.sets[hydration.loading] ?? []
+        guard set.count == loaded else { return .failure(RedisError(code: .server, message: "INCOMPLETE model")) }
+        for (field, value) in hash where field != "n" {
+            if value == "1" { set.insert(field) } else { set.remove(field) }
+        }
+        guard set.count == count else {
+            redis.sets[hydration.loading] = set
+            return .failure(RedisError(code: .server, message: "MISMATCH model"))
+        }
+        redis.sets[hydration.loading] = nil
+        redis.sets[layout.likers(ofPost: post)] = set.isEmpty ? nil : set
+        redis.hashes[warmKey] = nil
+        redis.strings[layout.hydratedMarker(ofPost: post)] = "1"
+        publications += 1
+        return .success(())
+    }
+
+    // MARK: - Checks
+
+    /// What disagrees between Redis's copy of each post and the truth: a hot post's likers set,
+    /// a warm post's count and the memberships its hash knows.
+    func redisDisagreements() -> [String] {
+        var found: [String] = []
+        for post in posts.sorted() {
+            let expected = truth[post] ?? []
+            switch marker(post) {
+            case "1"?:
+                if redis.members(layout.likers(ofPost: post)) != expected {
+                    found.append("hot post \(post): Redis \(redis.members(layout.likers(ofPost: post)).sorted()), truth \(expected.sorted())")
+                }
+            case "warm"?:
+                let hash = redis.hashes[layout.warmMembers(ofPost: post)] ?? [:]
+                if hash["n"] != String(expected.count) { found.append("warm post \(post): count \(hash["n"] ?? "none"), truth \(expected.count)") }
+                for (field, value) in hash where field != "n" && (value == "1") != expected.contains(Int64(field)!) {
+                    found.append("warm post \(post): user \(field) is \(value), truth \(expected.contains(Int64(field)!))")
+                }
+            case nil:
+                if redis.sets[layout.likers(ofPost: post)] != nil { found.append("cold post \(post) has a likers set") }
+            case let other?:
+                found.append("post \(post): marker \(other)")
+            }
+        }
+        return found
+    }
+}
