@@ -21,6 +21,9 @@ import TestSupport
 /// whose rows PostgreSQL does not all have. At the end, after the drain and what the next start
 /// applies: the rows are the truth, every entry appended was applied exactly once, none trimmed
 /// before it was applied, every operation of the last process was answered exactly once.
+///
+/// A seed fixes the steps, but the machine walks sets and dictionaries, whose order Swift seeds
+/// per process: to replay a failing seed exactly, run with `SWIFT_DETERMINISTIC_HASHING=1`.
 @Suite("A whole shard against a model Redis and PostgreSQL, with crashes and Redis losses (pure)")
 struct WholeShardModelTests {
     /// How many times each operation was answered, by its number.
