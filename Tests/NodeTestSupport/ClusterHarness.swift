@@ -123,7 +123,7 @@ package final class ClusterHarness: Sendable {
         let rows = try await pool.query("SELECT user_id, post_id FROM likes WHERE post_id = ANY($1::bigint[])", [.int64Array(load.posts)])
         let members = Set(try rows.map { Pair(user: try $0.int64(0), post: try $0.int64(1)) })
         let (lost, phantom, undetermined) = load.audit(rows: members)
-        #expect(lost.isEmpty, "acknowledged likes missing from PostgreSQL: \(lost.prefix(5))")
+        #expect(lost.isEmpty, "acknowledged likes missing from PostgreSQL: \(lost.prefix(5)); their unacknowledged requests: \(lost.prefix(5).map { load.failureHistory(of: $0) })")
         #expect(phantom.isEmpty, "likes in PostgreSQL that were not acknowledged last: \(phantom.prefix(5))")
         #expect(undetermined == 0, "every pair's state is settled before the check")
         let drift = try await pool.query("""
@@ -179,6 +179,9 @@ package final class HTTPPairLoad: Sendable {
     private let state = Mutex<(expected: [Pair: PairLoad.Expected], stop: Bool, acknowledged: Int, failed: Int, statuses: [String: Int],
                                unanswered: Set<Pair>)>(([:], false, 0, 0, [:], []))
     private let nodes = Mutex<[String]>([])
+    /// Per pair, its requests that were not acknowledged (method, node, status, when), so a
+    /// failed check can say what happened to the pairs it names.
+    private let failures = Mutex<[Pair: [String]]>([:])
 
     package init(posts: [Int64]) {
         self.posts = posts
@@ -251,10 +254,22 @@ package final class HTTPPairLoad: Sendable {
                 print("cluster-test: load answer \(status) \(body.error.code): \(body.error.message)")
             }
             record(pair, .either, status: status, code: code)
+            noteFailure(pair, "\(method) via \(base): \(status)\(code)")
         } catch {
             record(pair, .either, status: 0)
+            noteFailure(pair, "\(method) via \(base): no answer (\(error))")
         }
         return false
+    }
+
+    private func noteFailure(_ pair: Pair, _ what: String) {
+        let at = Date().formatted(.iso8601.time(includingFractionalSeconds: true))
+        failures.withLock { $0[pair, default: []].append("\(at) \(what)") }
+    }
+
+    /// The requests of `pair` that were not acknowledged, in order.
+    package func failureHistory(of pair: Pair) -> [String] {
+        failures.withLock { $0[pair] ?? [] }
     }
 
     private func record(_ pair: Pair, _ expected: PairLoad.Expected, status: Int, code: String = "") {
