@@ -203,8 +203,10 @@ extension ShardStateMachine {
             // names: evicting such a post on its older entry's flush would leave one of its
             // changes only in the log while its reads go to PostgreSQL (found by the
             // whole-shard model test).
-            for operation in current.operations where completion.uncertainSlots.contains(operation.slot) {
-                hotPosts.changedInUnknownEntry(operation.request.postID)
+            if !completion.uncertainSlots.isEmpty {
+                for operation in current.operations where completion.uncertainSlots.contains(operation.slot) {
+                    hotPosts.changedInUnknownEntry(operation.request.postID)
+                }
             }
         }
         if !completion.appended.isEmpty { wake(scheduler.appended(completion.appended, now: now)) }

@@ -21,10 +21,10 @@ extension ShardStateMachine {
             case .dropDeleted(let posts):
                 betweenBatchesRunning = work
                 actions.append(.unloadPosts(posts, epochs: writeEpochs(of: posts), .deleted))
-            case .evict(let queued, _, let reason):
+            case .evict(let queued, let reason):
                 let (posts, epochs) = stillEvictable(queued)
                 guard !posts.isEmpty else { continue }
-                betweenBatchesRunning = .evict(posts, epochs: epochs, reason)
+                betweenBatchesRunning = .evict(posts, reason)
                 actions.append(.unloadPosts(posts, epochs: epochs, .evicted(reason)))
             }
         }
@@ -128,7 +128,7 @@ extension ShardStateMachine {
             betweenBatchesRunning = nil
             hotPosts.forget(quiet.filter { !failed.contains($0) })
             actions.append(.reply(reply.with(Set(quiet).subtracting(failed))))
-        case (.evicted(let reason), .evict(let posts, _, _)?):
+        case (.evicted(let reason), .evict(let posts, _)?):
             betweenBatchesRunning = nil
             evicted(posts, failed: failed, reason: reason)
         case (.deleted, .dropDeleted(let posts)?):

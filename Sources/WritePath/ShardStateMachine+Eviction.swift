@@ -65,9 +65,9 @@ extension ShardStateMachine {
     @discardableResult
     private mutating func evict(_ candidates: [(post: Int64, entry: HotPosts.Entry)], reason: EvictionReason) -> Int {
         guard !candidates.isEmpty else { return 0 }
-        let (evicting, epochs) = sortForEviction(candidates)
+        let evicting = sortForEviction(candidates).posts
         guard !evicting.isEmpty else { return 0 }
-        betweenBatches.append(.evict(evicting, epochs: epochs, reason))
+        betweenBatches.append(.evict(evicting, reason))
         return evicting.count
     }
 

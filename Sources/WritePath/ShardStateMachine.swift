@@ -144,8 +144,9 @@ struct ShardStateMachine {
         case resyncUnloading([Int64], ShardReply<Set<Int64>>)
         /// Delete the keys of posts PostgreSQL no longer has.
         case dropDeleted([Int64])
-        /// Delete the keys of posts PostgreSQL has all of (eviction), under these epochs.
-        case evict([Int64], epochs: [UInt16: Int64]?, EvictionReason)
+        /// Delete the keys of posts PostgreSQL has all of (eviction): judged again as it starts,
+        /// which gives the epochs the deletion carries.
+        case evict([Int64], EvictionReason)
     }
 
     /// Whether the flush loop is awake (it asks the scheduler what to do at the end of the

@@ -75,6 +75,20 @@ final class ShardModel {
         return StreamEntry(id: entry.id, fields: [ChangeLogEntry.packedField: packed])
     }
 
+    /// A log's `entries` read as the flusher reads them: in slices sized by `LogRead`, up to
+    /// `changesPerSlot` changes.
+    static func read(_ entries: [StreamEntry], changesPerSlot: Int) -> LogRead {
+        var read = LogRead()
+        var rest = entries[...]
+        while !rest.isEmpty {
+            let asked = read.nextSliceSize(changesPerSlot: changesPerSlot)
+            let slice = Array(rest.prefix(asked))
+            rest = rest.dropFirst(slice.count)
+            if !read.take(slice, asked: asked, changesPerSlot: changesPerSlot) { break }
+        }
+        return read
+    }
+
     /// The event `action` brings back, or `nil` for an action that brings none.
     func perform(_ action: ShardStateMachine.Action) -> ShardStateMachine.Event? {
         switch action {
@@ -106,17 +120,7 @@ final class ShardModel {
             return .logsRescanned(summaries)
         case .readLogs(let slots, let changesPerSlot):
             var reads: [UInt16: LogRead] = [:]
-            for slot in slots {
-                var read = LogRead()
-                var rest = (logs[slot] ?? []).map(streamEntry)
-                while !rest.isEmpty {
-                    let asked = read.nextSliceSize(changesPerSlot: changesPerSlot)
-                    let slice = Array(rest.prefix(asked))
-                    rest.removeFirst(slice.count)
-                    if !read.take(slice, asked: asked, changesPerSlot: changesPerSlot) { break }
-                }
-                reads[slot] = read
-            }
+            for slot in slots { reads[slot] = Self.read((logs[slot] ?? []).map(streamEntry), changesPerSlot: changesPerSlot) }
             return .logsRead(reads, failure: nil)
         case .addDeadLetters(let letters, _):
             deadLetters += letters

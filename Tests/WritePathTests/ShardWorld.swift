@@ -213,17 +213,7 @@ final class ShardWorld {
         case .readLogs(let slots, let changesPerSlot):
             if redisFault != nil { return .logsRead([:], failure: lost) }
             var reads: [UInt16: LogRead] = [:]
-            for slot in slots {
-                var read = LogRead()
-                var rest = redis.streams[logKey(slot)] ?? []
-                while true {
-                    let asked = read.nextSliceSize(changesPerSlot: changesPerSlot)
-                    let slice = Array(rest.prefix(asked))
-                    rest.removeFirst(slice.count)
-                    if !read.take(slice, asked: asked, changesPerSlot: changesPerSlot) { break }
-                }
-                reads[slot] = read
-            }
+            for slot in slots { reads[slot] = ShardModel.read(redis.streams[logKey(slot)] ?? [], changesPerSlot: changesPerSlot) }
             return .logsRead(reads, failure: nil)
 
         case .addDeadLetters(let letters, _):

@@ -198,8 +198,8 @@ struct WholeShardModelTests {
             }
         }
 
-        func randomTrouble(for action: ShardStateMachine.Action, faults allowed: Bool) -> ShardWorld.Trouble {
-            guard allowed, random.next() % 100 < 6 else { return .none }
+        func randomTrouble(for action: ShardStateMachine.Action) -> ShardWorld.Trouble {
+            guard random.next() % 100 < 6 else { return .none }
             faults += 1
             let (redis, postgres) = Self.touches(action)
             var trouble = ShardWorld.Trouble()
@@ -212,7 +212,7 @@ struct WholeShardModelTests {
         }
 
         /// One random step; in a `quiet` stretch nobody calls (posts go idle, time passes).
-        func step(faults allowed: Bool, quiet: Bool = false) {
+        func step(quiet: Bool) {
             let roll = Int(random.next() % 1000)
             switch roll {
             case 0..<250:
@@ -225,7 +225,7 @@ struct WholeShardModelTests {
             case 250..<560:
                 guard !inFlight.isEmpty else { return }
                 let position = Int.random(in: 0..<inFlight.count, using: &random)
-                performOne(at: position, trouble: randomTrouble(for: inFlight[position].action, faults: allowed))
+                performOne(at: position, trouble: randomTrouble(for: inFlight[position].action))
             case 560..<860:
                 guard !deliveries.isEmpty else { return }
                 let delivery = deliveries.remove(at: Int.random(in: 0..<deliveries.count, using: &random))
@@ -240,9 +240,9 @@ struct WholeShardModelTests {
                 advanceWalk()
             case 995..<998:
                 deliver(.flushAll(reply("flushAll")), to: processes.count - 1)
-            case 998 where allowed:
+            case 998:
                 crash()
-            case 999 where allowed:
+            case 999:
                 restartRedis()
             default:
                 break
@@ -330,7 +330,7 @@ struct WholeShardModelTests {
         let world = driver.world
         for step in 0..<6_000 {
             // Busy and quiet stretches in turn.
-            driver.step(faults: true, quiet: (step / 400) % 3 == 2)
+            driver.step(quiet: (step / 400) % 3 == 2)
             let disagreements = world.redisDisagreements()
             try #require(disagreements.isEmpty, "seed \(seed), step \(step): \(disagreements)")
             try #require(driver.wrongAnswers.isEmpty, "seed \(seed), step \(step): \(driver.wrongAnswers)")
