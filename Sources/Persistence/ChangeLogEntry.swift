@@ -12,10 +12,17 @@ import CounterCore
 /// is applied whole, in one transaction, so the log's progress (its newest entry applied) stays
 /// exact across crashes.
 ///
-/// **One change per entry (format 1).** Fields `u` (user), `p` (post), `l` (`1` liked, `0` not).
-/// Every entry had this form before format 2, so entries an older version left in a log are read
-/// as before; a batch's single change for a slot is still written so (Redis keeps it smaller
-/// than a packed entry of one), and dead letters keep this form (one letter per change).
+/// **One change per entry (format 1).** Fields `u` (user), `p` (post), `l` (`1` liked, `0` not),
+/// and, only for a change whose acknowledgement is not the entry's own time (a dead letter, a
+/// replayed one), `t` (Unix milliseconds). Every entry had this form before format 2, so entries
+/// an older version left in a log are read as before (an older reader ignores `t`); a batch's
+/// single change for a slot is still written so (Redis keeps it smaller than a packed entry of
+/// one), and dead letters keep this form (one letter per change).
+///
+/// **When a change was acknowledged.** A stream entry's id is the time Redis appended it, in
+/// Unix milliseconds: for a change written by its batch, its acknowledgement (the answer goes
+/// out after the write). The flusher writes that time to `likes.created_at`/`updated_at`, so a
+/// like keeps the time it was made however late PostgreSQL gets it; a change with `t` keeps `t`.
 public enum ChangeLogEntry {
     /// The field of a packed entry.
     public static let packedField = "c"
@@ -28,9 +35,27 @@ public enum ChangeLogEntry {
     /// field names once per node and small integers as integers (36 bytes per change against 46
     /// for a packed entry of one, measured with `counter-bench scale`).
     /// - Precondition: `changes` is not empty.
+    /// - Precondition: no change carries a time of its own (`timedEntries` splits those out).
     public static func append<Changes: Collection>(_ changes: Changes, to log: String) -> RedisCommand where Changes.Element == LikeChange {
         if changes.count == 1, let change = changes.first { return .xadd(log, fields: fields(of: change)) }
         return .xadd(log, fields: [(packedField, pack(changes))])
+    }
+
+    /// `changes` (in decision order) as the runs of entries that keep each change's time: runs
+    /// of changes without a time of their own, each written as one entry (packed), and every
+    /// change with one (`acknowledgedAt`) alone, in the one-change form with `t`. Order within
+    /// a pair is kept: the runs follow decision order.
+    public static func entryRuns(_ changes: [LikeChange]) -> [ArraySlice<LikeChange>] {
+        guard changes.contains(where: { $0.acknowledgedAt != nil }) else { return [changes[...]] }
+        var runs: [ArraySlice<LikeChange>] = []
+        var start = changes.startIndex
+        for index in changes.indices where changes[index].acknowledgedAt != nil {
+            if start < index { runs.append(changes[start..<index]) }
+            runs.append(changes[index...index])
+            start = index + 1
+        }
+        if start < changes.endIndex { runs.append(changes[start...]) }
+        return runs
     }
 
     /// The packed text of `changes` (see the type's description).
@@ -111,16 +136,23 @@ public enum ChangeLogEntry {
     /// The fields of `change` in the one-change form, for streams that carry single changes
     /// (dead letters).
     public static func fields(of change: LikeChange) -> [(String, RedisArgument)] {
-        [("u", change.userID), ("p", change.postID), ("l", change.liked ? "1" : "0")]
+        var fields: [(String, RedisArgument)] = [("u", change.userID), ("p", change.postID), ("l", change.liked ? "1" : "0")]
+        if let at = change.acknowledgedAt { fields.append(("t", at)) }
+        return fields
     }
 
     /// The change an entry of the one-change form records (a dead letter, or a log entry
     /// written before format 2), or `nil` when the entry is not one.
     public static func change(from entry: StreamEntry) -> LikeChange? {
         guard let user = entry.integer("u"), user > 0, let post = entry.integer("p"), post > 0 else { return nil }
+        var at: Int64?
+        if entry.fields["t"] != nil {
+            guard let time = entry.integer("t"), time > 0 else { return nil }
+            at = time
+        }
         switch entry.fields["l"] {
-        case [UInt8(ascii: "1")]: return LikeChange(userID: user, postID: post, liked: true)
-        case [UInt8(ascii: "0")]: return LikeChange(userID: user, postID: post, liked: false)
+        case [UInt8(ascii: "1")]: return LikeChange(userID: user, postID: post, liked: true, acknowledgedAt: at)
+        case [UInt8(ascii: "0")]: return LikeChange(userID: user, postID: post, liked: false, acknowledgedAt: at)
         default: return nil
         }
     }

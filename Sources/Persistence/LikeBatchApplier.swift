@@ -12,9 +12,11 @@ public enum LikeBatchApplier {
     /// and returns those that exist.
     static let presentPostsQuery = "SELECT id FROM posts WHERE id = ANY($1::bigint[]) ORDER BY id FOR KEY SHARE"
 
-    /// The batch-apply statement. Parameters: `$1`/`$2` users and posts to like, `$3`/`$4` users
-    /// and posts to unlike, as parallel arrays; every pair at most once in all, every post
-    /// existing (and locked). Returns, per post whose count moved: its id, the step, the new count.
+    /// The batch-apply statement. Parameters: `$1`/`$2` users and posts to like, `$5` when each
+    /// like was acknowledged (Unix milliseconds; `0`: unknown, the transaction's time) — a new
+    /// row's `created_at` and `updated_at` —, `$3`/`$4` users and posts to unlike, as parallel
+    /// arrays; every pair at most once in all, every post existing (and locked). Returns, per post
+    /// whose count moved: its id, the step, the new count.
     ///
     /// Without `onConflict` a like whose row exists already fails the statement (`23505`): the
     /// common case — a like the node decided is new — skips `ON CONFLICT`'s speculative insertion
@@ -31,7 +33,10 @@ public enum LikeBatchApplier {
         """
         WITH inserted AS (
             INSERT INTO likes (user_id, post_id, created_at, updated_at)
-            SELECT user_id, post_id, now(), now() FROM unnest($1::bigint[], $2::bigint[]) AS c(user_id, post_id)
+            SELECT user_id, post_id, at, at FROM (
+                SELECT user_id, post_id, CASE WHEN ms > 0 THEN 'epoch'::timestamptz + ms * interval '1 millisecond' ELSE now() END AS at
+                FROM unnest($1::bigint[], $2::bigint[], $5::bigint[]) AS c(user_id, post_id, ms)
+            ) c
             \(onConflict)
             RETURNING post_id
         ),
@@ -55,15 +60,13 @@ public enum LikeBatchApplier {
         """
     }
 
-    /// The last change per (user, post) of `changes` (in log order), ordered by post then user
-    /// (so the inserts walk the indexes in order).
+    /// The last change per (user, post) of `changes` (in log order), with its time, ordered by
+    /// post then user (so the inserts walk the indexes in order).
     static func lastChanges(_ changes: [LikeChange]) -> [LikeChange] {
-        struct Pair: Hashable { let user: Int64; let post: Int64 }
-        var last: [Pair: Bool] = [:]
+        var last: [LikePair: LikeChange] = [:]
         last.reserveCapacity(changes.count)
-        for change in changes { last[Pair(user: change.userID, post: change.postID)] = change.liked }
-        return last.map { LikeChange(userID: $0.key.user, postID: $0.key.post, liked: $0.value) }
-            .sorted { ($0.postID, $0.userID) < ($1.postID, $1.userID) }
+        for change in changes { last[LikePair(change)] = change }
+        return last.values.sorted { ($0.postID, $0.userID) < ($1.postID, $1.userID) }
     }
 
     /// Applies `changes` (in log order: a later change to the same pair wins) on `connection`,
@@ -139,7 +142,7 @@ public enum LikeBatchApplier {
         var present: Set<Int64> = []
         for row in try connection.query(presentPostsQuery, [.int64Array(posts)]) { present.insert(try row.int64(0)) }
         var missing: [Int64: Int] = [:]
-        var liked: (users: [Int64], posts: [Int64]) = ([], [])
+        var liked: (users: [Int64], posts: [Int64], times: [Int64]) = ([], [], [])
         var unliked: (users: [Int64], posts: [Int64]) = ([], [])
         for change in last {
             if !present.contains(change.postID) {
@@ -147,6 +150,7 @@ public enum LikeBatchApplier {
             } else if change.liked {
                 liked.users.append(change.userID)
                 liked.posts.append(change.postID)
+                liked.times.append(change.acknowledgedAt ?? 0)
             } else {
                 unliked.users.append(change.userID)
                 unliked.posts.append(change.postID)
@@ -156,6 +160,7 @@ public enum LikeBatchApplier {
         if !liked.users.isEmpty || !unliked.users.isEmpty {
             let rows = try connection.query(statement(onConflict: onConflict), [
                 .int64Array(liked.users), .int64Array(liked.posts), .int64Array(unliked.users), .int64Array(unliked.posts),
+                .int64Array(liked.times),
             ])
             for row in rows {
                 movements[try row.int64(0)] = .init(delta: try row.int64(1), likesCount: try row.int64(2))
@@ -206,7 +211,9 @@ public enum LikeBatchApplier {
         guard !fresh.isEmpty else {
             return LikeBatchOutcome(movements: [:], missingPosts: [:], coalescedChanges: 0, alreadyApplied: skipped)
         }
-        let outcome = try apply(fresh.map(\.change), on: connection, skipping: skipping, isolatingRefusals: isolatingRefusals)
+        // A change's time is its acknowledgement: its own, or else its entry's (the stream id).
+        let outcome = try apply(fresh.map { $0.change.acknowledged(atDefault: $0.acknowledgedAt) }, on: connection,
+                                skipping: skipping, isolatingRefusals: isolatingRefusals)
         var newest: [String: (id: StreamEntryID, count: Int64)] = [:]
         for entry in fresh {
             let current = newest[entry.log]

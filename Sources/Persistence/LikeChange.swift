@@ -4,11 +4,22 @@ public struct LikeChange: Sendable, Hashable {
     public let userID: Int64
     public let postID: Int64
     public let liked: Bool
+    /// When the change was acknowledged, in Unix milliseconds, when it is not the time of the
+    /// log entry that holds it (a dead letter replayed keeps its first acknowledgement's time);
+    /// `nil`: the entry's own time (a stream id is the time Redis appended it), which is when a
+    /// change written by its batch was acknowledged.
+    public let acknowledgedAt: Int64?
 
-    public init(userID: Int64, postID: Int64, liked: Bool) {
+    public init(userID: Int64, postID: Int64, liked: Bool, acknowledgedAt: Int64? = nil) {
         self.userID = userID
         self.postID = postID
         self.liked = liked
+        self.acknowledgedAt = acknowledgedAt
+    }
+
+    /// The same change, acknowledged at `milliseconds` unless it carries a time of its own.
+    public func acknowledged(atDefault milliseconds: Int64) -> LikeChange {
+        acknowledgedAt != nil ? self : LikeChange(userID: userID, postID: postID, liked: liked, acknowledgedAt: milliseconds)
     }
 }
 
@@ -28,6 +39,9 @@ public struct LoggedLikeChange: Sendable, Hashable {
         self.entryID = entryID
         self.change = change
     }
+
+    /// When the change was acknowledged (Unix milliseconds): its own time, or else its entry's.
+    public var acknowledgedAt: Int64 { change.acknowledgedAt ?? Int64(clamping: entryID.milliseconds) }
 }
 
 /// A (user, post) pair: what one membership is about.

@@ -6,8 +6,9 @@ import ShardRouter
 ///
 /// A slot's transaction holds, per post, one `SADD` of the users whose last change in the batch
 /// is a like and one `SREM` of those whose last change is an unlike, then the slot's changes as
-/// one packed log entry (`ChangeLogEntry`; several above `ChangeLogEntry.maximumChangesPerEntry`),
-/// so membership and log commit together. A cold post the batch loads in passing (its likers
+/// one packed log entry (`ChangeLogEntry`; several above `ChangeLogEntry.maximumChangesPerEntry`,
+/// and a change replayed with its first acknowledgement's time in an entry of its own, with that
+/// time: `ChangeLogEntry.entryRuns`), so membership and log commit together. A cold post the batch loads in passing (its likers
 /// read from PostgreSQL with the batch's lookup) is put first: its likers set replaced with
 /// those likers and its hydration marker set, in the same transaction — so the post turns hot
 /// with its changes, or not at all. A *warm* post (its count and the memberships seen, not its
@@ -38,10 +39,11 @@ struct BatchWrite {
     let changes: [LikeChange]
     /// One atomic group per slot, in order of the slots' first change.
     let transactions: [SlotCommands]
-    /// Per transaction: its slot, the offsets of its changes in `changes` (in order), and how
-    /// many membership commands precede its log entries (each of at most
-    /// `ChangeLogEntry.maximumChangesPerEntry` of those changes, in order).
-    private let slots: [(slot: UInt16, offsets: [Int], membershipCommands: Int)]
+    /// Per transaction: its slot, the offsets of its changes in `changes` (in order), how many
+    /// membership commands precede its log entries, and where each entry's changes end (as
+    /// positions in `offsets`: entry `k` holds positions `entryEnds[k - 1]..<entryEnds[k]`, at
+    /// most `ChangeLogEntry.maximumChangesPerEntry`; a change with a time of its own is alone).
+    private let slots: [(slot: UInt16, offsets: [Int], membershipCommands: Int, entryEnds: [Int])]
 
     /// The transactions that write `changes`, loading first the posts of `loading` (post → its
     /// likers in PostgreSQL) that have changes; the posts of `warm` (post → its view after the
@@ -60,7 +62,7 @@ struct BatchWrite {
                 offsetsBySlot.append((slot, [offset]))
             }
         }
-        var slots: [(slot: UInt16, offsets: [Int], membershipCommands: Int)] = []
+        var slots: [(slot: UInt16, offsets: [Int], membershipCommands: Int, entryEnds: [Int])] = []
         slots.reserveCapacity(offsetsBySlot.count)
         var transactions: [SlotCommands] = []
         transactions.reserveCapacity(offsetsBySlot.count)
@@ -71,12 +73,18 @@ struct BatchWrite {
             var commands = loading.isEmpty ? [] : Self.loadCommands(slotChanges, loading: loading, layout: layout)
             if !warm.isEmpty { commands += Self.warmCommands(slotChanges, warm: warm, turningWarm: turningWarm, layout: layout) }
             commands += Self.membershipCommands(warm.isEmpty ? slotChanges : slotChanges.filter { warm[$0.postID] == nil }, layout: layout)
-            slots.append((slot, offsets, commands.count))
+            let membershipCommands = commands.count
             let perEntry = ChangeLogEntry.maximumChangesPerEntry
-            commands.reserveCapacity(commands.count + (offsets.count + perEntry - 1) / perEntry)
-            for start in stride(from: 0, to: offsets.count, by: perEntry) {
-                commands.append(ChangeLogEntry.append(offsets[start..<min(start + perEntry, offsets.count)].lazy.map { changes[$0] }, to: log))
+            var entryEnds: [Int] = []
+            entryEnds.reserveCapacity((offsets.count + perEntry - 1) / perEntry)
+            for run in ChangeLogEntry.entryRuns(slotChanges) {
+                for start in stride(from: run.startIndex, to: run.endIndex, by: perEntry) {
+                    let end = min(start + perEntry, run.endIndex)
+                    commands.append(ChangeLogEntry.append(run[start..<end], to: log))
+                    entryEnds.append(end)
+                }
             }
+            slots.append((slot, offsets, membershipCommands, entryEnds))
             transactions.append(SlotCommands(slot: hashSlot, commands: commands, atomic: true))
         }
         self.changes = changes
@@ -89,13 +97,15 @@ struct BatchWrite {
     /// that holds it.
     func outcome(of results: [Result<[RedisReply], RedisError>]) -> Outcome {
         var outcome = Outcome(entryIDs: [StreamEntryID?](repeating: nil, count: changes.count))
-        for (index, (slot, offsets, membershipCommands)) in slots.enumerated() {
+        for (index, (slot, offsets, membershipCommands, entryEnds)) in slots.enumerated() {
             let result = index < results.count ? results[index]
                 : .failure(RedisError(code: .unexpectedReply, message: "no reply to the write of slot \(slot)"))
             switch result {
             case .success(let replies):
+                var entry = 0
                 for (position, offset) in offsets.enumerated() {
-                    let reply = membershipCommands + position / ChangeLogEntry.maximumChangesPerEntry
+                    while entry < entryEnds.count && position >= entryEnds[entry] { entry += 1 }
+                    let reply = membershipCommands + entry
                     if reply < replies.count, case .bulkString(let bytes) = replies[reply] {
                         outcome.entryIDs[offset] = StreamEntryID(bytes: bytes)
                     }

@@ -153,17 +153,20 @@ public final class CounterService: Service {
     /// - Parameter waitingForSlot: wait (up to `slotMoveWait`) even if the post's slot is not
     ///   owned here yet: the caller has reason to think it is on its way (the map names this
     ///   node its owner).
+    /// - Parameter acknowledgedAt: for a change made earlier and written again (a dead letter
+    ///   replayed): when it was first acknowledged (Unix milliseconds), which its row keeps.
     /// - Returns: the membership and count after it.
     /// - Throws: `CounterError` (`.notOwner` when another node owns the post's slot,
     ///   `.slotMoving` when its move did not settle in time).
     public func perform(_ operation: LikeOperation, post postID: Int64, user userID: Int64,
-                        waitingForSlot: Bool = false) async throws -> LikeState {
+                        waitingForSlot: Bool = false, acknowledgedAt: Int64? = nil) async throws -> LikeState {
         guard postID > 0, userID > 0 || operation == .count else {
             throw CounterError(code: .invalidArgument, message: "ids must be positive 64-bit integers (post \(postID), user \(userID))")
         }
         let slot = HashSlot(post: postID)
         return try await shards[shardMap.shard(for: slot)].perform(
-            ShardDecider.Request(operation: operation, postID: postID, userID: userID), slot: slot.rawValue, waitsForSlot: waitingForSlot)
+            ShardDecider.Request(operation: operation, postID: postID, userID: userID, acknowledgedAt: acknowledgedAt),
+            slot: slot.rawValue, waitsForSlot: waitingForSlot)
     }
 
     /// Queues `operation` and calls `completion` with the answer, without waiting: for callers on

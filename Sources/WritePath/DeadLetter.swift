@@ -4,8 +4,9 @@ import Persistence
 /// take (or a log entry that could not be read), with where it came from and why.
 ///
 /// Fields: `log` and `entry` (the write-behind log and entry it was read from), `reason`, `at`
-/// (Unix milliseconds), then the change as in the log (`u`, `p`, `l`) or, for an entry that
-/// could not be read, `raw`; for a change PostgreSQL refused also `sqlstate` and `message`.
+/// (Unix milliseconds), then the change as in the log (`u`, `p`, `l`, and `t`: when it was
+/// acknowledged, which a replay keeps) or, for an entry that could not be read, `raw`; for a
+/// change PostgreSQL refused also `sqlstate` and `message`.
 struct DeadLetter: Sendable {
     /// The reason of a change to a post `posts` does not have.
     static let missingPostReason = "post does not exist in posts"

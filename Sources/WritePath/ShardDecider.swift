@@ -19,6 +19,10 @@ struct ShardDecider {
         let operation: LikeOperation
         let postID: Int64
         let userID: Int64
+        /// When the change was first acknowledged (Unix milliseconds), for one made earlier and
+        /// written again (a dead letter replayed): its change keeps that time. `nil` for a new
+        /// operation, whose change takes its log entry's time.
+        var acknowledgedAt: Int64? = nil
     }
 
     /// The outcome of a batch.
@@ -52,11 +56,13 @@ struct ShardDecider {
                 views[request.postID]!.members[request.userID] = wanted
                 views[request.postID]!.likesCount += wanted ? 1 : -1
                 decision.changeIndex.append(decision.changes.count)
-                decision.changes.append(LikeChange(userID: request.userID, postID: request.postID, liked: wanted))
+                decision.changes.append(LikeChange(userID: request.userID, postID: request.postID, liked: wanted,
+                                                   acknowledgedAt: request.acknowledgedAt))
             } else if request.operation.confirms(current: current) {
                 // Logged again as it is: membership and count stay.
                 decision.changeIndex.append(decision.changes.count)
-                decision.changes.append(LikeChange(userID: request.userID, postID: request.postID, liked: current))
+                decision.changes.append(LikeChange(userID: request.userID, postID: request.postID, liked: current,
+                                                   acknowledgedAt: request.acknowledgedAt))
             } else {
                 decision.changeIndex.append(nil)
             }

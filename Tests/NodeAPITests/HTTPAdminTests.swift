@@ -1,3 +1,4 @@
+import Foundation
 import NodeTestSupport
 import Persistence
 import ShardRouter
@@ -148,7 +149,9 @@ struct HTTPAdminTests {
             $0.flushOnlyWhenAsked()
         })
         let post = http.posts[1]
+        let beforeLike = Int64(Date().timeIntervalSince1970 * 1000)
         _ = try await http.send("PUT", "/v1/posts/\(post)/likes/42")
+        let afterLike = Int64(Date().timeIntervalSince1970 * 1000)
         try await http.writePath.pool.query("DELETE FROM posts WHERE id = $1", [.int64(post)])
         _ = try await http.send("POST", "/admin/flush", token: HTTPHarness.adminToken)
 
@@ -156,6 +159,9 @@ struct HTTPAdminTests {
         #expect(listed.status == 200)
         #expect(listed.text.contains(#""p":"\#(post)""#) && listed.text.contains(#""reason":"post does not exist in posts""#))
         #expect(listed.text.contains(#""u":"42""#))
+        // The letter keeps when the like was acknowledged (`t`, Unix milliseconds).
+        let acknowledged = try #require(listed.text.firstMatch(of: /"t":"([0-9]+)"/).flatMap { Int64($0.1) }, "\(listed.text)")
+        #expect(acknowledged >= beforeLike - 1 && acknowledged <= afterLike + 1, "\(acknowledged) not in \(beforeLike)...\(afterLike)")
 
         // Replaying while the post is still missing fails and keeps the letter.
         let early = try await http.send("POST", "/admin/dead-letters/replay", token: HTTPHarness.adminToken)
@@ -163,11 +169,16 @@ struct HTTPAdminTests {
         #expect(early.text.contains("does not exist"))
 
         try await http.writePath.pool.query("INSERT INTO posts (id) VALUES ($1)", [.int64(post)])
+        try await Task.sleep(for: .milliseconds(20))
         let replayed = try await http.send("POST", "/admin/dead-letters/replay", token: HTTPHarness.adminToken)
         #expect(replayed.status == 200)
         #expect(replayed.text.contains(#""failed":[]"#))
         _ = try await http.send("POST", "/admin/flush", token: HTTPHarness.adminToken)
         #expect(try await http.writePath.postgresMembers([post]) == [Pair(user: 42, post: post)])
+        // Replayed later, the like keeps its first acknowledgement's time in PostgreSQL.
+        let rows = try await http.writePath.pool.query(
+            "SELECT (extract(epoch FROM created_at) * 1000)::bigint FROM likes WHERE post_id = $1 AND user_id = 42", [.int64(post)])
+        #expect(try rows.first?.int64(0) == acknowledged)
         #expect(try await http.send("GET", "/admin/dead-letters", token: HTTPHarness.adminToken).text == #"{"dead_letters":[]}"#)
 
         let badDrop = try await http.send("POST", "/admin/dead-letters/drop", token: HTTPHarness.adminToken, body: #"{"ids":["nope"]}"#)

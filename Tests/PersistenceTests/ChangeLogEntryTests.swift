@@ -59,4 +59,32 @@ struct ChangeLogEntryTests {
         // A packed field beside others is neither form.
         #expect(ChangeLogEntry.changes(from: Self.entry(["c": "42+7", "u": "7"])) == nil)
     }
+
+    @Test("a change with a time of its own carries it as `t` in the one-change form; an entry without `t` has no time of its own; a bad `t` is refused")
+    func acknowledgementTime() {
+        let timed = LikeChange(userID: 7, postID: 42, liked: true, acknowledgedAt: 1_733_300_000_123)
+        let fields = ChangeLogEntry.fields(of: timed)
+        #expect(fields.map(\.0) == ["u", "p", "l", "t"])
+        #expect(ChangeLogEntry.change(from: Self.entry(["u": "7", "p": "42", "l": "1", "t": "1733300000123"])) == timed)
+        #expect(ChangeLogEntry.change(from: Self.entry(["u": "7", "p": "42", "l": "1"]))?.acknowledgedAt == nil)
+        #expect(ChangeLogEntry.change(from: Self.entry(["u": "7", "p": "42", "l": "1", "t": "x"])) == nil)
+        #expect(ChangeLogEntry.change(from: Self.entry(["u": "7", "p": "42", "l": "1", "t": "0"])) == nil)
+        // An untimed change has no `t`: the entry is what an older version wrote and reads.
+        #expect(ChangeLogEntry.fields(of: LikeChange(userID: 7, postID: 42, liked: true)).map(\.0) == ["u", "p", "l"])
+        // A flushed change's time is its own, or else its entry's.
+        let entryID = StreamEntryID(milliseconds: 55, sequence: 3)
+        #expect(LoggedLikeChange(log: "l", slot: 0, entryID: entryID, change: timed).acknowledgedAt == 1_733_300_000_123)
+        #expect(LoggedLikeChange(log: "l", slot: 0, entryID: entryID, change: LikeChange(userID: 7, postID: 42, liked: true)).acknowledgedAt == 55)
+    }
+
+    @Test("entry runs: untimed changes stay together, each timed change is alone, decision order kept")
+    func entryRuns() {
+        let plain = (1...3).map { LikeChange(userID: $0, postID: 42, liked: true) }
+        #expect(ChangeLogEntry.entryRuns(plain).map(Array.init) == [plain])
+        let timed = LikeChange(userID: 9, postID: 42, liked: false, acknowledgedAt: 1_000)
+        let mixed = [plain[0], timed, plain[1], plain[2], timed]
+        #expect(ChangeLogEntry.entryRuns(mixed).map(Array.init) == [[plain[0]], [timed], [plain[1], plain[2]], [timed]])
+        #expect(ChangeLogEntry.entryRuns([timed]).map(Array.init) == [[timed]])
+        #expect(Array(ChangeLogEntry.entryRuns(mixed).joined()) == mixed)
+    }
 }

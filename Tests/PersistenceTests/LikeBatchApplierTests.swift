@@ -133,6 +133,38 @@ struct LikeBatchApplierTests {
         await pool.close()
     }
 
+    @Test("a like's row keeps when it was acknowledged: its log entry's time, or its own (a replayed change); an unlogged batch takes the transaction's time")
+    func rowsKeepTheAcknowledgementTime() async throws {
+        let pool = try await TestEnvironment.migratedPool()
+        let post = try await TestEnvironment.createPosts(1, in: pool)[0]
+        let log = TestEnvironment.uniqueKeyPrefix("log")
+        let entryTime: UInt64 = 1_733_300_000_123
+        let replayedTime: Int64 = 1_700_000_000_456
+        func entry(_ ms: UInt64, _ change: LikeChange) -> LoggedLikeChange {
+            LoggedLikeChange(log: log, slot: HashSlot(key: log.utf8).rawValue, entryID: StreamEntryID(milliseconds: ms, sequence: 0), change: change)
+        }
+        // Applied long after both were acknowledged (as after a PostgreSQL outage).
+        _ = try await LikeBatchApplier.apply([
+            entry(entryTime, LikeChange(userID: 1, postID: post, liked: true)),
+            entry(entryTime + 1, LikeChange(userID: 2, postID: post, liked: true, acknowledgedAt: replayedTime)),
+            // A like and its unlike: the pair's last change wins, its row goes (no time needed).
+            entry(entryTime + 2, LikeChange(userID: 3, postID: post, liked: true)),
+            entry(entryTime + 3, LikeChange(userID: 3, postID: post, liked: false)),
+        ], pool: pool)
+        _ = try await LikeBatchApplier.apply([LikeChange(userID: 4, postID: post, liked: true)], pool: pool)
+        let rows = Array(try await pool.query("""
+            SELECT user_id, (extract(epoch FROM created_at) * 1000)::bigint, created_at = updated_at,
+                   abs(extract(epoch FROM now() - created_at)) < 60
+            FROM likes WHERE post_id = $1 ORDER BY user_id
+            """, [.int64(post)]))
+        #expect(try rows.map { try $0.int64(0) } == [1, 2, 4])
+        #expect(try rows[0].int64(1) == Int64(entryTime))
+        #expect(try rows[1].int64(1) == replayedTime)
+        #expect(try rows.allSatisfy { try $0.bool(2) })
+        #expect(try rows[2].bool(3), "an unlogged change's row is made now")
+        await pool.close()
+    }
+
     @Test("the audit table records every entry applied; applying one twice fails the transaction")
     func auditCatchesDoubleApply() async throws {
         let pool = try await TestEnvironment.migratedPool()

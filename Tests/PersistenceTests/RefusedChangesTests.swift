@@ -70,8 +70,10 @@ struct RefusedChangesTests {
                 try LikeBatchApplier.apply(batch, on: connection, isolatingRefusals: true)
             }
             let refused = outcome.rejected.sorted { ($0.change.userID, $0.change.postID) < ($1.change.userID, $1.change.postID) }
-            #expect(refused.map(\.change) == [LikeChange(userID: 666, postID: 1, liked: true), LikeChange(userID: 666, postID: 3, liked: true),
-                                              LikeChange(userID: 777, postID: 2, liked: true)])
+            // Each refused change carries when it was acknowledged: its entry's time.
+            #expect(refused.map(\.change) == [LikeChange(userID: 666, postID: 1, liked: true, acknowledgedAt: 1_001),
+                                              LikeChange(userID: 666, postID: 3, liked: true, acknowledgedAt: 5),
+                                              LikeChange(userID: 777, postID: 2, liked: true, acknowledgedAt: 1_002)])
             #expect(refused.map(\.sqlState) == ["P0001", "P0001", "23514"])
             #expect(refused[0].message == "user 666 is banned")
             #expect(refused[2].message.contains("no_777"))

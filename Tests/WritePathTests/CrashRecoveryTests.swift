@@ -295,6 +295,10 @@ struct CrashRecoveryTests {
         #expect(try await restarted.postgresMembers([packedPost]) == Set((1...10).map { Pair(user: Int64($0), post: packedPost) }))
         for (_, state) in try await restarted.postgresCounts() { #expect(state.count == state.rows) }
         #expect(try await LikeBatchApplier.progress(of: log, pool: pool) == written.last?.id)
+        // Entries without a time of their own: each like's row keeps its entry's time.
+        let times = try await pool.query(
+            "SELECT user_id, (extract(epoch FROM created_at) * 1000)::bigint FROM likes WHERE post_id = $1 ORDER BY user_id", [.int64(oldPost)])
+        #expect(try times.map { [try $0.int64(0), try $0.int64(1)] } == [[2, Int64(written[1].id.milliseconds)], [3, Int64(written[3].id.milliseconds)]])
         let auditRows = try await pool.query("SELECT count(*) FROM \(audit) WHERE log = $1", [.text(log)])
         #expect(try auditRows.first?.int64(0) == 4)
         let remaining = try await harness.redis.pipeline([.xlen(log)], slot: slot)

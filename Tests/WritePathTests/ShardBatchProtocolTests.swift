@@ -436,6 +436,33 @@ struct ShardBatchProtocolTests {
         #expect(outcome.appended[Self.slot(1)]?.newest == StreamEntryID("7-1"))
     }
 
+    @Test("a replayed change keeps its first acknowledgement's time: alone in an entry with `t`, between the runs of the others, in decision order")
+    func replayedChangeKeepsItsTime() throws {
+        let log = Self.layout.changeLog(of: HashSlot(post: 1))
+        let changes = [
+            LikeChange(userID: 7, postID: 1, liked: true),
+            LikeChange(userID: 8, postID: 1, liked: true, acknowledgedAt: 1_700_000_000_456),
+            LikeChange(userID: 9, postID: 1, liked: true), LikeChange(userID: 7, postID: 1, liked: false),
+        ]
+        let write = BatchWrite(changes, layout: Self.layout)
+        #expect(write.transactions.count == 1)
+        #expect(write.transactions[0].commands.filter { $0.name == "XADD" } == [
+            .xadd(log, fields: [("u", Int64(7)), ("p", Int64(1)), ("l", "1")]),
+            .xadd(log, fields: [("u", Int64(8)), ("p", Int64(1)), ("l", "1"), ("t", Int64(1_700_000_000_456))]),
+            .xadd(log, fields: [("c", "1+9-7")]),
+        ])
+        func id(_ text: String) -> RedisReply { .bulkString(Array(text.utf8)) }
+        let membership = write.transactions[0].commands.count - 3
+        let outcome = write.outcome(of: [.success(Array(repeating: .integer(1), count: membership) + [id("5-0"), id("5-1"), id("5-2")])])
+        #expect(outcome.entryIDs == ["5-0", "5-1", "5-2", "5-2"].map { StreamEntryID($0) })
+        #expect(outcome.appended[Self.slot(1)]?.count == 4)
+        #expect(outcome.appended[Self.slot(1)]?.newest == StreamEntryID("5-2"))
+        // The decider gives a replayed request's change its time.
+        var views: [Int64: ShardDecider.PostView] = [1: .init(likesCount: 0, members: [8: false])]
+        let decision = ShardDecider.decide([ShardDecider.Request(operation: .like, postID: 1, userID: 8, acknowledgedAt: 1_700_000_000_456)], views: &views)
+        #expect(decision.changes == [changes[1]])
+    }
+
     @Test("a slot whose node failed fails only its posts; one whose connection broke is also uncertain", arguments: [
         RedisModel.Fault.nodeDown, .lostBeforeRunning, .lostAfterRunning,
     ])

@@ -54,13 +54,19 @@ struct DeadLetters: Sendable {
                 outcome.failed.append((letter.id, "the letter holds no change (u, p, l)"))
                 continue
             }
+            // The change keeps when it was first acknowledged: its `t`, or (a letter written
+            // before letters carried it) the time of the log entry it was read from.
+            let acknowledgedAt = change.acknowledgedAt
+                ?? letter.fields["entry"].flatMap { StreamEntryID($0) }.map { Int64(clamping: $0.milliseconds) }
             do {
                 if letter.fields["sqlstate"] != nil {
-                    let state = try await service.perform(change.liked ? .confirmLike : .confirmUnlike, post: change.postID, user: change.userID)
+                    let state = try await service.perform(change.liked ? .confirmLike : .confirmUnlike, post: change.postID, user: change.userID,
+                                                          acknowledgedAt: acknowledgedAt)
                     try await redis.send(.xdel(layout.deadLetters, ids: [letter.id]), slot: layout.deadLettersSlot)
                     if state.isLiked == change.liked { outcome.replayed.append(letter.id) } else { outcome.superseded.append(letter.id) }
                 } else {
-                    _ = try await service.perform(change.liked ? .like : .unlike, post: change.postID, user: change.userID)
+                    _ = try await service.perform(change.liked ? .like : .unlike, post: change.postID, user: change.userID,
+                                                  acknowledgedAt: acknowledgedAt)
                     try await redis.send(.xdel(layout.deadLetters, ids: [letter.id]), slot: layout.deadLettersSlot)
                     outcome.replayed.append(letter.id)
                 }
