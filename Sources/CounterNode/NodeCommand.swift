@@ -64,7 +64,7 @@ public enum NodeCommand {
     static func migrate(_ configuration: NodeConfiguration, output: Output) async -> ExitStatus {
         let pool = PostgresPool(configuration: configuration.postgres)
         do {
-            let report = try await SchemaMigrator.migrate(pool)
+            let report = try await SchemaMigrator.migrate(pool, progress: { output.standard($0) })
             await pool.close()
             if report.applied.isEmpty {
                 output.standard("schema is current (version \(report.currentVersion)); nothing to do")
@@ -134,7 +134,10 @@ public enum NodeCommand {
 
         Subcommands:
           migrate        create what is missing of the schema (posts.likes_count, likes, the
-                         service's bookkeeping); safe to run again and on an app's database
+                         service's bookkeeping); safe to run again and on an app's database.
+                         The newest-first indexes of likes (by post, by user) are built with
+                         CREATE INDEX CONCURRENTLY: writes go on while they build, with
+                         progress printed; an interrupted build is dropped and redone
           serve          run the node: HTTP API, write path, flusher; SIGTERM/SIGINT stop it
                          after flushing everything to PostgreSQL (a second signal exits at once)
 

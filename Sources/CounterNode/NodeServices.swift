@@ -41,7 +41,8 @@ struct SchemaPreparation: Service {
 
     func run(_ lifecycle: ServiceLifecycle) async throws {
         if migrate {
-            let report = try await SchemaMigrator.migrate(pool)
+            let log = self.log
+            let report = try await SchemaMigrator.migrate(pool, progress: { log.log(.info, "migrating", ["step": $0]) })
             log.log(.info, "migrated", ["applied": report.applied.map(String.init).joined(separator: ","),
                                         "version": String(report.currentVersion)])
         }
