@@ -35,7 +35,8 @@ public enum ChangeLogEntry {
     /// field names once per node and small integers as integers (36 bytes per change against 46
     /// for a packed entry of one, measured with `counter-bench scale`).
     /// - Precondition: `changes` is not empty.
-    /// - Precondition: no change carries a time of its own (`timedEntries` splits those out).
+    /// - Precondition: no change carries a time of its own, or `changes` is that one change
+    ///   (`entryRuns` splits them so).
     public static func append<Changes: Collection>(_ changes: Changes, to log: String) -> RedisCommand where Changes.Element == LikeChange {
         if changes.count == 1, let change = changes.first { return .xadd(log, fields: fields(of: change)) }
         return .xadd(log, fields: [(packedField, pack(changes))])

@@ -212,8 +212,7 @@ public enum LikeBatchApplier {
             return LikeBatchOutcome(movements: [:], missingPosts: [:], coalescedChanges: 0, alreadyApplied: skipped)
         }
         // A change's time is its acknowledgement: its own, or else its entry's (the stream id).
-        let outcome = try apply(fresh.map { $0.change.acknowledged(atDefault: $0.acknowledgedAt) }, on: connection,
-                                skipping: skipping, isolatingRefusals: isolatingRefusals)
+        let outcome = try apply(fresh.map(\.timedChange), on: connection, skipping: skipping, isolatingRefusals: isolatingRefusals)
         var newest: [String: (id: StreamEntryID, count: Int64)] = [:]
         for entry in fresh {
             let current = newest[entry.log]

@@ -16,11 +16,6 @@ public struct LikeChange: Sendable, Hashable {
         self.liked = liked
         self.acknowledgedAt = acknowledgedAt
     }
-
-    /// The same change, acknowledged at `milliseconds` unless it carries a time of its own.
-    public func acknowledged(atDefault milliseconds: Int64) -> LikeChange {
-        acknowledgedAt != nil ? self : LikeChange(userID: userID, postID: postID, liked: liked, acknowledgedAt: milliseconds)
-    }
 }
 
 /// A `LikeChange` with its position in a write-behind log: the log's name (its Redis stream
@@ -42,6 +37,12 @@ public struct LoggedLikeChange: Sendable, Hashable {
 
     /// When the change was acknowledged (Unix milliseconds): its own time, or else its entry's.
     public var acknowledgedAt: Int64 { change.acknowledgedAt ?? Int64(clamping: entryID.milliseconds) }
+
+    /// The change with that time: what the flusher applies and a dead letter keeps.
+    public var timedChange: LikeChange {
+        change.acknowledgedAt != nil ? change
+            : LikeChange(userID: change.userID, postID: change.postID, liked: change.liked, acknowledgedAt: acknowledgedAt)
+    }
 }
 
 /// A (user, post) pair: what one membership is about.

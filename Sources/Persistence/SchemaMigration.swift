@@ -54,8 +54,9 @@ extension SchemaMigration {
 
     /// Version 1's `likes (post_id)` index: version 5's begins with `post_id` and serves every
     /// read it served (a post's rows, a recount, the foreign key's cascade), and each index
-    /// costs every like the flusher writes (measured: PostgreSQL 12–13 µs of CPU per hot toggle
-    /// with three indexes, 16–25 with four plus this one, 13–14 with four).
+    /// costs every like the flusher writes (PostgreSQL's CPU per hot toggle, measured with
+    /// `scripts/bench-cpu`: 12.9–15.9 µs with version 1's indexes, 17.4–18.8 with versions 5 and
+    /// 6 instead of this one, 16.2–25.0 with all three).
     static let dropLikesByPost = SchemaMigration(
         version: 7, name: "drop likes_post_id_index (likes_post_id_created_at_index covers it)",
         concurrentIndex: .drop(name: "likes_post_id_index"))

@@ -14,9 +14,13 @@ public enum SchemaMigrator {
         public let currentVersion: Int
     }
 
-    /// Any 64-bit number unique to this service; taken with `pg_advisory_xact_lock` (ordinary
-    /// versions) or `pg_advisory_lock` (an index built concurrently), which exclude each other.
+    /// Any 64-bit number unique to this service: `migrate(_:)` holds it as a session lock for its
+    /// whole run, and every migration transaction takes it (`pg_advisory_xact_lock`, granted at
+    /// once to the session that holds it), so `migrate(on:)` in someone's transaction waits too.
     static let advisoryLockKey: Int64 = 0x436f_756e_7465_7201
+
+    /// Records a version as applied: `$1` the version, `$2` its name.
+    static let recordVersion = "INSERT INTO counter_schema_migrations (version, name) VALUES ($1, $2)"
 
     /// Applies what is missing of `migrations`.
     /// - Parameter progress: told, in words, what a long step does (an index being built, how
@@ -74,8 +78,7 @@ public enum SchemaMigrator {
                 return Report(applied: applied, currentVersion: step.report.currentVersion)
             }
             try await change(index, on: connection, progress: progress)
-            try await connection.query("INSERT INTO counter_schema_migrations (version, name) VALUES ($1, $2)",
-                                       [.int64(Int64(pending.version)), .text(pending.name)])
+            try await connection.query(recordVersion, [.int64(Int64(pending.version)), .text(pending.name)])
             applied.append(pending.version)
         }
     }
@@ -121,16 +124,11 @@ public enum SchemaMigrator {
                 break
             }
             try connection.runScript(migration.sql)
-            try record(migration, on: connection)
+            try connection.query(recordVersion, [.int64(Int64(migration.version)), .text(migration.name)])
             applied.append(migration.version)
         }
         let current = Int(done.union(applied.map(Int64.init)).max() ?? 0)
         return Step(report: Report(applied: applied, currentVersion: current), pendingIndex: pending)
-    }
-
-    private static func record(_ migration: SchemaMigration, on connection: isolated PostgresConnection) throws {
-        try connection.query("INSERT INTO counter_schema_migrations (version, name) VALUES ($1, $2)",
-                             [.int64(Int64(migration.version)), .text(migration.name)])
     }
 
     /// Builds `index` with `CREATE INDEX CONCURRENTLY` (no transaction is open on `connection`);

@@ -113,7 +113,8 @@ struct FlushRun {
         return rejected.compactMap { rejected -> DeadLetter? in
             let pair = LikePair(rejected.change)
             guard knownRejected.insert(pair).inserted, let entry = lastEntry[pair] else { return nil }
-            return DeadLetter(slot: entry.slot, entryID: entry.entryID, change: rejected.change.acknowledged(atDefault: entry.acknowledgedAt),
+            // The refused change carries its time: the logged apply gave every change its own.
+            return DeadLetter(slot: entry.slot, entryID: entry.entryID, change: rejected.change,
                               refusal: (rejected.sqlState, rejected.message))
         }
     }
@@ -122,7 +123,7 @@ struct FlushRun {
     mutating func letters(missing posts: Set<Int64>) -> [DeadLetter] {
         knownMissing.formUnion(posts)
         return entries.filter { posts.contains($0.change.postID) }
-            .map { DeadLetter(slot: $0.slot, entryID: $0.entryID, change: $0.change.acknowledged(atDefault: $0.acknowledgedAt)) }
+            .map { DeadLetter(slot: $0.slot, entryID: $0.entryID, change: $0.timedChange) }
     }
 }
 
