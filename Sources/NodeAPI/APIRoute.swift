@@ -12,6 +12,15 @@ enum APIRoute: Equatable {
     /// `/api/posts/{id}/like`: the seed's route, answered in its shape.
     case seedToggle(post: Int64)
     case post(Int64)
+    /// `/v1/posts/{post}/likers`: a page of the post's likers, newest first.
+    case likers(post: Int64)
+    /// `/v1/users/{user}/likes`: a page of the posts the user liked, newest first.
+    case userLikes(user: Int64)
+    /// `/v1/me/likes`: the caller's own likes (the user from their token).
+    case myLikes
+    /// `/v1/users/{user}/likes/pending`: the user's changes this node holds that PostgreSQL may
+    /// not have yet (what the node answering a user's likes asks of the others).
+    case userPendingLikes(user: Int64)
     case query
     case cluster
     case healthz
@@ -36,7 +45,7 @@ enum APIRoute: Equatable {
         switch self {
         case .like, .userLike: return ["GET", "PUT", "DELETE"]
         case .toggle, .userToggle, .seedToggle, .query, .adminFlush, .adminReconcile, .adminDeadLettersReplay, .adminDeadLettersDrop, .adminClusterDrain: return ["POST"]
-        case .post, .cluster, .healthz, .readyz, .metrics, .openAPI, .adminStats, .adminInspect, .adminDeadLetters: return ["GET"]
+        case .post, .likers, .userLikes, .myLikes, .userPendingLikes, .cluster, .healthz, .readyz, .metrics, .openAPI, .adminStats, .adminInspect, .adminDeadLetters: return ["GET"]
         case .invalidID, .notFound: return []
         }
     }
@@ -50,6 +59,10 @@ enum APIRoute: Equatable {
         case .userToggle: return "/v1/posts/{post}/like/toggle"
         case .seedToggle: return "/api/posts/{id}/like"
         case .post: return "/v1/posts/{post}"
+        case .likers: return "/v1/posts/{post}/likers"
+        case .userLikes: return "/v1/users/{user}/likes"
+        case .myLikes: return "/v1/me/likes"
+        case .userPendingLikes: return "/v1/users/{user}/likes/pending"
         case .query: return "/v1/posts/query"
         case .cluster: return "/v1/cluster"
         case .healthz: return "/healthz"
@@ -78,8 +91,8 @@ enum APIRoute: Equatable {
         case .healthz, .readyz, .openAPI, .notFound: return .open
         case .like, .toggle, .post: return .api
         // A bad id is named to anyone who may use one of the routes it could be meant for.
-        case .query, .invalidID: return .apiOrUser
-        case .userLike, .userToggle, .seedToggle: return .user
+        case .query, .invalidID, .likers, .userLikes, .userPendingLikes: return .apiOrUser
+        case .userLike, .userToggle, .seedToggle, .myLikes: return .user
         case .adminFlush, .adminStats, .adminInspect, .adminReconcile, .adminDeadLetters, .adminDeadLettersReplay,
              .adminDeadLettersDrop, .adminClusterDrain: return .admin
         case .metrics, .cluster: return .any
@@ -89,7 +102,7 @@ enum APIRoute: Equatable {
     /// One of each route, for holding the OpenAPI document to the router (by test).
     static let every: [APIRoute] = [
         .like(post: 1, user: 1), .toggle(post: 1, user: 1), .userLike(post: 1), .userToggle(post: 1), .seedToggle(post: 1),
-        .post(1), .query, .cluster, .healthz, .readyz, .metrics, .openAPI, .adminFlush, .adminStats, .adminInspect(post: 1),
+        .post(1), .likers(post: 1), .userLikes(user: 1), .myLikes, .userPendingLikes(user: 1), .query, .cluster, .healthz, .readyz, .metrics, .openAPI, .adminFlush, .adminStats, .adminInspect(post: 1),
         .adminReconcile, .adminDeadLetters, .adminDeadLettersReplay, .adminDeadLettersDrop, .adminClusterDrain,
     ]
 
@@ -115,6 +128,8 @@ enum APIRoute: Equatable {
             return .notFound
         case 2 where part(0, is: "v1"):
             return part(1, is: "cluster") ? .cluster : .notFound
+        case 3 where part(0, is: "v1") && part(1, is: "me"):
+            return part(2, is: "likes") ? .myLikes : .notFound
         case 2 where part(0, is: "admin"):
             if part(1, is: "flush") { return .adminFlush }
             if part(1, is: "stats") { return .adminStats }
@@ -138,9 +153,18 @@ enum APIRoute: Equatable {
              5 where part(0, is: "v1") && part(1, is: "posts") && part(3, is: "like") && part(4, is: "toggle"):
             guard let post = id(2) else { return invalid(2, "post") }
             return parts.count == 4 ? .userLike(post: post) : .userToggle(post: post)
+        case 4 where part(0, is: "v1") && part(1, is: "posts") && part(3, is: "likers"):
+            guard let post = id(2) else { return invalid(2, "post") }
+            return .likers(post: post)
+        case 4 where part(0, is: "v1") && part(1, is: "users") && part(3, is: "likes"):
+            guard let user = id(2) else { return invalid(2, "user") }
+            return .userLikes(user: user)
         case 4 where part(0, is: "api") && part(1, is: "posts") && part(3, is: "like"):
             guard let post = id(2) else { return invalid(2, "post") }
             return .seedToggle(post: post)
+        case 5 where part(0, is: "v1") && part(1, is: "users") && part(3, is: "likes") && part(4, is: "pending"):
+            guard let user = id(2) else { return invalid(2, "user") }
+            return .userPendingLikes(user: user)
         case 5 where part(0, is: "v1") && part(1, is: "posts") && part(3, is: "likes"),
              6 where part(0, is: "v1") && part(1, is: "posts") && part(3, is: "likes") && part(5, is: "toggle"):
             guard let post = id(2) else { return invalid(2, "post") }

@@ -22,6 +22,8 @@ public final class CounterAPI: HTTPHandler, Service {
     let inspector: PostInspector
     let reconciler: Reconciler
     let deadLetters: DeadLetters
+    /// The lists of likers and of a user's likes.
+    let lists: LikeListAnswers
     private let readiness: ReadinessProbe
     /// The node's cluster membership, when it is one node of several.
     let member: ClusterMember?
@@ -58,6 +60,7 @@ public final class CounterAPI: HTTPHandler, Service {
         self.readiness = ReadinessProbe(postgres: postgres, redis: redis, member: member, service: service, maxLag: readyMaxLag)
         self.reconciler = Reconciler(postgres: postgres, redis: redis, layout: layout, service: service)
         self.deadLetters = DeadLetters(service: service, redis: redis, layout: layout)
+        self.lists = LikeListAnswers(service: service, postgres: postgres)
     }
 
     /// As a `Service`: runs the requests that wait (everything but the hot like routes) until
@@ -232,6 +235,33 @@ public final class CounterAPI: HTTPHandler, Service {
                         }
                     }
                 }
+            case .likers(let post):
+                let arguments = try LikeListAnswers.Arguments(request.query)
+                do {
+                    return .json(try await lists.likers(of: post, arguments, waitingForSlot: false))
+                } catch let error as CounterError where error.code == .notOwner && forwarder != nil {
+                    return await elsewhere(request, post: post, mayRepeat: true) { waiting in
+                        await self.answeredHere { .json(try await self.lists.likers(of: post, arguments, waitingForSlot: waiting)) }
+                    }
+                }
+            case .userLikes(let user):
+                if case .user(let caller) = caller, caller != user {
+                    return .error(403, code: "forbidden", message: "a user's token lists only that user's own likes (GET /v1/me/likes)")
+                }
+                return try await userLikes(user, request)
+            case .myLikes:
+                guard case .user(let user) = caller else {
+                    return .error(401, code: "unauthorized", message: "GET /v1/me/likes needs an end user's token")
+                }
+                return try await userLikes(user, request)
+            case .userPendingLikes(let user):
+                if case .user(let caller) = caller, caller != user {
+                    return .error(403, code: "forbidden", message: "a user's token reads only that user's own changes")
+                }
+                let pending = try await service.pendingLikes(ofUser: user)
+                return .json(PendingLikesBody(userID: user, pending: pending.map {
+                    PendingLikesBody.Change(postID: $0.postID, liked: $0.liked, atMilliseconds: $0.acknowledgedAt)
+                }))
             case .query:
                 return try await feed(request, caller: caller)
             case .cluster:
@@ -372,6 +402,18 @@ public final class CounterAPI: HTTPHandler, Service {
         }
         if request.forwardedBy != nil { return forwarder.misdirectedResponse(slot: slot) }
         return await forwarder.forward(request, slot: slot, mayRepeat: mayRepeat) { await locally(false) }
+    }
+
+    /// A page of `user`'s likes: the changes waiting for PostgreSQL are every shard's of this
+    /// node and, in a cluster, every other live node's (`ClusterPendingLikes`).
+    private func userLikes(_ user: Int64, _ request: HTTPRequest) async throws -> HTTPResponse {
+        let arguments = try LikeListAnswers.Arguments(request.query)
+        var pending = try await service.pendingLikes(ofUser: user)
+        if let member, let forwarder {
+            pending += try await ClusterPendingLikes(member: member, forwarder: forwarder, ownerWait: service.configuration.slotMoveWait)
+                .others(of: user, credentialsOf: request)
+        }
+        return .json(try await lists.likes(of: user, pending: pending, arguments))
     }
 
     /// `POST /v1/posts/query`: `{"post_ids":[…],"user_id":7}` → counts and the user's likes,

@@ -93,6 +93,22 @@ final class Forwarder: Sendable {
         }
     }
 
+    /// `GET target` on the node listening at `base`, with the credentials of `request` (the
+    /// caller's), marked as sent by this node: its answer, or why there is none.
+    func get(_ target: String, credentialsOf request: HTTPRequest, from base: String) async -> Result<HTTPResponse, PeerFailure> {
+        let asked = HTTPRequest(method: "GET", path: target, authorization: request.authorization,
+                                headers: request.actingUser.map { ["counter-user": $0] } ?? [:])
+        switch await send(asked, to: base, from: member.configuration.nodeID) {
+        case .answered(let response): return .success(response)
+        case .notSent(let why), .broken(let why): return .failure(PeerFailure(why: why))
+        }
+    }
+
+    /// Why a peer gave no answer.
+    struct PeerFailure: Error {
+        let why: String
+    }
+
     private enum Outcome {
         case answered(HTTPResponse)
         /// Nothing reached the owner.

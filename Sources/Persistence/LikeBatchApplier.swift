@@ -1,8 +1,8 @@
 /// Applies a batch of like changes to PostgreSQL: the write-behind flusher's core. The batch is
 /// reduced to the last change per (user, post) here, in log order; the posts it names are locked
 /// against deletion (`FOR KEY SHARE`, one index probe per distinct post) and those that do not
-/// exist are reported and left out; then one statement inserts the likes (`ON CONFLICT DO
-/// NOTHING`), deletes the unlikes, and moves each post's `likes_count` by exactly the rows that
+/// exist are reported and left out; then one statement inserts the likes (a row that exists
+/// keeps its place, taking the like's time when later), deletes the unlikes, and moves each post's `likes_count` by exactly the rows that
 /// changed. Applying the same batch again therefore changes nothing.
 public enum LikeBatchApplier {
     /// Most changes one batch may carry. Larger batches are refused rather than sent.
@@ -26,8 +26,16 @@ public enum LikeBatchApplier {
         onConflict ? statementOnConflict : statementPlain
     }
 
-    private static let statementPlain = statementText(onConflict: "")
-    private static let statementOnConflict = statementText(onConflict: "ON CONFLICT (user_id, post_id) DO NOTHING")
+    private static let statementPlain = statementText(onConflict: "RETURNING post_id, true AS fresh")
+    /// A like whose row exists takes the like's time when it is later than the row's: a like
+    /// after an unlike of the same pair that one batch coalesced away is a new like, and its
+    /// time must not depend on where a flush cut the log (the lists order by it). Only rows
+    /// inserted (`xmax = 0`: not a row this statement updated) move the count.
+    private static let statementOnConflict = statementText(onConflict: """
+        ON CONFLICT (user_id, post_id) DO UPDATE SET created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at
+            WHERE likes.created_at IS NULL OR likes.created_at < EXCLUDED.created_at
+        RETURNING post_id, (likes.xmax = 0) AS fresh
+        """)
 
     private static func statementText(onConflict: String) -> String {
         """
@@ -38,7 +46,6 @@ public enum LikeBatchApplier {
                 FROM unnest($1::bigint[], $2::bigint[], $5::bigint[]) AS c(user_id, post_id, ms)
             ) c
             \(onConflict)
-            RETURNING post_id
         ),
         deleted AS (
             DELETE FROM likes l USING unnest($3::bigint[], $4::bigint[]) AS c(user_id, post_id)
@@ -47,7 +54,7 @@ public enum LikeBatchApplier {
         ),
         delta AS (
             SELECT post_id, sum(step) AS step FROM (
-                SELECT post_id, 1 AS step FROM inserted
+                SELECT post_id, 1 AS step FROM inserted WHERE fresh
                 UNION ALL
                 SELECT post_id, -1 AS step FROM deleted
             ) steps
@@ -73,7 +80,7 @@ public enum LikeBatchApplier {
     /// inside the transaction the caller holds (the posts stay locked until it ends).
     ///
     /// It runs in a savepoint, first without `ON CONFLICT`; a batch that meets an existing row
-    /// rolls back to it and runs again with `ON CONFLICT DO NOTHING`. The posts are locked
+    /// rolls back to it and runs again with `ON CONFLICT … DO UPDATE` of the like's time. The posts are locked
     /// inside the savepoint, by the same subtransaction as the foreign key's checks: a lock the
     /// outer transaction took would make every check of the hot post's row look up a multixact
     /// (13 % of PostgreSQL's time in `GetMultiXactIdMembers`, measured).

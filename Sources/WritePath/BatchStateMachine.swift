@@ -67,6 +67,8 @@ struct BatchStateMachine {
         var touched: [Int64] = []
         /// Per post written, the newest log entry holding one of its changes.
         var newestChanges: [Int64: StreamEntryID] = [:]
+        /// Every change logged, in decision order, with the entry holding it (`PendingLikes`).
+        var logged: [(change: LikeChange, entry: StreamEntryID)] = []
         /// Per warm post, how many of its users' memberships the batch looked up in PostgreSQL
         /// (the hash did not know them): what promotes it to a whole set.
         var warmLookups: [Int64: Int] = [:]
@@ -124,6 +126,7 @@ struct BatchStateMachine {
     private var askedPostgres: Set<ColdLookup.Pair> = []
     /// Per post written, the newest log entry holding one of its changes.
     private var newestChanges: [Int64: StreamEntryID] = [:]
+    private var logged: [(change: LikeChange, entry: StreamEntryID)] = []
     private var settled = Settled()
     private var statistics = Statistics()
 
@@ -185,8 +188,10 @@ struct BatchStateMachine {
             let outcome = write.outcome(of: results)
             if let error = outcome.failures.values.first { count(error) }
             statistics.committedChanges = outcome.committed
+            logged.reserveCapacity(write.changes.count)
             for (change, id) in zip(write.changes, outcome.entryIDs) {
                 guard let id else { continue }
+                logged.append((change, id))
                 if let newest = newestChanges[change.postID], newest >= id { continue }
                 newestChanges[change.postID] = id
             }
@@ -325,6 +330,7 @@ struct BatchStateMachine {
             !answeredCold.contains($0) || ((loading[$0] != nil || turningWarm.contains($0)) && newestChanges[$0] != nil)
         }
         completion.newestChanges = newestChanges
+        completion.logged = logged
         completion.statistics.turnedWarm = turningWarm.filter { newestChanges[$0] != nil }.count
         for pair in askedPostgres { completion.warmLookups[pair.post, default: 0] += 1 }
         if let outcome {

@@ -210,6 +210,63 @@ public final class CounterService: Service {
         return results.map { $0! }
     }
 
+    // MARK: - Lists
+
+    /// The changes of `postID` acknowledged here that PostgreSQL may not have yet, one per
+    /// user (the newest): laid over PostgreSQL's rows, they make a list of its likers exact at
+    /// the time of the call. A log the shard has not seen whole (a write whose outcome is
+    /// unknown, a sole writer's log from before its start) is flushed first.
+    /// - Parameter waitingForSlot: wait (up to `slotMoveWait`) for a slot not owned here yet.
+    /// - Throws: `CounterError` (`.notOwner` when another node owns the post's slot,
+    ///   `.slotMoving` when its move did not settle in time, `.shuttingDown`); a flush's error.
+    public func pendingLikes(ofPost postID: Int64, waitingForSlot: Bool = false) async throws -> [PendingLike] {
+        guard postID > 0 else { throw CounterError(code: .invalidArgument, message: "post id \(postID) is not a positive 64-bit integer") }
+        return try await pendingLikes(.post(postID), of: shards[shardMap.shard(forPost: postID)], waitingForSlot: waitingForSlot)
+    }
+
+    /// The changes of `userID` acknowledged here that PostgreSQL may not have yet, one per post,
+    /// from every shard: the slots this node serves (a node of a cluster is asked for its own;
+    /// the others answer for theirs).
+    /// - Throws: as `pendingLikes(ofPost:)`; `.slotMoving` while a slot this node is winning is
+    ///   still draining its previous owner's log after `slotMoveWait`.
+    public func pendingLikes(ofUser userID: Int64) async throws -> [PendingLike] {
+        guard userID > 0 else { throw CounterError(code: .invalidArgument, message: "user id \(userID) is not a positive 64-bit integer") }
+        let shards = self.shards
+        return try await withThrowingTaskGroup(of: [PendingLike].self) { group in
+            for shard in shards { group.addTask { try await self.pendingLikes(.user(userID), of: shard, waitingForSlot: false) } }
+            return try await group.reduce(into: []) { $0 += $1 }
+        }
+    }
+
+    private func pendingLikes(_ question: ShardStateMachine.PendingQuestion, of shard: Shard, waitingForSlot: Bool) async throws -> [PendingLike] {
+        // An answer from memory comes before its Redis write, and the index is filled by the write.
+        if configuration.acknowledgement == .memory { _ = await shard.ask { .queuedOperationsDone($0) } }
+        let deadline = ContinuousClock.now + configuration.slotMoveWait
+        var flushed = false
+        while true {
+            switch await shard.ask({ .pendingLikes(question, $0) }) {
+            case .changes(let changes):
+                return changes
+            case .notOwner(let slot):
+                guard waitingForSlot, ContinuousClock.now < deadline else { throw CounterError.notOwner(slot) }
+            case .slotMoving(let slot):
+                guard ContinuousClock.now < deadline else {
+                    throw CounterError(code: .slotMoving,
+                                       message: "slot \(slot) is changing owner and did not settle within \(configuration.slotMoveWait); nothing was done",
+                                       retryAfterSeconds: 1)
+                }
+            case .incomplete:
+                guard !flushed else {
+                    throw CounterError(code: .unavailable, message: "a write-behind log could not be read whole; retry", retryAfterSeconds: 1)
+                }
+                try await shard.ask { .flushAll($0) }.get()
+                flushed = true
+                continue
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
     // MARK: - Flushing
 
     /// Returns once every change acknowledged before the call is in PostgreSQL.

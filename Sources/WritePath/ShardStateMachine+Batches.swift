@@ -195,6 +195,7 @@ extension ShardStateMachine {
         lastTakeDone = current.take
         if !completion.uncertainSlots.isEmpty { wake(scheduler.uncertain(completion.uncertainSlots)) }
         stats.record(completion.statistics)
+        for (change, entry) in completion.logged { pendingLikes.logged(change, in: entry) }
         if configuration.hotIdle != nil || configuration.hotMemoryTarget != nil {
             // A written post is touched by its change: one queue slot per post and batch.
             for (post, id) in completion.newestChanges { hotPosts.changed(post, in: id, at: now) }

@@ -165,7 +165,11 @@ extension ShardStateMachine {
                                  into actions: inout [Action]) {
         for (slot, length) in lengths.sorted(by: { $0.key < $1.key }) where length == 0 {
             guard let asked = question.appendedWhenAsked[slot] else { continue }
-            resume(scheduler.logFoundEmpty(slot: slot, appendedWhenAsked: asked), now: now, into: &actions)
+            let satisfied = scheduler.logFoundEmpty(slot: slot, appendedWhenAsked: asked)
+            // An empty log holds nothing: what the index kept of it is applied (or was lost with
+            // its Redis node, as Redis's own copy was).
+            if let asked, !scheduler.hasPendingChanges(inSlot: slot) { pendingLikes.applied(slot: slot, through: asked) }
+            resume(satisfied, now: now, into: &actions)
         }
         switch question.purpose {
         case .pendingQuery(let reply):

@@ -41,6 +41,8 @@ extension ShardStateMachine {
         case hasPendingChanges(slot: UInt16, ShardReply<Bool>)
         /// The slots with changes waiting, and how many each.
         case pendingBySlot(ShardReply<[UInt16: Int]>)
+        /// The changes acknowledged that PostgreSQL may not have yet, of a post or of a user.
+        case pendingLikes(PendingQuestion, ShardReply<PendingAnswer>)
         /// The shard's statistics now.
         case statistics(ShardReply<ShardStats>)
         /// Refuse new operations, answer those queued, then flush everything (`drain`) or only

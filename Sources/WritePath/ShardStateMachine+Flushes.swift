@@ -60,6 +60,8 @@ extension ShardStateMachine {
                 // A slot given up meanwhile is the new owner's to read.
                 guard slotState(slot).flushEpoch != nil else { continue }
                 wake(scheduler.rescanned(slot: slot, length: summary.changes, newest: summary.newest, now: now))
+                // What the log held may not all have come through this shard's batches.
+                if summary.changes > 0, let newest = summary.newest { pendingLikes.unindexed(slot: slot, through: newest) }
             case .failure(let error):
                 failures[slot] = error
                 run.nodeFailure = run.nodeFailure ?? error
@@ -129,6 +131,7 @@ extension ShardStateMachine {
             }
             if !gone.isEmpty {
                 for id in scheduler.forget(gone) { failWaiter(id, with: Self.moved, now: now, into: &actions) }
+                for slot in gone { pendingLikes.forget(slot: slot) }
                 plan = FlushScheduler.FlushPlan(slots: plan.slots.filter { !gone.contains($0.slot) }, changesPerSlot: plan.changesPerSlot)
                 if plan.slots.isEmpty {
                     endFlush(run, now: now, into: &actions)
@@ -261,6 +264,7 @@ extension ShardStateMachine {
             let removedEntries = (results[slot].flatMap { try? $0.get() }) ?? 0
             let read = run.readCounts[slot] ?? (0, 0)
             let removed = removedEntries >= read.entries ? read.changes : removedEntries
+            pendingLikes.applied(slot: slot, through: newest)
             satisfied += scheduler.settled(slot: slot, removed: removed, applied: newest,
                                            stillDirtySince: run.fullReads.contains(slot) ? nil : run.startedAt)
         }

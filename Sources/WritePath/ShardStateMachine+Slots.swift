@@ -50,6 +50,7 @@ extension ShardStateMachine {
     /// its entries are told the outcome is not known here.
     private mutating func forgetBacklog(of slot: UInt16, now: ContinuousClock.Instant, into actions: inout [Action]) {
         for id in scheduler.forget([slot]) { failWaiter(id, with: Self.moved, now: now, into: &actions) }
+        pendingLikes.forget(slot: slot)
         afterRescan.removeAll { item in
             if case .drain(let drained, _) = item { return drained == slot }
             return false

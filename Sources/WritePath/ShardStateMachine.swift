@@ -46,6 +46,8 @@ struct ShardStateMachine {
     var nextEvictionCheck: ContinuousClock.Instant
     /// Posts with changes in the dead-letter stream, which stay in Redis (`+Eviction`).
     var deadLetterPins: DeadLetterPins
+    /// The changes logged and not yet applied, by post and by user, for the lists (`+Lists`).
+    var pendingLikes = PendingLikes()
 
     /// Operations waiting for the next batch, in arrival order.
     var queued: [ShardOperation] = []
@@ -243,6 +245,7 @@ struct ShardStateMachine {
         case .logsUncertain(let slots): wake(scheduler.uncertain(slots.filter(owns)))
         case .hasPendingChanges(let slot, let reply): askPending(slot, reply: reply, into: &actions)
         case .pendingBySlot(let reply): actions.append(.reply(reply.with(scheduler.pendingBySlot)))
+        case .pendingLikes(let question, let reply): answerPending(question, reply: reply, into: &actions)
         case .statistics(let reply): actions.append(.reply(reply.with(currentStats(now: now))))
         case .stop(let drain): stop(drain: drain, now: now, into: &actions)
         case .tick: expireParked(now: now, into: &actions)
@@ -427,6 +430,7 @@ struct ShardStateMachine {
         case .resync(_, let reply): actions.append(.reply(reply.with([])))
         case .hasPendingChanges(let slot, let reply): actions.append(.reply(reply.with(scheduler.hasPendingChanges(inSlot: slot))))
         case .pendingBySlot(let reply): actions.append(.reply(reply.with(scheduler.pendingBySlot)))
+        case .pendingLikes(_, let reply): actions.append(.reply(reply.with(.incomplete)))
         case .statistics(let reply): actions.append(.reply(reply.with(stats)))
         case .logLengthsRead(let question, _):
             if case .pendingQuery(let reply) = question.purpose { actions.append(.reply(reply.with(true))) }

@@ -1,0 +1,89 @@
+import CounterWire
+import Persistence
+import WritePath
+
+/// The lists' answers: `GET /v1/posts/{post}/likers` and a user's likes, each page PostgreSQL's
+/// rows merged with the changes still waiting for it (`LikeListMerge`), so a like acknowledged a
+/// moment ago is listed and an unlike is gone, whatever the flusher has done yet.
+///
+/// The changes waiting are taken *before* the rows are read: a change the flusher commits in
+/// between is then in both (and the pending one, the same, wins), never in neither.
+struct LikeListAnswers: Sendable {
+    let service: CounterService
+    let postgres: PostgresPool
+
+    /// A page's arguments: `limit` (1–100, default 20) and `cursor`.
+    struct Arguments: Equatable {
+        static let defaultLimit = 20
+        static let maximumLimit = 100
+
+        var limit = defaultLimit
+        var cursor: String?
+
+        /// The arguments of `query` (as sent, nothing percent-decoded); any other argument is refused.
+        init(_ query: [String: String]) throws(RequestError) {
+            for name in query.keys.sorted() where name != "limit" && name != "cursor" {
+                throw RequestError(code: "invalid_argument", message: "unknown query argument \"\(name)\"; a list takes limit and cursor")
+            }
+            if let text = query["limit"] {
+                guard let value = Int64(text), text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }),
+                      (1...Int64(Self.maximumLimit)).contains(value) else {
+                    throw RequestError(code: "invalid_argument", message: "limit \"\(text)\" is not a whole number from 1 to \(Self.maximumLimit)")
+                }
+                limit = Int(value)
+            }
+            cursor = query["cursor"]
+        }
+
+        func position(kind: LikeLists.Kind, owner: Int64) throws(RequestError) -> LikeLists.Position? {
+            guard let cursor else { return nil }
+            do {
+                return try ListCursor.parse(cursor, kind: kind, owner: owner).after
+            } catch .foreign {
+                throw RequestError(code: "invalid_cursor",
+                                   message: "the cursor belongs to another list; pass the next_cursor of this list's previous page")
+            } catch {
+                throw RequestError(code: "invalid_cursor", message: "the cursor is not one this service gave; pass a next_cursor as given")
+            }
+        }
+    }
+
+    /// A page of `post`'s likers.
+    /// - Throws: `CounterError` (`.unknownPost`, `.notOwner`, …), `RequestError`, PostgreSQL's errors.
+    func likers(of post: Int64, _ arguments: Arguments, waitingForSlot: Bool) async throws -> LikersPage {
+        let after = try arguments.position(kind: .likers, owner: post)
+        let count = try await service.perform(.count, post: post, user: 0, waitingForSlot: waitingForSlot)
+        let pending = try await service.pendingLikes(ofPost: post, waitingForSlot: waitingForSlot)
+        let (items, next) = try await page(.likers, of: post, pending: pending, after: after, limit: arguments.limit)
+        return LikersPage(postID: post, likesCount: count.likesCount,
+                          likers: items.map { Liker(userID: $0.id, likedAt: Self.text($0)) }, nextCursor: next)
+    }
+
+    /// A page of the posts `user` liked, with `pending` the user's changes waiting in every
+    /// node's shards.
+    func likes(of user: Int64, pending: [PendingLike], _ arguments: Arguments) async throws -> UserLikesPage {
+        let after = try arguments.position(kind: .likes, owner: user)
+        let (items, next) = try await page(.likes, of: user, pending: pending, after: after, limit: arguments.limit)
+        return UserLikesPage(userID: user, likes: items.map { LikedPost(postID: $0.id, likedAt: Self.text($0)) }, nextCursor: next)
+    }
+
+    private func page(_ kind: LikeLists.Kind, of owner: Int64, pending: [PendingLike], after: LikeLists.Position?,
+                      limit: Int) async throws -> ([LikeLists.Position], String?) {
+        let merge = LikeListMerge(kind: kind, pending: pending, after: after, limit: limit)
+        var rows: [LikeLists.Position] = []
+        while true {
+            let read = try await LikeLists.page(kind, of: owner, after: rows.last ?? after, limit: merge.rowsToRead, on: postgres)
+            rows += read
+            if let (items, more) = merge.page(from: rows, rowsExhausted: read.count < merge.rowsToRead) {
+                let next = more ? items.last.map { ListCursor(kind: kind, owner: owner, after: $0).text } : nil
+                return (items, next)
+            }
+        }
+    }
+
+    /// A like's time as the lists show it: milliseconds (PostgreSQL's microseconds cut down).
+    static func text(_ position: LikeLists.Position) -> String {
+        let micros = position.microseconds
+        return LikeTime.text(milliseconds: micros >= 0 ? micros / 1000 : (micros - 999) / 1000)
+    }
+}

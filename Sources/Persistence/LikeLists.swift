@@ -1,0 +1,62 @@
+/// The lists of likes as PostgreSQL has them, newest first: a post's likers
+/// (`likes_post_id_created_at_index`) and a user's likes (`likes_user_id_created_at_index`),
+/// one keyset page at a time.
+public enum LikeLists {
+    /// A place in a list: the like's time (`created_at`, in microseconds since 1970, as
+    /// PostgreSQL keeps it) and the id listed (the user in a post's likers, the post in a
+    /// user's likes). A list is in the order of `precedes`: newer first, then the smaller id.
+    public struct Position: Sendable, Hashable {
+        public let microseconds: Int64
+        public let id: Int64
+
+        public init(microseconds: Int64, id: Int64) {
+            self.microseconds = microseconds
+            self.id = id
+        }
+
+        /// Whether `self` comes before `other` in a list.
+        public func precedes(_ other: Position) -> Bool {
+            microseconds != other.microseconds ? microseconds > other.microseconds : id < other.id
+        }
+    }
+
+    /// Which list.
+    public enum Kind: Sendable {
+        /// A post's likers: `id` is the post, the rows' ids are users.
+        case likers
+        /// A user's likes: `id` is the user, the rows' ids are posts.
+        case likes
+    }
+
+    /// At most `limit` rows of `kind`'s list of `id` that come after `after` (from the start
+    /// when `nil`), in order. `created_at` is read whole (microseconds): a position made from a
+    /// rounded time would skip rows of the same millisecond. A row without `created_at` (made
+    /// by hand: the flusher always writes it) has no place in the order and is not listed.
+    public static func page(_ kind: Kind, of id: Int64, after: Position?, limit: Int, on pool: PostgresPool) async throws -> [Position] {
+        precondition(limit > 0, "a page holds at least one row")
+        // Served by `likes_post_id_created_at_index` or `likes_user_id_created_at_index`.
+        let (owner, listed) = kind == .likers ? ("post_id", "user_id") : ("user_id", "post_id")
+        let rows: PostgresRows
+        let cursorTime = "('epoch'::timestamptz + $2::bigint * interval '1 microsecond')"
+        if let after {
+            // The order mixes directions (time descending, id ascending), so the index bounds the
+            // time and the filter takes the ties of the cursor's own microsecond. (A whole number
+            // of microseconds below 2⁵³ times an interval is exact.)
+            rows = try await pool.query("""
+                SELECT \(listed), (extract(epoch FROM created_at) * 1000000)::bigint FROM likes
+                WHERE \(owner) = $1 AND created_at <= \(cursorTime)
+                    AND (created_at < \(cursorTime) OR \(listed) > $3)
+                ORDER BY created_at DESC, \(listed) LIMIT $4
+                """, [.int64(id), .int64(after.microseconds), .int64(after.id), .int64(Int64(limit))])
+        } else {
+            rows = try await pool.query("""
+                SELECT \(listed), (extract(epoch FROM created_at) * 1000000)::bigint FROM likes
+                WHERE \(owner) = $1 AND created_at IS NOT NULL ORDER BY created_at DESC, \(listed) LIMIT $2
+                """, [.int64(id), .int64(Int64(limit))])
+        }
+        var page: [Position] = []
+        page.reserveCapacity(rows.count)
+        for row in rows { page.append(Position(microseconds: try row.int64(1), id: try row.int64(0))) }
+        return page
+    }
+}

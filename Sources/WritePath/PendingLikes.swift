@@ -1,0 +1,119 @@
+import Persistence
+import ShardRouter
+
+/// A change a shard acknowledged that PostgreSQL may not have yet: what a list of likers (or of
+/// a user's likes) lays over PostgreSQL's rows to be exact at the time it is asked.
+public struct PendingLike: Sendable, Hashable {
+    public let postID: Int64
+    public let userID: Int64
+    /// The membership the change left: liked, or not.
+    public let liked: Bool
+    /// When it was acknowledged, in Unix milliseconds: the `created_at` its row gets.
+    public let acknowledgedAt: Int64
+
+    public init(postID: Int64, userID: Int64, liked: Bool, acknowledgedAt: Int64) {
+        self.postID = postID
+        self.userID = userID
+        self.liked = liked
+        self.acknowledgedAt = acknowledgedAt
+    }
+}
+
+/// One shard's index of the changes its batches logged and its flusher has not applied yet, by
+/// post and by user: the newest change of each (user, post) pair, until PostgreSQL has the
+/// entry holding it. Filled from each batch's write (the entry id of every change), emptied as
+/// flushes settle each slot, forgotten with a slot that leaves. Its size is bounded by the
+/// shard's backlog (`backlogLimitPerShard`): a change leaves once its entry is applied.
+///
+/// A slot whose log may hold changes the index never saw — a write whose outcome is unknown, a
+/// sole writer's log from before its start — is *unindexed* until the flusher has applied the
+/// newest entry its log held when read again; until then the index cannot say what waits there
+/// (`isComplete(slot:)`), and a list asks for a flush first.
+///
+/// Pure.
+struct PendingLikes {
+    struct Change: Equatable {
+        let liked: Bool
+        /// Unix milliseconds.
+        let at: Int64
+        let entry: StreamEntryID
+    }
+
+    private var byPost: [Int64: [Int64: Change]] = [:]
+    private var byUser: [Int64: [Int64: Change]] = [:]
+    /// Per slot, the pairs in the order their entries were written, from `head` on.
+    private var bySlot: [UInt16: (items: [(entry: StreamEntryID, pair: LikePair)], head: Int)] = [:]
+    /// Slots whose log may hold changes not indexed, up to the entry named.
+    private var unindexed: [UInt16: StreamEntryID] = [:]
+
+    /// Pairs with a change waiting.
+    private(set) var count = 0
+
+    /// `change` was logged in entry `entry` of its slot's log.
+    mutating func logged(_ change: LikeChange, in entry: StreamEntryID) {
+        let record = Change(liked: change.liked, at: change.acknowledgedAt ?? Int64(clamping: entry.milliseconds), entry: entry)
+        if byPost[change.postID, default: [:]].updateValue(record, forKey: change.userID) == nil { count += 1 }
+        byUser[change.userID, default: [:]][change.postID] = record
+        bySlot[HashSlot(post: change.postID).rawValue, default: ([], 0)].items.append((entry, LikePair(change)))
+    }
+
+    /// PostgreSQL has every entry of `slot`'s log up to `through`.
+    mutating func applied(slot: UInt16, through: StreamEntryID) {
+        if let mark = unindexed[slot], mark <= through { unindexed[slot] = nil }
+        guard var queue = bySlot[slot] else { return }
+        bySlot[slot] = nil
+        while queue.head < queue.items.count, queue.items[queue.head].entry <= through {
+            let item = queue.items[queue.head]
+            remove(item.pair, ifIn: item.entry)
+            queue.head += 1
+        }
+        if queue.head == queue.items.count { return }
+        if queue.head > queue.items.count / 2 {
+            queue.items.removeFirst(queue.head)
+            queue.head = 0
+        }
+        bySlot[slot] = queue
+    }
+
+    /// `slot` left this shard (or its books were forgotten): another owner drains its log.
+    mutating func forget(slot: UInt16) {
+        unindexed[slot] = nil
+        guard let queue = bySlot.removeValue(forKey: slot) else { return }
+        for item in queue.items[queue.head...] { remove(item.pair, ifIn: item.entry) }
+    }
+
+    /// `slot`'s log was read again and holds entries up to `newest` that the index may not know.
+    mutating func unindexed(slot: UInt16, through newest: StreamEntryID) {
+        unindexed[slot] = max(unindexed[slot] ?? newest, newest)
+    }
+
+    /// Whether every change waiting in `slot`'s log is indexed (as far as this index can know:
+    /// the caller also asks whether the slot's log is to be read again).
+    func isIndexed(slot: UInt16) -> Bool {
+        unindexed[slot] == nil
+    }
+
+    /// The slots not fully indexed.
+    var unindexedSlots: Set<UInt16> { Set(unindexed.keys) }
+
+    /// The changes waiting for `post`, one per user.
+    func of(post: Int64) -> [PendingLike] {
+        guard let users = byPost[post] else { return [] }
+        return users.map { PendingLike(postID: post, userID: $0.key, liked: $0.value.liked, acknowledgedAt: $0.value.at) }
+    }
+
+    /// The changes waiting for `user`, one per post.
+    func of(user: Int64) -> [PendingLike] {
+        guard let posts = byUser[user] else { return [] }
+        return posts.map { PendingLike(postID: $0.key, userID: user, liked: $0.value.liked, acknowledgedAt: $0.value.at) }
+    }
+
+    private mutating func remove(_ pair: LikePair, ifIn entry: StreamEntryID) {
+        guard byPost[pair.postID]?[pair.userID]?.entry == entry else { return }
+        byPost[pair.postID]![pair.userID] = nil
+        if byPost[pair.postID]!.isEmpty { byPost[pair.postID] = nil }
+        byUser[pair.userID]![pair.postID] = nil
+        if byUser[pair.userID]!.isEmpty { byUser[pair.userID] = nil }
+        count -= 1
+    }
+}

@@ -1,0 +1,59 @@
+import Persistence
+import ShardRouter
+
+/// What a list of likers (or of a user's likes) asks of a shard: the changes it acknowledged
+/// that PostgreSQL may not have yet (`PendingLikes`), to lay over PostgreSQL's rows.
+extension ShardStateMachine {
+    /// Whose pending changes are asked.
+    enum PendingQuestion: Sendable {
+        /// One post's: its slot must be served here.
+        case post(Int64)
+        /// One user's, in every slot this shard serves.
+        case user(Int64)
+    }
+
+    /// The answer.
+    enum PendingAnswer: Sendable {
+        /// Everything acknowledged and not yet in PostgreSQL, one change per pair.
+        case changes([PendingLike])
+        /// Another node serves the post's slot.
+        case notOwner(UInt16)
+        /// The slot is changing owner: ask again shortly.
+        case slotMoving(UInt16)
+        /// A log may hold changes the index has not seen (a write whose outcome is unknown, a
+        /// sole writer's log from before its start): flush, then ask again.
+        case incomplete
+    }
+
+    mutating func answerPending(_ question: PendingQuestion, reply: ShardReply<PendingAnswer>, into actions: inout [Action]) {
+        actions.append(.reply(reply.with(pendingAnswer(question))))
+    }
+
+    func pendingAnswer(_ question: PendingQuestion) -> PendingAnswer {
+        switch question {
+        case .post(let post):
+            let slot = HashSlot(post: post).rawValue
+            switch slotState(slot) {
+            case .notOwned: return .notOwner(slot)
+            case .claiming, .draining: return .slotMoving(slot)
+            case .serving, .quiescing, .flushing, .handingOver: break
+            }
+            guard isIndexed(slot) else { return .incomplete }
+            return .changes(pendingLikes.of(post: post))
+        case .user(let user):
+            // A slot being won holds the previous owner's log, which is not indexed here.
+            for (offset, state) in slots.enumerated() {
+                switch state {
+                case .claiming, .draining: return .slotMoving(UInt16(slotRange.lowerBound + offset))
+                default: continue
+                }
+            }
+            guard scheduler.uncertainSlots.isEmpty, pendingLikes.unindexedSlots.isEmpty else { return .incomplete }
+            return .changes(pendingLikes.of(user: user))
+        }
+    }
+
+    private func isIndexed(_ slot: UInt16) -> Bool {
+        !scheduler.uncertainSlots.contains(slot) && pendingLikes.isIndexed(slot: slot)
+    }
+}
