@@ -309,6 +309,46 @@ struct ClusterNodesTests {
         }
     }
 
+    @Test("the lists through any node: a post's likers from its owner, a user's likes from every node's pending changes, the same before and after the flush")
+    func listsAcrossNodes() async throws {
+        try await ClusterHarness.with("lists") { harness in
+            let posts = try await TestEnvironment.createPosts(30, in: harness.pool)
+            // Nothing flushes on its own: every change waits in some node's log.
+            let nodes = try await Self.startThree(harness, extra: ["--flush-interval-ms", "3600000", "--flush-max-age-ms", "3600000"])
+            let user = Int64.random(in: 1_000...1_000_000_000) * 1_000
+            let client = CounterServiceClient(configuration: .init(baseURL: URL(string: nodes[0].url)!))
+            for post in posts {
+                #expect(try await client.like(post: post, user: user).isLiked)
+                #expect(try await client.like(post: post, user: user + 1).isLiked)
+                try await Task.sleep(for: .milliseconds(2))
+            }
+            #expect(try await client.unlike(post: posts[3], user: user).isLiked == false)
+            #expect(try await harness.pool.query("SELECT 1 FROM likes WHERE post_id = ANY($1::bigint[])", [.int64Array(posts)]).isEmpty)
+            func get(_ node: ClusterHarness.Node, _ path: String) async throws -> String {
+                let answer = try await RawHTTPClient.exchange(port: node.port, chunks: [RawHTTPClient.request("GET", path)], responses: 1)
+                #expect(answer.first?.status == 200, "\(path): \(answer.first?.text ?? "")")
+                return answer.first?.text ?? ""
+            }
+            let expected = posts.filter { $0 != posts[3] }.reversed().map { $0 }
+            var answers: [String] = []
+            for node in nodes {
+                let text = try await get(node, "/v1/users/\(user)/likes?limit=100")
+                let page = try JSONDecoder().decode(UserLikesPage.self, from: Data(text.utf8))
+                #expect(page.likes.map(\.postID) == expected, "through \(node.id)")
+                answers.append(text)
+            }
+            #expect(Set(answers).count == 1, "every node answers the same list")
+            let map = try await harness.map(via: nodes[0])
+            let elsewhere = Self.posts(posts, ownedBy: "b", in: map).first!
+            let likers = try JSONDecoder().decode(LikersPage.self, from: Data(try await get(nodes[0], "/v1/posts/\(elsewhere)/likers").utf8))
+            #expect(Set(likers.likers.map(\.userID)) == [user, user + 1] && likers.likesCount == 2)
+            try await harness.flush(nodes)
+            #expect(try await get(nodes[2], "/v1/users/\(user)/likes?limit=100") == answers[0], "PostgreSQL keeps the times the lists showed")
+            let flushed = try JSONDecoder().decode(LikersPage.self, from: Data(try await get(nodes[1], "/v1/posts/\(elsewhere)/likers").utf8))
+            #expect(flushed == likers)
+        }
+    }
+
     @Test("the bench's load generator: slot-aware, every request goes to its post's owner; spread, the nodes forward; PostgreSQL agrees with every answer")
     func slotAwareLoad() async throws {
         try await ClusterHarness.with("benchroutes") { harness in
