@@ -30,6 +30,16 @@ enum BenchCommand {
                         cache). Options: --tokens N distinct tokens (default 1000), --rounds N
                         passes over them once cached (default 200).
 
+          lists         list pages of a post with --likers N likers (default 1000000) and of a
+                        user with --user-likes N likes (default 100000), all written to PostgreSQL
+                        by the bench one millisecond apart, at --connections N (64), each phase
+                        while hot toggles run beside it at --hot-connections N (64; 0: none);
+                        half first pages, half from a cursor at a random depth; --rate R for open
+                        loop; --duration S (10), --warmup S (2), --url U, --api-token T,
+                        --admin-token T, --postgres-url U. Checks the first pages against the
+                        rows, prints pages/s and latency per phase and hot's toggles/s beside it,
+                        and deletes what it made.
+
         Options for persistence:
           --changes N      changes per batch / commands per pipeline (default 10000, 1-1000000)
           --posts N        posts the changes spread over (default 100, 1-100000)
@@ -42,7 +52,7 @@ enum BenchCommand {
                         one Lua script in the node's Redis, SISMEMBER then SADD/SREM then
                         SCARD by EVALSHA, driven over RESP by the same load generator) at each
                         level, node hot in open loop at half its measured rate at the largest
-                        level, then zipf, feed, storm and mixed;
+                        level, then zipf, feed, storm, mixed and lists;
                         prints every row and the ratios of this run. Options: --levels 64,256,1000
                         --duration S --warmup S --url U --api-token T --admin-token T --postgres-url U
                         --redis-url U (the node's Redis, for redis-lua) --html FILE; --cluster-url U adds a row per level for hot on a second
@@ -61,7 +71,8 @@ enum BenchCommand {
         counter_write_behind_lag_seconds histogram (end of warm-up to the flush after the run).
 
         Options for http:
-          --scenario S     hot (one post, new user per request), zipf, storm, feed, mixed, or
+          --scenario S     hot (one post, new user per request), zipf, storm, feed, mixed,
+                           lists (first pages of likers, by Zipf, and of users' likes), or
                            ceiling (GET --path on every request; default /healthz)
           --operation O    toggle (default), like or unlike, for writes
           --url U          the node, http://host:port (default http://127.0.0.1:8080); with
@@ -158,6 +169,8 @@ enum BenchCommand {
                 try await WritePathBench(options: WritePathBenchOptions(arguments: rest, environment: environment)).run()
             case "scale":
                 try await ScaleBench(options: ScaleBenchOptions(arguments: rest, environment: environment)).run()
+            case "lists":
+                try await ListsBench(options: ListsBenchOptions(arguments: rest, environment: environment)).run()
             case "hydration":
                 try await HydrationBench(options: HydrationBenchOptions(arguments: rest, environment: environment)).run()
             case "tokens":

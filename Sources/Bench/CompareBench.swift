@@ -6,7 +6,7 @@ import Persistence
 /// scenario (and, with `--cluster-url`, a second node's on a Redis Cluster), the `seed-sql` and
 /// `sql-upsert` baselines, the `/healthz` ceiling and the `redis-lua` peer (the same toggle as a
 /// Lua script in the node's Redis, over RESP) at each concurrency level, then `zipf`,
-/// `feed`, `storm` and `mixed`; with `--nodes-url`, `hot` and `zipf` on a cluster of several
+/// `feed`, `storm`, `mixed` and `lists`; with `--nodes-url`, `hot` and `zipf` on a cluster of several
 /// nodes, spread over them (forwarding) and slot-aware — and the ratios measured in this run.
 struct CompareBench {
     var levels = [64, 256, 1_000]
@@ -132,7 +132,7 @@ struct CompareBench {
             rows.append((summary, check.map { $0.passed ? "check passed" : "CHECK FAILED" }))
             if check?.passed == false { report(rows, throughput, cpu); throw BenchCheckFailure(message: "correctness check FAILED") }
         }
-        for scenario in ["zipf", "feed", "storm", "mixed"] {
+        for scenario in ["zipf", "feed", "storm", "mixed", "lists"] {
             let level = severalNodesLevel
             print("counter-bench compare: \(scenario) at \(level) connections …")
             var options = http
@@ -141,7 +141,10 @@ struct CompareBench {
             let (result, check) = try await HTTPBench(options: options).measure(progress: quiet)
             // The share of reads answered from Redis (hot posts) rather than PostgreSQL (cold).
             let hits = result.readHitRatio.map { String(format: ", %.0f%% hot reads", $0 * 100) } ?? ""
-            rows.append((Summary(label: "node \(scenario)\(hits)", connections: level, result: result.load, nodeCPU: result.nodeCPU, lag: result.lag),
+            // The lists row pages the run's own posts and users (small lists: `counter-bench lists`
+            // measures a post with a million likers and a user with 100,000 likes).
+            let label = scenario == "lists" ? "node lists (likers and users' likes, first pages)" : "node \(scenario)\(hits)"
+            rows.append((Summary(label: label, connections: level, result: result.load, nodeCPU: result.nodeCPU, lag: result.lag),
                          check.map { $0.passed ? "check passed" : "CHECK FAILED" }))
             throughput["\(scenario)@\(level)"] = result.load.throughput
             if let nodeCPU = result.nodeCPU { cpu["\(scenario)@\(level)"] = nodeCPU }

@@ -43,7 +43,7 @@ struct HTTPBenchOptions {
             case "--scenario":
                 scenario = try reader.value(flag)
                 guard Scenario(rawValue: scenario) != nil || scenario == "ceiling" else {
-                    throw BenchUsageError(message: "--scenario \(scenario): must be hot, zipf, storm, feed, mixed or ceiling")
+                    throw BenchUsageError(message: "--scenario \(scenario): must be hot, zipf, storm, feed, mixed, lists or ceiling")
                 }
             case "--operation":
                 let text = try reader.value(flag)

@@ -15,8 +15,11 @@ public enum Scenario: String, CaseIterable, Sendable {
     case feed
     /// Reads and writes in a ratio, posts drawn by Zipf.
     case mixed
+    /// List pages: a post's likers (posts by Zipf) and, every other request, a user's likes
+    /// (the connection's own users), first pages.
+    case lists
 
-    public var writes: Bool { self != .feed }
+    public var writes: Bool { self != .feed && self != .lists }
 }
 
 /// Write operations the scenarios send.
@@ -100,6 +103,15 @@ public struct ScenarioWorkload: Workload {
             ids.reserveCapacity(size)
             for _ in 0..<size { ids.append(posts[zipf.sample(using: &random)]) }
             return PlannedRequest(bytes: Self.http("POST", "/v1/posts/query", token: token, body: Self.feedBody(ids, user: firstUser)),
+                                  endpoint: routing.endpoint(post: nil, connection: connection))
+        case .lists:
+            if sequence % 2 == 0 {
+                let post = posts[zipf.sample(using: &random)]
+                return PlannedRequest(bytes: Self.http("GET", "/v1/posts/\(post)/likers?limit=20", token: token, body: nil),
+                                      endpoint: routing.endpoint(post: post, connection: connection))
+            }
+            let user = firstUser + Int64.random(in: 0..<min(usersPerConnection, 1_000), using: &random)
+            return PlannedRequest(bytes: Self.http("GET", "/v1/users/\(user)/likes?limit=20", token: token, body: nil),
                                   endpoint: routing.endpoint(post: nil, connection: connection))
         case .mixed:
             let post = posts[zipf.sample(using: &random)]

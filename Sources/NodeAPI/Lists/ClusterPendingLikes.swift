@@ -22,9 +22,8 @@ struct ClusterPendingLikes {
         let deadline = ContinuousClock.now + ownerWait
         try? await member.refreshMapUnlessFresh()
         while true {
-            let map = member.map
-            let ownerless = (0..<map.slots.count).first { map.owner(of: UInt16($0)) == nil }
-            if ownerless == nil && !map.slots.isEmpty { break }
+            let ownerless = member.map.firstOwnerlessSlot
+            if ownerless == nil { break }
             guard ContinuousClock.now < deadline, !Task.isCancelled else {
                 throw CounterError(code: .notOwner, message: "no live node owned slot \(ownerless ?? 0) within \(ownerWait) (a takeover is under way): its changes cannot be listed yet; retry",
                                    retryAfterSeconds: 1)
