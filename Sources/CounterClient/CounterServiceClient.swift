@@ -150,6 +150,57 @@ public struct CounterServiceClient: Sendable {
         return page.posts
     }
 
+    // MARK: - Lists
+
+    /// One page of `post`'s likers, newest first: `limit` (1–100) after `cursor` (a page's
+    /// `nextCursor`; `nil` for the first). As the signed-in user when `userToken` is configured,
+    /// else with the API token. Read-only, so retried like a read.
+    public func likersPage(of post: Int64, limit: Int = 20, cursor: String? = nil) async throws(CounterClientError) -> LikersPage {
+        try Self.positive(post, "post id")
+        let path = try Self.listPath("/v1/posts/\(post)/likers", limit: limit, cursor: cursor)
+        return try await call("GET", path, credential: configuration.userToken == nil ? nil : .user, idempotent: true, post: post)
+    }
+
+    /// Every page of `post`'s likers, newest first, `pageSize` at a time: `for try await page in
+    /// client.likers(of: post) { … }`. Each page is asked when the loop wants it.
+    public func likers(of post: Int64, pageSize: Int = 20) -> ListPages<LikersPage> {
+        ListPages(next: \.nextCursor) { cursor throws(CounterClientError) in try await likersPage(of: post, limit: pageSize, cursor: cursor) }
+    }
+
+    /// One page of the posts `user` liked, newest first (with the API token).
+    public func likesPage(ofUser user: Int64, limit: Int = 20, cursor: String? = nil) async throws(CounterClientError) -> UserLikesPage {
+        try Self.positive(user, "user id")
+        return try await call("GET", try Self.listPath("/v1/users/\(user)/likes", limit: limit, cursor: cursor), idempotent: true)
+    }
+
+    /// Every page of the posts `user` liked, newest first (with the API token).
+    public func likes(ofUser user: Int64, pageSize: Int = 20) -> ListPages<UserLikesPage> {
+        ListPages(next: \.nextCursor) { cursor throws(CounterClientError) in try await likesPage(ofUser: user, limit: pageSize, cursor: cursor) }
+    }
+
+    /// One page of the posts the signed-in user liked, newest first.
+    public func myLikesPage(limit: Int = 20, cursor: String? = nil) async throws(CounterClientError) -> UserLikesPage {
+        try await call("GET", try Self.listPath("/v1/me/likes", limit: limit, cursor: cursor), credential: .user, idempotent: true)
+    }
+
+    /// Every page of the posts the signed-in user liked, newest first: a "your likes" screen.
+    public func myLikes(pageSize: Int = 20) -> ListPages<UserLikesPage> {
+        ListPages(next: \.nextCursor) { cursor throws(CounterClientError) in try await myLikesPage(limit: pageSize, cursor: cursor) }
+    }
+
+    private static func listPath(_ path: String, limit: Int, cursor: String?) throws(CounterClientError) -> String {
+        guard (1...100).contains(limit) else { throw .invalidArgument("a page holds 1 to 100 items, not \(limit)") }
+        var path = path + "?limit=\(limit)"
+        if let cursor {
+            // The node's cursors are base64url: nothing to escape. Anything else is not one.
+            guard !cursor.isEmpty, cursor.utf8.allSatisfy({ $0 == 45 || $0 == 95 || (48...57).contains($0) || (65...90).contains($0) || (97...122).contains($0) }) else {
+                throw .invalidArgument("\"\(cursor)\" is not a cursor the service gave")
+            }
+            path += "&cursor=\(cursor)"
+        }
+        return path
+    }
+
     // MARK: - Health and metrics
 
     /// `true` when the node answers `/healthz`.

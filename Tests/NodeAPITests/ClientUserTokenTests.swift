@@ -33,6 +33,45 @@ struct ClientUserTokenTests {
         CounterServiceClient(configuration: .init(baseURL: URL(string: "http://127.0.0.1:\(http.port)")!, userToken: provider))
     }
 
+    @Test("the lists as AsyncSequences of pages: a post's likers (as the user and with the API token), the signed-in user's likes, a user's likes")
+    func listPages() async throws {
+        let http = try await HTTPHarness.start(posts: 3, users: try UserRoutesTests.users())
+        let post = http.posts[0]
+        let me = Int64.random(in: 1_000...1_000_000_000) * 1_000
+        let service = ClientIntegrationTests.client(http)
+        for user in (me + 1)...(me + 45) { _ = try await service.like(post: post, user: user) }
+        for other in http.posts { _ = try await service.like(post: other, user: me) }
+        let user = Self.client(http) { _ in Self.signer.token(user: me, lifetime: 3_600) }
+        var pages: [LikersPage] = []
+        for try await page in user.likers(of: post, pageSize: 20) { pages.append(page) }
+        #expect(pages.map(\.likers.count) == [20, 20, 6] && pages.last?.nextCursor == nil)
+        #expect(Set(pages.flatMap(\.likers).map(\.userID)) == Set((me...(me + 45))))
+        #expect(pages.allSatisfy { $0.likesCount == 46 })
+        var viaService: [Int64] = []
+        for try await page in service.likers(of: post, pageSize: 100) { viaService += page.likers.map(\.userID) }
+        #expect(viaService == pages.flatMap(\.likers).map(\.userID))
+        // Stopping the loop stops asking.
+        var first: LikersPage?
+        for try await page in user.likers(of: post, pageSize: 1) { first = page; break }
+        #expect(first?.likers.count == 1)
+
+        var mine: [Int64] = []
+        for try await page in user.myLikes(pageSize: 2) { mine += page.likes.map(\.postID) }
+        #expect(mine == http.posts.reversed(), "newest first")
+        var theirs: [Int64] = []
+        for try await page in service.likes(ofUser: me) { theirs += page.likes.map(\.postID) }
+        #expect(theirs == mine)
+        await #expect(throws: CounterClientError.self) { _ = try await service.likersPage(of: post, limit: 101) }
+        await #expect(throws: CounterClientError.self) { _ = try await service.likersPage(of: post, cursor: "a b") }
+        do {
+            _ = try await service.likersPage(of: post, cursor: "bm90")
+            Issue.record("a cursor the service did not give is refused")
+        } catch {
+            #expect(error.serverCode == "invalid_cursor", "\(error)")
+        }
+        await http.stop()
+    }
+
     @Test("a refused token is refreshed once and the call sent again — a toggle too, which then happens once")
     func refreshOn401() async throws {
         let http = try await HTTPHarness.start(users: try UserRoutesTests.users())

@@ -3,17 +3,20 @@ import CounterClient
 import SwiftUI
 
 /// A small feed: one `POST /v1/posts/query` loads counts and the user's likes for every row, then
-/// each row's heart is its own `LikeButtonModel`. Pull to refresh reloads them (rows with a
-/// request in flight keep their state).
+/// each row's heart is its own `LikeButtonModel`; each row opens its post's likers
+/// (`LikersSheet`). Pull to refresh reloads them (rows with a request in flight keep their state).
 public struct FeedScreen: View {
     @State private var feed: LikeFeedModel
     @State private var failure: String?
     @State private var loaded = false
+    @State private var likersOf: LikersOf?
     private let posts: [Int64]
+    private let client: CounterServiceClient
 
     /// - Parameter user: `nil` (an app): the signed-in user of `client`'s `userToken`.
     public init(posts: [Int64], user: Int64? = nil, client: CounterServiceClient) {
         self.posts = posts
+        self.client = client
         _feed = State(initialValue: LikeFeedModel(user: user, client: client))
     }
 
@@ -22,6 +25,9 @@ public struct FeedScreen: View {
             HStack {
                 Text("Post \(post)")
                 Spacer()
+                // "Liked by …": the post's likers, newest first.
+                Button { likersOf = LikersOf(post: post) } label: { Image(systemName: "person.2") }
+                    .buttonStyle(.borderless)
                 if let button = feed.buttons[post] {
                     HeartButton(model: button)
                 } else if loaded {
@@ -36,6 +42,7 @@ public struct FeedScreen: View {
                 Text(failure).font(.footnote).padding(8).background(.thinMaterial, in: Capsule()).padding()
             }
         }
+        .sheet(item: $likersOf) { shown in LikersSheet(post: shown.post, client: client) }
         .task { await load() }
         .refreshable { await load() }
     }
@@ -51,5 +58,10 @@ public struct FeedScreen: View {
         }
         loaded = true
     }
+}
+/// The post whose likers the sheet shows.
+private struct LikersOf: Identifiable {
+    let post: Int64
+    var id: Int64 { post }
 }
 #endif
