@@ -99,14 +99,15 @@ public struct CounterServiceClient: Sendable {
     }
 
     /// A feed page: counts and the user's likes of up to 1,000 posts in one request. Posts that
-    /// do not exist are left out. Read-only, so retried like a read.
-    public func feed(posts: [Int64], user: Int64) async throws(CounterClientError) -> [FeedEntry] {
+    /// do not exist are left out. With `recentLikers`, each entry also carries the post's newest
+    /// likers ("liked by Ana, Luca and 1,234 others"). Read-only, so retried like a read.
+    public func feed(posts: [Int64], user: Int64, recentLikers: Bool = false) async throws(CounterClientError) -> [FeedEntry] {
         guard !posts.isEmpty, posts.count <= FeedQuery.maximumPosts else {
             throw .invalidArgument("a feed page holds 1 to 1,000 posts, not \(posts.count)")
         }
         for post in posts { try Self.positive(post, "post id") }
         try Self.positive(user, "user id")
-        let body = try Self.encode(FeedQuery(postIDs: posts, userID: user))
+        let body = try Self.encode(FeedQuery(postIDs: posts, userID: user, include: recentLikers ? [FeedQuery.recentLikers] : nil))
         let page: FeedPage = try await call("POST", "/v1/posts/query", body: body, idempotent: true)
         return page.posts
     }
@@ -139,13 +140,14 @@ public struct CounterServiceClient: Sendable {
         try await call("GET", try ownPath(post), credential: .user, idempotent: true, post: post)
     }
 
-    /// A feed page for the signed-in user: counts and their likes of up to 1,000 posts.
-    public func feed(posts: [Int64]) async throws(CounterClientError) -> [FeedEntry] {
+    /// A feed page for the signed-in user: counts and their likes of up to 1,000 posts (and,
+    /// with `recentLikers`, each post's newest likers).
+    public func feed(posts: [Int64], recentLikers: Bool = false) async throws(CounterClientError) -> [FeedEntry] {
         guard !posts.isEmpty, posts.count <= FeedQuery.maximumPosts else {
             throw .invalidArgument("a feed page holds 1 to 1,000 posts, not \(posts.count)")
         }
         for post in posts { try Self.positive(post, "post id") }
-        let body = try Self.encode(OwnFeedQuery(postIDs: posts))
+        let body = try Self.encode(OwnFeedQuery(postIDs: posts, include: recentLikers ? [FeedQuery.recentLikers] : nil))
         let page: FeedPage = try await call("POST", "/v1/posts/query", body: body, credential: .user, idempotent: true)
         return page.posts
     }

@@ -34,26 +34,43 @@ public struct PostCount: Sendable, Equatable, Codable {
 }
 
 /// The body of `POST /v1/posts/query`: up to `maximumPosts` posts and the user whose likes to
-/// show (`{"post_ids":[1,2,3],"user_id":7}`). Members other than these two are refused.
+/// show (`{"post_ids":[1,2,3],"user_id":7}`), and what else each post's entry should carry
+/// (`"include":["recent_likers"]`). Other members are refused.
 public struct FeedQuery: Sendable, Equatable, Codable {
     /// Most post ids one feed query may carry.
     public static let maximumPosts = 1_000
+    /// What `include` may ask: each post's most recent likers (`FeedEntry.recentLikers`).
+    public static let recentLikers = "recent_likers"
+    /// How many recent likers an entry carries at most.
+    public static let recentLikersCount = 3
 
     public let postIDs: [Int64]
     public let userID: Int64
+    /// Extras each entry carries (`recentLikers`); `nil`: none.
+    public let include: [String]?
 
-    public init(postIDs: [Int64], userID: Int64) {
+    public init(postIDs: [Int64], userID: Int64, include: [String]? = nil) {
         self.postIDs = postIDs
         self.userID = userID
+        self.include = include
     }
 
-    enum CodingKeys: String, CodingKey, CaseIterable { case postIDs = "post_ids", userID = "user_id" }
+    enum CodingKeys: String, CodingKey, CaseIterable { case postIDs = "post_ids", userID = "user_id", include }
 
     public init(from decoder: any Decoder) throws {
         try UnknownMembers.refuse(in: decoder, allowed: CodingKeys.allCases)
         let container = try decoder.container(keyedBy: CodingKeys.self)
         postIDs = try container.decode([WireInteger].self, forKey: .postIDs).map(\.value)
         userID = try container.decode(WireInteger.self, forKey: .userID).value
+        include = try container.decodeIfPresent([String].self, forKey: .include)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(postIDs, forKey: .postIDs)
+        try container.encode(userID, forKey: .userID)
+        // Left out when absent (`WireEncoder` writes an absent optional as `null`).
+        if let include { try container.encode(include, forKey: .include) }
     }
 }
 
@@ -64,19 +81,23 @@ public struct FeedQuery: Sendable, Equatable, Codable {
 public struct OwnFeedQuery: Sendable, Equatable, Codable {
     public let postIDs: [Int64]
     public let userID: Int64?
+    /// Extras each entry carries (`FeedQuery.recentLikers`); `nil`: none.
+    public let include: [String]?
 
-    public init(postIDs: [Int64], userID: Int64? = nil) {
+    public init(postIDs: [Int64], userID: Int64? = nil, include: [String]? = nil) {
         self.postIDs = postIDs
         self.userID = userID
+        self.include = include
     }
 
-    enum CodingKeys: String, CodingKey, CaseIterable { case postIDs = "post_ids", userID = "user_id" }
+    enum CodingKeys: String, CodingKey, CaseIterable { case postIDs = "post_ids", userID = "user_id", include }
 
     public init(from decoder: any Decoder) throws {
         try UnknownMembers.refuse(in: decoder, allowed: CodingKeys.allCases)
         let container = try decoder.container(keyedBy: CodingKeys.self)
         postIDs = try container.decode([WireInteger].self, forKey: .postIDs).map(\.value)
         userID = try container.decodeIfPresent(WireInteger.self, forKey: .userID)?.value
+        include = try container.decodeIfPresent([String].self, forKey: .include)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -84,6 +105,7 @@ public struct OwnFeedQuery: Sendable, Equatable, Codable {
         try container.encode(postIDs, forKey: .postIDs)
         // Left out when absent (`WireEncoder` writes an absent optional as `null`).
         if let userID { try container.encode(userID, forKey: .userID) }
+        if let include { try container.encode(include, forKey: .include) }
     }
 }
 
@@ -100,19 +122,40 @@ public struct SeedLikeStatus: Sendable, Equatable, Codable {
     enum CodingKeys: String, CodingKey { case isLiked = "is_liked", likesCount = "likes_count" }
 }
 
-/// One post of a feed page: its count and whether the user likes it.
+/// One post of a feed page: its count and whether the user likes it; with
+/// `"include":["recent_likers"]`, its newest likers too (at most
+/// `FeedQuery.recentLikersCount`, newest first: "liked by Ana, Luca and 1,234 others").
 public struct FeedEntry: Sendable, Equatable, Codable {
     public let postID: Int64
     public let likesCount: Int64
     public let isLiked: Bool
+    /// `nil` unless the query asked for them (then left out of the JSON).
+    public let recentLikers: [Liker]?
 
-    public init(postID: Int64, likesCount: Int64, isLiked: Bool) {
+    public init(postID: Int64, likesCount: Int64, isLiked: Bool, recentLikers: [Liker]? = nil) {
         self.postID = postID
         self.likesCount = likesCount
         self.isLiked = isLiked
+        self.recentLikers = recentLikers
     }
 
-    enum CodingKeys: String, CodingKey { case postID = "post_id", likesCount = "likes_count", isLiked = "is_liked" }
+    enum CodingKeys: String, CodingKey { case postID = "post_id", likesCount = "likes_count", isLiked = "is_liked", recentLikers = "recent_likers" }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        postID = try container.decode(Int64.self, forKey: .postID)
+        likesCount = try container.decode(Int64.self, forKey: .likesCount)
+        isLiked = try container.decode(Bool.self, forKey: .isLiked)
+        recentLikers = try container.decodeIfPresent([Liker].self, forKey: .recentLikers)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(postID, forKey: .postID)
+        try container.encode(likesCount, forKey: .likesCount)
+        try container.encode(isLiked, forKey: .isLiked)
+        if let recentLikers { try container.encode(recentLikers, forKey: .recentLikers) }
+    }
 }
 
 /// The answer of `POST /v1/posts/query`: the posts that exist, in the order asked

@@ -423,12 +423,15 @@ public final class CounterAPI: HTTPHandler, Service {
     private func feed(_ request: HTTPRequest, caller: Caller) async throws -> HTTPResponse {
         let posts: [Int64]
         let viewer: Int64?
+        let include: [String]?
         if case .user(let user) = caller {
-            (posts, viewer) = (try RequestBody.ownFeedQuery(request.body, user: user).postIDs, user)
+            let query = try RequestBody.ownFeedQuery(request.body, user: user)
+            (posts, viewer, include) = (query.postIDs, user, query.include)
         } else {
             let query = try RequestBody.feedQuery(request.body)
-            (posts, viewer) = (query.postIDs, query.userID)
+            (posts, viewer, include) = (query.postIDs, query.userID, query.include)
         }
+        let withLikers = include?.contains(FeedQuery.recentLikers) == true
         let results = await service.performMany(posts.map { post in viewer.map { (LikeOperation.read, post, $0) } ?? (.count, post, 0) })
         var states: [LikeState?] = Array(repeating: nil, count: results.count)
         var elsewhere: [Int] = []
@@ -440,21 +443,27 @@ public final class CounterAPI: HTTPHandler, Service {
             case .failure(let error): throw error
             }
         }
+        // The previews of the posts answered here, exact as their likers pages.
+        var recent: [Int64: [Liker]] = withLikers ? try await lists.recentLikers(of: states.compactMap { $0?.postID }) : [:]
         if !elsewhere.isEmpty {
             if request.forwardedBy != nil, let forwarder {
                 return forwarder.misdirectedResponse(slot: HashSlot(post: posts[elsewhere[0]]).rawValue)
             }
-            let answers = try await FeedSplit.ask(elsewhere.map { posts[$0] }, user: viewer, like: request, api: self)
-            for index in elsewhere { states[index] = answers[posts[index]] }
+            let answers = try await FeedSplit.ask(elsewhere.map { posts[$0] }, user: viewer, include: include, like: request, api: self)
+            for index in elsewhere { states[index] = answers.states[posts[index]] }
+            recent.merge(answers.recentLikers) { mine, _ in mine }
         }
-        return HTTPResponse(status: 200, body: HotAnswers.feedPage(states.compactMap { $0 }))
+        guard withLikers else { return HTTPResponse(status: 200, body: HotAnswers.feedPage(states.compactMap { $0 })) }
+        return .json(FeedPage(posts: states.compactMap { $0 }.map {
+            FeedEntry(postID: $0.postID, likesCount: $0.likesCount, isLiked: $0.isLiked, recentLikers: recent[$0.postID] ?? [])
+        }))
     }
 
     /// Forwards a feed query for `posts` (each group to its owner) and returns their states;
     /// `user` `nil` asks for a logged-out viewer's page.
-    func forwardFeed(_ posts: [Int64], user: Int64?, like request: HTTPRequest) async throws -> [Int64: LikeState] {
-        guard let forwarder else { return [:] }
-        let body = try WireEncoder.encode(OwnFeedQuery(postIDs: posts, userID: user))
+    func forwardFeed(_ posts: [Int64], user: Int64?, include: [String]?, like request: HTTPRequest) async throws -> FeedSplit.Answers {
+        guard let forwarder else { return FeedSplit.Answers() }
+        let body = try WireEncoder.encode(OwnFeedQuery(postIDs: posts, userID: user, include: include))
         let forwarded = HTTPRequest(method: "POST", path: "/v1/posts/query", authorization: request.authorization, body: body)
         let response = await forwarder.forward(forwarded, slot: HashSlot(post: posts[0]).rawValue, mayRepeat: true)
         guard response.status == 200 else {
@@ -462,9 +471,12 @@ public final class CounterAPI: HTTPHandler, Service {
                                retryAfterSeconds: 1)
         }
         let page = try WireDecoder.decode(FeedPage.self, from: response.body)
-        var states: [Int64: LikeState] = [:]
-        for item in page.posts { states[item.postID] = LikeState(postID: item.postID, userID: user ?? 0, isLiked: item.isLiked, likesCount: item.likesCount) }
-        return states
+        var answers = FeedSplit.Answers()
+        for item in page.posts {
+            answers.states[item.postID] = LikeState(postID: item.postID, userID: user ?? 0, isLiked: item.isLiked, likesCount: item.likesCount)
+            if let likers = item.recentLikers { answers.recentLikers[item.postID] = likers }
+        }
+        return answers
     }
 
     private func metricsResponse() async -> HTTPResponse {

@@ -26,6 +26,9 @@ enum RequestBody {
         if let user = query.userID, user <= 0 {
             throw RequestError(code: "invalid_id", message: "user_id must be a positive 64-bit integer")
         }
+        if let unknown = query.include?.first(where: { $0 != FeedQuery.recentLikers }) {
+            throw RequestError(code: "invalid_body", message: "include may hold \"\(FeedQuery.recentLikers)\", not \"\(unknown)\"")
+        }
         return query
     }
 
@@ -37,7 +40,7 @@ enum RequestBody {
         if let named = query.userID, named != user {
             throw RequestError(code: "forbidden", message: "a user's token reads that user's likes only; user_id \(named) is not the token's user")
         }
-        return FeedQuery(postIDs: query.postIDs, userID: user)
+        return FeedQuery(postIDs: query.postIDs, userID: user, include: query.include)
     }
 
     /// Decodes `body`; failures become `RequestError`s. A value of the wrong kind inside one of

@@ -224,6 +224,20 @@ public final class CounterService: Service {
         return try await pendingLikes(.post(postID), of: shards[shardMap.shard(forPost: postID)], waitingForSlot: waitingForSlot)
     }
 
+    /// The changes of `posts` (a feed page's, all of their slots served here) acknowledged here
+    /// that PostgreSQL may not have yet, one per (user, post), by post.
+    /// - Throws: as `pendingLikes(ofPost:)`.
+    public func pendingLikes(ofPosts posts: [Int64]) async throws -> [Int64: [PendingLike]] {
+        var byShard: [Int: [Int64]] = [:]
+        for post in posts where post > 0 { byShard[shardMap.shard(forPost: post), default: []].append(post) }
+        let shards = self.shards
+        let changes = try await withThrowingTaskGroup(of: [PendingLike].self) { group in
+            for (shard, part) in byShard { group.addTask { try await self.pendingLikes(.posts(part), of: shards[shard], waitingForSlot: false) } }
+            return try await group.reduce(into: []) { $0 += $1 }
+        }
+        return Dictionary(grouping: changes, by: \.postID)
+    }
+
     /// The changes of `userID` acknowledged here that PostgreSQL may not have yet, one per post,
     /// from every shard: the slots this node serves (a node of a cluster is asked for its own;
     /// the others answer for theirs).

@@ -10,6 +10,8 @@ extension ShardStateMachine {
         case post(Int64)
         /// One user's, in every slot this shard serves.
         case user(Int64)
+        /// Several posts' (a feed page's): their slots must be served here.
+        case posts([Int64])
     }
 
     /// The answer.
@@ -40,6 +42,15 @@ extension ShardStateMachine {
             }
             guard isIndexed(slot) else { return .incomplete }
             return .changes(pendingLikes.of(post: post))
+        case .posts(let posts):
+            var changes: [PendingLike] = []
+            for post in posts {
+                switch pendingAnswer(.post(post)) {
+                case .changes(let more): changes += more
+                case let refusal: return refusal
+                }
+            }
+            return .changes(changes)
         case .user(let user):
             // A slot being won holds the previous owner's log, which is not indexed here.
             for (offset, state) in slots.enumerated() {

@@ -342,6 +342,15 @@ struct ClusterNodesTests {
             let elsewhere = Self.posts(posts, ownedBy: "b", in: map).first!
             let likers = try JSONDecoder().decode(LikersPage.self, from: Data(try await get(nodes[0], "/v1/posts/\(elsewhere)/likers").utf8))
             #expect(Set(likers.likers.map(\.userID)) == [user, user + 1] && likers.likesCount == 2)
+            // A feed page through node a with every post's newest likers: each owner answers its own.
+            let feed = try await RawHTTPClient.exchange(port: nodes[0].port, chunks: [RawHTTPClient.request(
+                "POST", "/v1/posts/query", body: #"{"post_ids":[\#(posts.map(String.init).joined(separator: ","))],"include":["recent_likers"]}"#)], responses: 1)
+            let entries = try JSONDecoder().decode(FeedPage.self, from: Data((feed.first?.text ?? "").utf8)).posts
+            #expect(entries.map(\.postID) == posts)
+            for entry in entries {
+                // (Both likes may share a millisecond: then the smaller id comes first.)
+                #expect(Set(entry.recentLikers?.map(\.userID) ?? []) == (entry.postID == posts[3] ? [user + 1] : [user + 1, user]), "post \(entry.postID)")
+            }
             try await harness.flush(nodes)
             #expect(try await get(nodes[2], "/v1/users/\(user)/likes?limit=100") == answers[0], "PostgreSQL keeps the times the lists showed")
             let flushed = try JSONDecoder().decode(LikersPage.self, from: Data(try await get(nodes[1], "/v1/posts/\(elsewhere)/likers").utf8))

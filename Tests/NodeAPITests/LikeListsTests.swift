@@ -215,3 +215,38 @@ struct LikeListsTests {
         await http.stop()
     }
 }
+
+extension LikeListsTests {
+    @Test("a feed page with include recent_likers: each post's newest likers, exact as its likers page, in the one request; without it the same bytes as before")
+    func feedPreview() async throws {
+        let http = try await HTTPHarness.start(posts: 4, writePath: { $0.flushOnlyWhenAsked() })
+        let base = Int64.random(in: 1_000...1_000_000_000) * 1_000
+        let posts = http.posts
+        // Post 0: five likers, two of them flushed, one unlike waiting; post 1: one liker; post 2: none.
+        for user in (base + 1)...(base + 5) {
+            #expect(try await http.send("PUT", "/v1/posts/\(posts[0])/likes/\(user)").status == 200)
+            if user == base + 2 { try await http.writePath.service.flush() }
+            try await Task.sleep(for: .milliseconds(2))
+        }
+        #expect(try await http.send("DELETE", "/v1/posts/\(posts[0])/likes/\(base + 5)").status == 200)
+        #expect(try await http.send("PUT", "/v1/posts/\(posts[1])/likes/\(base + 9)").status == 200)
+        let ids = posts.prefix(3).map(String.init).joined(separator: ",")
+        let response = try await http.send("POST", "/v1/posts/query",
+                                           body: #"{"post_ids":[\#(ids),999999999999],"user_id":\#(base + 1),"include":["recent_likers"]}"#)
+        #expect(response.status == 200, "\(response.text)")
+        let page = try JSONDecoder().decode(FeedPage.self, from: Data(response.text.utf8))
+        #expect(page.posts.map(\.postID) == Array(posts.prefix(3)), "a post that does not exist is left out")
+        #expect(page.posts[0].recentLikers?.map(\.userID) == [base + 4, base + 3, base + 2])
+        #expect(page.posts[0].isLiked && page.posts[0].likesCount == 4)
+        #expect(page.posts[1].recentLikers?.map(\.userID) == [base + 9])
+        #expect(page.posts[2].recentLikers == [])
+        let likers = try await Self.likers(http, posts[0], limit: 3)
+        #expect(page.posts[0].recentLikers == likers.likers)
+        // Without include: the plain answer, no recent_likers member.
+        let plain = try await http.send("POST", "/v1/posts/query", body: #"{"post_ids":[\#(posts[1])],"user_id":\#(base + 9)}"#)
+        #expect(plain.text == #"{"posts":[{"post_id":\#(posts[1]),"likes_count":1,"is_liked":true}]}"#)
+        let bad = try await http.send("POST", "/v1/posts/query", body: #"{"post_ids":[\#(posts[1])],"include":["everything"]}"#)
+        #expect(bad.status == 400 && bad.text.contains("invalid_body") && bad.text.contains("recent_likers"))
+        await http.stop()
+    }
+}

@@ -74,6 +74,10 @@ struct WholeShardModelTests {
         /// Answers that disagreed with the truth, Redis copies that did.
         var wrongAnswers: [String] = []
         var checkedAnswers = 0
+        /// Where the lists' view (PostgreSQL's rows with the shard's pending changes laid over
+        /// them) disagreed with the truth, and how many times it was compared.
+        var listDisagreements: [String] = []
+        var listChecks = 0
         var crashes = 0, redisRestarts = 0, faults = 0
         let postIDs: [Int64]
         let slots: [UInt16]
@@ -160,6 +164,26 @@ struct WholeShardModelTests {
             }
             for (pair, liked) in memberships where liked != (world.truth[pair.postID]?.contains(pair.userID) ?? false) {
                 wrongAnswers.append("post \(pair.postID), user \(pair.userID): answered \(liked), truth \(!liked)")
+            }
+        }
+
+        /// The lists' view: wherever the machine says it knows every change waiting for a post
+        /// (`pendingAnswer` gives `.changes`), PostgreSQL's rows with those changes laid over them
+        /// are the truth — between batches (a batch whose write ran but whose reply has not come
+        /// back holds changes nobody acknowledged yet).
+        func checkLists() {
+            guard current.alive, current.machine.batch == nil else { return }
+            for post in postIDs {
+                guard case .changes(let changes) = current.machine.pendingAnswer(.post(post)) else { continue }
+                var members = world.likes[post] ?? []
+                for change in changes {
+                    if change.liked { members.insert(change.userID) } else { members.remove(change.userID) }
+                }
+                listChecks += 1
+                let truth = world.truth[post] ?? []
+                if members != truth {
+                    listDisagreements.append("post \(post): rows with pending changes \(members.sorted()), truth \(truth.sorted()) (pending \(changes.map { "\($0.userID)\($0.liked ? "+" : "-")" }))")
+                }
             }
         }
 
@@ -335,6 +359,8 @@ struct WholeShardModelTests {
             try #require(disagreements.isEmpty, "seed \(seed), step \(step): \(disagreements)")
             try #require(driver.wrongAnswers.isEmpty, "seed \(seed), step \(step): \(driver.wrongAnswers)")
             try #require(world.unsafeEvictions.isEmpty, "seed \(seed), step \(step): \(world.unsafeEvictions)")
+            driver.checkLists()
+            try #require(driver.listDisagreements.isEmpty, "seed \(seed), step \(step): \(driver.listDisagreements)")
         }
         driver.finish()
         #expect(driver.current.machine.isFinished, "seed \(seed): the last process ended its drain")
@@ -356,7 +382,8 @@ struct WholeShardModelTests {
         #expect(unanswered.isEmpty, "seed \(seed): operations of the last process never answered: \(unanswered.count)")
         print("whole shard seed \(seed): \(driver.nextOperation) operations, \(driver.checkedAnswers) answers checked, "
               + "\(world.appended.count) entries, \(world.evictedPosts) evictions, \(world.publications) promotions, "
-              + "\(world.coldLookups) cold lookups, \(driver.crashes) crashes, \(driver.redisRestarts) Redis restarts, \(driver.faults) faults")
+              + "\(world.coldLookups) cold lookups, \(driver.listChecks) list views checked, \(driver.crashes) crashes, \(driver.redisRestarts) Redis restarts, \(driver.faults) faults")
+        #expect(driver.listChecks > 1_000, "seed \(seed): the lists' view must be compared often (\(driver.listChecks))")
         #expect(world.appended.count > 50 && world.evictedPosts > 5 && world.coldLookups > 20,
                 "seed \(seed): the run must write, evict and read cold (\(world.appended.count) entries, \(world.evictedPosts) evictions, \(world.coldLookups) lookups)")
     }

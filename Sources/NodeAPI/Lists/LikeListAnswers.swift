@@ -67,6 +67,33 @@ struct LikeListAnswers: Sendable {
         return UserLikesPage(userID: user, likes: items.map { LikedPost(postID: $0.id, likedAt: Self.text($0)) }, nextCursor: next)
     }
 
+    /// The newest likers of each of `posts` (all served here; a feed page's previews), at most
+    /// `FeedQuery.recentLikersCount` each, exact as a likers page is: one statement for all of
+    /// them, read after their pending changes.
+    func recentLikers(of posts: [Int64]) async throws -> [Int64: [Liker]] {
+        guard !posts.isEmpty else { return [:] }
+        let pending = try await service.pendingLikes(ofPosts: posts)
+        let limit = FeedQuery.recentLikersCount
+        let merges = Dictionary(uniqueKeysWithValues: Set(posts).map { post in
+            (post, LikeListMerge(kind: .likers, pending: pending[post] ?? [], after: nil, limit: limit))
+        })
+        let rowsEach = merges.values.map(\.rowsToRead).max() ?? limit + 1
+        let rows = try await LikeLists.firstLikers(of: posts, limit: rowsEach, on: postgres)
+        var answer: [Int64: [Liker]] = [:]
+        for (post, merge) in merges {
+            let read = rows[post] ?? []
+            let items: [LikeLists.Position]
+            if let (page, _) = merge.page(from: read, rowsExhausted: read.count < rowsEach) {
+                items = page
+            } else {
+                // More pending changes of this post than one read covers: page it alone.
+                items = try await self.page(.likers, of: post, pending: pending[post] ?? [], after: nil, limit: limit).0
+            }
+            answer[post] = items.map { Liker(userID: $0.id, likedAt: Self.text($0)) }
+        }
+        return answer
+    }
+
     private func page(_ kind: LikeLists.Kind, of owner: Int64, pending: [PendingLike], after: LikeLists.Position?,
                       limit: Int) async throws -> ([LikeLists.Position], String?) {
         let merge = LikeListMerge(kind: kind, pending: pending, after: after, limit: limit)
