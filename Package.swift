@@ -91,7 +91,7 @@ let package = Package(
         .testTarget(name: "CounterClientTests", dependencies: ["CounterClient", "CounterWire"]),
         .testTarget(name: "CounterWireTests", dependencies: ["CounterWire"]),
         .testTarget(name: "CounterCoreTests", dependencies: ["CounterCore"]),
-        .testTarget(name: "UserTokensTests", dependencies: ["UserTokens", "TestSupport"]),
+        .testTarget(name: "UserTokensTests", dependencies: ["CounterCore", "UserTokens", "TestSupport"]),
         .testTarget(name: "ShardRouterTests", dependencies: ["ShardRouter", "CounterCore", "Persistence", "TestSupport"]),
         .testTarget(name: "NodeClusterTests", dependencies: ["NodeCluster", "Persistence", "ShardRouter"]),
         .testTarget(name: "PersistenceTests", dependencies: ["CounterCore", "Persistence", "ShardRouter", "TestSupport"]),

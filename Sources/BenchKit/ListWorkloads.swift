@@ -1,3 +1,4 @@
+import CounterCore
 import Foundation
 
 /// Pages of the lists: a post's likers (`GET /v1/posts/{post}/likers`) or a user's likes
@@ -51,7 +52,6 @@ public struct ListPagesWorkload: Workload {
 
     /// `text` in base64url without padding, as the node's cursors are.
     static func cursor(_ text: String) -> String {
-        Data(text.utf8).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        Base64URL.encode(Array(text.utf8))
     }
 }

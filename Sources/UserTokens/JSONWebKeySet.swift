@@ -1,3 +1,4 @@
+import CounterCore
 import Foundation
 
 /// A JWKS document (RFC 7517 §5) read into the keys tokens can be verified with: RSA keys

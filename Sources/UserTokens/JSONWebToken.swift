@@ -1,3 +1,4 @@
+import CounterCore
 import Foundation
 
 /// A compact JWT (RFC 7519) taken apart: the header and claims decoded, the signed bytes and

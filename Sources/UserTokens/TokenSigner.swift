@@ -1,4 +1,5 @@
 import COpenSSL
+import CounterCore
 import Foundation
 
 /// Signs tokens the way an identity provider does, with OpenSSL: HS256 with a secret, RS256 and

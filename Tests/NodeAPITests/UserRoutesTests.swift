@@ -1,4 +1,5 @@
 import NodeTestSupport
+import CounterCore
 import CounterWire
 import Foundation
 @testable import NodeAPI

@@ -1,3 +1,4 @@
+import CounterCore
 import Foundation
 import Testing
 import UserTokens

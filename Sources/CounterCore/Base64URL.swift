@@ -1,4 +1,4 @@
-/// Base64url without padding (RFC 7515 §2), the encoding of a JWT's three parts. Pure.
+/// Base64url without padding (RFC 7515 §2): the encoding of a JWT's three parts and of the lists' cursors. Pure.
 public enum Base64URL {
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
     private static let values: [Int8] = {
