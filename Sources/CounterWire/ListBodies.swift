@@ -131,7 +131,9 @@ public enum LikeTime {
 
 /// The changes of one user that a node acknowledged and PostgreSQL may not have yet: the answer
 /// of `GET /v1/users/{user}/likes/pending`, which the node answering a user's likes asks of
-/// every other node of a cluster (`{"user_id":7,"pending":[{"post_id":42,"liked":true,"at_ms":1764825153123}]}`).
+/// every other node of a cluster (`{"user_id":7,"pending":[{"post_id":42,"liked":true,"at_ms":1764825153123}],"slots":[[0,5461]]}`).
+/// `slots` are the slots whose changes the answer holds (those the node serves), as ranges: the
+/// asker checks that the answers together cover every slot.
 public struct PendingLikesBody: Sendable, Hashable, Codable {
     /// One change: the post, the membership it left, when it was acknowledged (Unix milliseconds).
     public struct Change: Sendable, Hashable, Codable {
@@ -150,11 +152,14 @@ public struct PendingLikesBody: Sendable, Hashable, Codable {
 
     public let userID: Int64
     public let pending: [Change]
+    /// Contiguous ranges of slot numbers, `[first, last]` each.
+    public let slots: [[Int]]
 
-    public init(userID: Int64, pending: [Change]) {
+    public init(userID: Int64, pending: [Change], slots: [[Int]]) {
         self.userID = userID
         self.pending = pending
+        self.slots = slots
     }
 
-    enum CodingKeys: String, CodingKey { case userID = "user_id", pending }
+    enum CodingKeys: String, CodingKey { case userID = "user_id", pending, slots }
 }

@@ -259,9 +259,9 @@ public final class CounterAPI: HTTPHandler, Service {
                     return .error(403, code: "forbidden", message: "a user's token reads only that user's own changes")
                 }
                 let pending = try await service.pendingLikes(ofUser: user)
-                return .json(PendingLikesBody(userID: user, pending: pending.map {
+                return .json(PendingLikesBody(userID: user, pending: pending.changes.map {
                     PendingLikesBody.Change(postID: $0.postID, liked: $0.liked, atMilliseconds: $0.acknowledgedAt)
-                }))
+                }, slots: pending.servedSlots.ranges.map { [$0.lowerBound, $0.upperBound] }))
             case .query:
                 return try await feed(request, caller: caller)
             case .cluster:
@@ -408,10 +408,13 @@ public final class CounterAPI: HTTPHandler, Service {
     /// node and, in a cluster, every other live node's (`ClusterPendingLikes`).
     private func userLikes(_ user: Int64, _ request: HTTPRequest) async throws -> HTTPResponse {
         let arguments = try LikeListAnswers.Arguments(request.query)
-        var pending = try await service.pendingLikes(ofUser: user)
+        let pending: [PendingLike]
         if let member, let forwarder {
-            pending += try await ClusterPendingLikes(member: member, forwarder: forwarder, ownerWait: service.configuration.slotMoveWait)
-                .others(of: user, credentialsOf: request)
+            pending = try await ClusterPendingLikes(service: service, member: member, forwarder: forwarder,
+                                                    ownerWait: service.configuration.slotMoveWait)
+                .all(of: user, credentialsOf: request)
+        } else {
+            pending = try await service.pendingLikes(ofUser: user).changes
         }
         return .json(try await lists.likes(of: user, pending: pending, arguments))
     }

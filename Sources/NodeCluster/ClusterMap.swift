@@ -19,20 +19,11 @@ public struct ClusterMap: Sendable, Equatable {
     public let nodes: [Node]
     /// By slot number; empty before the first read.
     public let slots: [Slot]
-    /// The first slot that no live node owns (`nil`: every slot has a live owner), found once
-    /// per map: a user's list asks it on every request.
-    public let firstOwnerlessSlot: UInt16?
 
     public init(version: Int64, nodes: [Node], slots: [Slot]) {
         self.version = version
         self.nodes = nodes
         self.slots = slots
-        let live = nodes.map(\.isLive)
-        if slots.count < HashSlot.count {
-            firstOwnerlessSlot = UInt16(slots.count)
-        } else {
-            firstOwnerlessSlot = slots.firstIndex { $0.owner.map { !live[$0] } ?? true }.map { UInt16($0) }
-        }
     }
 
     /// A map read before anything is known.

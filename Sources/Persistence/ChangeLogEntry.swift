@@ -148,7 +148,7 @@ public enum ChangeLogEntry {
         guard let user = entry.integer("u"), user > 0, let post = entry.integer("p"), post > 0 else { return nil }
         var at: Int64?
         if entry.fields["t"] != nil {
-            guard let time = entry.integer("t"), time > 0 else { return nil }
+            guard let time = entry.integer("t"), time > 0, LikeChange.acknowledgementRange.contains(time) else { return nil }
             at = time
         }
         switch entry.fields["l"] {

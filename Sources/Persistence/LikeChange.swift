@@ -16,6 +16,18 @@ public struct LikeChange: Sendable, Hashable {
         self.liked = liked
         self.acknowledgedAt = acknowledgedAt
     }
+
+    /// The times a like can have, in Unix milliseconds: from 1970 to the last millisecond of
+    /// year 9999 (what RFC 3339's four-digit years and PostgreSQL's `timestamptz` both hold).
+    /// A time from outside (a dead letter's `t`, a peer's answer) is refused outside it, so no
+    /// conversion of a like's time can overflow.
+    public static let acknowledgementRange: ClosedRange<Int64> = 0...253_402_300_799_999
+
+    /// The time of a change logged in an entry of Unix milliseconds `entryMilliseconds`: its
+    /// own (`acknowledgedAt`), else the entry's, kept within `acknowledgementRange`.
+    public func acknowledgedAt(inEntryOf entryMilliseconds: UInt64) -> Int64 {
+        acknowledgedAt ?? min(Int64(clamping: entryMilliseconds), Self.acknowledgementRange.upperBound)
+    }
 }
 
 /// A `LikeChange` with its position in a write-behind log: the log's name (its Redis stream
@@ -36,7 +48,7 @@ public struct LoggedLikeChange: Sendable, Hashable {
     }
 
     /// When the change was acknowledged (Unix milliseconds): its own time, or else its entry's.
-    public var acknowledgedAt: Int64 { change.acknowledgedAt ?? Int64(clamping: entryID.milliseconds) }
+    public var acknowledgedAt: Int64 { change.acknowledgedAt(inEntryOf: entryID.milliseconds) }
 
     /// The change with that time: what the flusher applies and a dead letter keeps.
     public var timedChange: LikeChange {

@@ -37,11 +37,13 @@ public enum LikeLists {
         // Served by `likes_post_id_created_at_index` or `likes_user_id_created_at_index`.
         let (owner, listed) = kind == .likers ? ("post_id", "user_id") : ("user_id", "post_id")
         let rows: PostgresRows
-        let cursorTime = "('epoch'::timestamptz + $2::bigint * interval '1 microsecond')"
+        // Whole seconds, then the microseconds within: an interval times a number goes through a
+        // double, exact for each part up to year 9999 (a product of all the microseconds would
+        // round from 2⁵³ µs, in year 2255, on).
+        let cursorTime = "('epoch'::timestamptz + ($2::bigint / 1000000) * interval '1 second' + ($2::bigint % 1000000) * interval '1 microsecond')"
         if let after {
             // The order mixes directions (time descending, id ascending), so the index bounds the
-            // time and the filter takes the ties of the cursor's own microsecond. (A whole number
-            // of microseconds below 2⁵³ times an interval is exact.)
+            // time and the filter takes the ties of the cursor's own microsecond.
             rows = try await pool.query("""
                 SELECT \(listed), (extract(epoch FROM created_at) * 1000000)::bigint FROM likes
                 WHERE \(owner) = $1 AND created_at <= \(cursorTime)
@@ -60,20 +62,20 @@ public enum LikeLists {
         return page
     }
 
-    /// The first `limit` likers of each of `posts`, in order, in one statement (a feed page's
-    /// previews): by post, posts without likers absent.
-    public static func firstLikers(of posts: [Int64], limit: Int, on pool: PostgresPool) async throws -> [Int64: [Position]] {
-        precondition(limit > 0, "a page holds at least one row")
-        guard !posts.isEmpty else { return [:] }
+    /// The first likers of each post of `limits`, as many as its limit, in order, in one
+    /// statement (a feed page's previews): by post, posts without likers absent.
+    public static func firstLikers(limits: [Int64: Int], on pool: PostgresPool) async throws -> [Int64: [Position]] {
+        precondition(limits.values.allSatisfy { $0 > 0 }, "a page holds at least one row")
+        guard !limits.isEmpty else { return [:] }
         let rows = try await pool.query("""
             SELECT p.id, l.user_id, (extract(epoch FROM l.created_at) * 1000000)::bigint
-            FROM unnest($1::bigint[]) AS p(id)
+            FROM unnest($1::bigint[], $2::bigint[]) AS p(id, n)
             CROSS JOIN LATERAL (
                 SELECT user_id, created_at FROM likes
-                WHERE post_id = p.id AND created_at IS NOT NULL ORDER BY created_at DESC, user_id LIMIT $2
+                WHERE post_id = p.id AND created_at IS NOT NULL ORDER BY created_at DESC, user_id LIMIT p.n
             ) l
             ORDER BY p.id, l.created_at DESC, l.user_id
-            """, [.int64Array(Array(Set(posts))), .int64(Int64(limit))])
+            """, [.int64Array(Array(limits.keys)), .int64Array(limits.keys.map { Int64(limits[$0]!) })])
         var byPost: [Int64: [Position]] = [:]
         for row in rows { byPost[try row.int64(0), default: []].append(Position(microseconds: try row.int64(2), id: try row.int64(1))) }
         return byPost

@@ -239,20 +239,34 @@ public final class CounterService: Service {
     }
 
     /// The changes of `userID` acknowledged here that PostgreSQL may not have yet, one per post,
-    /// from every shard: the slots this node serves (a node of a cluster is asked for its own;
-    /// the others answer for theirs).
+    /// from every shard, and the slots they answered for: those this node serves (a node of a
+    /// cluster is asked for its own; the others answer for theirs).
     /// - Throws: as `pendingLikes(ofPost:)`; `.slotMoving` while a slot this node is winning is
     ///   still draining its previous owner's log after `slotMoveWait`.
-    public func pendingLikes(ofUser userID: Int64) async throws -> [PendingLike] {
+    public func pendingLikes(ofUser userID: Int64) async throws -> UserPendingLikes {
         guard userID > 0 else { throw CounterError(code: .invalidArgument, message: "user id \(userID) is not a positive 64-bit integer") }
         let shards = self.shards
-        return try await withThrowingTaskGroup(of: [PendingLike].self) { group in
-            for shard in shards { group.addTask { try await self.pendingLikes(.user(userID), of: shard, waitingForSlot: false) } }
-            return try await group.reduce(into: []) { $0 += $1 }
+        return try await withThrowingTaskGroup(of: UserPendingLikes.self) { group in
+            for shard in shards {
+                group.addTask {
+                    let (changes, served) = try await self.shardPendingLikes(.user(userID), of: shard, waitingForSlot: false)
+                    return UserPendingLikes(changes: changes, servedSlots: served ?? SlotSet())
+                }
+            }
+            return try await group.reduce(into: UserPendingLikes(changes: [], servedSlots: SlotSet())) { all, shard in
+                all.changes += shard.changes
+                all.servedSlots.formUnion(shard.servedSlots)
+            }
         }
     }
 
     private func pendingLikes(_ question: ShardStateMachine.PendingQuestion, of shard: Shard, waitingForSlot: Bool) async throws -> [PendingLike] {
+        try await shardPendingLikes(question, of: shard, waitingForSlot: waitingForSlot).changes
+    }
+
+    /// A shard's answer: the changes, and the slots it answered for when asked for a user's.
+    private func shardPendingLikes(_ question: ShardStateMachine.PendingQuestion, of shard: Shard,
+                                   waitingForSlot: Bool) async throws -> (changes: [PendingLike], served: SlotSet?) {
         // An answer from memory comes before its Redis write, and the index is filled by the write.
         if configuration.acknowledgement == .memory { _ = await shard.ask { .queuedOperationsDone($0) } }
         let deadline = ContinuousClock.now + configuration.slotMoveWait
@@ -260,7 +274,9 @@ public final class CounterService: Service {
         while true {
             switch await shard.ask({ .pendingLikes(question, $0) }) {
             case .changes(let changes):
-                return changes
+                return (changes, nil)
+            case .userChanges(let changes, let served):
+                return (changes, served)
             case .notOwner(let slot):
                 guard waitingForSlot, ContinuousClock.now < deadline else { throw CounterError.notOwner(slot) }
             case .slotMoving(let slot):

@@ -19,6 +19,19 @@ public struct PendingLike: Sendable, Hashable {
     }
 }
 
+/// A user's changes that a node (or shard) acknowledged and PostgreSQL may not have yet, one per
+/// post, and the slots it answered for: a user's changes span every slot, so whoever gathers
+/// them checks that the answers together cover all 16,384 (`SlotSet.firstMissing`).
+public struct UserPendingLikes: Sendable {
+    public var changes: [PendingLike]
+    public var servedSlots: SlotSet
+
+    public init(changes: [PendingLike], servedSlots: SlotSet) {
+        self.changes = changes
+        self.servedSlots = servedSlots
+    }
+}
+
 /// One shard's index of the changes its batches logged and its flusher has not applied yet, by
 /// post and by user: the newest change of each (user, post) pair, until PostgreSQL has the
 /// entry holding it. Filled from each batch's write (the entry id of every change), emptied as
@@ -28,7 +41,7 @@ public struct PendingLike: Sendable, Hashable {
 /// A slot whose log may hold changes the index never saw — a write whose outcome is unknown, a
 /// sole writer's log from before its start — is *unindexed* until the flusher has applied the
 /// newest entry its log held when read again; until then the index cannot say what waits there
-/// (`isComplete(slot:)`), and a list asks for a flush first.
+/// (`isIndexed(slot:)`), and a list asks for a flush first.
 ///
 /// Pure.
 struct PendingLikes {
@@ -45,20 +58,27 @@ struct PendingLikes {
     private var bySlot: [UInt16: (items: [(entry: StreamEntryID, pair: LikePair)], head: Int)] = [:]
     /// Slots whose log may hold changes not indexed, up to the entry named.
     private var unindexed: [UInt16: StreamEntryID] = [:]
+    /// Per slot, the newest entry PostgreSQL has (with every entry before it).
+    private var appliedThrough: [UInt16: StreamEntryID] = [:]
 
     /// Pairs with a change waiting.
     private(set) var count = 0
 
     /// `change` was logged in entry `entry` of its slot's log.
     mutating func logged(_ change: LikeChange, in entry: StreamEntryID) {
-        let record = Change(liked: change.liked, at: change.acknowledgedAt ?? Int64(clamping: entry.milliseconds), entry: entry)
+        let slot = HashSlot(post: change.postID).rawValue
+        // A flush reads a log to its end, so it can apply (and trim) an entry before the batch
+        // that wrote it has finished: PostgreSQL has it already, and it must not linger here.
+        if let applied = appliedThrough[slot], entry <= applied { return }
+        let record = Change(liked: change.liked, at: change.acknowledgedAt(inEntryOf: entry.milliseconds), entry: entry)
         if byPost[change.postID, default: [:]].updateValue(record, forKey: change.userID) == nil { count += 1 }
         byUser[change.userID, default: [:]][change.postID] = record
-        bySlot[HashSlot(post: change.postID).rawValue, default: ([], 0)].items.append((entry, LikePair(change)))
+        bySlot[slot, default: ([], 0)].items.append((entry, LikePair(change)))
     }
 
     /// PostgreSQL has every entry of `slot`'s log up to `through`.
     mutating func applied(slot: UInt16, through: StreamEntryID) {
+        appliedThrough[slot] = max(appliedThrough[slot] ?? through, through)
         if let mark = unindexed[slot], mark <= through { unindexed[slot] = nil }
         guard var queue = bySlot[slot] else { return }
         bySlot[slot] = nil
@@ -78,6 +98,7 @@ struct PendingLikes {
     /// `slot` left this shard (or its books were forgotten): another owner drains its log.
     mutating func forget(slot: UInt16) {
         unindexed[slot] = nil
+        appliedThrough[slot] = nil
         guard let queue = bySlot.removeValue(forKey: slot) else { return }
         for item in queue.items[queue.head...] { remove(item.pair, ifIn: item.entry) }
     }
@@ -93,8 +114,8 @@ struct PendingLikes {
         unindexed[slot] == nil
     }
 
-    /// The slots not fully indexed.
-    var unindexedSlots: Set<UInt16> { Set(unindexed.keys) }
+    /// Whether some slot is not fully indexed.
+    var hasUnindexedSlots: Bool { !unindexed.isEmpty }
 
     /// The changes waiting for `post`, one per user.
     func of(post: Int64) -> [PendingLike] {

@@ -155,6 +155,11 @@ extension ShardStateMachine {
         var satisfied: [FlushScheduler.WaiterID] = []
         for planned in plan.slots where reads[planned.slot] != nil && run.newestRead[planned.slot] == nil && stillHeld(planned.slot, by: run) {
             satisfied += scheduler.emptyLogRead(planned)
+            // Nothing of what the index kept of the log waits any more: it is applied, or was
+            // lost with its Redis node (as Redis's own copy of it was). Left in the index, a
+            // lost unlike would hide a row from the lists, and a log read again would stay
+            // "unindexed" until a flush that may never come.
+            if let appended = planned.appended { pendingLikes.applied(slot: planned.slot, through: appended) }
         }
         flush = run
         resume(satisfied, now: now, into: &actions)

@@ -18,6 +18,10 @@ extension ShardStateMachine {
     enum PendingAnswer: Sendable {
         /// Everything acknowledged and not yet in PostgreSQL, one change per pair.
         case changes([PendingLike])
+        /// A user's changes: everything acknowledged in `servedSlots` and not yet in PostgreSQL,
+        /// one per post. The slots are those this shard answers for, so that whoever gathers a
+        /// user's changes from every shard (and node) knows that no slot was left out.
+        case userChanges([PendingLike], servedSlots: SlotSet)
         /// Another node serves the post's slot.
         case notOwner(UInt16)
         /// The slot is changing owner: ask again shortly.
@@ -46,21 +50,23 @@ extension ShardStateMachine {
             var changes: [PendingLike] = []
             for post in posts {
                 switch pendingAnswer(.post(post)) {
-                case .changes(let more): changes += more
+                case .changes(let more), .userChanges(let more, _): changes += more
                 case let refusal: return refusal
                 }
             }
             return .changes(changes)
         case .user(let user):
-            // A slot being won holds the previous owner's log, which is not indexed here.
+            var served = SlotSet()
             for (offset, state) in slots.enumerated() {
                 switch state {
+                // A slot being won holds the previous owner's log, which is not indexed here.
                 case .claiming, .draining: return .slotMoving(UInt16(slotRange.lowerBound + offset))
-                default: continue
+                case .notOwned: continue
+                case .serving, .quiescing, .flushing, .handingOver: served.insert(slotRange.lowerBound + offset)
                 }
             }
-            guard scheduler.uncertainSlots.isEmpty, pendingLikes.unindexedSlots.isEmpty else { return .incomplete }
-            return .changes(pendingLikes.of(user: user))
+            guard scheduler.uncertainSlots.isEmpty, !pendingLikes.hasUnindexedSlots else { return .incomplete }
+            return .userChanges(pendingLikes.of(user: user), servedSlots: served)
         }
     }
 

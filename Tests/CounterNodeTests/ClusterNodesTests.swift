@@ -355,6 +355,35 @@ struct ClusterNodesTests {
             #expect(try await get(nodes[2], "/v1/users/\(user)/likes?limit=100") == answers[0], "PostgreSQL keeps the times the lists showed")
             let flushed = try JSONDecoder().decode(LikersPage.self, from: Data(try await get(nodes[1], "/v1/posts/\(elsewhere)/likers").utf8))
             #expect(flushed == likers)
+
+            // b dies with a user's likes only in its logs: until its slots are taken over and
+            // drained, a list through a says it cannot answer (503); then it lists them all —
+            // never a list that leaves them out.
+            let late = user + 7
+            let bsPosts = Self.posts(posts, ownedBy: "b", in: map)
+            let direct = CounterServiceClient(configuration: .init(baseURL: URL(string: nodes[1].url)!))
+            for post in bsPosts {
+                #expect(try await direct.like(post: post, user: late).isLiked)
+                try await Task.sleep(for: .milliseconds(2))
+            }
+            nodes[1].process.kill(SIGKILL)
+            let killed = ContinuousClock.now
+            var statuses: [Int: Int] = [:]
+            var listed: [Int64]?
+            while listed == nil && ContinuousClock.now - killed < .seconds(30) {
+                let answer = try await RawHTTPClient.exchange(port: nodes[0].port, chunks: [RawHTTPClient.request("GET", "/v1/users/\(late)/likes?limit=100")],
+                                                              responses: 1)
+                let status = answer.first?.status ?? 0
+                statuses[status, default: 0] += 1
+                if status == 200 {
+                    listed = try JSONDecoder().decode(UserLikesPage.self, from: Data((answer.first?.text ?? "").utf8)).likes.map(\.postID)
+                } else {
+                    #expect(status == 503, "while b's slots change owner: \(answer.first?.text ?? "")")
+                    try await Task.sleep(for: .milliseconds(100))
+                }
+            }
+            print("cluster-test: lists after kill -9 of b: answers \(statuses), listed after \(ContinuousClock.now - killed)")
+            #expect(listed == bsPosts.reversed(), "every like b acknowledged, newest first")
         }
     }
 

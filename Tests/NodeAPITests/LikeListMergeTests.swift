@@ -22,6 +22,26 @@ struct LikeListMergeTests {
                     String(repeating: "A", count: 129)] {
             #expect(throws: ListCursorError.self, "\(bad)") { try ListCursor.parse(bad, kind: .likers, owner: 42) }
         }
+        // Times up to the last microsecond of year 9999; later ones (which PostgreSQL could not
+        // compare, or a client made up) are not cursors.
+        let last = ListCursor(kind: .likers, owner: 42, after: Position(microseconds: 253_402_300_799_999_999, id: 7))
+        #expect(try ListCursor.parse(last.text, kind: .likers, owner: 42) == last)
+        for microseconds: Int64 in [253_402_300_800_000_000, Int64.max] {
+            let beyond = ListCursor(kind: .likers, owner: 42, after: Position(microseconds: microseconds, id: 7))
+            #expect(throws: ListCursorError.malformed, "\(microseconds)") { try ListCursor.parse(beyond.text, kind: .likers, owner: 42) }
+        }
+    }
+
+    @Test("an id with changes from several sources (every node's, for a user's likes) takes the newest, whichever came first")
+    func newestChangeWins() throws {
+        let older = PendingLike(postID: 1, userID: 7, liked: false, acknowledgedAt: 1_000)
+        let newer = PendingLike(postID: 1, userID: 7, liked: true, acknowledgedAt: 2_000)
+        let rows = [Position(microseconds: 500_000, id: 7)]
+        for pending in [[older, newer], [newer, older]] {
+            let merge = LikeListMerge(kind: .likers, pending: pending, after: nil, limit: 10)
+            let page = try #require(merge.page(from: rows, rowsExhausted: true))
+            #expect(page.items == [Position(microseconds: 2_000_000, id: 7)] && !page.more)
+        }
     }
 
     @Test("times: RFC 3339 in UTC with milliseconds, both ways, over leap years and the epoch")

@@ -106,7 +106,6 @@ struct LikeListsTests {
             SELECT u, $1, now() - (u / 3) * interval '1 second', now() FROM generate_series(1, 300) u
             """, [.int64(post)])
         try await http.writePath.pool.query("UPDATE posts SET likes_count = 300 WHERE id = $1", [.int64(post)])
-        let started = Date().timeIntervalSince1970
         // 100 more through the node, some flushed, some waiting.
         for user in Int64(301)...400 {
             #expect(try await http.send("PUT", "/v1/posts/\(post)/likes/\(user)").status == 200)
@@ -146,7 +145,6 @@ struct LikeListsTests {
                 }
             }
         } while cursor != nil
-        _ = started
         let ids = listed.map(\.userID)
         #expect(Set(ids).count == ids.count, "no user twice")
         // The membership at the end, in order, of the likes older than the first page.

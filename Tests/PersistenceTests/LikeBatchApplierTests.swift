@@ -165,6 +165,40 @@ struct LikeBatchApplierTests {
         await pool.close()
     }
 
+    @Test("a batch meeting existing rows (the ON CONFLICT path) counts only the rows it inserts; a like again takes its later time, never an earlier one")
+    func conflictPathCountsInsertsOnly() async throws {
+        let pool = try await TestEnvironment.migratedPool()
+        let post = try await TestEnvironment.createPosts(1, in: pool)[0]
+        let early: Int64 = 1_700_000_000_000, middle: Int64 = 1_700_000_500_000, late: Int64 = 1_700_001_000_000
+        // Rows PostgreSQL has: user 1 liked early, user 2 late, user 3 with no time (made by
+        // hand), user 6 whose unlike comes.
+        try await pool.query("""
+            INSERT INTO likes (user_id, post_id, created_at, updated_at) VALUES
+                (1, $1, 'epoch'::timestamptz + $2 * interval '1 millisecond', now()),
+                (2, $1, 'epoch'::timestamptz + $3 * interval '1 millisecond', now()),
+                (3, $1, NULL, NULL),
+                (6, $1, now(), now())
+            """, [.int64(post), .int64(early), .int64(late)])
+        try await pool.query("UPDATE posts SET likes_count = 4 WHERE id = $1", [.int64(post)])
+        let outcome = try await LikeBatchApplier.apply([
+            LikeChange(userID: 1, postID: post, liked: true, acknowledgedAt: middle),
+            LikeChange(userID: 2, postID: post, liked: true, acknowledgedAt: middle),
+            LikeChange(userID: 3, postID: post, liked: true, acknowledgedAt: middle),
+            LikeChange(userID: 5, postID: post, liked: true, acknowledgedAt: middle),
+            LikeChange(userID: 7, postID: post, liked: true, acknowledgedAt: middle),
+            LikeChange(userID: 6, postID: post, liked: false, acknowledgedAt: middle),
+        ], pool: pool)
+        #expect(outcome.movements[post] == .init(delta: 1, likesCount: 5), "two rows inserted, one deleted; the three liked again move nothing")
+        let counts = try await Self.counts([post], pool)
+        #expect(counts[post]?.rows == 5 && counts[post]?.count == 5)
+        let rows = Array(try await pool.query("SELECT user_id, (extract(epoch FROM created_at) * 1000)::bigint FROM likes WHERE post_id = $1 ORDER BY user_id",
+                                              [.int64(post)]))
+        #expect(try rows.map { try $0.int64(0) } == [1, 2, 3, 5, 7])
+        #expect(try rows.map { try $0.int64(1) } == [middle, late, middle, middle, middle],
+                "user 1's like again is later: its time; user 2's row is later already: kept; user 3's row had none")
+        await pool.close()
+    }
+
     @Test("the audit table records every entry applied; applying one twice fails the transaction")
     func auditCatchesDoubleApply() async throws {
         let pool = try await TestEnvironment.migratedPool()

@@ -3,6 +3,7 @@ import Persistence
 import ShardRouter
 import TestSupport
 import Testing
+import Foundation
 @testable import WritePath
 
 @Suite("The index of changes waiting for PostgreSQL, which the lists lay over its rows")
@@ -41,11 +42,28 @@ struct PendingLikesTests {
         index.forget(slot: slot)
         #expect(index.of(post: 42).isEmpty && index.of(user: 7).map(\.postID) == [43])
         index.unindexed(slot: slot, through: Self.id(300))
-        #expect(!index.isIndexed(slot: slot) && index.unindexedSlots == [slot])
+        #expect(!index.isIndexed(slot: slot) && index.hasUnindexedSlots)
         index.applied(slot: slot, through: Self.id(299))
         #expect(!index.isIndexed(slot: slot))
         index.applied(slot: slot, through: Self.id(300))
-        #expect(index.isIndexed(slot: slot))
+        #expect(index.isIndexed(slot: slot) && !index.hasUnindexedSlots)
+    }
+
+    @Test("a change whose entry a flush applied before its batch finished is not indexed: it would linger until that slot's next flush")
+    func loggedAfterItsFlush() {
+        var index = PendingLikes()
+        let slot = HashSlot(post: 42).rawValue
+        index.applied(slot: slot, through: Self.id(105))
+        index.logged(LikeChange(userID: 7, postID: 42, liked: false), in: Self.id(100))
+        index.logged(LikeChange(userID: 8, postID: 42, liked: true), in: Self.id(105))
+        #expect(index.count == 0 && index.of(post: 42).isEmpty, "PostgreSQL has both entries already")
+        index.logged(LikeChange(userID: 9, postID: 42, liked: true), in: Self.id(106))
+        index.logged(LikeChange(userID: 7, postID: 43, liked: true), in: Self.id(50))
+        #expect(index.of(post: 42).map(\.userID) == [9], "a newer entry waits")
+        #expect(index.of(post: 43).map(\.userID) == [7], "another slot's entries are judged by its own flushes")
+        index.forget(slot: slot)
+        index.logged(LikeChange(userID: 7, postID: 42, liked: true), in: Self.id(100))
+        #expect(index.of(post: 42).map(\.userID) == [7], "a slot won again starts with no flush known")
     }
 
     @Test("after a restart (a sole writer's logs from before it) and after a write whose outcome is unknown, the pending view flushes first: nothing acknowledged is missed")
@@ -69,9 +87,32 @@ struct PendingLikesTests {
         await restarted.service.noteUncertain([HashSlot(post: post).rawValue])
         #expect(try await restarted.service.pendingLikes(ofPost: post).isEmpty, "the uncertain log was read and flushed")
         #expect(try await restarted.postgresMembers().count == 19)
+        let before = Int64(Date().timeIntervalSince1970 * 1000)
         _ = try await restarted.service.perform(.unlike, post: post, user: 4)
-        #expect(try await restarted.service.pendingLikes(ofPost: post) == [PendingLike(postID: post, userID: 4, liked: false,
-                                                                                       acknowledgedAt: try await restarted.service.pendingLikes(ofUser: 4)[0].acknowledgedAt)])
+        let after = Int64(Date().timeIntervalSince1970 * 1000)
+        let waiting4 = try await restarted.service.pendingLikes(ofPost: post)
+        #expect(waiting4.map(\.userID) == [4] && waiting4.allSatisfy { !$0.liked })
+        #expect((before - 5...after + 5).contains(waiting4[0].acknowledgedAt), "the unlike's time is when it was answered: \(waiting4[0].acknowledgedAt) in \(before)…\(after)")
+        let ofUser = try await restarted.service.pendingLikes(ofUser: 4)
+        #expect(ofUser.changes == waiting4 && ofUser.servedSlots.firstMissing == nil, "a sole writer answers for every slot")
         await restarted.stop()
+    }
+
+    @Test("a log Redis lost (a failover, a restart without its data): once a flush reads it empty, what the index kept of it is gone too")
+    func logLostWithRedis() async throws {
+        let harness = try await WritePathHarness.start(posts: 1) { $0.flushOnlyWhenAsked() }
+        let post = harness.posts[0]
+        for user in Int64(1)...5 { _ = try await harness.service.perform(.like, post: post, user: user) }
+        _ = try await harness.service.perform(.unlike, post: post, user: 2)
+        #expect(try await harness.service.pendingLikes(ofPost: post).count == 5)
+        let slot = HashSlot(post: post)
+        _ = try await harness.redis.send(RedisCommand("DEL", harness.layout.changeLog(of: slot)), slot: slot)
+        try await harness.service.flush()
+        #expect(try await harness.postgresMembers().isEmpty, "nothing of the lost log reached PostgreSQL")
+        #expect(try await harness.service.pendingLikes(ofPost: post).isEmpty, "the lost changes are no longer laid over PostgreSQL's rows")
+        #expect(try await harness.service.pendingLikes(ofUser: 2).changes.isEmpty)
+        _ = try await harness.service.perform(.like, post: post, user: 9)
+        #expect(try await harness.service.pendingLikes(ofPost: post).map(\.userID) == [9], "what is written after is indexed again")
+        await harness.stop()
     }
 }

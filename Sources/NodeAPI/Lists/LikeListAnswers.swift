@@ -77,13 +77,14 @@ struct LikeListAnswers: Sendable {
         let merges = Dictionary(uniqueKeysWithValues: Set(posts).map { post in
             (post, LikeListMerge(kind: .likers, pending: pending[post] ?? [], after: nil, limit: limit))
         })
-        let rowsEach = merges.values.map(\.rowsToRead).max() ?? limit + 1
-        let rows = try await LikeLists.firstLikers(of: posts, limit: rowsEach, on: postgres)
+        // Each post reads what its own pending changes could remove: one post with a thousand
+        // waiting does not make every other post of the page read a thousand rows.
+        let rows = try await LikeLists.firstLikers(limits: merges.mapValues(\.rowsToRead), on: postgres)
         var answer: [Int64: [Liker]] = [:]
         for (post, merge) in merges {
             let read = rows[post] ?? []
             let items: [LikeLists.Position]
-            if let (page, _) = merge.page(from: read, rowsExhausted: read.count < rowsEach) {
+            if let (page, _) = merge.page(from: read, rowsExhausted: read.count < merge.rowsToRead) {
                 items = page
             } else {
                 // More pending changes of this post than one read covers: page it alone.

@@ -19,7 +19,13 @@ struct LikeListMerge {
         self.limit = limit
         var byID: [Int64: PendingLike] = [:]
         byID.reserveCapacity(pending.count)
-        for change in pending { byID[kind == .likers ? change.userID : change.postID] = change }
+        // An id can come from several sources (every node's shards, for a user's likes): the
+        // newest change is its truth, whichever answer came first.
+        for change in pending {
+            let id = kind == .likers ? change.userID : change.postID
+            if let known = byID[id], known.acknowledgedAt > change.acknowledgedAt { continue }
+            byID[id] = change
+        }
         self.pending = byID
         self.pendingLikes = byID.compactMap { id, change -> LikeLists.Position? in
             guard change.liked else { return nil }

@@ -1,6 +1,5 @@
 import CounterCore
 import Persistence
-import UserTokens
 
 /// A list's cursor: opaque to clients, a keyset inside — which list (a post's likers or a
 /// user's likes, and whose), and the position of the last item given (`LikeLists.Position`:
@@ -24,11 +23,16 @@ struct ListCursor: Equatable {
         guard parts.count == 4, parts[0].count == 1,
               let tag = parts[0].first, tag == UInt8(ascii: "l") || tag == UInt8(ascii: "u"),
               let listOwner = EntityID.parse(bytes: parts[1]),
-              let microseconds = DecimalText.parse(parts[2]), microseconds >= 0,
+              let microseconds = DecimalText.parse(parts[2]), Self.microseconds.contains(microseconds),
               let id = EntityID.parse(bytes: parts[3]) else { throw .malformed }
         guard (tag == UInt8(ascii: "l")) == (kind == .likers), listOwner == owner else { throw .foreign }
         return ListCursor(kind: kind, owner: owner, after: LikeLists.Position(microseconds: microseconds, id: id))
     }
+
+    /// The times a cursor can hold: those a like can have (`LikeChange.acknowledgementRange`),
+    /// in microseconds.
+    static let microseconds: ClosedRange<Int64> =
+        LikeChange.acknowledgementRange.lowerBound * 1000...LikeChange.acknowledgementRange.upperBound * 1000 + 999
 }
 
 /// Why a cursor was refused.
