@@ -34,27 +34,12 @@ public enum LikeLists {
     /// by hand: the flusher always writes it) has no place in the order and is not listed.
     public static func page(_ kind: Kind, of id: Int64, after: Position?, limit: Int, on pool: PostgresPool) async throws -> [Position] {
         precondition(limit > 0, "a page holds at least one row")
-        // Served by `likes_post_id_created_at_index` or `likes_user_id_created_at_index`.
-        let (owner, listed) = kind == .likers ? ("post_id", "user_id") : ("user_id", "post_id")
+        let statements = kind == .likers ? likersPages : likesPages
         let rows: PostgresRows
-        // Whole seconds, then the microseconds within: an interval times a number goes through a
-        // double, exact for each part up to year 9999 (a product of all the microseconds would
-        // round from 2⁵³ µs, in year 2255, on).
-        let cursorTime = "('epoch'::timestamptz + ($2::bigint / 1000000) * interval '1 second' + ($2::bigint % 1000000) * interval '1 microsecond')"
         if let after {
-            // The order mixes directions (time descending, id ascending), so the index bounds the
-            // time and the filter takes the ties of the cursor's own microsecond.
-            rows = try await pool.query("""
-                SELECT \(listed), (extract(epoch FROM created_at) * 1000000)::bigint FROM likes
-                WHERE \(owner) = $1 AND created_at <= \(cursorTime)
-                    AND (created_at < \(cursorTime) OR \(listed) > $3)
-                ORDER BY created_at DESC, \(listed) LIMIT $4
-                """, [.int64(id), .int64(after.microseconds), .int64(after.id), .int64(Int64(limit))])
+            rows = try await pool.query(prepared: statements.after, [.int64(id), .int64(after.microseconds), .int64(after.id), .int64(Int64(limit))])
         } else {
-            rows = try await pool.query("""
-                SELECT \(listed), (extract(epoch FROM created_at) * 1000000)::bigint FROM likes
-                WHERE \(owner) = $1 AND created_at IS NOT NULL ORDER BY created_at DESC, \(listed) LIMIT $2
-                """, [.int64(id), .int64(Int64(limit))])
+            rows = try await pool.query(prepared: statements.first, [.int64(id), .int64(Int64(limit))])
         }
         var page: [Position] = []
         page.reserveCapacity(rows.count)
@@ -62,20 +47,55 @@ public enum LikeLists {
         return page
     }
 
+    /// A list's two page statements: the first page, and a page after a position. Prepared: a
+    /// page is a short index range scan, cheaper to run than to plan, and its one good plan
+    /// (the list's index, which matches the `WHERE` and the `ORDER BY`) needs no values.
+    private static let likersPages = PageStatements(owner: "post_id", listed: "user_id", name: "counter_likers_page")
+    private static let likesPages = PageStatements(owner: "user_id", listed: "post_id", name: "counter_likes_page")
+
+    private struct PageStatements {
+        let first: PreparedStatement
+        let after: PreparedStatement
+
+        init(owner: String, listed: String, name: String) {
+        // Served by `likes_post_id_created_at_index` or `likes_user_id_created_at_index`.
+        // Whole seconds, then the microseconds within: an interval times a number goes through a
+        // double, exact for each part up to year 9999 (a product of all the microseconds would
+        // round from 2⁵³ µs, in year 2255, on).
+        let cursorTime = "('epoch'::timestamptz + ($2::bigint / 1000000) * interval '1 second' + ($2::bigint % 1000000) * interval '1 microsecond')"
+        first = PreparedStatement(name: name, sql: """
+            SELECT \(listed), (extract(epoch FROM created_at) * 1000000)::bigint FROM likes
+            WHERE \(owner) = $1 AND created_at IS NOT NULL ORDER BY created_at DESC, \(listed) LIMIT $2
+            """)
+        // The order mixes directions (time descending, id ascending), so the index bounds the
+        // time and the filter takes the ties of the cursor's own microsecond.
+        after = PreparedStatement(name: name + "_after", sql: """
+            SELECT \(listed), (extract(epoch FROM created_at) * 1000000)::bigint FROM likes
+            WHERE \(owner) = $1 AND created_at <= \(cursorTime)
+                AND (created_at < \(cursorTime) OR \(listed) > $3)
+            ORDER BY created_at DESC, \(listed) LIMIT $4
+            """)
+        }
+    }
+
+    /// A feed page's previews: per post (`$1`), its first `$2` likers.
+    private static let firstLikersStatement = PreparedStatement(name: "counter_first_likers", sql: """
+        SELECT p.id, l.user_id, (extract(epoch FROM l.created_at) * 1000000)::bigint
+        FROM unnest($1::bigint[], $2::bigint[]) AS p(id, n)
+        CROSS JOIN LATERAL (
+            SELECT user_id, created_at FROM likes
+            WHERE post_id = p.id AND created_at IS NOT NULL ORDER BY created_at DESC, user_id LIMIT p.n
+        ) l
+        ORDER BY p.id, l.created_at DESC, l.user_id
+        """)
+
     /// The first likers of each post of `limits`, as many as its limit, in order, in one
     /// statement (a feed page's previews): by post, posts without likers absent.
     public static func firstLikers(limits: [Int64: Int], on pool: PostgresPool) async throws -> [Int64: [Position]] {
         precondition(limits.values.allSatisfy { $0 > 0 }, "a page holds at least one row")
         guard !limits.isEmpty else { return [:] }
-        let rows = try await pool.query("""
-            SELECT p.id, l.user_id, (extract(epoch FROM l.created_at) * 1000000)::bigint
-            FROM unnest($1::bigint[], $2::bigint[]) AS p(id, n)
-            CROSS JOIN LATERAL (
-                SELECT user_id, created_at FROM likes
-                WHERE post_id = p.id AND created_at IS NOT NULL ORDER BY created_at DESC, user_id LIMIT p.n
-            ) l
-            ORDER BY p.id, l.created_at DESC, l.user_id
-            """, [.int64Array(Array(limits.keys)), .int64Array(limits.keys.map { Int64(limits[$0]!) })])
+        let posts = Array(limits.keys)
+        let rows = try await pool.query(prepared: firstLikersStatement, [.int64Array(posts), .int64Array(posts.map { Int64(limits[$0]!) })])
         var byPost: [Int64: [Position]] = [:]
         for row in rows { byPost[try row.int64(0), default: []].append(Position(microseconds: try row.int64(2), id: try row.int64(1))) }
         return byPost

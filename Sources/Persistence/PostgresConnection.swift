@@ -14,6 +14,10 @@ public actor PostgresConnection {
     private let executor: BlockingIOExecutor
     private var handle: OpaquePointer?
     private var inTransaction = false
+    /// The names of the prepared statements the open handle's session holds (a handful: an
+    /// array, as a `Set` stored here made Swift 6.3.1's release build of the modules that
+    /// import this one fail with "circular reference").
+    private var preparedNames: [String] = []
 
     public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
 
@@ -39,6 +43,7 @@ public actor PostgresConnection {
         if let handle { PQfinish(handle) }
         handle = nil
         inTransaction = false
+        preparedNames = []
     }
 
     /// Runs one statement with `parameters` bound to `$1…$n` and returns its rows.
@@ -52,6 +57,30 @@ public actor PostgresConnection {
         }
         defer { PQclear(result) }
         return try rows(of: result, on: connection)
+    }
+
+    /// Runs `statement` with `parameters` bound to `$1…$n`: prepared on this connection's session
+    /// the first time (`PQprepare`), executed by name after that, so PostgreSQL parses and plans
+    /// it once per connection instead of on every call.
+    /// - Throws: as `query(_:_:)`.
+    @discardableResult
+    public func query(prepared statement: PreparedStatement, _ parameters: [PostgresValue] = []) throws(PostgresError) -> PostgresRows {
+        let connection = try usableHandle()
+        if !preparedNames.contains(statement.name) {
+            try prepare(statement, on: connection)
+            preparedNames.append(statement.name)
+        }
+        let result = withCStringArray(parameters.map(\.textEncoding)) { values in
+            PQexecPrepared(connection, statement.name, Int32(values.count), values, nil, nil, 0)
+        }
+        defer { PQclear(result) }
+        return try rows(of: result, on: connection)
+    }
+
+    private func prepare(_ statement: PreparedStatement, on connection: OpaquePointer) throws(PostgresError) {
+        let result = PQprepare(connection, statement.name, statement.sql, 0, nil)
+        defer { PQclear(result) }
+        _ = try rows(of: result, on: connection)
     }
 
     /// Runs constant SQL that may hold several statements (migrations, say). It takes no
@@ -141,6 +170,7 @@ public actor PostgresConnection {
         }
         let opened = try open()
         handle = opened
+        preparedNames = []
         return opened
     }
 

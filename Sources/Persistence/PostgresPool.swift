@@ -68,6 +68,12 @@ public final class PostgresPool: Sendable {
         try await withConnection { connection in try await connection.query(sql, parameters) }
     }
 
+    /// One prepared statement on a pooled connection (prepared there the first time).
+    @discardableResult
+    public func query(prepared statement: PreparedStatement, _ parameters: [PostgresValue] = []) async throws -> PostgresRows {
+        try await withConnection { connection in try await connection.query(prepared: statement, parameters) }
+    }
+
     /// Closes idle connections and refuses new leases; connections lent out close when returned.
     public func close() async {
         let (idle, waiters) = state.withLock { state in

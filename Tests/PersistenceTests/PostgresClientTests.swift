@@ -22,6 +22,26 @@ struct PostgresClientTests {
         await pool.close()
     }
 
+    @Test("a prepared statement is prepared once per session, and again on the new session after its backend was terminated")
+    func preparedStatements() async throws {
+        let connection = PostgresConnection(configuration: TestEnvironment.postgres())
+        let statement = PreparedStatement(name: "test_prepared_\(Int.random(in: 0..<1_000_000))", sql: "SELECT $1::bigint * 2, pg_backend_pid()")
+        let first = try #require(try await connection.query(prepared: statement, [.int64(21)]).first)
+        #expect(try first.int64(0) == 42)
+        #expect(try await connection.query(prepared: statement, [.int64(5)]).first?.int64(0) == 10)
+        let held = try await connection.query("SELECT count(*) FROM pg_prepared_statements WHERE name = $1", [.text(statement.name)])
+        #expect(try held.first?.int64(0) == 1, "prepared on this session once")
+        // Another session ends this one's backend: the next call opens a new session, which has
+        // no prepared statements, and prepares it there.
+        let other = PostgresConnection(configuration: TestEnvironment.postgres())
+        try await other.query("SELECT pg_terminate_backend($1::int)", [.int64(try first.int64(1))])
+        try await Task.sleep(for: .milliseconds(100))
+        let again = try #require(try await connection.query(prepared: statement, [.int64(4)]).first)
+        #expect(try again.int64(0) == 8 && again.int64(1) != first.int64(1))
+        await connection.close()
+        await other.close()
+    }
+
     @Test("a unique violation is a typed error with SQLSTATE 23505, and the connection stays usable")
     func uniqueViolation() async throws {
         let connection = PostgresConnection(configuration: TestEnvironment.postgres())
