@@ -294,13 +294,13 @@ public struct CounterServiceClient: Sendable {
         guard id > 0 else { throw .invalidArgument("\(what) \(id) is not a positive 64-bit integer") }
     }
 
-    private static func encode<Body: Encodable>(_ body: Body) throws(CounterClientError) -> Data {
+    static func encode<Body: Encodable>(_ body: Body) throws(CounterClientError) -> Data {
         do { return Data(try WireEncoder.encode(body)) } catch { throw .invalidArgument("cannot encode the request: \(error)") }
     }
 
     /// - Parameter post: the post the call is about: a slot-aware client sends it to the post's
     ///   owner; any client follows a `421` (the node did nothing) to the owner it names, once.
-    private func call<Answer: Decodable>(_ method: String, _ path: String, body: Data? = nil, admin: Bool = false,
+    func call<Answer: Decodable>(_ method: String, _ path: String, body: Data? = nil, admin: Bool = false,
                                          credential: Credential? = nil, idempotent: Bool,
                                          post: Int64? = nil) async throws(CounterClientError) -> Answer {
         let data: Data
@@ -318,7 +318,7 @@ public struct CounterServiceClient: Sendable {
     }
 
     /// Which token a call carries.
-    private enum Credential { case user }
+    enum Credential { case user }
 
     /// Sends with the signed-in user's token; after a `401`, once more with a fresh one.
     private func asUser(_ method: String, _ path: String, body: Data?, idempotent: Bool, post: Int64?) async throws(CounterClientError) -> Data {

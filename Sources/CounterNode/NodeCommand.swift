@@ -147,30 +147,37 @@ public enum NodeCommand {
                          tests; an app's tokens come from its identity provider
 
         Operator commands (talk to a running node: --node, --admin-token; add --json for the
-        node's JSON instead of text; progress goes to standard error):
-          flush [--wait] [--timeout S]
-                         flush everything acknowledged so far to PostgreSQL; --wait returns once
-                         PostgreSQL has it (showing the backlog every half second), or after S
-                         seconds (default 60) with status 6
+        node's JSON instead of text; progress goes to standard error). flush, stats, reconcile
+        and dead-letters act on the whole cluster of the node given (every live node, answers
+        merged; a node that does not answer, or slots no live node owns, are named and the exit
+        status is 7); --this-node acts on that node alone. A node that is the only writer is a
+        cluster of one.
+          flush [--wait] [--timeout S] [--this-node]
+                         flush everything acknowledged so far to PostgreSQL, on every node;
+                         --wait returns once PostgreSQL has it (showing the backlog every half
+                         second), or after S seconds (default 60) with status 6
           inspect <post> [--user U]
                          the post in Redis and PostgreSQL side by side (count, membership
                          of user U, pending changes, last flush) and a verdict: agree, pending
                          (differences explained by changes waiting for the flusher) or drift
-          stats          per shard and in total: pending changes, oldest pending age, seconds
-                         since the last flush, group-commit and flush sizes, retries, dead
-                         letters; per Redis node: slots served, connected,
-                         pipelines, errors, MOVED/ASK/TRYAGAIN/CLUSTERDOWN answers; and the
-                         node's resident memory
-          reconcile --post P | --all [--repair]
-                         recount likes_count from the likes rows and compare Redis with them;
+          stats [--this-node]
+                         per node and in total: pending changes, oldest pending age, seconds
+                         since the last flush, group commits, flushes, retries, dead letters,
+                         errors, memory; with --this-node, per shard of that node, and per
+                         Redis node: slots served, connected, pipelines, errors,
+                         MOVED/ASK/TRYAGAIN/CLUSTERDOWN answers
+          reconcile --post P | --all [--repair] [--this-node]
+                         recount likes_count from the likes rows and compare Redis with them
+                         (each post on the node that owns its slot);
                          --all goes through every post in batches of 1,000 with progress;
                          --repair sets likes_count from the rows, each post locked so it cannot
                          race the flusher, and has Redis reload each post whose Redis count
                          differs from the rows with nothing pending (after a Redis failover
                          lost writes that PostgreSQL already has)
-          dead-letters list | replay [--id ID …] | drop --id ID [--id ID …]
-                         changes PostgreSQL refused for good, with the reason; replay puts them
-                         back into the write path (all, or the given ids); drop deletes them
+          dead-letters list | replay [--id ID …] | drop --id ID [--id ID …] [--this-node]
+                         changes PostgreSQL refused for good, with the reason (one list for the
+                         whole cluster); replay puts them back into the write path (all, or the
+                         given ids), each on the node that owns its post's slot; drop deletes them
           cluster status | drain NODE [--undo]
                          status: the nodes (incarnation, lease, draining, slots and their
                          ranges, epochs), the map's version and the moves still to come;
@@ -183,6 +190,6 @@ public enum NodeCommand {
         Exit status: 0 success; 1 the command failed (see its message); 2 invalid command line or
         setting, nothing done; 3 no node answered at --node; 4 the node refused the admin token;
         5 inspect or reconcile found drift (reconcile: drift left unrepaired); 6 flush --wait
-        timed out.
+        timed out; 7 a command on the whole cluster left part of it out (named on standard error).
         """
 }

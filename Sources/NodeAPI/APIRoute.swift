@@ -36,6 +36,11 @@ enum APIRoute: Equatable {
     case adminDeadLettersReplay
     case adminDeadLettersDrop
     case adminClusterDrain
+    /// `/admin/cluster/…`: the operator calls on every live node, answers merged.
+    case adminClusterFlush
+    case adminClusterStats
+    case adminClusterReconcile
+    case adminClusterDeadLettersReplay
     /// The path has a route's shape but an id in it is not a positive 64-bit integer.
     case invalidID(String)
     case notFound
@@ -44,8 +49,10 @@ enum APIRoute: Equatable {
     var allowedMethods: [String] {
         switch self {
         case .like, .userLike: return ["GET", "PUT", "DELETE"]
-        case .toggle, .userToggle, .seedToggle, .query, .adminFlush, .adminReconcile, .adminDeadLettersReplay, .adminDeadLettersDrop, .adminClusterDrain: return ["POST"]
-        case .post, .likers, .userLikes, .myLikes, .userPendingLikes, .cluster, .healthz, .readyz, .metrics, .openAPI, .adminStats, .adminInspect, .adminDeadLetters: return ["GET"]
+        case .toggle, .userToggle, .seedToggle, .query, .adminFlush, .adminReconcile, .adminDeadLettersReplay, .adminDeadLettersDrop, .adminClusterDrain,
+             .adminClusterFlush, .adminClusterReconcile, .adminClusterDeadLettersReplay: return ["POST"]
+        case .post, .likers, .userLikes, .myLikes, .userPendingLikes, .cluster, .healthz, .readyz, .metrics, .openAPI, .adminStats, .adminInspect, .adminDeadLetters,
+             .adminClusterStats: return ["GET"]
         case .invalidID, .notFound: return []
         }
     }
@@ -77,6 +84,10 @@ enum APIRoute: Equatable {
         case .adminDeadLettersReplay: return "/admin/dead-letters/replay"
         case .adminDeadLettersDrop: return "/admin/dead-letters/drop"
         case .adminClusterDrain: return "/admin/cluster/drain"
+        case .adminClusterFlush: return "/admin/cluster/flush"
+        case .adminClusterStats: return "/admin/cluster/stats"
+        case .adminClusterReconcile: return "/admin/cluster/reconcile"
+        case .adminClusterDeadLettersReplay: return "/admin/cluster/dead-letters/replay"
         case .invalidID: return "invalid"
         case .notFound: return "unknown"
         }
@@ -94,7 +105,8 @@ enum APIRoute: Equatable {
         case .query, .invalidID, .likers, .userLikes, .userPendingLikes: return .apiOrUser
         case .userLike, .userToggle, .seedToggle, .myLikes: return .user
         case .adminFlush, .adminStats, .adminInspect, .adminReconcile, .adminDeadLetters, .adminDeadLettersReplay,
-             .adminDeadLettersDrop, .adminClusterDrain: return .admin
+             .adminDeadLettersDrop, .adminClusterDrain, .adminClusterFlush, .adminClusterStats, .adminClusterReconcile,
+             .adminClusterDeadLettersReplay: return .admin
         case .metrics, .cluster: return .any
         }
     }
@@ -104,6 +116,7 @@ enum APIRoute: Equatable {
         .like(post: 1, user: 1), .toggle(post: 1, user: 1), .userLike(post: 1), .userToggle(post: 1), .seedToggle(post: 1),
         .post(1), .likers(post: 1), .userLikes(user: 1), .myLikes, .userPendingLikes(user: 1), .query, .cluster, .healthz, .readyz, .metrics, .openAPI, .adminFlush, .adminStats, .adminInspect(post: 1),
         .adminReconcile, .adminDeadLetters, .adminDeadLettersReplay, .adminDeadLettersDrop, .adminClusterDrain,
+        .adminClusterFlush, .adminClusterStats, .adminClusterReconcile, .adminClusterDeadLettersReplay,
     ]
 
     /// The route `path` names. Works on the path's bytes: it runs once per request.
@@ -141,7 +154,13 @@ enum APIRoute: Equatable {
             if part(2, is: "drop") { return .adminDeadLettersDrop }
             return .notFound
         case 3 where part(0, is: "admin") && part(1, is: "cluster"):
-            return part(2, is: "drain") ? .adminClusterDrain : .notFound
+            if part(2, is: "drain") { return .adminClusterDrain }
+            if part(2, is: "flush") { return .adminClusterFlush }
+            if part(2, is: "stats") { return .adminClusterStats }
+            if part(2, is: "reconcile") { return .adminClusterReconcile }
+            return .notFound
+        case 4 where part(0, is: "admin") && part(1, is: "cluster") && part(2, is: "dead-letters"):
+            return part(3, is: "replay") ? .adminClusterDeadLettersReplay : .notFound
         case 3 where part(0, is: "admin") && part(1, is: "posts"):
             guard let post = id(2) else { return invalid(2, "post") }
             return .adminInspect(post: post)

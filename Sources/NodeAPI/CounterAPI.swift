@@ -29,6 +29,10 @@ public final class CounterAPI: HTTPHandler, Service {
     let member: ClusterMember?
     /// Sends requests for slots other nodes own on to them.
     let forwarder: Forwarder?
+    /// The connections of the cluster-wide operator calls to the other nodes, a few per node:
+    /// `quick` ones give up on a node after 15 s (one stopped, or cut off); `patient` ones wait
+    /// as long as a flush may take (its caller gives up sooner, at its own timeout).
+    let adminPeers: (quick: PeerClient, patient: PeerClient)?
     /// The requests that wait for more than the write path's answer, run as children of `run`.
     private let tasks = RequestTasks()
     /// Where failures the answers do not detail are logged.
@@ -55,6 +59,8 @@ public final class CounterAPI: HTTPHandler, Service {
         self.authentication = Authentication(tokens: tokens, users: users)
         self.member = member
         self.forwarder = member.map { Forwarder(member: $0, ownerWait: service.configuration.slotMoveWait) }
+        self.adminPeers = member == nil ? nil : try? (quick: PeerClient(maximumConnectionsPerPeer: 8, timeout: .seconds(15)),
+                                                       patient: PeerClient(maximumConnectionsPerPeer: 8, timeout: .seconds(3_600)))
         let layout = RedisKeyLayout(prefix: service.configuration.keyPrefix)
         self.inspector = PostInspector(service: service, postgres: postgres, redis: redis, layout: layout)
         self.readiness = ReadinessProbe(postgres: postgres, redis: redis, member: member, service: service, maxLag: readyMaxLag)
@@ -220,7 +226,7 @@ public final class CounterAPI: HTTPHandler, Service {
         return .proceed(caller)
     }
 
-    private func answer(_ route: APIRoute, _ request: HTTPRequest, caller: Caller) async -> HTTPResponse {
+    func answer(_ route: APIRoute, _ request: HTTPRequest, caller: Caller) async -> HTTPResponse {
         do {
             switch route {
             case .post(let post):
@@ -274,14 +280,7 @@ public final class CounterAPI: HTTPHandler, Service {
             case .metrics:
                 return await metricsResponse()
             case .adminFlush:
-                // `?wait=false` starts the flush and answers at once; by default the answer waits
-                // until PostgreSQL has everything acknowledged before the request.
-                let wait: Bool
-                switch request.query["wait"] {
-                case nil, "true": wait = true
-                case "false": wait = false
-                case let text?: return .error(400, code: "invalid_argument", message: "wait is \"true\" or \"false\", not \"\(text)\"")
-                }
+                let wait = try Self.waitArgument(request)
                 if wait {
                     try await service.flush()
                 } else {
@@ -318,6 +317,14 @@ public final class CounterAPI: HTTPHandler, Service {
                 return try await AdminAnswers.replay(request.body, deadLetters)
             case .adminDeadLettersDrop:
                 return try await AdminAnswers.drop(request.body, deadLetters)
+            case .adminClusterFlush:
+                return .json(await clusterAdmin.flush(wait: try Self.waitArgument(request), authorization: request.authorization))
+            case .adminClusterStats:
+                return .json(await clusterAdmin.statistics(authorization: request.authorization))
+            case .adminClusterReconcile:
+                return .json(try await clusterAdmin.reconcile(try AdminAnswers.reconcileRequest(request.body), authorization: request.authorization))
+            case .adminClusterDeadLettersReplay:
+                return .json(try await clusterAdmin.replay(ids: try AdminAnswers.replayIDs(request.body), authorization: request.authorization))
             case .adminClusterDrain:
                 guard let member else {
                     return .error(404, code: "not_clustered", message: "this node runs as the only writer; it has no cluster to drain")

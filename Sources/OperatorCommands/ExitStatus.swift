@@ -13,4 +13,7 @@ public enum ExitStatus: Int32 {
     case driftFound = 5
     /// `flush --wait` ran out of time; the node goes on flushing.
     case timedOut = 6
+    /// A command on the whole cluster got an answer that leaves something out: a live node did
+    /// not answer, or slots had no live owner (named on standard error).
+    case incomplete = 7
 }

@@ -27,6 +27,9 @@ public struct OperatorCommand: Sendable {
     /// `cluster drain NODE`: the node; `--undo` takes the drain back.
     var node: String?
     var undo = false
+    /// `--this-node`: `flush`, `stats`, `reconcile` and `dead-letters replay` act on the node at
+    /// `--node` alone, instead of on every live node of its cluster.
+    var thisNode = false
 
     /// A command line the subcommand cannot use, with the reason.
     public struct UsageError: Error {
@@ -63,6 +66,7 @@ public struct OperatorCommand: Sendable {
             }
             switch argument {
             case "--json": json = true
+            case "--this-node" where ["flush", "stats", "reconcile", "dead-letters"].contains(subcommand): thisNode = true
             case "--wait" where subcommand == "flush": wait = true
             case "--timeout" where subcommand == "flush":
                 let text = try value(argument)
@@ -121,10 +125,10 @@ public struct OperatorCommand: Sendable {
             let client = try AdminClient(baseURL: nodeURL, token: adminToken,
                                          timeout: subcommand == "flush" && wait ? flushTimeout : .seconds(30))
             switch subcommand {
-            case "flush": return try await flush(client)
+            case "flush": return thisNode ? try await flush(client) : try await clusterFlush(client)
             case "inspect": return try await inspect(client)
-            case "stats": return try await stats(client)
-            case "reconcile": return try await reconcile(client)
+            case "stats": return thisNode ? try await stats(client) : try await clusterStats(client)
+            case "reconcile": return thisNode ? try await reconcile(client) : try await clusterReconcile(client)
             case "cluster": return try await cluster(client)
             default: return try await deadLetters(client)
             }
@@ -154,44 +158,51 @@ public struct OperatorCommand: Sendable {
     private func flush(_ client: AdminClient) async throws(AdminClient.Failure) -> ExitStatus {
         guard wait else {
             let answer = try await client.call("POST /admin/flush?wait=false") { client throws(CounterClientError) in try await client.flush(wait: false) }
-            output.standard(json ? Self.json(answer) : "flush started; \(answer.pendingChanges) change(s) were waiting for PostgreSQL (use --wait to wait for them)")
+            output.standard(json ? Self.json(answer) : "flush started on this node; \(answer.pendingChanges) change(s) were waiting for PostgreSQL (use --wait to wait for them)")
             return .success
         }
         let started = ContinuousClock.now
-        // Progress while the node flushes: the backlog, from /admin/stats, every half second.
+        let answer = try await waitingForFlush(client, "POST /admin/flush", { client throws(CounterClientError) in try await client.flush(wait: true) },
+                                               backlog: { client throws(CounterClientError) in try await client.statistics().total.pendingChanges })
+        guard let answer else { return .timedOut }
+        let elapsed = ContinuousClock.now - started
+        output.standard(json ? Self.json(answer) : "flushed this node: PostgreSQL has every change it acknowledged before the flush (\(String(format: "%.1f", elapsed.inSeconds)) s); \(answer.pendingChanges) newer change(s) waiting")
+        return .success
+    }
+
+    /// Runs a flush call that waits, with the backlog on standard error every half second; `nil`
+    /// when it did not finish within `--timeout` (said on standard error).
+    func waitingForFlush<Answer: Sendable>(_ client: AdminClient, _ what: String,
+                                           _ flush: @escaping @Sendable (CounterServiceClient) async throws(CounterClientError) -> Answer,
+                                           backlog: @escaping @Sendable (CounterServiceClient) async throws(CounterClientError) -> Int) async throws(AdminClient.Failure) -> Answer? {
         let progressClient = try AdminClient(baseURL: nodeURL, token: adminToken, timeout: .seconds(5))
         let output = self.output
-        let outcome = await withTaskGroup(of: Void.self) { group -> Result<FlushResult, AdminClient.Failure> in
+        let outcome = await withTaskGroup(of: Void.self) { group -> Result<Answer, AdminClient.Failure> in
             group.addTask {
                 while !Task.isCancelled {
                     try? await Task.sleep(for: .milliseconds(500))
                     if Task.isCancelled { break }
-                    if let stats = try? await progressClient.call("GET /admin/stats", { client throws(CounterClientError) in try await client.statistics() }),
-                       !Task.isCancelled {
-                        output.error("flushing: \(stats.total.pendingChanges) change(s) still waiting for PostgreSQL")
+                    if let pending = try? await progressClient.call("backlog", backlog), !Task.isCancelled {
+                        output.error("flushing: \(pending) change(s) still waiting for PostgreSQL")
                     }
                 }
             }
             defer { group.cancelAll() }
             do throws(AdminClient.Failure) {
-                return .success(try await client.call("POST /admin/flush") { client throws(CounterClientError) in try await client.flush(wait: true) })
+                return .success(try await client.call(what, flush))
             } catch {
                 return .failure(error)
             }
         }
-        let answer: FlushResult
         switch outcome {
-        case .success(let flushed):
-            answer = flushed
+        case .success(let answer):
+            return answer
         case .failure(.timedOut):
-            output.error("flush did not finish within \(Self.format(flushTimeout.inSeconds)) s; the node goes on flushing (see counter-node stats)")
-            return .timedOut
+            output.error("flush did not finish within \(Self.format(flushTimeout.inSeconds)) s; the nodes go on flushing (see counter-node stats)")
+            return nil
         case .failure(let failure):
             throw failure
         }
-        let elapsed = ContinuousClock.now - started
-        output.standard(json ? Self.json(answer) : "flushed: PostgreSQL has every change acknowledged before the flush (\(String(format: "%.1f", elapsed.inSeconds)) s); \(answer.pendingChanges) newer change(s) waiting")
-        return .success
     }
 
     private func inspect(_ client: AdminClient) async throws(AdminClient.Failure) -> ExitStatus {
@@ -208,33 +219,35 @@ public struct OperatorCommand: Sendable {
     }
 
     private func reconcile(_ client: AdminClient) async throws(AdminClient.Failure) -> ExitStatus {
-        var totals = OperatorReport.ReconcileTotals()
-        var answers: [ReconcileReport] = []
         let repair = self.repair
-        if let post {
-            let answer = try await client.call("POST /admin/reconcile") { client throws(CounterClientError) in
-                try await client.reconcile(posts: [post], repair: repair)
-            }
-            totals.add(answer)
-            answers.append(answer)
-        } else {
-            // All posts, in bounded batches, with progress.
-            var after: Int64 = 0
-            while true {
-                let from = after
-                let answer = try await client.call("POST /admin/reconcile") { client throws(CounterClientError) in
-                    try await client.reconcile(after: from, limit: 1_000, repair: repair)
-                }
-                totals.add(answer)
-                answers.append(answer)
-                output.error("reconcile: \(totals.checked) post(s) checked, \(totals.drifted.count) drifted so far")
-                guard let next = answer.nextAfter else { break }
-                after = next
-            }
+        let (totals, answers) = try await reconcilePages(client, "POST /admin/reconcile", report: { $0 }) { client, posts, after throws(CounterClientError) in
+            try await client.reconcile(posts: posts, after: after, limit: 1_000, repair: repair)
         }
         output.standard(json ? Self.json(answers) : OperatorReport.reconcile(totals, repair: repair))
-        let unrepaired = repair ? 0 : totals.drifted.count
-        return unrepaired + totals.redisDrifted.count - totals.redisRepaired > 0 ? .driftFound : .success
+        return totals.hasUnrepairedDrift(repair: repair) ? .driftFound : .success
+    }
+
+    /// Runs reconcile calls: one for `--post`, or pages of 1,000 through every post (`--all`)
+    /// with progress on standard error, each answer's report added to the totals.
+    func reconcilePages<Answer: Sendable>(_ client: AdminClient, _ what: String, report: (Answer) -> ReconcileReport,
+                                          _ call: @escaping @Sendable (CounterServiceClient, [Int64]?, Int64) async throws(CounterClientError) -> Answer)
+        async throws(AdminClient.Failure) -> (OperatorReport.ReconcileTotals, [Answer]) {
+        var totals = OperatorReport.ReconcileTotals()
+        var answers: [Answer] = []
+        var after: Int64 = 0
+        let posts = post.map { [$0] }
+        while true {
+            let from = after
+            let answer = try await client.call(what) { client throws(CounterClientError) in try await call(client, posts, from) }
+            let batch = report(answer)
+            totals.add(batch)
+            answers.append(answer)
+            guard posts == nil else { break }
+            output.error("reconcile: \(totals.checked) post(s) checked, \(totals.drifted.count) drifted so far")
+            guard let next = batch.nextAfter else { break }
+            after = next
+        }
+        return (totals, answers)
     }
 
     private func deadLetters(_ client: AdminClient) async throws(AdminClient.Failure) -> ExitStatus {
@@ -244,19 +257,13 @@ public struct OperatorCommand: Sendable {
             let letters = try await client.call("GET /admin/dead-letters") { client throws(CounterClientError) in try await client.deadLetters(count: 1_000) }
             output.standard(json ? Self.json(DeadLetterList(deadLetters: letters)) : OperatorReport.deadLetters(letters))
             return .success
+        case "replay" where !thisNode:
+            return try await clusterReplay(client)
         case "replay":
             let answer = try await client.call("POST /admin/dead-letters/replay") { client throws(CounterClientError) in
                 try await client.replayDeadLetters(ids: ids.isEmpty ? nil : ids)
             }
-            if json { output.standard(Self.json(answer)) } else {
-                var text = "replayed \(answer.replayed.count) change(s) into the write path"
-                if !answer.superseded.isEmpty {
-                    text += "\nsuperseded \(answer.superseded.count) (a later change of the same user and post stands; removed): "
-                        + answer.superseded.joined(separator: ", ")
-                }
-                for failure in answer.failed { text += "\nnot replayed \(failure.id): \(failure.reason)" }
-                output.standard(text)
-            }
+            output.standard(json ? Self.json(answer) : OperatorReport.replay(answer))
             return answer.failed.isEmpty ? .success : .failure
         default:
             let dropped = try await client.call("POST /admin/dead-letters/drop") { client throws(CounterClientError) in try await client.dropDeadLetters(ids: ids) }
@@ -282,11 +289,11 @@ public struct OperatorCommand: Sendable {
     }
 
     /// `--json`: the answer in the node's own wire format.
-    private static func json<Answer: Encodable>(_ answer: Answer) -> String {
+    static func json<Answer: Encodable>(_ answer: Answer) -> String {
         (try? WireEncoder.text(answer)) ?? "null"
     }
 
-    private static func format(_ seconds: Double) -> String {
+    static func format(_ seconds: Double) -> String {
         seconds == seconds.rounded() ? String(Int(seconds)) : String(seconds)
     }
 }

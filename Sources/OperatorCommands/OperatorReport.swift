@@ -40,6 +40,43 @@ enum OperatorReport {
         return text
     }
 
+    /// `stats` of a cluster: a row per node (its shards' total) and the cluster's total; the
+    /// nodes' last flush errors; the nodes that did not answer.
+    static func clusterStats(_ statistics: ClusterStatistics) -> String {
+        let columns = ["node", "pending", "oldest s", "since flush s", "commits", "avg commit", "flushes", "flushed",
+                       "retries", "dead", "redis errors", "pg errors", "memory MiB"]
+        func row(_ name: String, _ value: ShardStatistics, memory: Int64?) -> [String] {
+            [name, String(value.pendingChanges), decimal(value.oldestPendingAgeSeconds), decimal(value.secondsSinceFlush),
+             String(value.groupCommits), decimal(value.averageGroupCommit), String(value.flushTransactions),
+             String(value.flushedEntries), String(value.flushRetries), String(value.deadLetters), String(value.redisErrors),
+             String(value.postgresErrors), memory.map { decimal(Double($0) / 1_048_576) } ?? "-"]
+        }
+        var rows: [[String]] = []
+        var notes: [String] = []
+        for node in statistics.nodes {
+            if let answer = node.answer {
+                rows.append(row(node.nodeID, answer.total, memory: answer.residentMemoryBytes))
+                if let error = answer.total.lastFlushError { notes.append("\(node.nodeID) last flush error: \(error)") }
+            } else {
+                rows.append([node.nodeID, "no answer"] + Array(repeating: "-", count: columns.count - 2))
+                notes.append("\(node.nodeID) (\(node.url)) did not answer: \(node.error ?? "")")
+            }
+        }
+        rows.append(row("cluster", statistics.total, memory: nil))
+        return ([table(columns, rows)] + notes).joined(separator: "\n")
+    }
+
+    /// `dead-letters replay`: what went back into the write path, what was superseded, what not.
+    static func replay(_ answer: ReplayResult) -> String {
+        var text = "replayed \(answer.replayed.count) change(s) into the write path"
+        if !answer.superseded.isEmpty {
+            text += "\nsuperseded \(answer.superseded.count) (a later change of the same user and post stands; removed): "
+                + answer.superseded.joined(separator: ", ")
+        }
+        for failure in answer.failed { text += "\nnot replayed \(failure.id): \(failure.reason)" }
+        return text
+    }
+
     /// `inspect`: Redis and PostgreSQL side by side, then the verdict and what it means.
     static func inspection(_ inspection: PostInspection) -> String {
         let redis = inspection.redis, postgres = inspection.postgres
@@ -114,6 +151,11 @@ enum OperatorReport {
         var redisPending = 0
         var repaired = 0
         var redisRepaired = 0
+
+        /// Whether drift is left: in `likes_count` (unless repaired) or in Redis (not reloaded).
+        func hasUnrepairedDrift(repair: Bool) -> Bool {
+            (repair ? 0 : drifted.count) + redisDrifted.count - redisRepaired > 0
+        }
 
         mutating func add(_ answer: ReconcileReport) {
             checked += answer.checked

@@ -263,6 +263,89 @@ struct ClusterNodesTests {
         }
     }
 
+    @Test("operator commands act on the whole cluster through any node: flush --wait leaves nothing any node acknowledged out of PostgreSQL; stats, reconcile and dead-letter replay span the nodes; a dead node makes them answer incomplete (status 7) and name it")
+    func clusterWideOperations() async throws {
+        try await ClusterHarness.with("operations") { harness in
+            let posts = try await TestEnvironment.createPosts(60, in: harness.pool)
+            // Nothing flushes on its own: whatever a node acknowledged waits in its logs until asked.
+            let nodes = try await Self.startThree(harness, extra: ["--flush-interval-ms", "3600000", "--flush-max-age-ms", "3600000"])
+            func command(_ arguments: [String], via node: ClusterHarness.Node? = nil) async throws -> (status: Int32, output: [String]) {
+                let process = try ChildProcess([ChildProcess.builtProduct("counter-node")] + arguments + ["--node", (node ?? nodes[0]).url],
+                                               mergingStandardError: true)
+                let status = try await process.waitForExit()
+                return (status, process.output)
+            }
+            let load = HTTPPairLoad(posts: posts)
+            load.setNodes(nodes.map(\.url))
+            let driver = Task { await load.run(workers: 6) }
+            try await Task.sleep(for: .seconds(2))
+            load.stop()
+            await driver.value
+            try await load.settle()
+
+            // Flushing through a flushes b's and c's backlogs too.
+            let flushed = try await command(["flush", "--wait", "--timeout", "60"])
+            #expect(flushed.status == 0, "\(flushed.output)")
+            #expect(flushed.output.contains { $0.contains("flushed: PostgreSQL has every change the cluster's 3 node(s) acknowledged") }, "\(flushed.output)")
+            try await harness.verify(load)
+            print("cluster-test: operations: \(load.acknowledged) acknowledged on 3 nodes, in PostgreSQL after one flush through a")
+
+            let stats = try await command(["stats"])
+            #expect(stats.status == 0, "\(stats.output)")
+            for name in ["a ", "b ", "c ", "cluster "] { #expect(stats.output.contains { $0.hasPrefix(name) }, "\(name): \(stats.output)") }
+
+            // Drift planted on one of c's posts is found and repaired through a.
+            let map = try await harness.map(via: nodes[0])
+            let ofB = Self.posts(posts, ownedBy: "b", in: map), ofC = Self.posts(posts, ownedBy: "c", in: map)
+            try await harness.pool.query("UPDATE posts SET likes_count = likes_count + 3 WHERE id = $1", [.int64(ofC[0])])
+            let found = try await command(["reconcile", "--post", String(ofC[0])])
+            #expect(found.status == 5 && found.output.contains { $0.contains("1 with likes_count ≠ likes rows") }, "\(found.output)")
+            let repaired = try await command(["reconcile", "--post", String(ofC[0]), "--repair"])
+            #expect(repaired.status == 0, "\(repaired.output)")
+            #expect(try await command(["reconcile", "--post", String(ofC[0])]).status == 0)
+
+            // Dead letters of b's and c's posts (the posts deleted before their flush) are replayed
+            // by their owners once the posts are back; a alone cannot replay them.
+            let lettered = [ofB[0], ofC[1]]
+            for post in lettered { _ = try await CounterServiceClient(configuration: .init(baseURL: URL(string: nodes[0].url)!)).like(post: post, user: 777_777) }
+            try await harness.pool.query("DELETE FROM posts WHERE id = ANY($1::bigint[])", [.int64Array(lettered)])
+            #expect(try await command(["flush", "--wait"]).status == 0)
+            try await harness.pool.query("INSERT INTO posts (id) SELECT unnest($1::bigint[])", [.int64Array(lettered)])
+            let alone = try await command(["dead-letters", "replay", "--this-node"])
+            #expect(alone.status == 1, "a does not own their slots: \(alone.output)")
+            let replayed = try await command(["dead-letters", "replay"])
+            #expect(replayed.status == 0, "\(replayed.output)")
+            #expect(replayed.output.contains { $0.contains("replayed 2 change(s)") }, "\(replayed.output)")
+            #expect(try await command(["flush", "--wait"]).status == 0)
+            let rows = try await harness.pool.query("SELECT post_id FROM likes WHERE user_id = 777777 AND post_id = ANY($1::bigint[])", [.int64Array(lettered)])
+            #expect(rows.count == 2, "the replayed likes are in PostgreSQL")
+
+            // c acknowledges likes, then dies: until its lease runs out, the cluster's answers leave
+            // it out and say so; once its slots are taken over (and its logs drained), the flush
+            // is whole again and has c's likes.
+            let throughC = CounterServiceClient(configuration: .init(baseURL: URL(string: nodes[2].url)!))
+            for post in ofC.prefix(5) { #expect(try await throughC.like(post: post, user: 888_888).isLiked) }
+            nodes[2].process.kill(SIGKILL)
+            let partial = try await command(["stats"])
+            #expect(partial.status == 7, "\(partial.output)")
+            #expect(partial.output.contains { $0.contains("node c") && $0.contains("did not answer") }, "\(partial.output)")
+            let partialFlush = try await command(["flush", "--wait"])
+            #expect(partialFlush.status == 7 && partialFlush.output.contains { $0.contains("NOT flushed everywhere") }, "\(partialFlush.output)")
+            _ = try await harness.waitForMap(via: nodes[0]) { map in
+                map.movesPending == 0 && map.nodes.first { $0.id == "c" }.map { !$0.live && $0.ownedSlots == 0 } ?? false
+            }
+            var whole: (status: Int32, output: [String]) = (-1, [])
+            for _ in 0..<50 where whole.status != 0 {
+                whole = try await command(["flush", "--wait"])
+                if whole.status != 0 { try await Task.sleep(for: .milliseconds(200)) }
+            }
+            #expect(whole.status == 0, "\(whole.output)")
+            let ofDead = try await harness.pool.query("SELECT count(*) FROM likes WHERE user_id = 888888 AND post_id = ANY($1::bigint[])",
+                                                      [.int64Array(Array(ofC.prefix(5)))])
+            #expect(try ofDead.first?.int64(0) == 5, "the likes c acknowledged before it died")
+        }
+    }
+
     @Test("a slot-aware CounterClient sends each post's calls straight to its owner (nothing forwarded); a plain one is forwarded, as a user's calls are")
     func slotAwareClient() async throws {
         try await ClusterHarness.with("slotaware") { harness in

@@ -41,6 +41,8 @@ struct OperatorCommandTests {
         (["inspect", "-5"], "not a positive 64-bit integer"),
         (["inspect", "5", "--user=x"], "--user x"),
         (["flsh", "--x"], "unknown subcommand \"flsh\""),
+        (["inspect", "5", "--this-node"], "unknown option --this-node for inspect"),
+        (["cluster", "status", "--this-node"], "unknown option --this-node for cluster"),
     ])
     func usageErrors(arguments: [String], message: String) async {
         let (status, text) = await Self.run(arguments, node: nil)
@@ -69,7 +71,16 @@ struct OperatorCommandTests {
         let post = http.posts[0]
         for user in 1...5 { _ = try await http.send("PUT", "/v1/posts/\(post)/likes/\(user)") }
 
-        let (stats, statsText) = await Self.run(["stats"], node: http)
+        // By default the cluster's view: a row per node (a node that is the only writer is a
+        // cluster of one) and the cluster's total.
+        let (cluster, clusterText) = await Self.run(["stats"], node: http)
+        #expect(cluster == .success, "\(clusterText)")
+        for name in ["this node", "cluster"] {
+            let row = clusterText.split(separator: "\n").first { $0.hasPrefix(name) }
+            #expect(row?.dropFirst(name.count).split(separator: " ").first == "5", "\(clusterText)")
+        }
+        // --this-node: per shard, the Redis nodes, the memory.
+        let (stats, statsText) = await Self.run(["stats", "--this-node"], node: http)
         #expect(stats == .success)
         let totalRow = statsText.split(separator: "\n").first { $0.hasPrefix("total") }
         #expect(totalRow?.split(separator: " ").dropFirst().first == "5", "\(statsText)")
@@ -87,7 +98,7 @@ struct OperatorCommandTests {
 
         let (flushed, flushedText) = await Self.run(["flush", "--wait", "--timeout", "30"], node: http)
         #expect(flushed == .success)
-        #expect(flushedText.contains("flushed: PostgreSQL has every change"))
+        #expect(flushedText.contains("flushed: PostgreSQL has every change the cluster's 1 node(s) acknowledged"), "\(flushedText)")
 
         let (agree, agreeText) = await Self.run(["inspect", String(post), "--user", "3"], node: http)
         #expect(agree == .success)
@@ -146,10 +157,14 @@ struct OperatorCommandTests {
         // this one among them. Read-only: other tests' posts are theirs to repair.
         let (everything, everythingJSON) = await Self.run(["reconcile", "--all", "--json"], node: http)
         #expect(everything == .driftFound)
-        let pages = try WireDecoder.decode([ReconcileReport].self, from: Array(everythingJSON.split(separator: "\n").last.map(String.init)!.utf8))
-        #expect(!pages.isEmpty)
-        #expect(pages.flatMap(\.drifted).contains { $0.postID == post && $0.likesCount == 6 })
+        let pages = try WireDecoder.decode([ClusterReconcileReport].self, from: Array(everythingJSON.split(separator: "\n").last.map(String.init)!.utf8))
+        #expect(!pages.isEmpty && pages.allSatisfy { $0.complete && $0.uncheckedPosts.isEmpty })
+        #expect(pages.flatMap(\.report.drifted).contains { $0.postID == post && $0.likesCount == 6 })
         #expect(everythingJSON.contains("reconcile: "))  // progress on standard error
+        let (own, ownJSON) = await Self.run(["reconcile", "--post", String(post), "--json", "--this-node"], node: http)
+        #expect(own == .driftFound)
+        let ownPages = try WireDecoder.decode([ReconcileReport].self, from: Array(ownJSON.split(separator: "\n").last.map(String.init)!.utf8))
+        #expect(ownPages.flatMap(\.drifted) == [ReconcileReport.Drift(postID: post, likesCount: 6, likesRows: 10)])
 
         let writer = Task {
             for user in 11...80 { _ = try await http.send("PUT", "/v1/posts/\(post)/likes/\(user)") }

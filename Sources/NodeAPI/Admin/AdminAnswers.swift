@@ -8,6 +8,14 @@ enum AdminAnswers {
     /// `POST /admin/reconcile` with `{"post_ids":[…]}` or `{"after":0,"limit":1000}`, and
     /// `"repair":true` to fix what drifted.
     static func reconcile(_ body: [UInt8], _ reconciler: Reconciler) async throws -> HTTPResponse {
+        let request = try reconcileRequest(body)
+        let report = try await reconciler.reconcile(posts: request.postIDs, after: request.after ?? 0, limit: request.limit ?? 1_000,
+                                                    repair: request.repair ?? false)
+        return .json(report)
+    }
+
+    /// The body of a reconcile call (one node's or the cluster's), checked.
+    static func reconcileRequest(_ body: [UInt8]) throws -> ReconcileRequest {
         let request = try RequestBody.decode(ReconcileRequest.self, body, idMembers: ["post_ids"])
         if let posts = request.postIDs {
             guard !posts.isEmpty, posts.count <= Reconciler.maximumBatch else {
@@ -23,8 +31,7 @@ enum AdminAnswers {
         guard (1...Reconciler.maximumBatch).contains(limit) else {
             throw RequestError(code: "invalid_body", message: "limit must be from 1 to \(Reconciler.maximumBatch)")
         }
-        let report = try await reconciler.reconcile(posts: request.postIDs, after: after, limit: limit, repair: request.repair ?? false)
-        return .json(report)
+        return request
     }
 
     /// `GET /admin/dead-letters`.
@@ -34,11 +41,16 @@ enum AdminAnswers {
 
     /// `POST /admin/dead-letters/replay` with `{"ids":["…"]}`, or an empty body for all.
     static func replay(_ body: [UInt8], _ deadLetters: DeadLetters) async throws -> HTTPResponse {
-        let ids = body.isEmpty ? nil : try letterIDs(body, required: false)
+        let ids = try replayIDs(body)
         let outcome = try await deadLetters.replay(ids: ids)
         return .json(ReplayResult(replayed: outcome.replayed.map(\.description),
                                   superseded: outcome.superseded.map(\.description),
                                   failed: outcome.failed.map { ReplayResult.Failure(id: $0.0.description, reason: $0.1) }))
+    }
+
+    /// The letters a replay call (one node's or the cluster's) names; `nil` for all.
+    static func replayIDs(_ body: [UInt8]) throws -> [StreamEntryID]? {
+        body.isEmpty ? nil : try letterIDs(body, required: false)
     }
 
     /// `POST /admin/dead-letters/drop` with `{"ids":["…"]}`.
