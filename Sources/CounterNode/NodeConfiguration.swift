@@ -95,13 +95,17 @@ public struct NodeConfiguration: Sendable, Equatable {
         integer("--shards", "COUNTER_SHARDS", "shards, each the single owner of its posts and slots, with its own Redis connection and write-behind", 1...256,
                 get: { $0.writePath.shardCount }, set: { $0.writePath.shardCount = $1 }),
         Setting(flag: "--ack", environment: "COUNTER_ACK",
-                summary: "when writes are answered: redis (after the Redis write), memory (before it; may lose the newest changes), postgres (after the flush commits)",
+                summary: "when writes are answered: redis (after the Redis write), memory (before it; may lose the newest changes), postgres (after the flush commits), replicated (after the Redis write reached --ack-replicas replicas; a Redis failover loses none; not confirmed in time: 503 not_replicated)",
                 defaultValue: { $0.writePath.acknowledgement.rawValue },
                 apply: { configuration, value in
-                    guard let mode = AcknowledgementMode(rawValue: value) else { return "must be redis, memory or postgres" }
+                    guard let mode = AcknowledgementMode(rawValue: value) else { return "must be redis, memory, postgres or replicated" }
                     configuration.writePath.acknowledgement = mode
                     return nil
                 }),
+        integer("--ack-replicas", "COUNTER_ACK_REPLICAS", "with --ack replicated: replicas of each master a write must reach before it is answered", 1...16,
+                get: { $0.writePath.acknowledgementReplicas }, set: { $0.writePath.acknowledgementReplicas = $1 }),
+        integer("--ack-replica-timeout-ms", "COUNTER_ACK_REPLICA_TIMEOUT_MS", "with --ack replicated: how long a write waits for its replicas before it is answered 503 not_replicated (milliseconds)", 1...60_000,
+                get: { Int($0.writePath.acknowledgementReplicaTimeout.inMilliseconds) }, set: { $0.writePath.acknowledgementReplicaTimeout = .milliseconds($1) }),
         integer("--backlog-limit", "COUNTER_BACKLOG_LIMIT", "changes a shard lets wait for PostgreSQL before refusing writes with 503", 1...1_000_000_000,
                 get: { $0.writePath.backlogLimitPerShard }, set: { $0.writePath.backlogLimitPerShard = $1 }),
         integer("--backlog-max-age", "COUNTER_BACKLOG_MAX_AGE", "how long a shard's oldest change may wait for PostgreSQL before the shard refuses writes with 503 backlog_full (seconds; 0: no limit)", 0...86_400,

@@ -48,6 +48,9 @@ public struct ShardStatistics: Sendable, Equatable, Codable {
     public var postgresErrors = 0
     /// Changes acknowledged in `memory` mode whose Redis write then failed (lost).
     public var lostMemoryAcknowledgements = 0
+    /// With `--ack replicated`: writes answered `not_replicated` (written on the master, not
+    /// confirmed on enough replicas in time).
+    public var unreplicatedWrites = 0
     /// Read-only requests (a like's state, a count, a feed entry) answered from Redis, and from
     /// PostgreSQL because their post was cold: `hot ÷ (hot + cold)` is the read hit ratio.
     public var hotReads = 0
@@ -78,6 +81,7 @@ public struct ShardStatistics: Sendable, Equatable, Codable {
              flushedEntries = "flushed_entries", largestFlush = "largest_flush", flushRetries = "flush_retries",
              lastFlushError = "last_flush_error", deadLetters = "dead_letters", redisErrors = "redis_errors",
              postgresErrors = "postgres_errors", lostMemoryAcknowledgements = "lost_memory_acknowledgements",
+             unreplicatedWrites = "unreplicated_writes",
              hotReads = "hot_reads", coldReads = "cold_reads", hotPosts = "hot_posts", evictedPosts = "evicted_posts",
              evictedForMemory = "evicted_for_memory", coldWrites = "cold_writes", turnedWarm = "turned_warm",
              promotedPosts = "promoted_posts"

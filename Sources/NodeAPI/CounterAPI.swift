@@ -366,6 +366,7 @@ public final class CounterAPI: HTTPHandler, Service {
         case .shuttingDown: return .error(503, code: "shutting_down", message: error.message, retryAfterSeconds: 1)
         case .slotMoving: return .error(503, code: "slot_moving", message: error.message, retryAfterSeconds: error.retryAfterSeconds ?? 1)
         case .notOwner: return .error(503, code: "no_owner", message: error.message, retryAfterSeconds: 1)
+        case .notReplicated: return .error(503, code: "not_replicated", message: error.message, retryAfterSeconds: 1)
         default: return .error(503, code: "unavailable", message: error.message, retryAfterSeconds: error.retryAfterSeconds ?? 1)
         }
     }

@@ -2,6 +2,11 @@
 /// `RedisCommand(_:_:)`.
 extension RedisCommand {
     public static func ping() -> RedisCommand { RedisCommand("PING") }
+    /// `WAIT replicas timeout`: blocks the connection until its writes so far are on `replicas`
+    /// replicas, or `timeout` (whole milliseconds, at least 1) passed; answers how many have them.
+    public static func wait(replicas: Int, timeout: Duration) -> RedisCommand {
+        RedisCommand("WAIT", Int64(replicas), max(Int64(1), Int64(timeout.components.seconds) * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000))
+    }
     public static func get(_ key: String) -> RedisCommand { RedisCommand("GET", key) }
     public static func set(_ key: String, _ value: RedisArgument) -> RedisCommand { RedisCommand("SET", key, value) }
     public static func incrBy(_ key: String, _ amount: Int64) -> RedisCommand { RedisCommand("INCRBY", key, amount) }

@@ -9,4 +9,10 @@ public enum AcknowledgementMode: String, Sendable, CaseIterable {
     /// After the flush transaction that holds the change commits in PostgreSQL. Still batched:
     /// many callers share one transaction; latency is about one flush cycle.
     case postgres
+    /// After the change is in Redis on its master *and* on `acknowledgementReplicas` of its
+    /// replicas (`WAIT` on every master a batch wrote to, after its group commit). A Redis
+    /// failover then loses no acknowledged change. A `WAIT` that times out is no
+    /// acknowledgement: the batch's writes are answered `503 not_replicated` — the change is
+    /// written and logged, and stands unless its master fails before a replica has it.
+    case replicated
 }

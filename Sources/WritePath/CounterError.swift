@@ -25,6 +25,11 @@ public struct CounterError: Error, Sendable, Equatable, CustomStringConvertible 
         /// (`WritePathConfiguration.maximumQueuedOperationsPerShard`); retry later (HTTP 503 with
         /// Retry-After): nothing was done.
         public static let overloaded = Code(name: "overloaded")
+        /// With `--ack replicated`: the change is written on its Redis master but not confirmed
+        /// on enough replicas in time (HTTP 503 with Retry-After). It stands, and reaches
+        /// PostgreSQL, unless that master fails before a replica has it: read the state before
+        /// repeating a toggle.
+        public static let notReplicated = Code(name: "not_replicated")
         public var description: String { name }
     }
 

@@ -45,3 +45,13 @@ public enum LikeOperation: String, Sendable, Hashable, CaseIterable {
 /// The answer to an operation: the seed's `{is_liked, likes_count}` after it. It is the wire
 /// format's `LikeStatus` itself, so the answer is defined once.
 public typealias LikeState = LikeStatus
+
+extension LikeOperation {
+    /// Whether the operation may write (a read or a count never does).
+    var writes: Bool {
+        switch self {
+        case .read, .count: return false
+        case .toggle, .like, .unlike, .confirmLike, .confirmUnlike: return true
+        }
+    }
+}

@@ -33,6 +33,8 @@ struct ShardIO: Sendable {
         case .batchRedis(let groups, let epochs):
             let (results, fenced) = await SlotWriter.execute(groups, epochs: epochs, redis: batchRedis, layout: layout, counting: ownership)
             return .batchRedisReplied(results, fenced: fenced)
+        case .awaitReplication(let slots, let replicas, let timeout):
+            return .replicationAwaited(await ReplicaWait.wait(on: slots, replicas: replicas, timeout: timeout, redis: batchRedis))
         case .findPosts(let lookup):
             return .batchPostsFound(await findPosts(lookup))
         case .loadLargePost(let post):

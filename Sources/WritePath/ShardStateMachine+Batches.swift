@@ -157,8 +157,39 @@ extension ShardStateMachine {
         case .findPosts(let lookup):
             actions.append(.findPosts(lookup))
         case .finish(let completion):
-            finishBatch(completion, of: current, now: now, into: &actions)
+            if configuration.acknowledgement == .replicated, !completion.appended.isEmpty, !completion.answers.isEmpty {
+                // The books learn of the write at once (a flush, an eviction, a list must know
+                // what is in the logs); the answers wait for the replicas, and so does the next
+                // batch, whose writes would queue behind the `WAIT` on the same connections anyway.
+                book(completion, of: current, now: now, into: &actions)
+                batch!.awaitingReplication = completion
+                actions.append(.awaitReplication(slots: completion.appended.keys.sorted(), replicas: configuration.acknowledgementReplicas,
+                                                 timeout: configuration.acknowledgementReplicaTimeout))
+            } else {
+                finishBatch(completion, of: current, now: now, into: &actions)
+            }
         }
+    }
+
+    /// The replicas confirmed the batch's writes, or did not in time: then its writes are
+    /// answered `not_replicated` (they are written and logged all the same).
+    mutating func replicationAwaited(_ outcome: ReplicationOutcome, now: ContinuousClock.Instant, into actions: inout [Action]) {
+        guard let current = batch, var completion = current.awaitingReplication else { return }
+        if !outcome.confirmed {
+            let error = CounterError(code: .notReplicated,
+                                     message: "the change is written on its Redis master but not confirmed on \(configuration.acknowledgementReplicas) replica(s) within \(configuration.acknowledgementReplicaTimeout) (\(outcome.detail)); it stands unless that master fails first: read the state before repeating a toggle",
+                                     retryAfterSeconds: 1)
+            var refused = 0
+            completion.answers = completion.answers.map { answer in
+                guard case .success = answer.result, current.operations[answer.request].request.operation.writes else { return answer }
+                refused += 1
+                return BatchStateMachine.Answer(request: answer.request, result: .failure(error))
+            }
+            stats.unreplicatedWrites += refused
+            actions.append(.log(ShardLogLine(.warn, "not_replicated", [("shard", String(index)), ("answers", String(refused)),
+                                                                        ("detail", outcome.detail)])))
+        }
+        end(current, answering: completion, now: now, into: &actions)
     }
 
     mutating func batchRedisReplied(_ results: [Result<[RedisReply], RedisError>], fenced: [FencedSlot],
@@ -191,8 +222,14 @@ extension ShardStateMachine {
     /// flush holding the batch commits.
     private mutating func finishBatch(_ completion: BatchStateMachine.Completion, of current: BatchInFlight,
                                       now: ContinuousClock.Instant, into actions: inout [Action]) {
-        batch = nil
-        lastTakeDone = current.take
+        book(completion, of: current, now: now, into: &actions)
+        end(current, answering: completion, now: now, into: &actions)
+    }
+
+    /// What the batch's write did, into the books: the flusher's, the lists' index, the hot set,
+    /// the statistics.
+    private mutating func book(_ completion: BatchStateMachine.Completion, of current: BatchInFlight,
+                               now: ContinuousClock.Instant, into actions: inout [Action]) {
         if !completion.uncertainSlots.isEmpty { wake(scheduler.uncertain(completion.uncertainSlots)) }
         stats.record(completion.statistics)
         for (change, entry) in completion.logged { pendingLikes.logged(change, in: entry) }
@@ -212,6 +249,13 @@ extension ShardStateMachine {
         }
         if !completion.appended.isEmpty { wake(scheduler.appended(completion.appended, now: now)) }
         if !completion.warmLookups.isEmpty { countWarmLookups(completion.warmLookups, epochs: current.epochs, now: now, into: &actions) }
+    }
+
+    /// The batch is over: its answers, and what waited for it to end.
+    private mutating func end(_ current: BatchInFlight, answering completion: BatchStateMachine.Completion,
+                              now: ContinuousClock.Instant, into actions: inout [Action]) {
+        batch = nil
+        lastTakeDone = current.take
         if !completion.answers.isEmpty { actions.append(.answerBatch(current.operations, completion.answers)) }
         if let (marks, waiting) = completion.afterApplied {
             let answers = waiting.compactMap { answer -> (ShardOperation, LikeState)? in

@@ -54,6 +54,9 @@ extension ShardStateMachine {
         /// Results of the batch's Redis groups (`.batchRedis`), one per group, and the slots
         /// Redis fenced.
         case batchRedisReplied([Result<[RedisReply], RedisError>], fenced: [FencedSlot])
+        /// `.awaitReplication` ended: whether every master's replicas confirmed the writes
+        /// (and, if not, why).
+        case replicationAwaited(ReplicationOutcome)
         /// `.findPosts`: which cold posts exist, their counts, the memberships asked.
         case batchPostsFound(Result<ColdLookup.Found, Error>)
         /// `.loadLargePost` ended: how many likers were loaded into the loading set.
@@ -106,6 +109,9 @@ extension ShardStateMachine {
 
         /// Send a batch's groups, fenced by `epochs` (`nil`: unfenced) → `batchRedisReplied`.
         case batchRedis([SlotCommands], epochs: [UInt16: Int64]?)
+        /// With `--ack replicated`: `WAIT` for `replicas` on the masters of `slots` (the batch's
+        /// writes, on the same connections), at most `timeout` → `replicationAwaited`.
+        case awaitReplication(slots: [UInt16], replicas: Int, timeout: Duration)
         /// Run a batch's `ColdLookup` → `batchPostsFound`.
         case findPosts(ColdLookup)
         /// Load a large post page by page into a loading set of its own → `largePostLoaded`.

@@ -112,6 +112,9 @@ struct ShardStateMachine {
         let operations: [ShardOperation]
         let epochs: [UInt16: Int64]?
         let take: UInt64
+        /// With `--ack replicated`: the batch is written and waits for the replicas
+        /// (`.awaitReplication`) before it finishes with this.
+        var awaitingReplication: BatchStateMachine.Completion?
     }
 
     /// One warm post being promoted: loaded whole in the background while it answers warm.
@@ -256,6 +259,7 @@ struct ShardStateMachine {
         case .shrink(let slots, let count): shrink(slots: slots, count: count)
 
         case .batchRedisReplied(let results, let fenced): batchRedisReplied(results, fenced: fenced, now: now, into: &actions)
+        case .replicationAwaited(let outcome): replicationAwaited(outcome, now: now, into: &actions)
         case .batchPostsFound(let result): batchPostsFound(result, now: now, into: &actions)
         case .largePostLoaded(let hydration, let result): largePostLoaded(hydration, result)
         case .largePostPublished(let post, let result): largePostPublished(post, result, now: now, into: &actions)

@@ -6,6 +6,12 @@ public struct WritePathConfiguration: Sendable, Equatable {
     public var shardCount: Int = 4
     /// When writes are answered. Defaults to `.redis`.
     public var acknowledgement: AcknowledgementMode = .redis
+    /// With `.replicated`: how many replicas of each master a batch wrote to must have its
+    /// writes before it is answered. Defaults to `1`.
+    public var acknowledgementReplicas: Int = 1
+    /// With `.replicated`: how long a batch waits for them (`WAIT`'s timeout); then its writes
+    /// are answered `not_replicated`. Defaults to 500 ms.
+    public var acknowledgementReplicaTimeout: Duration = .milliseconds(500)
     /// Changes a shard lets wait for PostgreSQL before it refuses new writes. Defaults to `1_000_000`.
     public var backlogLimitPerShard: Int = 1_000_000
     /// How long a shard's oldest change may wait for PostgreSQL before the shard refuses new

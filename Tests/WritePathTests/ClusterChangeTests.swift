@@ -23,9 +23,11 @@ struct ClusterChangeTests {
     /// A write path on `cluster` over eight posts anywhere, `busy` more posts in `busySlots` and
     /// a hot post in `hotSlots`, flushing every 50 ms, with 16 workers already loading it.
     static func startUnderLoad(on cluster: PrivateRedisCluster, hotSlots: Range<UInt16>, busy: Int = 0,
-                               busySlots: Range<UInt16> = 0..<16_384) async throws -> (WritePathHarness, PairLoad, Task<Void, Never>) {
+                               busySlots: Range<UInt16> = 0..<16_384,
+                               acknowledgement: AcknowledgementMode = .redis) async throws -> (WritePathHarness, PairLoad, Task<Void, Never>) {
         let base = try await WritePathHarness.start(posts: 8, redis: .cluster, redisURL: cluster.url) {
             $0.flushInterval = .milliseconds(50)
+            $0.acknowledgement = acknowledgement
         }
         let hot = try await createPost(inSlots: hotSlots, in: base.pool)
         var posts = base.posts
@@ -120,11 +122,13 @@ struct ClusterChangeTests {
     /// with it. (A pause alone lost nothing in our runs, presumably because what the master had
     /// already written to the socket still reached the replica.) The replica then takes over without that second of acknowledged writes — the
     /// loss asynchronous replication allows — while PostgreSQL has the part the flusher wrote.
-    @Test("a master killed under load: its replica takes over, the node follows, and after reconcile PostgreSQL and Redis agree",
-          arguments: [Duration.zero, .seconds(1)])
-    func failoverUnderLoad(replicaLag: Duration) async throws {
+    /// With `--ack replicated` a write is answered only once the replica has it: the paused
+    /// replica's master answers `not_replicated` (not acknowledged), and nothing acknowledged is lost.
+    @Test("a master killed under load: its replica takes over, the node follows, and after reconcile PostgreSQL and Redis agree; with --ack replicated nothing acknowledged is lost",
+          arguments: [(Duration.zero, AcknowledgementMode.redis), (.seconds(1), .redis), (.seconds(1), .replicated)])
+    func failoverUnderLoad(replicaLag: Duration, acknowledgement: AcknowledgementMode) async throws {
         try await PrivateRedisCluster.with { cluster in
-            let (harness, load, running) = try await Self.startUnderLoad(on: cluster, hotSlots: 0..<16_384, busy: 3)
+            let (harness, load, running) = try await Self.startUnderLoad(on: cluster, hotSlots: 0..<16_384, busy: 3, acknowledgement: acknowledgement)
             let (hot, posts) = (load.hotPost, load.posts)
             try await Task.sleep(for: .seconds(1))
 
@@ -170,6 +174,9 @@ struct ClusterChangeTests {
             let expected = load.expected
             // Whatever failover lost, no like appears that nobody asked for.
             #expect(members.allSatisfy { expected[$0] != nil }, "a like nobody requested")
+            if acknowledgement == .replicated {
+                #expect(lost.isEmpty && undone.isEmpty, "acknowledged after its replica had it, yet lost: \(lost.count) like(s), \(undone.count) unlike(s)")
+            }
             for (post, state) in try await harness.postgresCounts() {
                 #expect(state.count == state.rows, "post \(post): likes_count \(state.count), rows \(state.rows)")
             }
@@ -182,7 +189,7 @@ struct ClusterChangeTests {
             #expect(report.redisRepaired == report.redisDrifted.count)
             try await Self.expectRedisAgrees(harness, posts: posts, label: "failover")
             let summary = load.summary
-            print("failover (replica \(replicaLag == .zero ? "current" : "\(replicaLag) behind")): master 127.0.0.1:\(victim.port) killed after \(acknowledgedBefore) acknowledged operations; the node served its slots again after \(recovery); \(summary.acknowledged) acknowledged, \(summary.failed) refused meanwhile (\(summary.errors)); acknowledged but lost: \(lost.count) like(s) and \(undone.count) unlike(s) of \(expected.count - undetermined) settled pairs; reconcile found \(report.redisDrifted.count) post(s) behind PostgreSQL in Redis and reloaded \(report.redisRepaired)")
+            print("failover (--ack \(acknowledgement), replica \(replicaLag == .zero ? "current" : "\(replicaLag) behind")): master 127.0.0.1:\(victim.port) killed after \(acknowledgedBefore) acknowledged operations; the node served its slots again after \(recovery); \(summary.acknowledged) acknowledged, \(summary.failed) refused meanwhile (\(summary.errors)); acknowledged but lost: \(lost.count) like(s) and \(undone.count) unlike(s) of \(expected.count - undetermined) settled pairs; reconcile found \(report.redisDrifted.count) post(s) behind PostgreSQL in Redis and reloaded \(report.redisRepaired)")
             await harness.stop()
         }
     }

@@ -103,6 +103,8 @@ final class ShardModel {
             return nil
         case .log:
             return nil
+        case .awaitReplication:
+            return .replicationAwaited(ReplicationOutcome(confirmed: true, detail: "model"))
         case .raiseEpochKeys(let epochs, let forClaim, let then):
             var results: [UInt16: Result<Int64, RedisError>] = [:]
             for (slot, epoch) in epochs {

@@ -156,6 +156,10 @@ final class ShardWorld {
             let (results, fenced) = fencedExecute(groups, epochs: epochs) { _ in redisFault }
             return .batchRedisReplied(results, fenced: fenced)
 
+        case .awaitReplication:
+            // No replicas here: a fault stands for a WAIT that timed out.
+            return .replicationAwaited(ReplicationOutcome(confirmed: redisFault == nil, detail: "model"))
+
         case .findPosts(let lookup):
             if trouble.postgresBeforeCommit != nil { return .batchPostsFound(.failure(PostgresError(code: .connectionFailed, message: "model: down"))) }
             coldLookups += lookup.posts.count

@@ -29,6 +29,7 @@ enum StatisticsAnswer {
             sum.redisErrors += stats.redisErrors
             sum.postgresErrors += stats.postgresErrors
             sum.lostMemoryAcknowledgements += stats.lostMemoryAcknowledgements
+            sum.unreplicatedWrites += stats.unreplicatedWrites
             sum.hotReads += stats.hotReads
             sum.coldReads += stats.coldReads
             sum.hotPosts += stats.hotPosts

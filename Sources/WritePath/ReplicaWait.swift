@@ -1,0 +1,39 @@
+import Persistence
+import ShardRouter
+
+/// `--ack replicated`: after a batch's writes, `WAIT` on every master it wrote to, on the shard's
+/// own connection to it (the one that carried the writes: `WAIT` counts that connection's writes),
+/// all masters at once.
+enum ReplicaWait {
+    static func wait(on slots: [UInt16], replicas: Int, timeout: Duration, redis: RedisClient) async -> ReplicationOutcome {
+        let map = redis.topology.map
+        let masters = Set(slots.compactMap { HashSlot(rawValue: $0).flatMap(map.master(of:)) }).sorted()
+        guard !masters.isEmpty else { return ReplicationOutcome(confirmed: false, detail: "no master serves the batch's slots") }
+        let answers = await withTaskGroup(of: (RedisEndpoint, Result<Int64, RedisError>).self) { group in
+            for master in masters {
+                group.addTask {
+                    do throws(RedisError) {
+                        let reply = try await redis.pipeline([.wait(replicas: replicas, timeout: timeout)], toMaster: master)[0].throwingServerError()
+                        return (master, reply.integer.map { .success($0) } ?? .failure(RedisError(code: .unexpectedReply, message: "WAIT answered \(reply)")))
+                    } catch {
+                        return (master, .failure(error))
+                    }
+                }
+            }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        var confirmed = true
+        var parts: [String] = []
+        for (master, answer) in answers.sorted(by: { $0.0 < $1.0 }) {
+            switch answer {
+            case .success(let count):
+                if count < replicas { confirmed = false }
+                parts.append("\(master): \(count) of \(replicas) replica(s)")
+            case .failure(let error):
+                confirmed = false
+                parts.append("\(master): \(error.message)")
+            }
+        }
+        return ReplicationOutcome(confirmed: confirmed, detail: parts.joined(separator: "; "))
+    }
+}
