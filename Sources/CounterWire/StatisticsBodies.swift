@@ -51,6 +51,10 @@ public struct ShardStatistics: Sendable, Equatable, Codable {
     /// With `--ack replicated`: writes answered `not_replicated` (written on the master, not
     /// confirmed on enough replicas in time).
     public var unreplicatedWrites = 0
+    /// Slots repaired after their Redis master failed over (drained, their posts dropped from
+    /// Redis), and the acknowledged changes the repairs found lost with the failed master.
+    public var failoverRepairs = 0
+    public var failoverLostChanges = 0
     /// Read-only requests (a like's state, a count, a feed entry) answered from Redis, and from
     /// PostgreSQL because their post was cold: `hot ÷ (hot + cold)` is the read hit ratio.
     public var hotReads = 0
@@ -81,7 +85,8 @@ public struct ShardStatistics: Sendable, Equatable, Codable {
              flushedEntries = "flushed_entries", largestFlush = "largest_flush", flushRetries = "flush_retries",
              lastFlushError = "last_flush_error", deadLetters = "dead_letters", redisErrors = "redis_errors",
              postgresErrors = "postgres_errors", lostMemoryAcknowledgements = "lost_memory_acknowledgements",
-             unreplicatedWrites = "unreplicated_writes",
+             unreplicatedWrites = "unreplicated_writes", failoverRepairs = "failover_repairs",
+             failoverLostChanges = "failover_lost_changes",
              hotReads = "hot_reads", coldReads = "cold_reads", hotPosts = "hot_posts", evictedPosts = "evicted_posts",
              evictedForMemory = "evicted_for_memory", coldWrites = "cold_writes", turnedWarm = "turned_warm",
              promotedPosts = "promoted_posts"

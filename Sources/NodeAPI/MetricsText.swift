@@ -55,6 +55,8 @@ enum MetricsText {
         family("counter_dead_letters_total", "counter", "Changes moved to the dead-letter stream.") { "\($0.deadLetters)" }
         family("counter_redis_errors_total", "counter", "Redis calls that failed.") { "\($0.redisErrors)" }
         family("counter_postgres_errors_total", "counter", "PostgreSQL calls that failed.") { "\($0.postgresErrors)" }
+        family("counter_failover_repairs_total", "counter", "Slots repaired after their Redis master failed over: drained to PostgreSQL, their posts dropped from Redis.") { "\($0.failoverRepairs)" }
+        family("counter_failover_lost_changes_total", "counter", "Acknowledged changes a Redis failover lost (their master died before a replica had them): found by the repair, gone from Redis and PostgreSQL.") { "\($0.failoverLostChanges)" }
         family("counter_unreplicated_writes_total", "counter", "With --ack replicated: writes answered not_replicated (on the Redis master, not confirmed on enough replicas in time).") { "\($0.unreplicatedWrites)" }
         family("counter_hot_reads_total", "counter", "Read-only requests answered from Redis (the post was hot).") { "\($0.hotReads)" }
         family("counter_cold_reads_total", "counter", "Read-only requests answered from PostgreSQL (the post was cold).") { "\($0.coldReads)" }

@@ -9,6 +9,8 @@ public struct ClusterSlotMap: Sendable, Equatable {
     public private(set) var replicas: [RedisEndpoint] = []
     /// Per slot, an index into `masters`, or -1 when no master serves it.
     private var owners: [Int16]
+    /// Each replica's master, as the `CLUSTER SLOTS` answer paired them.
+    private var masterOfReplica: [RedisEndpoint: RedisEndpoint] = [:]
 
     /// A map in which no slot is served.
     public init() {
@@ -35,8 +37,9 @@ public struct ClusterSlotMap: Sendable, Equatable {
                 throw Self.unexpected(range)
             }
             for slot in Int(start)...Int(end) { assign(slot, to: endpoint) }
-            for replica in fields.dropFirst(3).compactMap({ Self.endpoint($0, askedHost: askedHost) }) where !replicas.contains(replica) {
-                replicas.append(replica)
+            for replica in fields.dropFirst(3).compactMap({ Self.endpoint($0, askedHost: askedHost) }) {
+                masterOfReplica[replica] = endpoint
+                if !replicas.contains(replica) { replicas.append(replica) }
             }
         }
     }
@@ -60,6 +63,26 @@ public struct ClusterSlotMap: Sendable, Equatable {
         var slots: Set<UInt16> = []
         for (slot, owner) in owners.enumerated() where Int(owner) == index { slots.insert(UInt16(slot)) }
         return slots
+    }
+
+    /// Whether `endpoint` serving `slot` instead of its master in this map is a failover: it
+    /// was that master's replica here (promoted, with whatever it had not replicated lost),
+    /// not another master the slot migrated to.
+    public func isPromotion(of slot: HashSlot, to endpoint: RedisEndpoint) -> Bool {
+        guard let master = master(of: slot), master != endpoint else { return false }
+        return masterOfReplica[endpoint] == master
+    }
+
+    /// The slots that `newer` gives to a replica of their master in this map: the slots of the
+    /// masters that failed over between the two maps.
+    public func promotedSlots(in newer: ClusterSlotMap) -> [UInt16] {
+        var promoted: [UInt16] = []
+        for slot in 0..<HashSlot.count {
+            let now = newer.owners[slot], before = owners[slot]
+            guard now >= 0, before >= 0, newer.masters[Int(now)] != masters[Int(before)] else { continue }
+            if masterOfReplica[newer.masters[Int(now)]] == masters[Int(before)] { promoted.append(UInt16(slot)) }
+        }
+        return promoted
     }
 
     /// Records that `endpoint` now serves `slot` (a `MOVED` redirect).

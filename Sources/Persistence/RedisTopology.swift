@@ -23,6 +23,10 @@ public final class RedisTopology: Sendable {
         var lastRefresh: ContinuousClock.Instant?
         var lastRefreshError: String?
         var refreshWanted = false
+        /// Hears of slots whose master failed over (`onFailover`).
+        var failoverHandler: (@Sendable ([UInt16]) -> Void)?
+        /// Slots seen failing over, in all.
+        var failedOverSlots = 0
     }
 
     /// A topology for `configuration`. One server serves every slot at once; a cluster serves
@@ -118,11 +122,27 @@ public final class RedisTopology: Sendable {
     // MARK: - What clients report
 
     func noteMoved(_ slot: HashSlot, to endpoint: RedisEndpoint) {
-        state.withLock { state in
+        let handler = state.withLock { state -> (@Sendable ([UInt16]) -> Void)? in
+            let promoted = state.map.isPromotion(of: slot, to: endpoint)
             state.map.move(slot, to: endpoint)
             state.refreshWanted = true
+            guard promoted else { return nil }
+            state.failedOverSlots += 1
+            return state.failoverHandler
         }
+        handler?([slot.rawValue])
     }
+
+    /// Calls `handler` (from the thread that noticed) with the slots whose master failed over:
+    /// a replica of their master serves them now, in a map read again or by a `MOVED` answer.
+    /// What that master acknowledged and had not replicated is gone from Redis. One handler;
+    /// a later call replaces it.
+    public func onFailover(_ handler: @escaping @Sendable ([UInt16]) -> Void) {
+        state.withLock { $0.failoverHandler = handler }
+    }
+
+    /// Slots seen failing over since the process started.
+    public var failedOverSlots: Int { state.withLock { $0.failedOverSlots } }
 
     /// The least time between two log lines about one node's connections.
     static let nodeLogInterval: Duration = .seconds(10)
@@ -183,12 +203,20 @@ public final class RedisTopology: Sendable {
     }
 
     private func install(_ map: ClusterSlotMap) {
-        state.withLock { state in
+        let (promoted, handler) = state.withLock { state -> ([UInt16], (@Sendable ([UInt16]) -> Void)?) in
+            let promoted = state.refreshes == 0 ? [] : state.map.promotedSlots(in: map)
             state.map = map
             state.refreshes += 1
             state.lastRefresh = .now
             state.lastRefreshError = nil
             state.refreshWanted = false
+            state.failedOverSlots += promoted.count
+            return (promoted, state.failoverHandler)
+        }
+        if !promoted.isEmpty {
+            log.log(.warn, "redis_failover", ["slots": ClusterSlotMap.describe(SlotSet(ranges: promoted.map { Int($0)...Int($0) }).ranges),
+                                              "count": String(promoted.count)])
+            handler?(promoted)
         }
     }
 }

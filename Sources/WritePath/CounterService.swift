@@ -74,6 +74,14 @@ public final class CounterService: Service {
         self.shards = shards
         self.clients = clients + [sweeperRedis, lettersRedis]
         self.redisTopology = topology
+        // A Redis master that failed over lost what it had not replicated: the shards that
+        // serve its slots repair them (`ShardStateMachine+Repair`).
+        let built = shards
+        topology.onFailover { slots in
+            var byShard: [Int: [UInt16]] = [:]
+            for slot in slots { byShard[map.shard(for: HashSlot(rawValue: slot)!), default: []].append(slot) }
+            for (shard, part) in byShard { built[shard].tell(.redisFailedOver(part)) }
+        }
     }
 
     // MARK: - Running

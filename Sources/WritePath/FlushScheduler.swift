@@ -415,6 +415,15 @@ struct FlushScheduler {
         retryNotBefore = nil
     }
 
+    /// What made flushes fail is known to be over (a Redis master that failed over is replaced):
+    /// the next flush need not wait out the backoff.
+    mutating func failureResolved() -> LoopSignal {
+        retryBackoff.reset()
+        retryNotBefore = nil
+        if loopSleep?.isBackoff == true { loopSleep = nil }
+        return .wakeLoop
+    }
+
     /// A flush attempt failed at `now`: no flush is tried for the returned delay, which doubles
     /// with each failure in a row up to the configured maximum.
     @discardableResult

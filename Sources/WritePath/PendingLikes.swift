@@ -138,3 +138,28 @@ struct PendingLikes {
         count -= 1
     }
 }
+
+extension PendingLikes {
+    /// `slot`'s log was read whole and holds exactly the entries `present`: the changes indexed
+    /// for it under other entries that PostgreSQL does not have either were lost (a Redis
+    /// failover took them). They leave the index, and are returned, a pair's newest each.
+    mutating func dropMissing(slot: UInt16, present: Set<StreamEntryID>) -> [PendingLike] {
+        guard let queue = bySlot[slot] else { return [] }
+        let applied = appliedThrough[slot]
+        var lost: [PendingLike] = []
+        var kept: [(entry: StreamEntryID, pair: LikePair)] = []
+        for item in queue.items[queue.head...] {
+            if present.contains(item.entry) || applied.map({ item.entry <= $0 }) == true {
+                kept.append(item)
+                continue
+            }
+            // Only a pair's newest change is indexed: a pair counts once, with it.
+            if let change = byPost[item.pair.postID]?[item.pair.userID], change.entry == item.entry {
+                lost.append(PendingLike(postID: item.pair.postID, userID: item.pair.userID, liked: change.liked, acknowledgedAt: change.at))
+                remove(item.pair, ifIn: item.entry)
+            }
+        }
+        bySlot[slot] = kept.isEmpty ? nil : (kept, 0)
+        return lost
+    }
+}

@@ -63,8 +63,17 @@ struct ShardIO: Sendable {
             var results: [UInt16: Result<Int64, RedisError>] = [:]
             for ((slot, _), result) in zip(ordered, raised) { results[slot] = result }
             return .epochKeysRaised(results)
-        case .rescanLogs(let slots):
-            return .logsRescanned(await rescan(slots))
+        case .rescanLogs(let slots, let listing):
+            var summaries = await rescan(slots)
+            let listed = listing.sorted().filter { if case .success = summaries[$0] { return true } else { return false } }
+            for (slot, ids) in await entryIDs(of: listed) {
+                summaries[slot] = summaries[slot]!.flatMap { summary in
+                    ids.map { var listed = summary; listed.entries = $0; return listed }.mapError { $0 as Error }
+                }
+            }
+            return .logsRescanned(summaries)
+        case .listSlotPosts(let slots):
+            return .slotPostsListed(await posts(inSlots: slots))
         case .readLogs(let slots, let changesPerSlot):
             let (reads, failure) = await readLogs(slots, changesPerSlot: changesPerSlot)
             return .logsRead(reads, failure: failure)
@@ -137,6 +146,52 @@ struct ShardIO: Sendable {
             }
         }
         return summaries
+    }
+
+    /// Every entry id the logs of `slots` hold (slots being repaired after a failover): a page
+    /// of 10,000 of every log in one pipeline, then the next pages of the logs that have more.
+    private func entryIDs(of slots: [UInt16]) async -> [UInt16: Result<[StreamEntryID], RedisError>] {
+        var ids: [UInt16: Result<[StreamEntryID], RedisError>] = [:]
+        var reading = slots.map { (slot: $0, start: "-") }
+        while !reading.isEmpty {
+            let pages = await flushRedis.execute(reading.map { slot, start in
+                SlotCommands(slot: HashSlot(rawValue: slot)!, commands: [.xrange(logKey(slot), start: start, count: 10_000)])
+            })
+            var more: [(slot: UInt16, start: String)] = []
+            for ((slot, _), result) in zip(reading, pages) {
+                let page: [StreamEntry]
+                do throws(RedisError) {
+                    page = try result.get()[0].streamEntries()
+                } catch {
+                    ids[slot] = .failure(error)
+                    continue
+                }
+                ids[slot] = .success(((try? ids[slot]?.get()) ?? []) + page.map(\.id))
+                if page.count == 10_000, let last = page.last { more.append((slot, last.id.successor.description)) }
+            }
+            reading = more
+        }
+        return ids
+    }
+
+    /// The posts Redis holds of each of `slots` (hot or warm: their markers), by
+    /// `CLUSTER GETKEYSINSLOT` on their masters — a Redis Cluster's, where failovers happen.
+    private func posts(inSlots slots: [UInt16]) async -> [UInt16: Result<[Int64], RedisError>] {
+        let results = await flushRedis.execute(slots.map { slot in
+            SlotCommands(slot: HashSlot(rawValue: slot)!, commands: [RedisCommand("CLUSTER", "GETKEYSINSLOT", Int64(slot), Int64(1_000_000))])
+        })
+        var posts: [UInt16: Result<[Int64], RedisError>] = [:]
+        for (slot, result) in zip(slots, results) {
+            posts[slot] = result.flatMap { replies in
+                do throws(RedisError) {
+                    let keys = (try replies[0].throwingServerError().array ?? []).compactMap(\.string)
+                    return .success(keys.compactMap { HotSetPlan.post(ofMarker: $0, layout: self.layout) }.sorted())
+                } catch {
+                    return .failure(error)
+                }
+            }
+        }
+        return posts
     }
 
     /// Each slot's log length, one `XLEN` per slot in one pipeline (per Redis node).

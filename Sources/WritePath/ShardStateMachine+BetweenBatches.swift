@@ -123,6 +123,10 @@ extension ShardStateMachine {
     mutating func postsUnloaded(_ purpose: UnloadPurpose, failed: Set<Int64>, fenced: [FencedSlot], now: ContinuousClock.Instant,
                                 into actions: inout [Action]) {
         slotsFenced(fenced, now: now, into: &actions)
+        if case .repaired(let slots) = purpose {
+            repairUnloaded(slots, failed: failed, now: now, into: &actions)
+            return
+        }
         switch (purpose, betweenBatchesRunning) {
         case (.resync, .resyncUnloading(let quiet, let reply)?):
             betweenBatchesRunning = nil

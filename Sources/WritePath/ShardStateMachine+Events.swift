@@ -57,6 +57,10 @@ extension ShardStateMachine {
         /// `.awaitReplication` ended: whether every master's replicas confirmed the writes
         /// (and, if not, why).
         case replicationAwaited(ReplicationOutcome)
+        /// The Redis master of `slots` failed over (`+Repair`).
+        case redisFailedOver([UInt16])
+        /// `.listSlotPosts`: the posts Redis holds of each slot.
+        case slotPostsListed([UInt16: Result<[Int64], RedisError>])
         /// `.findPosts`: which cold posts exist, their counts, the memberships asked.
         case batchPostsFound(Result<ColdLookup.Found, Error>)
         /// `.loadLargePost` ended: how many likers were loaded into the loading set.
@@ -112,6 +116,9 @@ extension ShardStateMachine {
         /// With `--ack replicated`: `WAIT` for `replicas` on the masters of `slots` (the batch's
         /// writes, on the same connections), at most `timeout` → `replicationAwaited`.
         case awaitReplication(slots: [UInt16], replicas: Int, timeout: Duration)
+        /// List the posts Redis holds of a slot being repaired (their markers, by
+        /// `CLUSTER GETKEYSINSLOT`), all in one pipeline → `slotPostsListed`.
+        case listSlotPosts([UInt16])
         /// Run a batch's `ColdLookup` → `batchPostsFound`.
         case findPosts(ColdLookup)
         /// Load a large post page by page into a loading set of its own → `largePostLoaded`.
@@ -124,7 +131,7 @@ extension ShardStateMachine {
         /// `then` is delivered once it is done).
         case raiseEpochKeys([UInt16: Int64], forClaim: Bool, then: ShardDelivery?)
         /// Read each log's length and newest entry → `logsRescanned`.
-        case rescanLogs([UInt16])
+        case rescanLogs([UInt16], listing: Set<UInt16>)
         /// Read whole entries from each log up to `changesPerSlot` changes → `logsRead`.
         case readLogs([UInt16], changesPerSlot: Int)
         /// Add dead letters → `deadLettersAdded`.
@@ -149,6 +156,8 @@ extension ShardStateMachine {
     struct LogSummary: Sendable, Equatable {
         let changes: Int
         let newest: StreamEntryID?
+        /// Every entry id the log holds, for a slot being repaired (listed on request).
+        var entries: [StreamEntryID]?
     }
 
     /// Why log lengths are read, and what was noted as appended when the question was asked.
@@ -174,6 +183,8 @@ extension ShardStateMachine {
         /// PostgreSQL has all of them, and they were idle, or Redis was above its memory target
         /// (eviction).
         case evicted(EvictionReason)
+        /// Slots repaired after their Redis master failed over: PostgreSQL has all of them.
+        case repaired(Set<UInt16>)
     }
 }
 

@@ -122,7 +122,7 @@ extension ShardStateMachine {
         switch slotState(slot) {
         case .serving(let served): epoch = served
         case .notOwned: return .notOwned
-        case .claiming, .draining, .quiescing, .flushing, .handingOver: return .pending
+        case .claiming, .draining, .quiescing, .flushing, .handingOver, .repairing: return .pending
         }
         if largeLoads[post] != nil || scheduler.uncertainSlots.contains(slot) || deadLetterPins.holds(post) { return .pending }
         // Its slot's log holds nothing PostgreSQL lacks, or at least not this post's changes.

@@ -36,7 +36,7 @@ extension ShardStateMachine {
         let run = FlushRun(now: now, rescanning: scheduler.slotsToRescan)
         flush = run
         if case .rescanning(let slots) = run.step {
-            actions.append(.rescanLogs(slots))
+            actions.append(.rescanLogs(slots, listing: Set(slots.filter { repairs[$0] != nil })))
         } else {
             plan(now: now, into: &actions)
         }
@@ -60,6 +60,7 @@ extension ShardStateMachine {
                 // A slot given up meanwhile is the new owner's to read.
                 guard slotState(slot).flushEpoch != nil else { continue }
                 wake(scheduler.rescanned(slot: slot, length: summary.changes, newest: summary.newest, now: now))
+                if let entries = summary.entries { auditFailover(slot: slot, present: entries, into: &actions) }
                 // What the log held may not all have come through this shard's batches.
                 if summary.changes > 0, let newest = summary.newest { pendingLikes.unindexed(slot: slot, through: newest) }
             case .failure(let error):
@@ -379,7 +380,8 @@ extension ShardStateMachine {
         case .nobody: break
         case .acknowledgements(let answers): actions.append(.answer(answers.map { ($0.0, .success($0.1)) }))
         case .drain(let slot, let epoch):
-            if slotState(slot) == .draining(epoch: epoch) { move(slot, .drained, now: now, into: &actions) }
+            let state = slotState(slot)
+            if state == .draining(epoch: epoch) || state == .repairing(epoch: epoch) { move(slot, .drained, now: now, into: &actions) }
         case .handOffFlush(let slot, let epoch):
             if slotState(slot) == .flushing(epoch: epoch) { move(slot, .flushed, now: now, into: &actions) }
         }

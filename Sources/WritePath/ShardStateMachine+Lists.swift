@@ -41,7 +41,7 @@ extension ShardStateMachine {
             let slot = HashSlot(post: post).rawValue
             switch slotState(slot) {
             case .notOwned: return .notOwner(slot)
-            case .claiming, .draining: return .slotMoving(slot)
+            case .claiming, .draining, .repairing: return .slotMoving(slot)
             case .serving, .quiescing, .flushing, .handingOver: break
             }
             guard isIndexed(slot) else { return .incomplete }
@@ -60,7 +60,7 @@ extension ShardStateMachine {
             for (offset, state) in slots.enumerated() {
                 switch state {
                 // A slot being won holds the previous owner's log, which is not indexed here.
-                case .claiming, .draining: return .slotMoving(UInt16(slotRange.lowerBound + offset))
+                case .claiming, .draining, .repairing: return .slotMoving(UInt16(slotRange.lowerBound + offset))
                 case .notOwned: continue
                 case .serving, .quiescing, .flushing, .handingOver: served.insert(slotRange.lowerBound + offset)
                 }

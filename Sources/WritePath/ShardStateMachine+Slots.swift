@@ -16,6 +16,8 @@ extension ShardStateMachine {
         let from = slotState(slot)
         guard let transition = SlotLifecycle.transition(from: from, on: event) else { return }
         if transition.to != from {
+            // A repair ends with the slot served again, or with the slot gone elsewhere.
+            if case .repairing = from { repairs[slot] = nil }
             slots[Int(slot) - slotRange.lowerBound] = transition.to
             changedSlots.insert(slot)
             if case .quiescing = transition.to { quiescingSlots.insert(slot) } else { quiescingSlots.remove(slot) }
@@ -40,6 +42,13 @@ extension ShardStateMachine {
                 refuseParked(slot, into: &actions)
             case .readyToHandOver:
                 break
+            case .dropHotSet:
+                // The slots one flush drained are listed together, in one pipeline.
+                if case .listSlotPosts(let listed)? = actions.last {
+                    actions[actions.count - 1] = .listSlotPosts(listed + [slot])
+                } else {
+                    actions.append(.listSlotPosts([slot]))
+                }
             }
         }
         settleClaims(slot, into: &actions)
@@ -93,6 +102,11 @@ extension ShardStateMachine {
 
     /// A drain failed (its log could not be read): the claim fails, the slot is let go.
     mutating func drainFailed(_ slot: UInt16, epoch: Int64, error: Error, now: ContinuousClock.Instant, into actions: inout [Action]) {
+        if slotState(slot) == .repairing(epoch: epoch) {
+            // A repair's drain is tried again (after the flusher's back-off).
+            move(slot, .drainFailed, now: now, into: &actions)
+            return
+        }
         guard slotState(slot) == .draining(epoch: epoch) else { return }
         recordClaimFailure(slot, error)
         move(slot, .drainFailed, now: now, into: &actions)

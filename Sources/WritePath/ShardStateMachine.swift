@@ -48,6 +48,10 @@ struct ShardStateMachine {
     var deadLetterPins: DeadLetterPins
     /// The changes logged and not yet applied, by post and by user, for the lists (`+Lists`).
     var pendingLikes = PendingLikes()
+    /// Slots being repaired after their Redis master failed over, and the repairs finished
+    /// since they were last logged (`+Repair`).
+    var repairs: [UInt16: SlotRepair] = [:]
+    var repairsDone = RepairTotals()
 
     /// Operations waiting for the next batch, in arrival order.
     var queued: [ShardOperation] = []
@@ -251,7 +255,11 @@ struct ShardStateMachine {
         case .pendingLikes(let question, let reply): answerPending(question, reply: reply, into: &actions)
         case .statistics(let reply): actions.append(.reply(reply.with(currentStats(now: now))))
         case .stop(let drain): stop(drain: drain, now: now, into: &actions)
-        case .tick: expireParked(now: now, into: &actions)
+        case .tick:
+            expireParked(now: now, into: &actions)
+            if !repairs.isEmpty { retryRepairs(now: now, into: &actions) }
+        case .redisFailedOver(let slots): redisFailedOver(slots, now: now, into: &actions)
+        case .slotPostsListed(let results): slotPostsListed(results, now: now, into: &actions)
         case .discoveryBegan: evictedDuringDiscovery = []
         case .discovered(let posts): discovered(posts, now: now)
         case .discoveryEnded: evictedDuringDiscovery = nil
@@ -307,6 +315,7 @@ struct ShardStateMachine {
         for parked in slotParked.values {
             if let first = parked.first?.until { earliest = min(earliest ?? first, first) }
         }
+        if let retry = nextRepairRetry { earliest = min(earliest ?? retry, retry) }
         return earliest
     }
 
@@ -345,7 +354,7 @@ struct ShardStateMachine {
     /// this node may not write it; `0` for a sole writer.
     func writeEpoch(_ slot: UInt16) -> Int64? {
         switch slotState(slot) {
-        case .serving(let epoch), .quiescing(let epoch), .flushing(let epoch), .handingOver(let epoch): return epoch
+        case .serving(let epoch), .quiescing(let epoch), .flushing(let epoch), .handingOver(let epoch), .repairing(let epoch): return epoch
         case .notOwned, .claiming, .draining: return nil
         }
     }

@@ -11,6 +11,8 @@
 ///     │                                                                    resume ▲        flushed │
 ///     └──────────── handedOff(e′) ◀── handingOver(e) ◀─────────────────────────────────────────────┘
 /// fenced(e) or drop from any owned state: notOwned (its backlog forgotten, its parked operations refused)
+///
+/// serving(e) ──failedOver──▶ repairing(e) ──drained (then its posts leave Redis)──▶ repairing(e) ──hotSetDropped──▶ serving(e)
 /// ```
 enum SlotLifecycle {
     /// One slot as its shard sees it.
@@ -30,13 +32,17 @@ enum SlotLifecycle {
         case flushing(epoch: Int64)
         /// Being handed off, everything flushed: the owner is being changed in PostgreSQL.
         case handingOver(epoch: Int64)
+        /// Its Redis master failed over (a replica took its place, without what it had not
+        /// replicated): operations wait while its log is drained to PostgreSQL and then every
+        /// post Redis holds of it is dropped, so each is read from PostgreSQL again.
+        case repairing(epoch: Int64)
 
         /// The epoch held, unless not owned.
         var epoch: Int64? {
             switch self {
             case .notOwned: return nil
             case .claiming(let epoch), .draining(let epoch), .serving(let epoch), .quiescing(let epoch),
-                 .flushing(let epoch), .handingOver(let epoch):
+                 .flushing(let epoch), .handingOver(let epoch), .repairing(let epoch):
                 return epoch
             }
         }
@@ -45,7 +51,7 @@ enum SlotLifecycle {
         var published: OwnedSlots.State {
             switch self {
             case .notOwned: return .notOwned
-            case .claiming(let epoch), .draining(let epoch): return .acquiring(epoch: epoch)
+            case .claiming(let epoch), .draining(let epoch), .repairing(let epoch): return .acquiring(epoch: epoch)
             case .serving(let epoch): return .serving(epoch: epoch)
             case .quiescing(let epoch), .flushing(let epoch), .handingOver(let epoch): return .releasing(epoch: epoch)
             }
@@ -62,7 +68,8 @@ enum SlotLifecycle {
         var flushEpoch: Int64? {
             switch self {
             case .notOwned, .claiming: return nil
-            case .draining(let epoch), .serving(let epoch), .quiescing(let epoch), .flushing(let epoch), .handingOver(let epoch):
+            case .draining(let epoch), .serving(let epoch), .quiescing(let epoch), .flushing(let epoch), .handingOver(let epoch),
+                 .repairing(let epoch):
                 return epoch
             }
         }
@@ -71,7 +78,7 @@ enum SlotLifecycle {
         var admission: Admission {
             switch self {
             case .serving: return .decide
-            case .claiming, .draining, .quiescing, .flushing, .handingOver: return .wait
+            case .claiming, .draining, .quiescing, .flushing, .handingOver, .repairing: return .wait
             case .notOwned: return .elsewhere
             }
         }
@@ -79,7 +86,7 @@ enum SlotLifecycle {
         /// Every state with `epoch` (for the table's exhaustive test).
         static func all(epoch: Int64) -> [State] {
             [.notOwned, .claiming(epoch: epoch), .draining(epoch: epoch), .serving(epoch: epoch), .quiescing(epoch: epoch),
-             .flushing(epoch: epoch), .handingOver(epoch: epoch)]
+             .flushing(epoch: epoch), .handingOver(epoch: epoch), .repairing(epoch: epoch)]
         }
     }
 
@@ -120,11 +127,16 @@ enum SlotLifecycle {
         case fenced(epoch: Int64)
         /// The membership found it is another node's: stop at once.
         case drop
+        /// Its Redis master failed over: Redis may have lost what the master acknowledged last.
+        case failedOver
+        /// Every post Redis held of it is dropped (the repair's last step).
+        case hotSetDropped
 
         /// Every event with `epoch` and `other` (for the table's exhaustive test).
         static func all(epoch: Int64, other: Int64) -> [Event] {
             [.claim(epoch: epoch), .claim(epoch: other), .keyHeld(epoch), .keyHeld(other), .keyFailed, .drained, .drainFailed,
-             .release, .batchEnded, .flushed, .resume, .handedOff(newEpoch: other), .fenced(epoch: epoch), .fenced(epoch: other), .drop]
+             .release, .batchEnded, .flushed, .resume, .handedOff(newEpoch: other), .fenced(epoch: epoch), .fenced(epoch: other), .drop,
+             .failedOver, .hotSetDropped]
         }
     }
 
@@ -144,6 +156,9 @@ enum SlotLifecycle {
         case refuseParked
         /// Tell the caller of `release` that the slot is ready to change owner.
         case readyToHandOver
+        /// Drop every post Redis holds of the slot (its log is in PostgreSQL, nothing waits),
+        /// then `hotSetDropped`.
+        case dropHotSet
     }
 
     /// A legal move: where the slot goes and what the shard does about it.
@@ -160,7 +175,7 @@ enum SlotLifecycle {
         case (.notOwned, .claim(let epoch)):
             return Transition(to: .claiming(epoch: epoch), effects: [.raiseEpochKey(epoch)])
         case (.claiming(let held), .claim(let epoch)), (.draining(let held), .claim(let epoch)),
-             (.serving(let held), .claim(let epoch)):
+             (.serving(let held), .claim(let epoch)), (.repairing(let held), .claim(let epoch)):
             if epoch == held { return Transition(to: state, effects: []) }
             return Transition(to: .claiming(epoch: epoch), effects: [.forgetBacklog, .raiseEpochKey(epoch)])
         case (.quiescing, .claim), (.flushing, .claim), (.handingOver, .claim):
@@ -180,6 +195,15 @@ enum SlotLifecycle {
             return Transition(to: .serving(epoch: epoch), effects: [.admitParked])
         case (.draining, .drainFailed):
             return Transition(to: .notOwned, effects: [.forgetBacklog, .refuseParked])
+
+        // A repair after a Redis failover: drain the log (what survived the failover reaches
+        // PostgreSQL; a failed drain is tried again), then drop the slot's posts from Redis.
+        case (.serving(let epoch), .failedOver), (.repairing(let epoch), .failedOver), (.repairing(let epoch), .drainFailed):
+            return Transition(to: .repairing(epoch: epoch), effects: [.drainLog])
+        case (.repairing(let epoch), .drained):
+            return Transition(to: .repairing(epoch: epoch), effects: [.dropHotSet])
+        case (.repairing(let epoch), .hotSetDropped):
+            return Transition(to: .serving(epoch: epoch), effects: [.admitParked])
 
         // A hand-off.
         case (.serving(let epoch), .release):

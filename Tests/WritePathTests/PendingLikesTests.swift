@@ -116,3 +116,27 @@ struct PendingLikesTests {
         await harness.stop()
     }
 }
+
+@Suite("What a Redis failover lost, as the lists' index tells it (pure)")
+struct PendingLikesFailoverTests {
+    @Test("changes indexed under entries the log no longer holds, and not applied, are lost: they leave the index and are returned")
+    func dropMissing() {
+        var index = PendingLikes()
+        let slot = HashSlot(post: 42).rawValue
+        let id = { (ms: UInt64) in StreamEntryID(milliseconds: ms, sequence: 0) }
+        index.logged(LikeChange(userID: 1, postID: 42, liked: true), in: id(100))
+        index.logged(LikeChange(userID: 2, postID: 42, liked: true), in: id(101))
+        index.logged(LikeChange(userID: 3, postID: 42, liked: false), in: id(102))
+        index.logged(LikeChange(userID: 4, postID: 42, liked: true), in: id(103))
+        index.logged(LikeChange(userID: 1, postID: 43, liked: true), in: id(104))
+        index.applied(slot: slot, through: id(100))
+        // The replica had entry 101 only; 102 and 103 died with the master.
+        let lost = index.dropMissing(slot: slot, present: [id(101)])
+        #expect(Set(lost.map(\.userID)) == [3, 4] && lost.allSatisfy { $0.postID == 42 })
+        #expect(index.of(post: 42).map(\.userID) == [2], "what survived still waits")
+        #expect(index.of(post: 43).map(\.userID) == [1], "another slot's changes are untouched")
+        #expect(index.dropMissing(slot: slot, present: [id(101)]).isEmpty, "found once")
+        index.applied(slot: slot, through: id(101))
+        #expect(index.of(post: 42).isEmpty)
+    }
+}

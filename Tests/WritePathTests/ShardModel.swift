@@ -103,6 +103,8 @@ final class ShardModel {
             return nil
         case .log:
             return nil
+        case .listSlotPosts(let slots):
+            return .slotPostsListed(Dictionary(uniqueKeysWithValues: slots.map { ($0, .success([])) }))
         case .awaitReplication:
             return .replicationAwaited(ReplicationOutcome(confirmed: true, detail: "model"))
         case .raiseEpochKeys(let epochs, let forClaim, let then):
@@ -113,11 +115,12 @@ final class ShardModel {
             }
             then?.run()
             return forClaim ? .epochKeysRaised(results) : nil
-        case .rescanLogs(let slots):
+        case .rescanLogs(let slots, let listing):
             var summaries: [UInt16: Result<ShardStateMachine.LogSummary, Error>] = [:]
             for slot in slots {
                 let entries = logs[slot] ?? []
-                summaries[slot] = .success(.init(changes: entries.count * max(1, entries.last?.changes.count ?? 1), newest: entries.last?.id))
+                summaries[slot] = .success(.init(changes: entries.count * max(1, entries.last?.changes.count ?? 1), newest: entries.last?.id,
+                                                 entries: listing.contains(slot) ? entries.map(\.id) : nil))
             }
             return .logsRescanned(summaries)
         case .readLogs(let slots, let changesPerSlot):

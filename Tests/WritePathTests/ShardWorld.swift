@@ -156,6 +156,10 @@ final class ShardWorld {
             let (results, fenced) = fencedExecute(groups, epochs: epochs) { _ in redisFault }
             return .batchRedisReplied(results, fenced: fenced)
 
+        case .listSlotPosts(let slots):
+            // The model's Redis is one server: it never fails over, so nothing asks this.
+            return .slotPostsListed(Dictionary(uniqueKeysWithValues: slots.map { ($0, .success([])) }))
+
         case .awaitReplication:
             // No replicas here: a fault stands for a WAIT that timed out.
             return .replicationAwaited(ReplicationOutcome(confirmed: redisFault == nil, detail: "model"))
@@ -201,7 +205,7 @@ final class ShardWorld {
             then?.run()
             return forClaim ? .epochKeysRaised(results) : nil
 
-        case .rescanLogs(let slots):
+        case .rescanLogs(let slots, let listing):
             var summaries: [UInt16: Result<ShardStateMachine.LogSummary, Error>] = [:]
             for slot in slots {
                 if redisFault != nil {
@@ -210,7 +214,8 @@ final class ShardWorld {
                 }
                 let entries = redis.streams[logKey(slot)] ?? []
                 let perEntry = entries.last.flatMap { ChangeLogEntry.changes(from: $0)?.count } ?? 1
-                summaries[slot] = .success(.init(changes: entries.count * max(1, perEntry), newest: entries.last?.id))
+                summaries[slot] = .success(.init(changes: entries.count * max(1, perEntry), newest: entries.last?.id,
+                                                 entries: listing.contains(slot) ? entries.map(\.id) : nil))
             }
             return .logsRescanned(summaries)
 

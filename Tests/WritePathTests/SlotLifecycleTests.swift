@@ -27,6 +27,7 @@ struct SlotLifecycleTests {
         case .quiescing(let epoch): return "quiescing(\(name(epoch)))"
         case .flushing(let epoch): return "flushing(\(name(epoch)))"
         case .handingOver(let epoch): return "handingOver(\(name(epoch)))"
+        case .repairing(let epoch): return "repairing(\(name(epoch)))"
         }
     }
 
@@ -44,6 +45,8 @@ struct SlotLifecycleTests {
         case .handedOff(let epoch): return "handedOff(\(name(epoch)))"
         case .fenced(let epoch): return "fenced(\(name(epoch)))"
         case .drop: return "drop"
+        case .failedOver: return "failedOver"
+        case .hotSetDropped: return "hotSetDropped"
         }
     }
 
@@ -56,6 +59,7 @@ struct SlotLifecycleTests {
         case .admitParked: return "admit parked"
         case .refuseParked: return "refuse parked"
         case .readyToHandOver: return "ready to hand over"
+        case .dropHotSet: return "drop hot set"
         }
     }
 
@@ -101,6 +105,7 @@ struct SlotLifecycleTests {
         | `serving(e)` | `fenced(e)` | `notOwned` | forget backlog, refuse parked |
         | `serving(e)` | `fenced(e′)` | (stays) | — |
         | `serving(e)` | `drop` | `notOwned` | forget backlog, refuse parked |
+        | `serving(e)` | `failedOver` | `repairing(e)` | drain log |
         | `quiescing(e)` | `batchEnded` | `flushing(e)` | flush log |
         | `quiescing(e)` | `resume` | `serving(e)` | admit parked |
         | `quiescing(e)` | `fenced(e)` | `notOwned` | forget backlog, refuse parked |
@@ -116,6 +121,15 @@ struct SlotLifecycleTests {
         | `handingOver(e)` | `fenced(e)` | `notOwned` | forget backlog, refuse parked |
         | `handingOver(e)` | `fenced(e′)` | (stays) | — |
         | `handingOver(e)` | `drop` | `notOwned` | forget backlog, refuse parked |
+        | `repairing(e)` | `claim(e)` | (stays) | — |
+        | `repairing(e)` | `claim(e′)` | `claiming(e′)` | forget backlog, raise epoch key to e′ |
+        | `repairing(e)` | `drained` | (stays) | drop hot set |
+        | `repairing(e)` | `drainFailed` | (stays) | drain log |
+        | `repairing(e)` | `fenced(e)` | `notOwned` | forget backlog, refuse parked |
+        | `repairing(e)` | `fenced(e′)` | (stays) | — |
+        | `repairing(e)` | `drop` | `notOwned` | forget backlog, refuse parked |
+        | `repairing(e)` | `failedOver` | (stays) | drain log |
+        | `repairing(e)` | `hotSetDropped` | `serving(e)` | admit parked |
         """
 
     @Test("every state with every event: the legal moves are exactly the table's, every other pair is refused and changes nothing")
@@ -123,13 +137,13 @@ struct SlotLifecycleTests {
         let rendered = Self.renderedTable()
         let expected = Self.expected.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
         #expect(rendered == expected)
-        // 7 states × 15 events: what the table does not list is refused.
+        // 8 states × 17 events: what the table does not list is refused.
         let pairs = SlotLifecycle.State.all(epoch: Self.held).count * SlotLifecycle.Event.all(epoch: Self.held, other: Self.later).count
-        #expect(pairs == 105)
-        #expect(pairs - rendered.count == 64, "refused pairs")
+        #expect(pairs == 136)
+        #expect(pairs - rendered.count == 85, "refused pairs")
     }
 
-    @Test("a claim never serves before its epoch key is raised and its log drained; a hand-off never ends before the flush")
+    @Test("a claim never serves before its epoch key is raised and its log drained, nor a repair before its posts left Redis; a hand-off never ends before the flush")
     func orderOfSteps() {
         // Breadth-first over the reachable states from notOwned, with every event: serving is
         // entered only from draining (on drained), notOwned after a hand-off only from
@@ -139,8 +153,9 @@ struct SlotLifecycleTests {
                 guard let transition = SlotLifecycle.transition(from: state, on: event), transition.to != state else { continue }
                 if case .serving = transition.to {
                     let fromDrain = state == .draining(epoch: Self.held) && event == .drained
+                    let repaired = state == .repairing(epoch: Self.held) && event == .hotSetDropped
                     let resumed = event == .resume
-                    #expect(fromDrain || resumed, "\(Self.name(state)) + \(Self.name(event)) serves")
+                    #expect(fromDrain || repaired || resumed, "\(Self.name(state)) + \(Self.name(event)) serves")
                 }
                 if case .handedOff = event { #expect(state == .handingOver(epoch: Self.held)) }
                 if transition.effects.contains(.readyToHandOver) { #expect(state == .flushing(epoch: Self.held)) }

@@ -30,6 +30,8 @@ enum StatisticsAnswer {
             sum.postgresErrors += stats.postgresErrors
             sum.lostMemoryAcknowledgements += stats.lostMemoryAcknowledgements
             sum.unreplicatedWrites += stats.unreplicatedWrites
+            sum.failoverRepairs += stats.failoverRepairs
+            sum.failoverLostChanges += stats.failoverLostChanges
             sum.hotReads += stats.hotReads
             sum.coldReads += stats.coldReads
             sum.hotPosts += stats.hotPosts

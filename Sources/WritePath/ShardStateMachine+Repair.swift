@@ -1,0 +1,153 @@
+import Persistence
+import ShardRouter
+
+/// Self-repair after a Redis failover. When a slot's master dies and its replica takes its
+/// place (`RedisTopology.onFailover`), whatever the master acknowledged and had not replicated
+/// is gone from Redis: likers sets and counts behind PostgreSQL (where the flusher had applied
+/// it), log entries the flusher never saw (acknowledged and lost everywhere). Each such slot
+/// this shard serves is repaired, with no operator step (`SlotLifecycle`'s `repairing` state):
+///
+/// 1. its operations wait, and its log is read again and drained to PostgreSQL, so PostgreSQL
+///    has everything that survived; the changes the lists' index holds that the log no longer
+///    does are the ones the failover lost: counted (`failover_lost_changes`) and logged, not
+///    hidden;
+/// 2. every post Redis holds of the slot is dropped (listed with `CLUSTER GETKEYSINSLOT`,
+///    unloaded fenced by the slot's epoch): its next read or write loads it from PostgreSQL;
+/// 3. the slot is served again, its waiting operations first.
+extension ShardStateMachine {
+    /// How soon a repair step that failed (Redis not answering) is tried again.
+    static let repairRetryDelay: Duration = .milliseconds(500)
+
+    /// `slots`' master failed over: those served here are repaired.
+    mutating func redisFailedOver(_ slots: [UInt16], now: ContinuousClock.Instant, into actions: inout [Action]) {
+        // The flushes that failed on the dead master need not wait out their backoff: its
+        // replica serves now, and the repair's drain is a flush.
+        wake(scheduler.failureResolved())
+        var started = 0
+        for slot in slots where owns(slot) {
+            switch slotState(slot) {
+            case .serving, .repairing:
+                move(slot, .failedOver, now: now, into: &actions)
+                if repairs[slot] == nil { started += 1 }
+                repairs[slot] = repairs[slot] ?? SlotRepair(startedAt: now)
+            default:
+                // Not served here (yet, or any more): a claim drains the log before serving
+                // and keeps what Redis holds; a hand-off's new owner is told by its own topology.
+                continue
+            }
+        }
+        guard started > 0 else { return }
+        stats.failoverRepairs += started
+        actions.append(.log(ShardLogLine(.warn, "failover_repair_started", [("shard", String(index)), ("slots", String(started))])))
+    }
+
+    /// A repairing slot's log, read again: the changes the lists' index holds for it that are
+    /// neither applied nor in the log any more were lost with the failed master.
+    mutating func auditFailover(slot: UInt16, present: [StreamEntryID], into actions: inout [Action]) {
+        guard repairs[slot] != nil else { return }
+        let lost = pendingLikes.dropMissing(slot: slot, present: Set(present))
+        guard !lost.isEmpty else { return }
+        stats.failoverLostChanges += lost.count
+        repairs[slot]?.lost += lost.count
+        for change in lost where repairsDone.sample.count < 5 {
+            repairsDone.sample.append("post \(change.postID) user \(change.userID) \(change.liked ? "like" : "unlike")")
+        }
+    }
+
+    /// The posts Redis holds of repairing slots: dropped, all in one pipeline; a slot with none
+    /// left is served again.
+    mutating func slotPostsListed(_ results: [UInt16: Result<[Int64], RedisError>], now: ContinuousClock.Instant,
+                                  into actions: inout [Action]) {
+        var unloading: [Int64] = []
+        var epochs: [UInt16: Int64] = [:]
+        for (slot, result) in results.sorted(by: { $0.key < $1.key }) {
+            guard case .repairing(let epoch) = slotState(slot), repairs[slot] != nil else { continue }
+            switch result {
+            case .failure:
+                repairs[slot]?.retryAt = now + Self.repairRetryDelay
+            case .success(let posts) where posts.isEmpty:
+                finishRepair(slot, now: now, into: &actions)
+            case .success(let posts):
+                repairs[slot]?.unloading = posts
+                unloading += posts
+                epochs[slot] = epoch
+            }
+        }
+        guard !unloading.isEmpty else { return }
+        cancelLargeLoads(of: unloading)
+        actions.append(.unloadPosts(unloading, epochs: isFenced ? epochs : nil, .repaired(Set(epochs.keys))))
+    }
+
+    /// The posts of repairing `slots` are unloaded (those in `failed` not yet: their slots try
+    /// again).
+    mutating func repairUnloaded(_ slots: Set<UInt16>, failed: Set<Int64>, now: ContinuousClock.Instant, into actions: inout [Action]) {
+        for slot in slots.sorted() {
+            guard case .repairing = slotState(slot), let repair = repairs[slot] else { continue }
+            let gone = repair.unloading.filter { !failed.contains($0) }
+            hotPosts.forget(gone)
+            repairs[slot]?.dropped += gone.count
+            repairs[slot]?.unloading = []
+            if gone.count == repair.unloading.count {
+                finishRepair(slot, now: now, into: &actions)
+            } else {
+                repairs[slot]?.retryAt = now + Self.repairRetryDelay
+            }
+        }
+    }
+
+    /// Repair steps whose retry is due.
+    mutating func retryRepairs(now: ContinuousClock.Instant, into actions: inout [Action]) {
+        var due: [UInt16] = []
+        for (slot, repair) in repairs.sorted(by: { $0.key < $1.key }) {
+            guard let at = repair.retryAt, at <= now else { continue }
+            repairs[slot]?.retryAt = nil
+            if case .repairing = slotState(slot) { due.append(slot) } else { repairs[slot] = nil }
+        }
+        if !due.isEmpty { actions.append(.listSlotPosts(due)) }
+    }
+
+    /// The earliest retry of a repair step, for the ticker.
+    var nextRepairRetry: ContinuousClock.Instant? {
+        repairs.values.compactMap(\.retryAt).min()
+    }
+
+    private mutating func finishRepair(_ slot: UInt16, now: ContinuousClock.Instant, into actions: inout [Action]) {
+        guard let repair = repairs.removeValue(forKey: slot) else { return }
+        move(slot, .hotSetDropped, now: now, into: &actions)
+        repairsDone.slots += 1
+        repairsDone.dropped += repair.dropped
+        repairsDone.lost += repair.lost
+        repairsDone.slowest = max(repairsDone.slowest, now - repair.startedAt)
+        guard repairs.isEmpty else { return }
+        // One line per shard and failover, not one per slot.
+        var fields: [(key: String, value: String)] = [
+            ("shard", String(index)), ("slots", String(repairsDone.slots)), ("posts_dropped", String(repairsDone.dropped)),
+            ("lost_changes", String(repairsDone.lost)), ("seconds", String(format: "%.3f", repairsDone.slowest.inSeconds)),
+        ]
+        if !repairsDone.sample.isEmpty { fields.append(("lost_sample", repairsDone.sample.joined(separator: ", "))) }
+        actions.append(.log(ShardLogLine(repairsDone.lost > 0 ? .error : .info, "failover_repaired", fields)))
+        repairsDone = RepairTotals()
+    }
+}
+
+/// One slot's repair under way.
+struct SlotRepair: Sendable {
+    let startedAt: ContinuousClock.Instant
+    /// Posts being unloaded.
+    var unloading: [Int64] = []
+    /// Posts dropped, and changes found lost, so far.
+    var dropped = 0
+    var lost = 0
+    /// When a failed step is tried again.
+    var retryAt: ContinuousClock.Instant?
+}
+
+/// The repairs finished since the last log line about them.
+struct RepairTotals: Sendable {
+    var slots = 0
+    var dropped = 0
+    var lost = 0
+    var slowest: Duration = .zero
+    /// A few of the changes found lost, for the log.
+    var sample: [String] = []
+}
