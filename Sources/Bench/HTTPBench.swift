@@ -293,6 +293,7 @@ struct Summary {
         }
         fields.append("\"throughput_timeline\":[\(result.throughputTimeline.map(String.init).joined(separator: ","))]")
         fields.append("\"p99_timeline_us\":[\(result.p99Timeline.map(String.init).joined(separator: ","))]")
+        fields.append("\"failure_timeline\":[\(result.failureTimeline.map(String.init).joined(separator: ","))]")
         fields.append("\"errors\":{\(result.errors.map { "\"\($0.key)\":\($0.value)" }.joined(separator: ","))}")
         if let check {
             fields.append("\"check\":{\"passed\":\(check.passed),\"lost\":\(check.lost.count),\"phantom\":\(check.phantom.count),\"drift\":\(check.drift.count)}")

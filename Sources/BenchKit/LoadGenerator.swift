@@ -60,6 +60,8 @@ public struct LoadResult: Sendable {
     public var throughputTimeline: [Int] = []
     /// p99 in microseconds per second of the measured part.
     public var p99Timeline: [UInt64] = []
+    /// Failures (error answers and requests without one) per second of the measured part.
+    public var failureTimeline: [Int] = []
     public var measuredSeconds: Double = 0
     /// The final known state of every pair written.
     public var expectations: [CorrectnessCheck.Pair: CorrectnessCheck.Expectation] = [:]
@@ -104,6 +106,7 @@ public final class LoadGenerator: Sendable {
             worker.start()
         }
         var second = 0
+        var failuresBefore = 0
         while ContinuousClock.now < end {
             try? await Task.sleep(until: started + .seconds(second + 1))
             second += 1
@@ -118,8 +121,10 @@ public final class LoadGenerator: Sendable {
                 shared.withLock {
                     $0.throughputTimeline.append(count)
                     $0.p99Timeline.append(histogram.percentile(0.99))
+                    $0.failureTimeline.append(failures - failuresBefore)
                 }
             }
+            failuresBefore = failures
             progress(second, count, failures, p99)
         }
         await finished.wait(for: threadCount)

@@ -28,6 +28,14 @@ enum ClusterMetrics {
         single("counter_adopted_slots_total", "counter", "Slots other nodes handed to this one.", "\(counters.adoptedSlots)")
         single("counter_dropped_slots_total", "counter", "Slots this node stopped serving because PostgreSQL gave them to another owner or epoch.", "\(counters.droppedSlots)")
         single("counter_membership_rounds_failed_total", "counter", "Membership rounds that failed (PostgreSQL or Redis unreachable).", "\(counters.failedRounds)")
+        let lease = member.lease
+        single("counter_deciding", "gauge", "1 while this node's lease, as its own clock counts it, lets it decide for its slots; 0 once no renewal got through in time.",
+               lease.isValid(at: .now) ? "1" : "0")
+        text += "# HELP counter_lease_renewal_seconds Round trip of each lease renewal (and the registration), from sending it to PostgreSQL's answer.\n"
+        text += "# TYPE counter_lease_renewal_seconds histogram\n"
+        MetricsText.histogramSamples("counter_lease_renewal_seconds", labels: "", bounds: LeaseValidity.bucketBounds,
+                                     buckets: Array(lease.buckets.prefix(LeaseValidity.bucketBounds.count)), count: lease.count,
+                                     sum: lease.sumSeconds, into: &text)
         single("counter_forwarded_requests_total", "counter", "Requests sent on to the node that owns their slot.", "\(forwarder.forwarded)")
         single("counter_misdirected_requests_total", "counter", "Forwarded requests answered 421 here (this node did not own the slot).", "\(forwarder.misdirected)")
     }

@@ -565,6 +565,9 @@ actor ReadinessProbe {
                 }
             }
             if map.slots.isEmpty { problems.append("cluster: the slot map has not been read yet") }
+            if !member.lease.isValid(at: .now) {
+                problems.append("cluster: no lease renewal got through in time; this node does not decide for its slots")
+            }
             if unsettled > 0 { problems.append("cluster: \(unsettled) slot(s) of this node are still moving") }
         }
         let response: HTTPResponse

@@ -86,6 +86,11 @@ public actor ClusterMember: Service {
     private var cachedSlots: (version: SlotTable.Version, rows: [SlotTable.Row])?
     private let latestMap = Mutex(ClusterMap.empty)
     private let counters = Mutex(Counters())
+    /// Until when the lease lets this node decide, and the renewals' round trips.
+    private nonisolated let leaseValidity: Mutex<LeaseValidity>
+    /// Pings Redis before each renewal: a node that reaches no Redis master cannot serve its
+    /// slots, so it lets its lease run out and the nodes that can take them.
+    private nonisolated let redisPing: RedisClient
 
     /// - Parameters:
     ///   - postgres: the connections of the rounds and map reads (two suffice).
@@ -99,7 +104,12 @@ public actor ClusterMember: Service {
         self.table = SlotTable(pool: postgres, deployment: service.configuration.keyPrefix)
         self.log = log
         self.advertised = configuration.advertiseURL
+        self.leaseValidity = Mutex(LeaseValidity(lease: configuration.lease))
+        self.redisPing = RedisClient(topology: service.redisTopology, timeout: configuration.lease / 4)
     }
+
+    /// The lease as this node's clock sees it: whether it decides now, and the renewals' times.
+    public nonisolated var lease: LeaseValidity { leaseValidity.withLock { $0 } }
 
     /// The slot map as last read.
     public nonisolated var map: ClusterMap { latestMap.withLock { $0 } }
@@ -117,7 +127,9 @@ public actor ClusterMember: Service {
     ///   errors.
     public func join(advertising url: String? = nil) async throws {
         if let url { advertised = url }
+        let sent = ContinuousClock.now
         incarnationNumber = try await register()
+        leaseValidity.withLock { $0.granted(sentAt: sent, answeredAt: .now) }
         try await table.createRows()
         log.log(.info, "joined", ["node": configuration.nodeID, "incarnation": String(incarnationNumber),
                                   "advertise_url": advertised])
@@ -157,6 +169,10 @@ public actor ClusterMember: Service {
         let superseded = await withTaskGroup(of: Superseded?.self) { group -> Superseded? in
             group.addTask { await self.renewLease(incarnation: incarnation) }
             group.addTask {
+                await self.watchLease()
+                return nil
+            }
+            group.addTask {
                 await self.runRounds()
                 return nil
             }
@@ -170,17 +186,23 @@ public actor ClusterMember: Service {
             return first
         }
         if let superseded {
+            await redisPing.close()
             await service.drop(Set((0..<UInt16(HashSlot.count)).filter { service.ownership.state(of: $0) != .notOwned }))
             throw superseded
         }
         // Leaving: the renewals go on while the slots are handed off.
         await withTaskGroup(of: Superseded?.self) { group in
             group.addTask { await self.renewLease(incarnation: incarnation) }
+            group.addTask {
+                await self.watchLease()
+                return nil
+            }
             await leave()
             group.cancelAll()
             await group.waitForAll()
         }
         try? await registry.release(nodeID: configuration.nodeID, incarnation: incarnationNumber)
+        await redisPing.close()
         log.log(.info, "left", ["node": configuration.nodeID])
     }
 
@@ -201,13 +223,27 @@ public actor ClusterMember: Service {
 
     private nonisolated func renewLeaseUntilCancelled(incarnation: Int64) async throws {
         var lastRenewal = ContinuousClock.now
+        var withholding = false
         while !Task.isCancelled {
+            // Cut off from Redis (every master out of reach), the node cannot serve: it stops
+            // renewing, so its lease runs out and a node that reaches Redis takes its slots.
+            let reachable = await Self.reachesRedis(redisPing)
+            if reachable == withholding {
+                withholding = !reachable
+                log.log(reachable ? .info : .warn, reachable ? "lease_renewals_resumed" : "lease_withheld",
+                        ["node": configuration.nodeID, "reason": reachable ? "Redis answers again" : "no Redis master answers"])
+            }
+            if withholding {
+                try? await Task.sleep(for: configuration.renewInterval)
+                continue
+            }
             do {
                 let asked = ContinuousClock.now
                 let held = try await leaseRegistry.renew(nodeID: configuration.nodeID, incarnation: incarnation,
                                                     lease: configuration.lease)
                 if !held { throw Superseded(nodeID: configuration.nodeID) }
                 let now = ContinuousClock.now
+                leaseValidity.withLock { $0.granted(sentAt: asked, answeredAt: now) }
                 if now - lastRenewal > configuration.lease / 2 {
                     log.log(.warn, "lease_renewed_late", ["node": configuration.nodeID,
                                                           "ms_since_last": String((now - lastRenewal).inMilliseconds),
@@ -223,6 +259,39 @@ public actor ClusterMember: Service {
                 log.log(.warn, "lease_renewal_failed", ["node": configuration.nodeID, "error": "\(error)"])
             }
             try? await Task.sleep(for: configuration.renewInterval)
+        }
+    }
+
+    /// Whether some Redis master answers a `PING` (within the client's own timeout: a quarter of
+    /// the lease).
+    private static func reachesRedis(_ redis: RedisClient) async -> Bool {
+        let masters = redis.masters
+        guard !masters.isEmpty else { return true }
+        return await withTaskGroup(of: Bool.self) { group in
+            for master in masters {
+                group.addTask { (try? await redis.pipeline([.ping()], toMaster: master)) != nil }
+            }
+            for await reached in group where reached { return true }
+            return false
+        }
+    }
+
+    /// Until cancelled, every 50 ms: when the lease's time as this node counts it runs out (no
+    /// renewal got through: PostgreSQL cut off, or too slow), the node stops deciding — its
+    /// shards refuse operations on its slots — well before another node may take them; when a
+    /// renewal gets through again, it decides again (a slot another node took meanwhile is
+    /// fenced, and dropped by the next round).
+    private nonisolated func watchLease() async {
+        var deciding = true
+        while !Task.isCancelled {
+            let valid = leaseValidity.withLock { $0.isValid(at: .now) }
+            if valid != deciding {
+                deciding = valid
+                log.log(valid ? .info : .warn, valid ? "lease_regained" : "lease_lapsed",
+                        ["node": configuration.nodeID, "deciding": String(valid)])
+                await service.setDeciding(valid)
+            }
+            try? await Task.sleep(for: .milliseconds(50))
         }
     }
 

@@ -20,6 +20,13 @@ public struct PostgresConfiguration: Sendable, Hashable {
     /// writes that may be lost in a PostgreSQL crash without harm (lease renewals), which then
     /// never wait behind other transactions' disk flushes. Defaults to `false`.
     public var asynchronousCommit: Bool = false
+    /// How long a connection whose server stopped answering (a network cut, a host gone) may
+    /// take to fail: data sent and not acknowledged for this long (`tcp_user_timeout`), or an
+    /// idle or waiting connection whose keepalive probes go unanswered from about this long on.
+    /// Without it a statement sent into a cut waits for TCP's own retransmissions (about 15
+    /// minutes). A slow statement on a live server is not cut short. `nil`: the system's
+    /// settings. Defaults to 5 s.
+    public var unresponsiveTimeout: Duration? = .seconds(5)
 
     public init(url: String) {
         self.url = url

@@ -182,6 +182,11 @@ public actor PostgresConnection {
             options.append("-c idle_in_transaction_session_timeout=\(max(1, timeout.inMilliseconds))")
         }
         if configuration.asynchronousCommit { options.append("-c synchronous_commit=off") }
+        if let timeout = configuration.unresponsiveTimeout {
+            let seconds = max(2, Int(timeout.components.seconds))
+            keywords += ["keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count", "tcp_user_timeout"]
+            values += ["1", String(max(1, seconds / 2)), String(max(1, seconds / 6)), "3", String(seconds * 1000)]
+        }
         if !options.isEmpty {
             keywords.append("options")
             values.append(options.joined(separator: " "))

@@ -19,9 +19,15 @@ public final class RedisClient: Sendable {
     /// The slot map this client routes by, shared with the process's other clients.
     public let topology: RedisTopology
     private let connections = Mutex<[RedisEndpoint: RedisConnection]>([:])
+    /// When set, this client's connections give up on a connect or a command this soon,
+    /// whatever the topology's configuration says (a health check that must answer in time).
+    private let timeout: Duration?
 
-    public init(topology: RedisTopology) {
+    /// - Parameter timeout: a connect and command timeout of this client's own, shorter than the
+    ///   configuration's; `nil`: the configuration's.
+    public init(topology: RedisTopology, timeout: Duration? = nil) {
         self.topology = topology
+        self.timeout = timeout
     }
 
     /// A client of its own topology: one server or a cluster (which then still needs
@@ -161,7 +167,12 @@ public final class RedisClient: Sendable {
     private func connection(_ endpoint: RedisEndpoint) -> RedisConnection {
         connections.withLock { connections in
             if let known = connections[endpoint] { return known }
-            let connection = RedisConnection(configuration: topology.configuration.node(endpoint))
+            var configuration = topology.configuration.node(endpoint)
+            if let timeout {
+                configuration.connectTimeout = min(configuration.connectTimeout, timeout)
+                configuration.commandTimeout = min(configuration.commandTimeout, timeout)
+            }
+            let connection = RedisConnection(configuration: configuration)
             connections[endpoint] = connection
             return connection
         }

@@ -218,6 +218,13 @@ public final class CounterService: Service {
         return results.map { $0! }
     }
 
+    /// Whether this node decides for its slots: a node of a cluster stops (operations on its
+    /// slots are refused, `unavailable`) while its lease may be running out, and starts again
+    /// once a renewal gets through.
+    public func setDeciding(_ deciding: Bool) async {
+        for shard in shards { shard.tell(.deciding(deciding)) }
+    }
+
     // MARK: - Lists
 
     /// The changes of `postID` acknowledged here that PostgreSQL may not have yet, one per

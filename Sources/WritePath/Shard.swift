@@ -59,9 +59,11 @@ final class Shard: Sendable {
                 let now = ContinuousClock.now
                 if !operations.isEmpty { machine.handle(.operations(operations), now: now, into: &actions) }
                 for event in events { machine.handle(event, now: now, into: &actions) }
-                // A batch's own I/O is awaited here, in the loop, its result taken at once (with
-                // whatever arrived meanwhile): a child task per round trip would cost a second
-                // wake-up of the pool per reply. Nothing it waits for needs the loop.
+                // A batch's Redis round trips are awaited here, in the loop, their result taken at
+                // once (with whatever arrived meanwhile): a child task per round trip would cost a
+                // second wake-up of the pool per reply. Nothing they wait for needs the loop. Its
+                // cold lookup in PostgreSQL is a child task: PostgreSQL may not answer for seconds
+                // (a cut), and the loop must hear meanwhile that the node stopped deciding.
                 while let batchIO = performRound(&actions, machine: &machine, in: &group, ticker: ticker) {
                     let event = await io.perform(batchIO)
                     let now = ContinuousClock.now
@@ -87,7 +89,7 @@ final class Shard: Sendable {
         var batchIO: ShardStateMachine.Action?
         for action in actions {
             switch action {
-            case .batchRedis, .findPosts: batchIO = action
+            case .batchRedis: batchIO = action
             default: perform(action, in: &group)
             }
         }

@@ -35,8 +35,8 @@ struct ShardIO: Sendable {
             return .batchRedisReplied(results, fenced: fenced)
         case .awaitReplication(let slots, let replicas, let timeout):
             return .replicationAwaited(await ReplicaWait.wait(on: slots, replicas: replicas, timeout: timeout, redis: batchRedis))
-        case .findPosts(let lookup):
-            return .batchPostsFound(await findPosts(lookup))
+        case .findPosts(let lookup, let take):
+            return .batchPostsFound(take: take, await findPosts(lookup))
         case .loadLargePost(let post):
             let hydration = LargePostHydration(post: post, pool: pool, redis: hydrationRedis, layout: layout,
                                                pageSize: configuration.hydrationPageSize)

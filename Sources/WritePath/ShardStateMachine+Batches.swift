@@ -111,6 +111,13 @@ extension ShardStateMachine {
         for (offset, operation) in taken.enumerated() {
             let slot = operation.slot
             let state = owns(slot) ? slots[Int(slot) - firstSlot] : .notOwned
+            if !deciding, state.admission == .decide {
+                // The node's lease may be running out (it cannot renew it): another node may
+                // soon decide for this slot.
+                if live == nil { live = Array(taken[..<offset]) }
+                refused.append((operation, .failure(Self.leaseLapsed)))
+                continue
+            }
             var plain = state.admission == .decide
             if plain, checkUnknown, unknownPosts.isUnknown(operation.request.postID, at: now) { plain = false }
             if plain {
@@ -155,7 +162,8 @@ extension ShardStateMachine {
         case .write(let groups):
             actions.append(.batchRedis(groups, epochs: current.epochs))
         case .findPosts(let lookup):
-            actions.append(.findPosts(lookup))
+            batch!.waitingForPostgres = true
+            actions.append(.findPosts(lookup, take: current.take))
         case .finish(let completion):
             if configuration.acknowledgement == .replicated, !completion.appended.isEmpty, !completion.answers.isEmpty {
                 // The books learn of the write at once (a flush, an eviction, a list must know
@@ -168,6 +176,22 @@ extension ShardStateMachine {
             } else {
                 finishBatch(completion, of: current, now: now, into: &actions)
             }
+        }
+    }
+
+    /// Whether the node may decide for its slots. When it may not (its lease may be running
+    /// out), it says so at once to what waits for a decision: the operations queued, and a batch
+    /// waiting for PostgreSQL — it has written nothing yet, and PostgreSQL may not answer for
+    /// seconds (the cut that kept the lease from being renewed).
+    mutating func setDeciding(_ deciding: Bool, now: ContinuousClock.Instant, into actions: inout [Action]) {
+        self.deciding = deciding
+        guard !deciding else { return }
+        if !queued.isEmpty {
+            actions.append(.answer(queued.map { ($0, .failure(Self.leaseLapsed)) }))
+            queued = []
+        }
+        if let current = batch, current.waitingForPostgres {
+            batchPostsFound(take: current.take, .failure(Self.leaseLapsed), now: now, into: &actions)
         }
     }
 
@@ -200,8 +224,11 @@ extension ShardStateMachine {
         follow(next, now: now, into: &actions)
     }
 
-    mutating func batchPostsFound(_ result: Result<ColdLookup.Found, Error>, now: ContinuousClock.Instant, into actions: inout [Action]) {
-        guard batch != nil else { return }
+    mutating func batchPostsFound(take: UInt64, _ result: Result<ColdLookup.Found, Error>, now: ContinuousClock.Instant,
+                                  into actions: inout [Action]) {
+        // The lookup of a batch given up (its node stopped deciding) comes back late: nothing.
+        guard batch?.take == take, batch?.waitingForPostgres == true else { return }
+        batch!.waitingForPostgres = false
         let next: BatchStateMachine.Action
         switch result {
         case .success(let found): next = batch!.machine.postsFound(found)

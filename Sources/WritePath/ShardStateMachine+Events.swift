@@ -57,12 +57,14 @@ extension ShardStateMachine {
         /// `.awaitReplication` ended: whether every master's replicas confirmed the writes
         /// (and, if not, why).
         case replicationAwaited(ReplicationOutcome)
+        /// Whether the node may decide (its cluster lease is known to hold).
+        case deciding(Bool)
         /// The Redis master of `slots` failed over (`+Repair`).
         case redisFailedOver([UInt16])
         /// `.listSlotPosts`: the posts Redis holds of each slot.
         case slotPostsListed([UInt16: Result<[Int64], RedisError>])
         /// `.findPosts`: which cold posts exist, their counts, the memberships asked.
-        case batchPostsFound(Result<ColdLookup.Found, Error>)
+        case batchPostsFound(take: UInt64, Result<ColdLookup.Found, Error>)
         /// `.loadLargePost` ended: how many likers were loaded into the loading set.
         case largePostLoaded(LargePostHydration, Result<Int, Error>)
         /// `.publishLargePost` ended.
@@ -119,8 +121,9 @@ extension ShardStateMachine {
         /// List the posts Redis holds of a slot being repaired (their markers, by
         /// `CLUSTER GETKEYSINSLOT`), all in one pipeline → `slotPostsListed`.
         case listSlotPosts([UInt16])
-        /// Run a batch's `ColdLookup` → `batchPostsFound`.
-        case findPosts(ColdLookup)
+        /// Run the `ColdLookup` of the batch of `take` → `batchPostsFound` (a child task: the
+        /// loop goes on meanwhile, so a batch whose PostgreSQL does not answer can be given up).
+        case findPosts(ColdLookup, take: UInt64)
         /// Load a large post page by page into a loading set of its own → `largePostLoaded`.
         case loadLargePost(Int64)
         /// Publish a loaded large post under `epoch` → `largePostPublished`.

@@ -48,6 +48,9 @@ struct ShardStateMachine {
     var deadLetterPins: DeadLetterPins
     /// The changes logged and not yet applied, by post and by user, for the lists (`+Lists`).
     var pendingLikes = PendingLikes()
+    /// Whether this node may decide for its slots: `false` while its cluster lease may be
+    /// running out (no renewal got through), when operations on slots it serves are refused.
+    var deciding = true
     /// Slots being repaired after their Redis master failed over, and the repairs finished
     /// since they were last logged (`+Repair`).
     var repairs: [UInt16: SlotRepair] = [:]
@@ -119,6 +122,8 @@ struct ShardStateMachine {
         /// With `--ack replicated`: the batch is written and waits for the replicas
         /// (`.awaitReplication`) before it finishes with this.
         var awaitingReplication: BatchStateMachine.Completion?
+        /// Its cold lookup is with PostgreSQL (`.findPosts`).
+        var waitingForPostgres = false
     }
 
     /// One warm post being promoted: loaded whole in the background while it answers warm.
@@ -259,6 +264,7 @@ struct ShardStateMachine {
             expireParked(now: now, into: &actions)
             if !repairs.isEmpty { retryRepairs(now: now, into: &actions) }
         case .redisFailedOver(let slots): redisFailedOver(slots, now: now, into: &actions)
+        case .deciding(let deciding): setDeciding(deciding, now: now, into: &actions)
         case .slotPostsListed(let results): slotPostsListed(results, now: now, into: &actions)
         case .discoveryBegan: evictedDuringDiscovery = []
         case .discovered(let posts): discovered(posts, now: now)
@@ -268,7 +274,7 @@ struct ShardStateMachine {
 
         case .batchRedisReplied(let results, let fenced): batchRedisReplied(results, fenced: fenced, now: now, into: &actions)
         case .replicationAwaited(let outcome): replicationAwaited(outcome, now: now, into: &actions)
-        case .batchPostsFound(let result): batchPostsFound(result, now: now, into: &actions)
+        case .batchPostsFound(let take, let result): batchPostsFound(take: take, result, now: now, into: &actions)
         case .largePostLoaded(let hydration, let result): largePostLoaded(hydration, result)
         case .largePostPublished(let post, let result): largePostPublished(post, result, now: now, into: &actions)
         case .epochKeysRaised(let results): epochKeysRaised(results, now: now, into: &actions)
@@ -452,6 +458,10 @@ struct ShardStateMachine {
     }
 
     static let stopped = CounterError(code: .shuttingDown, message: "the write path has stopped")
+    static let leaseLapsed = CounterError(
+        code: .unavailable,
+        message: "this node cannot renew its cluster lease (PostgreSQL does not answer it), so it stops deciding before another node may take its slots; nothing was done: retry (another node serves them soon)",
+        retryAfterSeconds: 1)
 
     // MARK: - Statistics
 

@@ -164,11 +164,11 @@ final class ShardWorld {
             // No replicas here: a fault stands for a WAIT that timed out.
             return .replicationAwaited(ReplicationOutcome(confirmed: redisFault == nil, detail: "model"))
 
-        case .findPosts(let lookup):
-            if trouble.postgresBeforeCommit != nil { return .batchPostsFound(.failure(PostgresError(code: .connectionFailed, message: "model: down"))) }
+        case .findPosts(let lookup, let take):
+            if trouble.postgresBeforeCommit != nil { return .batchPostsFound(take: take, .failure(PostgresError(code: .connectionFailed, message: "model: down"))) }
             coldLookups += lookup.posts.count
             let model = PostgresModel(posts: posts, likes: likes.mapValues { $0.sorted() })
-            return .batchPostsFound(.success(model.lookUp(lookup)))
+            return .batchPostsFound(take: take, .success(model.lookUp(lookup)))
 
         case .loadLargePost(let post):
             let hydration = LargePostHydration(post: post, pool: Self.idlePool, redis: Self.idleRedis, layout: layout,

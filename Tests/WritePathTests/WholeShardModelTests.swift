@@ -79,6 +79,8 @@ struct WholeShardModelTests {
         var listDisagreements: [String] = []
         var listChecks = 0
         var crashes = 0, redisRestarts = 0, faults = 0
+        /// Whether the current process may decide (its lease holds).
+        var deciding = true
         let postIDs: [Int64]
         let slots: [UInt16]
 
@@ -113,6 +115,7 @@ struct WholeShardModelTests {
         func start() {
             let machine = ShardStateMachine(index: 0, slotRange: 0..<HashSlot.count, configuration: configuration, isFenced: true, now: now)
             processes.append(Process(machine: machine))
+            deciding = true
             let epochs = world.takeOver(slots)
             deliver(.claim(epochs, reply("claim \(processes.count)")), to: processes.count - 1)
         }
@@ -265,9 +268,14 @@ struct WholeShardModelTests {
                 guard !deliveries.isEmpty else { return }
                 let delivery = deliveries.remove(at: Int.random(in: 0..<deliveries.count, using: &random))
                 deliver(delivery.event, to: delivery.process)
-            case 860..<950:
+            case 860..<947:
                 now += .milliseconds(Int.random(in: 5...60, using: &random))
                 deliver(.tick, to: processes.count - 1)
+            case 947..<950:
+                // The node's lease lapses (it stops deciding: what waits is refused, a batch
+                // waiting for PostgreSQL is given up) or holds again.
+                deciding.toggle()
+                deliver(.deciding(deciding), to: processes.count - 1)
             case 950..<965:
                 let some = Set(slots.filter { _ in random.next() % 2 == 0 })
                 deliver(.shrink(slots: random.next() % 2 == 0 ? nil : some, count: Int.random(in: 1...4, using: &random)), to: processes.count - 1)
@@ -338,6 +346,10 @@ struct WholeShardModelTests {
 
         /// Stops the last process with a drain and runs everything out, without faults.
         func finish() {
+            if !deciding {
+                deciding = true
+                deliver(.deciding(true), to: processes.count - 1)
+            }
             if case .pageRead = walk { advanceWalk() }
             if case .began = walk { advanceWalk(); advanceWalk() }
             walk = .idle
