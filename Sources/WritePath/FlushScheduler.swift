@@ -382,6 +382,21 @@ struct FlushScheduler {
         return takeWaitersSatisfied(bySlot: slot)
     }
 
+    /// `slot`'s log, read whole after its Redis master failed over, holds exactly `present`:
+    /// the waiters whose mark on it is an entry not there and not applied wait for an entry
+    /// the failover lost, which no flush will ever apply. They leave, and are returned, to fail
+    /// (a flush of later entries would otherwise pass their mark and tell them it was applied).
+    mutating func takeWaitersOfLostEntries(slot: UInt16, present: Set<StreamEntryID>) -> [WaiterID] {
+        let applied = backlog[slot]?.applied
+        var lost: [WaiterID] = []
+        waiters.removeAll { waiter in
+            guard let mark = waiter.marks[slot], !present.contains(mark), applied.map({ mark > $0 }) ?? true else { return false }
+            lost.append(waiter.id)
+            return true
+        }
+        return lost
+    }
+
     /// The node gave `slots` up (another node owns them now and drains their logs): nothing is
     /// known of them any more.
     /// - Returns: the waiters with a mark on one of them, to fail (their entries are in the log

@@ -72,6 +72,8 @@ struct ShardIO: Sendable {
                 }
             }
             return .logsRescanned(summaries)
+        case .readFlushProgress(let slots):
+            return .flushProgressRead(await flushProgress(of: slots))
         case .listSlotPosts(let slots):
             return .slotPostsListed(await posts(inSlots: slots))
         case .readLogs(let slots, let changesPerSlot):
@@ -146,6 +148,24 @@ struct ShardIO: Sendable {
             }
         }
         return summaries
+    }
+
+    /// PostgreSQL's recorded progress of the logs of `slots` (those without one left out).
+    private func flushProgress(of slots: [UInt16]) async -> Result<[UInt16: StreamEntryID], Error> {
+        do {
+            var slotOf: [String: UInt16] = [:]
+            for slot in slots { slotOf[logKey(slot)] = slot }
+            let rows = try await pool.query("SELECT log, last_entry_ms, last_entry_seq FROM counter_flush_progress WHERE log = ANY($1::text[])",
+                                            [.textArray(Array(slotOf.keys))])
+            var progress: [UInt16: StreamEntryID] = [:]
+            for row in rows {
+                guard let log = row.string(0), let slot = slotOf[log] else { continue }
+                progress[slot] = StreamEntryID(milliseconds: UInt64(try row.int64(1)), sequence: UInt64(try row.int64(2)))
+            }
+            return .success(progress)
+        } catch {
+            return .failure(error)
+        }
     }
 
     /// Every entry id the logs of `slots` hold (slots being repaired after a failover): a page

@@ -61,6 +61,9 @@ extension ShardStateMachine {
         case deciding(Bool)
         /// The Redis master of `slots` failed over (`+Repair`).
         case redisFailedOver([UInt16])
+        /// `.readFlushProgress`: PostgreSQL's recorded progress of those logs (slots without one
+        /// left out).
+        case flushProgressRead(Result<[UInt16: StreamEntryID], Error>)
         /// `.listSlotPosts`: the posts Redis holds of each slot.
         case slotPostsListed([UInt16: Result<[Int64], RedisError>])
         /// `.findPosts`: which cold posts exist, their counts, the memberships asked.
@@ -118,6 +121,8 @@ extension ShardStateMachine {
         /// With `--ack replicated`: `WAIT` for `replicas` on the masters of `slots` (the batch's
         /// writes, on the same connections), at most `timeout` → `replicationAwaited`.
         case awaitReplication(slots: [UInt16], replicas: Int, timeout: Duration)
+        /// Read PostgreSQL's recorded flush progress of these slots' logs → `flushProgressRead`.
+        case readFlushProgress([UInt16])
         /// List the posts Redis holds of a slot being repaired (their markers, by
         /// `CLUSTER GETKEYSINSLOT`), all in one pipeline → `slotPostsListed`.
         case listSlotPosts([UInt16])

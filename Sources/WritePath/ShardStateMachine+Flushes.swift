@@ -60,7 +60,7 @@ extension ShardStateMachine {
                 // A slot given up meanwhile is the new owner's to read.
                 guard slotState(slot).flushEpoch != nil else { continue }
                 wake(scheduler.rescanned(slot: slot, length: summary.changes, newest: summary.newest, now: now))
-                if let entries = summary.entries { auditFailover(slot: slot, present: entries, into: &actions) }
+                if let entries = summary.entries { auditFailover(slot: slot, present: entries, now: now, into: &actions) }
                 // What the log held may not all have come through this shard's batches.
                 if summary.changes > 0, let newest = summary.newest { pendingLikes.unindexed(slot: slot, through: newest) }
             case .failure(let error):
@@ -154,14 +154,22 @@ extension ShardStateMachine {
         run.nodeFailure = run.nodeFailure ?? failure
         run.take(reads.filter { stillHeld($0.key, by: run) }, layout: layout)
         var satisfied: [FlushScheduler.WaiterID] = []
+        var verifying: [UInt16] = []
         for planned in plan.slots where reads[planned.slot] != nil && run.newestRead[planned.slot] == nil && stillHeld(planned.slot, by: run) {
+            // An empty log that should still hold entries PostgreSQL has not applied: Redis
+            // lost them (a failover, a restart without its data) — or another flush applied
+            // them. Only PostgreSQL's recorded progress can tell, and callers waiting for those
+            // entries (`--ack postgres`) must not hear they were applied if they were lost.
+            if let appended = planned.appended, !scheduler.isApplied([planned.slot: appended]) {
+                if verifyingEmptyLogs[planned.slot] == nil {
+                    verifyingEmptyLogs[planned.slot] = planned
+                    verifying.append(planned.slot)
+                }
+                continue
+            }
             satisfied += scheduler.emptyLogRead(planned)
-            // Nothing of what the index kept of the log waits any more: it is applied, or was
-            // lost with its Redis node (as Redis's own copy of it was). Left in the index, a
-            // lost unlike would hide a row from the lists, and a log read again would stay
-            // "unindexed" until a flush that may never come.
-            if let appended = planned.appended { pendingLikes.applied(slot: planned.slot, through: appended) }
         }
+        if !verifying.isEmpty { actions.append(.readFlushProgress(verifying)) }
         flush = run
         resume(satisfied, now: now, into: &actions)
         if run.newestRead.isEmpty {
@@ -176,6 +184,35 @@ extension ShardStateMachine {
         } else {
             apply(now: now, into: &actions)
         }
+    }
+
+    /// PostgreSQL's recorded progress of logs that read empty while entries were noted in them:
+    /// what it has is applied; the rest was lost with Redis. Callers waiting for a lost entry
+    /// are told it will not reach PostgreSQL, the lists' index forgets it, and it is counted.
+    /// A failed read leaves the slots as they were: the next flush reads them again.
+    mutating func flushProgressRead(_ result: Result<[UInt16: StreamEntryID], Error>, now: ContinuousClock.Instant,
+                                    into actions: inout [Action]) {
+        let verified = verifyingEmptyLogs
+        verifyingEmptyLogs = [:]
+        guard case .success(let progress) = result else { return }
+        var satisfied: [FlushScheduler.WaiterID] = []
+        var lost = 0
+        for (slot, planned) in verified.sorted(by: { $0.key < $1.key }) where slotState(slot).flushEpoch != nil {
+            if let applied = progress[slot] {
+                satisfied += scheduler.settled(slot: slot, removed: 0, applied: applied, stillDirtySince: nil)
+                pendingLikes.applied(slot: slot, through: applied)
+            }
+            for id in scheduler.takeWaitersOfLostEntries(slot: slot, present: []) {
+                failWaiter(id, with: Self.lostInFailover, now: now, into: &actions)
+            }
+            lost += pendingLikes.dropMissing(slot: slot, present: []).count
+            satisfied += scheduler.emptyLogRead(planned)
+        }
+        if lost > 0 {
+            stats.failoverLostChanges += lost
+            actions.append(.log(ShardLogLine(.error, "redis_lost_changes", [("shard", String(index)), ("changes", String(lost))])))
+        }
+        resume(satisfied, now: now, into: &actions)
     }
 
     /// Dead letters are written: the transaction runs (again).

@@ -15,6 +15,11 @@ import ShardRouter
 ///    unloaded fenced by the slot's epoch): its next read or write loads it from PostgreSQL;
 /// 3. the slot is served again, its waiting operations first.
 extension ShardStateMachine {
+    static let lostInFailover = CounterError(
+        code: .unavailable,
+        message: "the change was written to Redis, which lost it (a master that failed over before its replica had it, or a restart without its data): it was not applied; read the state before repeating it",
+        retryAfterSeconds: 1)
+
     /// How soon a repair step that failed (Redis not answering) is tried again.
     static let repairRetryDelay: Duration = .milliseconds(500)
 
@@ -43,9 +48,15 @@ extension ShardStateMachine {
 
     /// A repairing slot's log, read again: the changes the lists' index holds for it that are
     /// neither applied nor in the log any more were lost with the failed master.
-    mutating func auditFailover(slot: UInt16, present: [StreamEntryID], into actions: inout [Action]) {
+    mutating func auditFailover(slot: UInt16, present: [StreamEntryID], now: ContinuousClock.Instant, into actions: inout [Action]) {
         guard repairs[slot] != nil else { return }
-        let lost = pendingLikes.dropMissing(slot: slot, present: Set(present))
+        let present = Set(present)
+        // Callers waiting for a lost entry to reach PostgreSQL (`--ack postgres` answers, flush
+        // callers) are told it will not: it is gone.
+        for id in scheduler.takeWaitersOfLostEntries(slot: slot, present: present) {
+            failWaiter(id, with: Self.lostInFailover, now: now, into: &actions)
+        }
+        let lost = pendingLikes.dropMissing(slot: slot, present: present)
         guard !lost.isEmpty else { return }
         stats.failoverLostChanges += lost.count
         repairs[slot]?.lost += lost.count

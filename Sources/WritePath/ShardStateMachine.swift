@@ -51,6 +51,9 @@ struct ShardStateMachine {
     /// Whether this node may decide for its slots: `false` while its cluster lease may be
     /// running out (no renewal got through), when operations on slots it serves are refused.
     var deciding = true
+    /// Slots whose log read empty while entries were noted in it, while PostgreSQL's progress
+    /// of them is read (`+Flushes`).
+    var verifyingEmptyLogs: [UInt16: FlushScheduler.FlushPlan.Slot] = [:]
     /// Slots being repaired after their Redis master failed over, and the repairs finished
     /// since they were last logged (`+Repair`).
     var repairs: [UInt16: SlotRepair] = [:]
@@ -266,6 +269,7 @@ struct ShardStateMachine {
         case .redisFailedOver(let slots): redisFailedOver(slots, now: now, into: &actions)
         case .deciding(let deciding): setDeciding(deciding, now: now, into: &actions)
         case .slotPostsListed(let results): slotPostsListed(results, now: now, into: &actions)
+        case .flushProgressRead(let result): flushProgressRead(result, now: now, into: &actions)
         case .discoveryBegan: evictedDuringDiscovery = []
         case .discovered(let posts): discovered(posts, now: now)
         case .discoveryEnded: evictedDuringDiscovery = nil

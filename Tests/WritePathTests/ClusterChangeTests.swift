@@ -134,8 +134,9 @@ struct ClusterChangeTests {
     /// loss asynchronous replication allows — while PostgreSQL has the part the flusher wrote.
     /// With `--ack replicated` a write is answered only once the replica has it: the paused
     /// replica's master answers `not_replicated` (not acknowledged), and nothing acknowledged is lost.
-    @Test("a master killed under load: its replica takes over, the node follows, repairs the slots by itself (PostgreSQL and Redis agree within 30 s, no reconcile) and reports what was lost; with --ack replicated nothing acknowledged is lost",
-          arguments: [(Duration.zero, AcknowledgementMode.redis), (.seconds(1), .redis), (.seconds(1), .replicated)])
+    @Test("a master killed under load: its replica takes over, the node follows, repairs the slots by itself (PostgreSQL and Redis agree within 30 s, no reconcile) and reports what was lost; with --ack replicated or postgres nothing acknowledged is lost",
+          arguments: [(Duration.zero, AcknowledgementMode.redis), (.seconds(1), .redis), (.seconds(1), .replicated), (.seconds(1), .memory),
+                      (.seconds(1), .postgres)])
     func failoverUnderLoad(replicaLag: Duration, acknowledgement: AcknowledgementMode) async throws {
         try await PrivateRedisCluster.with { cluster in
             let (harness, load, running) = try await Self.startUnderLoad(on: cluster, hotSlots: 0..<16_384, busy: 3, acknowledgement: acknowledgement)
@@ -184,8 +185,8 @@ struct ClusterChangeTests {
             let expected = load.expected
             // Whatever failover lost, no like appears that nobody asked for.
             #expect(members.allSatisfy { expected[$0] != nil }, "a like nobody requested")
-            if acknowledgement == .replicated {
-                #expect(lost.isEmpty && undone.isEmpty, "acknowledged after its replica had it, yet lost: \(lost.count) like(s), \(undone.count) unlike(s)")
+            if acknowledgement == .replicated || acknowledgement == .postgres {
+                #expect(lost.isEmpty && undone.isEmpty, "acknowledged after its replica (or PostgreSQL) had it, yet lost: \(lost.count) like(s), \(undone.count) unlike(s)")
             }
             for (post, state) in try await harness.postgresCounts() {
                 #expect(state.count == state.rows, "post \(post): likes_count \(state.count), rows \(state.rows)")

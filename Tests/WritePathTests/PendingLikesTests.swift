@@ -107,7 +107,16 @@ struct PendingLikesTests {
         #expect(try await harness.service.pendingLikes(ofPost: post).count == 5)
         let slot = HashSlot(post: post)
         _ = try await harness.redis.send(RedisCommand("DEL", harness.layout.changeLog(of: slot)), slot: slot)
+        // A flush waiting for the lost entries hears they are lost (PostgreSQL's progress has
+        // none of them), not that they were applied.
+        do {
+            try await harness.service.flush()
+            Issue.record("the flush should say the changes it waited for are lost")
+        } catch let error as CounterError {
+            #expect(error.message.contains("lost"), "\(error)")
+        }
         try await harness.service.flush()
+        #expect(await harness.service.stats().reduce(0) { $0 + $1.failoverLostChanges } == 5, "the five pairs' changes are counted lost")
         #expect(try await harness.postgresMembers().isEmpty, "nothing of the lost log reached PostgreSQL")
         #expect(try await harness.service.pendingLikes(ofPost: post).isEmpty, "the lost changes are no longer laid over PostgreSQL's rows")
         #expect(try await harness.service.pendingLikes(ofUser: 2).changes.isEmpty)

@@ -103,6 +103,10 @@ final class ShardModel {
             return nil
         case .log:
             return nil
+        case .readFlushProgress(let slots):
+            var found: [UInt16: StreamEntryID] = [:]
+            for slot in slots { found[slot] = progress[slot] }
+            return .flushProgressRead(.success(found))
         case .listSlotPosts(let slots):
             return .slotPostsListed(Dictionary(uniqueKeysWithValues: slots.map { ($0, .success([])) }))
         case .awaitReplication:

@@ -156,6 +156,12 @@ final class ShardWorld {
             let (results, fenced) = fencedExecute(groups, epochs: epochs) { _ in redisFault }
             return .batchRedisReplied(results, fenced: fenced)
 
+        case .readFlushProgress(let slots):
+            if trouble.postgresBeforeCommit != nil { return .flushProgressRead(.failure(PostgresError(code: .connectionFailed, message: "model: down"))) }
+            var found: [UInt16: StreamEntryID] = [:]
+            for slot in slots { found[slot] = progress[logKey(slot)] }
+            return .flushProgressRead(.success(found))
+
         case .listSlotPosts(let slots):
             // The model's Redis is one server: it never fails over, so nothing asks this.
             return .slotPostsListed(Dictionary(uniqueKeysWithValues: slots.map { ($0, .success([])) }))
