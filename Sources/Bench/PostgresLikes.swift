@@ -19,21 +19,30 @@ struct PostgresLikes {
         return try rows.map { CorrectnessCheck.Pair(user: try $0.int64(0), post: try $0.int64(1)) }
     }
 
-    /// The rows and counts of `posts`. Each post's rows are counted here, from every row read,
-    /// not by a `count(*)` subquery per post: for a million posts PostgreSQL once planned that
-    /// subquery as a scan of `likes` per post (seen: over 7 minutes instead of seconds).
+    /// The rows and counts of `posts`, read by one statement, so from one snapshot: a write
+    /// that commits meanwhile (a request still in flight when the load stopped) is in both or in
+    /// neither, never a row without its count. Each post's rows are counted here, from every row
+    /// read, not by a `count(*)` subquery per post: for a million posts PostgreSQL once planned
+    /// that subquery as a scan of `likes` per post (seen: over 7 minutes instead of seconds).
     static func read(_ posts: [Int64], pool: PostgresPool) async throws -> PostgresLikes {
-        let pairs = try await pairs(of: posts, pool: pool)
+        let rows = try await pool.query("""
+            SELECT true, l.user_id, l.post_id FROM unnest($1::bigint[]) AS wanted(id) JOIN likes l ON l.post_id = wanted.id
+            UNION ALL
+            SELECT false, p.likes_count, p.id FROM unnest($1::bigint[]) AS wanted(id) JOIN posts p ON p.id = wanted.id
+            """, [.int64Array(posts)])
+        var pairs: [CorrectnessCheck.Pair] = []
+        var likesCounts: [Int64: Int64] = [:]
+        for row in rows {
+            if try row.bool(0) {
+                pairs.append(CorrectnessCheck.Pair(user: try row.int64(1), post: try row.int64(2)))
+            } else {
+                likesCounts[try row.int64(2)] = try row.int64(1)
+            }
+        }
         var rowsPerPost: [Int64: Int64] = [:]
         for pair in pairs { rowsPerPost[pair.post, default: 0] += 1 }
-        let countRows = try await pool.query("""
-            SELECT p.id, p.likes_count FROM unnest($1::bigint[]) AS wanted(id) JOIN posts p ON p.id = wanted.id
-            """, [.int64Array(posts)])
         var counts: [Int64: (likesCount: Int64, rows: Int64)] = [:]
-        for row in countRows {
-            let post = try row.int64(0)
-            counts[post] = (try row.int64(1), rowsPerPost[post] ?? 0)
-        }
+        for (post, likesCount) in likesCounts { counts[post] = (likesCount, rowsPerPost[post] ?? 0) }
         return PostgresLikes(pairs: pairs, counts: counts)
     }
 }

@@ -44,6 +44,7 @@ public enum ComparisonReport {
         ("ceiling", "GET /healthz (HTTP ceiling)", "/healthz", "#8c959f"),
         ("sql-upsert", "best single SQL statement", "sql-upsert", "#d4a72c"),
         ("seed-sql", "the seed's transaction (row lock)", "seed-sql", "#cf222e"),
+        ("laravel-seed", "the seed's Laravel endpoint (php-fpm, nginx)", "laravel-seed", "#953800"),
     ]
 
     public static func render(title: String, context: String, rows: [Row], ratios: [String]) -> String {

@@ -46,6 +46,8 @@ final class EventLoop {
     /// Connections whose socket could not be made or connected: idle again at the next timeout
     /// check (10 ms), so a server that is down is not hammered in a tight loop.
     private var retry: [Int] = []
+    /// The run is over: answers still arriving settle their pairs but are not counted.
+    private var draining = false
 
     init(generator: LoadGenerator, connections: [Int], measureFrom: ContinuousClock.Instant, end: ContinuousClock.Instant, rateShare: Double?) {
         self.generator = generator
@@ -94,11 +96,34 @@ final class EventLoop {
                 handle(token / endpoints.count, endpoint: token % endpoints.count, events: flags)
             }
         }
+        drain()
         for slot in connections.indices {
-            if connections[slot].inFlight, let pair = connections[slot].pair { generator.recordExpectation(pair, .either) }
+            if connections[slot].inFlight, let pair = connections[slot].pair { generator.recordExpectation(pair, .either, status: nil) }
             for socket in connections[slot].sockets where socket.descriptor >= 0 { close(socket.descriptor) }
         }
         close(epoll)
+    }
+
+    /// After the run: no more sends; the requests still in flight get until their timeout to be
+    /// answered. Their answers count for their pairs' final states (a pair toggled from several
+    /// connections is then known rather than undetermined, and no write lands after the check
+    /// has read PostgreSQL), not for the run's figures.
+    private func drain() {
+        draining = true
+        var events = [epoll_event](repeating: epoll_event(), count: 512)
+        while connections.contains(where: \.inFlight) {
+            if ContinuousClock.now - lastTimeoutCheck >= .milliseconds(10) { expireTimeouts() }
+            let ready = epoll_wait(epoll, &events, Int32(events.count), 10)
+            guard ready > 0 else { continue }
+            for event in events[0..<Int(ready)] {
+                let token = Int(event.data.u64)
+                var flags: Int16 = 0
+                if event.events & EPOLLIN.rawValue != 0 { flags |= Int16(POLLIN) }
+                if event.events & EPOLLOUT.rawValue != 0 { flags |= Int16(POLLOUT) }
+                if event.events & (EPOLLERR.rawValue | EPOLLHUP.rawValue | EPOLLRDHUP.rawValue) != 0 { flags |= Int16(POLLHUP) }
+                handle(token / endpoints.count, endpoint: token % endpoints.count, events: flags)
+            }
+        }
     }
 
     /// Watches `slot`'s socket to `endpoint` for writability, or stops, when that changes.
@@ -257,9 +282,9 @@ final class EventLoop {
         let now = ContinuousClock.now
         let latency = now - connections[slot].startedAt
         let microseconds = UInt64(max(0, latency.components.seconds * 1_000_000 + latency.components.attoseconds / 1_000_000_000_000))
-        generator.recordAnswer(status: status, latency: microseconds, measured: connections[slot].startedAt >= measureFrom)
+        generator.recordAnswer(status: status, latency: microseconds, measured: !draining && connections[slot].startedAt >= measureFrom)
         if let pair = connections[slot].pair {
-            generator.recordExpectation(pair, Self.expectation(status: status, body: body))
+            generator.recordExpectation(pair, Self.expectation(status: status, body: body), status: status)
         }
         connections[slot].inFlight = false
         connections[slot].pair = nil
@@ -280,8 +305,8 @@ final class EventLoop {
     /// socket is closed (opened again by the next request there).
     private func fail(_ slot: Int, _ kind: String) {
         guard connections[slot].inFlight else { return }
-        generator.recordError(kind, measured: connections[slot].startedAt >= measureFrom)
-        if let pair = connections[slot].pair { generator.recordExpectation(pair, .either) }
+        generator.recordError(kind, measured: !draining && connections[slot].startedAt >= measureFrom)
+        if let pair = connections[slot].pair { generator.recordExpectation(pair, .either, status: nil) }
         connections[slot].inFlight = false
         connections[slot].pair = nil
         closeSocket(slot, endpoint: connections[slot].endpoint)
@@ -347,9 +372,82 @@ final class EventLoop {
         guard let headerEnd else { return nil }
         // "HTTP/1.1 200 …"
         let status = Int(bytes[9] &- 48) * 100 + Int(bytes[10] &- 48) * 10 + Int(bytes[11] &- 48)
-        let length = contentLength(bytes[0..<headerEnd]) ?? 0
-        guard bytes.count >= headerEnd + length else { return nil }
-        return (status, bytes[headerEnd..<headerEnd + length], headerEnd + length)
+        if let length = contentLength(bytes[0..<headerEnd]) {
+            guard bytes.count >= headerEnd + length else { return nil }
+            return (status, bytes[headerEnd..<headerEnd + length], headerEnd + length)
+        }
+        if isChunked(bytes[0..<headerEnd]) {
+            guard let (body, used) = dechunk(bytes[headerEnd...]) else { return nil }
+            return (status, body, used)
+        }
+        return (status, bytes[headerEnd..<headerEnd], headerEnd)
+    }
+
+    /// A chunked body at the start of `bytes` (hex size, CRLF, data, CRLF … `0` CRLF, trailers,
+    /// CRLF), as nginx sends PHP's answers: its data and the index just past it, or `nil` until
+    /// it is complete. One chunk's data is returned in place.
+    static func dechunk(_ bytes: ArraySlice<UInt8>) -> (ArraySlice<UInt8>, Int)? {
+        var index = bytes.startIndex
+        var chunks: [ArraySlice<UInt8>] = []
+        while true {
+            var size = 0
+            var digits = 0
+            while index < bytes.endIndex, let digit = hexValue(bytes[index]) {
+                size = size * 16 + digit
+                digits += 1
+                index += 1
+                if digits > 12 { return nil }
+            }
+            // Chunk extensions (`;name=value`) up to the line's end are ignored.
+            while index < bytes.endIndex && bytes[index] != 10 { index += 1 }
+            guard index < bytes.endIndex, digits > 0 else { return nil }
+            index += 1
+            if size == 0 {
+                // Trailers, if any, then the empty line.
+                while true {
+                    var lineEnd = index
+                    while lineEnd < bytes.endIndex && bytes[lineEnd] != 10 { lineEnd += 1 }
+                    guard lineEnd < bytes.endIndex else { return nil }
+                    let empty = lineEnd == index || (lineEnd == index + 1 && bytes[index] == 13)
+                    index = lineEnd + 1
+                    if empty { break }
+                }
+                let body = chunks.count == 1 ? chunks[0] : ArraySlice(chunks.flatMap { $0 })
+                return (body, index)
+            }
+            guard bytes.endIndex - index >= size + 2 else { return nil }
+            chunks.append(bytes[index..<index + size])
+            index += size + 2
+        }
+    }
+
+    private static func hexValue(_ byte: UInt8) -> Int? {
+        switch byte {
+        case 48...57: return Int(byte - 48)
+        case 97...102: return Int(byte - 87)
+        case 65...70: return Int(byte - 55)
+        default: return nil
+        }
+    }
+
+    private static let transferEncodingChunked = Array("transfer-encoding: chunked".utf8)
+
+    /// Whether `head` has `Transfer-Encoding: chunked` (any case, one space after the colon).
+    static func isChunked(_ head: ArraySlice<UInt8>) -> Bool {
+        let name = transferEncodingChunked
+        var index = head.startIndex
+        while index + name.count <= head.endIndex {
+            if index == head.startIndex || head[index - 1] == 10 {
+                var matches = true
+                for offset in 0..<name.count where head[index + offset] | 0x20 != name[offset] | 0x20 {
+                    matches = false
+                    break
+                }
+                if matches { return true }
+            }
+            index += 1
+        }
+        return false
     }
 
     private static let contentLengthName = Array("content-length:".utf8)

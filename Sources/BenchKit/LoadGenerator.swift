@@ -63,8 +63,12 @@ public struct LoadResult: Sendable {
     /// Failures (error answers and requests without one) per second of the measured part.
     public var failureTimeline: [Int] = []
     public var measuredSeconds: Double = 0
-    /// The final known state of every pair written.
+    /// The final known state of every pair written (by its last answer: each pair is written by
+    /// one connection at a time).
     public var expectations: [CorrectnessCheck.Pair: CorrectnessCheck.Expectation] = [:]
+    /// Every pair's toggles that succeeded, and whether any may have changed it unseen: the
+    /// check by parity, for runs where several connections toggle the same pair at once.
+    public var toggles: [CorrectnessCheck.Pair: CorrectnessCheck.ToggleTally] = [:]
 
     public var successes: Int { statuses.filter { (200..<300).contains($0.key) }.values.reduce(0, +) }
     public var failures: Int { statuses.filter { !(200..<300).contains($0.key) }.values.reduce(0, +) + errors.values.reduce(0, +) }
@@ -152,8 +156,12 @@ public final class LoadGenerator: Sendable {
         shared.withLock { $0.errors[kind, default: 0] += 1 }
     }
 
-    func recordExpectation(_ pair: CorrectnessCheck.Pair, _ expectation: CorrectnessCheck.Expectation) {
-        shared.withLock { $0.expectations[pair] = expectation }
+    /// The outcome of a write to `pair`: its answer's status, or `nil` when none came.
+    func recordExpectation(_ pair: CorrectnessCheck.Pair, _ expectation: CorrectnessCheck.Expectation, status: Int?) {
+        shared.withLock {
+            $0.expectations[pair] = expectation
+            $0.toggles[pair, default: CorrectnessCheck.ToggleTally()].record(expectation: expectation, status: status)
+        }
     }
 
 }

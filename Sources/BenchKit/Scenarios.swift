@@ -47,6 +47,14 @@ public struct ScenarioWorkload: Workload {
     /// the user `userBase + i * usersPerConnection + 1`): writes then go to the user routes
     /// (`/v1/posts/{post}/like…`) as that user, instead of naming users with the API token.
     public var userTokens: [String]?
+    /// Writes go to the seed's route, `POST /api/posts/{post}/like` (the seed's Laravel
+    /// endpoint, or a node with `--seed-route true`), each with a token this signs for the
+    /// request's own user; the route only toggles.
+    public var seedRouteToken: (@Sendable (Int64) -> String)?
+    /// `storm` with users every connection shares (`userBase + 1 … + n`), so the same pairs are
+    /// toggled by several connections at once; such a run is checked by parity
+    /// (`CorrectnessCheck.runByParity`).
+    public var sharedStormUsers: Int64?
 
     /// The user connection `connection` writes as with `userTokens`.
     public func tokenUser(ofConnection connection: Int) -> Int64 {
@@ -96,6 +104,9 @@ public struct ScenarioWorkload: Workload {
             return write(post: posts[zipf.sample(using: &random)], user: firstUser + Int64.random(in: 0..<min(usersPerConnection, 1_000), using: &random), connection: connection)
         case .storm:
             let post = posts[Int.random(in: 0..<min(posts.count, 4), using: &random)]
+            if let sharedStormUsers {
+                return write(post: post, user: userBase + 1 + Int64.random(in: 0..<max(1, sharedStormUsers), using: &random), connection: connection)
+            }
             return write(post: post, user: firstUser + Int64.random(in: 0..<3, using: &random), connection: connection)
         case .feed:
             let size = feedSize ?? Int.random(in: 20...100, using: &random)
@@ -126,6 +137,10 @@ public struct ScenarioWorkload: Workload {
 
     private func write(post: Int64, user: Int64, connection: Int) -> PlannedRequest {
         let bytes: [UInt8]
+        if let seedRouteToken {
+            bytes = Self.http("POST", "/api/posts/\(post)/like", token: seedRouteToken(user), body: nil)
+            return PlannedRequest(bytes: bytes, pair: CorrectnessCheck.Pair(user: user, post: post), endpoint: routing.endpoint(post: post, connection: connection))
+        }
         if let userTokens, !userTokens.isEmpty {
             let token = userTokens[connection % userTokens.count]
             switch operation {

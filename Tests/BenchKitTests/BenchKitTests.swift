@@ -116,6 +116,40 @@ struct CorrectnessCheckTests {
         #expect(report.drift == [CorrectnessCheck.Drift(post: 11, likesCount: 3, rows: 1)])
         #expect(!report.passed)
     }
+
+    @Test("a toggle that succeeded counts; a refusal (4xx) changed nothing; a 5xx or no answer leaves the pair undetermined")
+    func toggleTally() {
+        var tally = CorrectnessCheck.ToggleTally()
+        tally.record(expectation: .liked(true), status: 200)
+        tally.record(expectation: .liked(false), status: 200)
+        tally.record(expectation: .liked(true), status: 200)
+        for status in [400, 401, 404, 429] { tally.record(expectation: .either, status: status) }
+        #expect(tally == CorrectnessCheck.ToggleTally(successes: 3, uncertain: false))
+        for status in [408, 500, 503, nil] as [Int?] {
+            var failed = tally
+            failed.record(expectation: .either, status: status)
+            #expect(failed.uncertain, "\(String(describing: status))")
+        }
+    }
+
+    @Test("by parity: a pair ends liked exactly when an odd number of its toggles succeeded; undetermined pairs and drift as usual")
+    func parity() {
+        let toggles: [Pair: CorrectnessCheck.ToggleTally] = [
+            Pair(user: 1, post: 10): .init(successes: 3),
+            Pair(user: 2, post: 10): .init(successes: 2),
+            Pair(user: 3, post: 10): .init(successes: 1, uncertain: true),
+            Pair(user: 4, post: 10): .init(successes: 0, uncertain: true),
+        ]
+        let good = CorrectnessCheck.runByParity(toggles: toggles, members: [Pair(user: 1, post: 10), Pair(user: 4, post: 10)], counts: [10: (2, 2)])
+        #expect(good.passed && good.checkedPairs == 4 && good.undeterminedPairs == 2)
+        let lost = CorrectnessCheck.runByParity(toggles: toggles, members: [], counts: [10: (0, 0)])
+        #expect(lost.lost == [Pair(user: 1, post: 10)] && lost.phantom.isEmpty)
+        let phantom = CorrectnessCheck.runByParity(toggles: toggles, members: [Pair(user: 1, post: 10), Pair(user: 2, post: 10), Pair(user: 9, post: 10)],
+                                                   counts: [10: (3, 3)])
+        #expect(phantom.phantom == [Pair(user: 2, post: 10), Pair(user: 9, post: 10)] && phantom.lost.isEmpty)
+        let drift = CorrectnessCheck.runByParity(toggles: toggles, members: [Pair(user: 1, post: 10)], counts: [10: (2, 1)])
+        #expect(drift.drift == [CorrectnessCheck.Drift(post: 10, likesCount: 2, rows: 1)] && !drift.passed)
+    }
 }
 
 #if canImport(Glibc)
@@ -165,6 +199,38 @@ struct BenchBodyTests {
                 #expect(request.pair == CorrectnessCheck.Pair(user: 1_000 + Int64(connection) * 100 + 1, post: 9))
             }
         }
+    }
+
+    @Test("on the seed's route every write is POST /api/posts/{id}/like with a token signed for the request's own user")
+    func seedRouteWrites() {
+        var workload = ScenarioWorkload(scenario: .hot, operation: .toggle, posts: [9], zipfExponent: 0.99, readRatio: 0,
+                                        token: "service", userBase: 1_000, usersPerConnection: 100)
+        workload.seedRouteToken = { user in "token-of-\(user)" }
+        var random = SystemRandomNumberGenerator()
+        for (connection, sequence) in [(0, 0), (0, 5), (3, 2)] {
+            let request = workload.request(connection: connection, sequence: sequence, random: &random)
+            let user = 1_000 + Int64(connection) * 100 + 1 + Int64(sequence)
+            let text = String(decoding: request.bytes, as: UTF8.self)
+            #expect(text.hasPrefix("POST /api/posts/9/like HTTP/1.1\r\n"), "\(text)")
+            #expect(text.contains("Authorization: Bearer token-of-\(user)\r\n"))
+            #expect(request.pair == CorrectnessCheck.Pair(user: user, post: 9))
+        }
+    }
+
+    @Test("a storm of shared users: every connection draws from the same few users and posts")
+    func sharedStormUsers() {
+        var workload = ScenarioWorkload(scenario: .storm, operation: .toggle, posts: [1, 2, 3, 4, 5], zipfExponent: 0.99, readRatio: 0,
+                                        token: "service", userBase: 1_000, usersPerConnection: 100)
+        workload.sharedStormUsers = 3
+        var random = SystemRandomNumberGenerator()
+        var pairs: [Int: Set<CorrectnessCheck.Pair>] = [:]
+        for connection in 0..<4 {
+            for sequence in 0..<200 {
+                pairs[connection, default: []].insert(workload.request(connection: connection, sequence: sequence, random: &random).pair!)
+            }
+        }
+        let every = Set((1_001...1_003).flatMap { user in (1...4).map { CorrectnessCheck.Pair(user: Int64(user), post: Int64($0)) } })
+        for connection in 0..<4 { #expect(pairs[connection] == every) }
     }
 }
 
@@ -275,6 +341,25 @@ struct ResponseParsingTests {
         #expect(EventLoop.expectation(status: 200, body: Array(#"{"is_liked":false}"#.utf8)[...]) == .liked(false))
         #expect(EventLoop.expectation(status: 503, body: Array(#"{"is_liked":true}"#.utf8)[...]) == .either)
         #expect(EventLoop.expectation(status: 200, body: Array(#"{"likes_count":3}"#.utf8)[...]) == .either)
+    }
+
+    @Test("a chunked answer (nginx in front of PHP): its chunks joined, trailers skipped, nothing until the last chunk and the empty line")
+    func chunked() throws {
+        let next = "HTTP/1.1 2"
+        for (chunks, trailer) in [([#"{"is_liked":true,"likes_count":1}"#], ""), ([#"{"is_liked""#, #":false,"likes"#, #"_count":0}"#], "X-Trailer: 1\r\n")] {
+            var text = "HTTP/1.1 200 OK\r\nServer: nginx\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+            for chunk in chunks { text += String(chunk.utf8.count, radix: 16, uppercase: true) + "\r\n" + chunk + "\r\n" }
+            text += "0\r\n" + trailer + "\r\n"
+            let bytes = Array((text + next).utf8)
+            let (status, parsed, used) = try #require(EventLoop.parseResponse(bytes))
+            #expect(status == 200)
+            #expect(String(decoding: parsed, as: UTF8.self) == chunks.joined())
+            #expect(used == bytes.count - next.utf8.count)
+            for cut in [used - 1, used - 3, used - 10] { #expect(EventLoop.parseResponse(Array(bytes[..<cut])) == nil) }
+        }
+        let lowercase = Array("HTTP/1.1 404 Not Found\r\ntransfer-encoding: Chunked\r\n\r\na;ext=1\r\n0123456789\r\n0\r\n\r\n".utf8)
+        let (status, parsed, used) = try #require(EventLoop.parseResponse(lowercase))
+        #expect(status == 404 && String(decoding: parsed, as: UTF8.self) == "0123456789" && used == lowercase.count)
     }
 }
 
