@@ -62,7 +62,13 @@ enum BenchCommand {
                         per request against the one node's; with --user-token-secret S (env
                         COUNTER_USER_TOKEN_SECRET, the node's), a hot row per level with end
                         users' tokens (one per connection, on the user routes) beside the
-                        service token's
+                        service token's; with --seed-app-url U and --seed-app-postgres-url U
+                        (env COUNTER_SEED_APP_URL, COUNTER_SEED_APP_DATABASE_URL: what
+                        `scripts/seed-app env` prints) and the user-token secret, a laravel-seed
+                        row per level (the seed's own Laravel endpoint, POST /api/posts/{id}/like,
+                        a new user per request, checked in its database) and a storm of users
+                        every connection shares on both the node and the seed's endpoint, checked
+                        by parity
 
         Columns: throughput, latency percentiles, failures, node µs/req (the CPU the
         node(s) spent per answered request over the measured seconds) and, for writes,
@@ -97,6 +103,9 @@ enum BenchCommand {
                            connection as one end user with its own HS256 token, signed with
                            --user-token-secret S (env COUNTER_USER_TOKEN_SECRET: the node's);
                            run the node with --user-write-rate 0, or it limits each user
+          --storm-users N  storm: N users every connection shares, so the same pairs are
+                           toggled at once (checked by parity: a pair ends liked exactly when
+                           an odd number of its toggles succeeded); default each connection's own
           --no-check       skip the correctness check; --json FILE writes the result;
           --html FILE      writes a self-contained page with charts (also for compare)
 

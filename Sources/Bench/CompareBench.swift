@@ -1,12 +1,14 @@
 import BenchKit
 import Foundation
 import Persistence
+import UserTokens
 
 /// `counter-bench compare`: the standard comparison in one invocation — the node's `hot`
 /// scenario (and, with `--cluster-url`, a second node's on a Redis Cluster), the `seed-sql` and
-/// `sql-upsert` baselines, the `/healthz` ceiling and the `redis-lua` peer (the same toggle as a
-/// Lua script in the node's Redis, over RESP) at each concurrency level, then `zipf`,
-/// `feed`, `storm`, `mixed` and `lists`; with `--nodes-url`, `hot` and `zipf` on a cluster of several
+/// `sql-upsert` baselines, the seed's own Laravel endpoint (`laravel-seed`, with `--seed-app-url`),
+/// the `/healthz` ceiling and the `redis-lua` peer (the same toggle as a Lua script in the node's
+/// Redis, over RESP) at each concurrency level, then `zipf`, `feed`, `storm` (and, beside the
+/// seed's endpoint, a storm of users every connection shares), `mixed` and `lists`; with `--nodes-url`, `hot` and `zipf` on a cluster of several
 /// nodes, spread over them (forwarding) and slot-aware — and the ratios measured in this run.
 struct CompareBench {
     var levels = [64, 256, 1_000]
@@ -17,14 +19,19 @@ struct CompareBench {
     var clusterNode: Endpoint?
     /// A node of a cluster of several nodes, measured on `hot` and `zipf` beside the main node.
     var severalNodes: Endpoint?
+    /// The seed's Laravel endpoint (`scripts/seed-app`), measured beside the node.
+    var seedApp: SeedAppTarget?
 
     init(arguments: [String], environment: [String: String]) throws {
         var passThrough: [String] = []
         var reader = BenchArguments(arguments)
         var levels = self.levels, duration = 10, warmup = 2
         var clusterNode: Endpoint?, severalNodes: Endpoint?
+        var seedAppURL = environment["COUNTER_SEED_APP_URL"], seedAppPostgresURL = environment["COUNTER_SEED_APP_DATABASE_URL"]
         try reader.forEachFlag { flag, reader in
             switch flag {
+            case "--seed-app-url": seedAppURL = try reader.value(flag)
+            case "--seed-app-postgres-url": seedAppPostgresURL = try reader.value(flag)
             case "--cluster-url", "--nodes-url":
                 let endpoint: Endpoint
                 do {
@@ -56,6 +63,21 @@ struct CompareBench {
         http = try HTTPBenchOptions(arguments: passThrough, environment: environment)
         http.load.duration = .seconds(duration)
         http.load.warmup = .seconds(warmup)
+        if let seedAppURL {
+            let endpoint: Endpoint
+            do {
+                endpoint = try Endpoint(url: seedAppURL)
+            } catch {
+                throw BenchUsageError(message: "--seed-app-url \(error.message)")
+            }
+            guard let seedAppPostgresURL else {
+                throw BenchUsageError(message: "--seed-app-url: also give the app's database, --seed-app-postgres-url (or COUNTER_SEED_APP_DATABASE_URL; `scripts/seed-app env` prints both)")
+            }
+            guard let secret = http.userTokenSecret else {
+                throw BenchUsageError(message: "--seed-app-url: the app verifies user tokens; give their secret, --user-token-secret (or COUNTER_USER_TOKEN_SECRET)")
+            }
+            seedApp = SeedAppTarget(endpoint: endpoint, postgresURL: seedAppPostgresURL, signer: TokenSigner(secret: secret))
+        }
     }
 
     func run() async throws {
@@ -63,6 +85,8 @@ struct CompareBench {
         var throughput: [String: Double] = [:]
         /// Node CPU µs per request, by the same keys as `throughput`.
         var cpu: [String: Double] = [:]
+        /// What the seed's endpoint answered, by row, for the report.
+        var seedAnswers: [(level: Int, scenario: String, load: LoadResult)] = []
         let quiet: @Sendable (Int, Int, Int, UInt64) -> Void = { _, _, _, _ in }
         var targets = clusterNode == nil ? ["hot", "seed-sql", "sql-upsert", "ceiling"]
                                          : ["hot", "hot-cluster", "seed-sql", "sql-upsert", "ceiling"]
@@ -71,6 +95,11 @@ struct CompareBench {
             targets.insert("hot-user", at: 1)
         } else {
             print("counter-bench compare: no hot row with user tokens (no --user-token-secret / COUNTER_USER_TOKEN_SECRET)")
+        }
+        if seedApp != nil {
+            targets.insert("laravel-seed", at: targets.firstIndex(of: "seed-sql")! + 1)
+        } else {
+            print("counter-bench compare: no laravel-seed row (no --seed-app-url / COUNTER_SEED_APP_URL; `scripts/seed-app start` serves the seed's endpoint)")
         }
         if let why = RedisLuaPeer.unsupported(http.servers.redisURL) {
             print("counter-bench compare: no redis-lua row: \(why) (\(http.servers.redisURL))")
@@ -89,6 +118,13 @@ struct CompareBench {
                     let result = try await baseline.run(postgresURL: http.servers.postgresURL, post: post, clients: level,
                                                         duration: http.load.duration, warmup: http.load.warmup) { _, _ in }
                     summary = Summary(label: target, connections: level, result: result)
+                case "laravel-seed":
+                    var options = http.load
+                    options.connections = level
+                    let measured = try await seedApp!.measure(.hot, load: options)
+                    summary = Summary(label: "laravel-seed (the seed's endpoint)", connections: level, result: measured.load)
+                    verdict = measured.check.passed ? "check passed" : "CHECK FAILED"
+                    seedAnswers.append((level, "hot", measured.load))
                 case "ceiling":
                     var options = http.load
                     options.connections = level
@@ -110,7 +146,7 @@ struct CompareBench {
                     summary = Summary(label: label, connections: level,
                                       result: result.load, nodeCPU: result.nodeCPU, lag: result.lag)
                     verdict = check.map { $0.passed ? "check passed" : "CHECK FAILED" }
-                    if check?.passed == false { rows.append((summary, verdict)); report(rows, throughput, cpu); throw BenchCheckFailure(message: "correctness check FAILED") }
+                    if check?.passed == false { rows.append((summary, verdict)); report(rows, throughput, cpu, seedAnswers); throw BenchCheckFailure(message: "correctness check FAILED") }
                 }
                 summary.series = target
                 throughput["\(target)@\(level)"] = summary.result.throughput
@@ -130,7 +166,7 @@ struct CompareBench {
             let (result, check) = try await HTTPBench(options: options).measure(progress: quiet)
             let summary = Summary(label: "node hot, open loop \(Int(rate))/s", connections: level, result: result.load, nodeCPU: result.nodeCPU, lag: result.lag)
             rows.append((summary, check.map { $0.passed ? "check passed" : "CHECK FAILED" }))
-            if check?.passed == false { report(rows, throughput, cpu); throw BenchCheckFailure(message: "correctness check FAILED") }
+            if check?.passed == false { report(rows, throughput, cpu, seedAnswers); throw BenchCheckFailure(message: "correctness check FAILED") }
         }
         for scenario in ["zipf", "feed", "storm", "mixed", "lists"] {
             let level = severalNodesLevel
@@ -148,7 +184,31 @@ struct CompareBench {
                          check.map { $0.passed ? "check passed" : "CHECK FAILED" }))
             throughput["\(scenario)@\(level)"] = result.load.throughput
             if let nodeCPU = result.nodeCPU { cpu["\(scenario)@\(level)"] = nodeCPU }
-            if check?.passed == false { report(rows, throughput, cpu); throw BenchCheckFailure(message: "correctness check FAILED") }
+            if check?.passed == false { report(rows, throughput, cpu, seedAnswers); throw BenchCheckFailure(message: "correctness check FAILED") }
+        }
+        if let seedApp {
+            // The same users toggling the same posts from several connections at once: the
+            // seed's endpoint beside the node, both checked by parity.
+            let level = severalNodesLevel
+            let users = Int64(max(1, level / 4))
+            print("counter-bench compare: storm of \(users) shared users, node and laravel-seed, at \(level) connections …")
+            var options = http
+            options.scenario = "storm"
+            options.load.connections = level
+            options.sharedStormUsers = users
+            let (result, check) = try await HTTPBench(options: options).measure(progress: quiet)
+            rows.append((Summary(label: "node storm, shared users", connections: level, result: result.load, nodeCPU: result.nodeCPU, lag: result.lag),
+                         check.map { $0.passed ? "check passed" : "CHECK FAILED" }))
+            throughput["storm-shared@\(level)"] = result.load.throughput
+            if check?.passed == false { report(rows, throughput, cpu, seedAnswers); throw BenchCheckFailure(message: "correctness check FAILED") }
+            var load = http.load
+            load.connections = level
+            let measured = try await seedApp.measure(.storm, load: load, sharedUsers: users)
+            var summary = Summary(label: "laravel-seed storm, shared users", connections: level, result: measured.load)
+            summary.series = "laravel-seed-storm"
+            rows.append((summary, measured.check.passed ? "check passed" : "CHECK FAILED"))
+            throughput["laravel-seed-storm@\(level)"] = measured.load.throughput
+            seedAnswers.append((level, "storm", measured.load))
         }
         if let severalNodes {
             let level = severalNodesLevel
@@ -167,11 +227,11 @@ struct CompareBench {
                                  check.map { $0.passed ? "check passed" : "CHECK FAILED" }))
                     throughput["\(scenario)-\(shape)@\(level)"] = result.load.throughput
                     if let nodeCPU = result.nodeCPU { cpu["\(scenario)-\(shape)@\(level)"] = nodeCPU }
-                    if check?.passed == false { report(rows, throughput, cpu); throw BenchCheckFailure(message: "correctness check FAILED") }
+                    if check?.passed == false { report(rows, throughput, cpu, seedAnswers); throw BenchCheckFailure(message: "correctness check FAILED") }
                 }
             }
         }
-        report(rows, throughput, cpu)
+        report(rows, throughput, cpu, seedAnswers)
     }
 
     /// The connections of the `zipf`, `feed`, `storm`, `mixed` and several-nodes rows: 256 when
@@ -184,6 +244,7 @@ struct CompareBench {
         for level in levels {
             guard let node = throughput["hot@\(level)"], node > 0 else { continue }
             var parts: [String] = []
+            if let laravel = throughput["laravel-seed@\(level)"], laravel > 0 { parts.append(String(format: "%@× the seed's own Laravel endpoint (%@/s)", Self.ratio(node / laravel), Self.count(laravel))) }
             if let seed = throughput["seed-sql@\(level)"], seed > 0 { parts.append(String(format: "%@× the seed's transaction with its row lock (%@/s)", Self.ratio(node / seed), Self.count(seed))) }
             if let upsert = throughput["sql-upsert@\(level)"], upsert > 0 { parts.append(String(format: "%@× the best single SQL statement", Self.ratio(node / upsert))) }
             if let ceiling = throughput["ceiling@\(level)"], ceiling > 0 { parts.append(String(format: "%.0f%% of what the HTTP server answers with no work at all", node / ceiling * 100)) }
@@ -193,6 +254,9 @@ struct CompareBench {
         if let level = levels.max(), let node = throughput["hot@\(level)"], let user = throughput["hot-user@\(level)"], node > 0 {
             lines.append(String(format: "With end users' tokens (one per connection, verified by the node) it answers %.2f× as many at %d connections%@.", user / node, level,
                                 cpu["hot-user@\(level)"].map { String(format: ", at %.1f µs of node CPU per request", $0) } ?? ""))
+        }
+        if let (key, node) = throughput.first(where: { $0.key.hasPrefix("storm-shared@") }), let laravel = throughput["laravel-seed-storm@" + key.dropFirst("storm-shared@".count)], laravel > 0 {
+            lines.append("The same users toggling the same posts from several connections at once: the node answers \(Self.ratio(node / laravel))× the seed's endpoint (\(Self.count(node))/s against \(Self.count(laravel))/s).")
         }
         if let level = levels.max(), let node = throughput["hot@\(level)"], let cluster = throughput["hot-cluster@\(level)"], node > 0 {
             lines.append(String(format: "On a Redis Cluster it answers %.2f× what it answers on one Redis at %d connections.", cluster / node, level))
@@ -208,7 +272,8 @@ struct CompareBench {
         return formatter.string(from: NSNumber(value: value.rounded())) ?? String(Int(value))
     }
 
-    private func report(_ rows: [(Summary, String?)], _ throughput: [String: Double], _ cpu: [String: Double]) {
+    private func report(_ rows: [(Summary, String?)], _ throughput: [String: Double], _ cpu: [String: Double],
+                        _ seedAnswers: [(level: Int, scenario: String, load: LoadResult)]) {
         if let path = http.htmlPath {
             let reportRows = rows.map { summary, verdict in
                 let h = summary.result.histogram
@@ -236,7 +301,7 @@ struct CompareBench {
         print("  ratios in this run (node hot ÷ other, requests/s):")
         for level in levels {
             guard let node = throughput["hot@\(level)"] else { continue }
-            let parts = ["seed-sql", "sql-upsert", "ceiling", "redis-lua"].compactMap { other -> String? in
+            let parts = ["laravel-seed", "seed-sql", "sql-upsert", "ceiling", "redis-lua"].compactMap { other -> String? in
                 guard let value = throughput["\(other)@\(level)"], value > 0 else { return nil }
                 let ratio = node / value
                 return String(format: ratio < 10 ? "%@ %.2f×" : "%@ %.1f×", other as NSString, ratio)
@@ -252,6 +317,17 @@ struct CompareBench {
                 line += String(format: "; hot on Redis Cluster ÷ hot on one Redis %.2f×", cluster / node)
             }
             print(line)
+        }
+        if let (key, node) = throughput.first(where: { $0.key.hasPrefix("storm-shared@") }), let laravel = throughput["laravel-seed-storm@" + key.dropFirst("storm-shared@".count)], laravel > 0 {
+            print(String(format: "    storm of shared users: node ÷ laravel-seed %.1f×", node / laravel))
+        }
+        if !seedAnswers.isEmpty {
+            print("  what the seed's endpoint answered (after the warm-up):")
+            for answer in seedAnswers {
+                let statuses = answer.load.statuses.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
+                let errors = answer.load.errors.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
+                print("    \(answer.scenario) at \(answer.level) connections: \(statuses.isEmpty ? "nothing" : statuses)\(errors.isEmpty ? "" : "; without an answer: " + errors)")
+            }
         }
         if severalNodes != nil {
             let level = severalNodesLevel

@@ -22,6 +22,9 @@ struct HTTPBenchOptions {
     var userTokenSecret: String?
     /// Writes go to the user routes, each connection as its own user with its own token.
     var userTokens = false
+    /// `storm` with this many users every connection shares (checked by parity); `nil`: each
+    /// connection its own users.
+    var sharedStormUsers: Int64?
     var check = true
     /// Send each post's requests to its slot's owner, by the map of `/v1/cluster`.
     var slotAware = false
@@ -78,6 +81,7 @@ struct HTTPBenchOptions {
             case "--admin-token": adminToken = try reader.value(flag)
             case "--user-token-secret": userTokenSecret = try reader.value(flag)
             case "--user-tokens": userTokens = true
+            case "--storm-users": sharedStormUsers = Int64(try reader.number(flag, 1...1_000_000))
             case "--no-check": check = false
             case "--json": jsonPath = try reader.value(flag)
             case "--html": htmlPath = try reader.value(flag)
@@ -192,6 +196,7 @@ struct HTTPBench {
                                                     userBase: Int64.random(in: 1...1_000_000) * 1_000_000_000)
             scenarioWorkload.routing = routing
             scenarioWorkload.feedSize = options.feedSize
+            scenarioWorkload.sharedStormUsers = scenario == .storm ? options.sharedStormUsers : nil
             if options.userTokens, let secret = options.userTokenSecret {
                 let signer = TokenSigner(secret: secret)
                 scenarioWorkload.userTokens = (0..<load.connections).map {
@@ -216,7 +221,7 @@ struct HTTPBench {
         }
         var check: CorrectnessCheck.Report?
         if options.check, let scenario, scenario.writes {
-            check = try await verify(posts: posts, expectations: result.expectations, pool: pool, cluster: cluster)
+            check = try await verify(posts: posts, result: result, byParity: scenario == .storm && options.sharedStormUsers != nil, pool: pool, cluster: cluster)
         }
         if !posts.isEmpty {
             // Flushed first (the check did already): deleting posts whose changes a node is still
@@ -229,12 +234,14 @@ struct HTTPBench {
                          lag: metrics.lagMilliseconds(), readHitRatio: metrics.readHitRatio()), check)
     }
 
-    private func verify(posts: [Int64], expectations: [CorrectnessCheck.Pair: CorrectnessCheck.Expectation],
+    private func verify(posts: [Int64], result: LoadResult, byParity: Bool,
                         pool: PostgresPool, cluster: ClusterView) async throws -> CorrectnessCheck.Report {
         try cluster.flushAll(token: options.adminToken)
         let likes = try await PostgresLikes.read(posts, pool: pool)
         let members = Set(likes.pairs)
-        let report = CorrectnessCheck.run(expected: expectations, baseline: [], members: members, counts: likes.counts)
+        let report = byParity
+            ? CorrectnessCheck.runByParity(toggles: result.toggles, members: members, counts: likes.counts)
+            : CorrectnessCheck.run(expected: result.expectations, baseline: [], members: members, counts: likes.counts)
         print("  correctness: \(report.checkedPairs) pairs (\(report.undeterminedPairs) undetermined), \(members.count) likes rows, \(posts.count) posts — "
               + (report.passed ? "PASSED" : "FAILED: \(report.lost.count) lost, \(report.phantom.count) phantom, \(report.drift.count) count drifts"))
         for pair in report.lost.prefix(5) { print("    lost \(pair)") }
