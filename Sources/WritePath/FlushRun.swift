@@ -27,9 +27,15 @@ struct FlushRun {
         case deadLettering
         /// Trimming the logs of what the transaction applied.
         case trimming
+        /// Done, but for PostgreSQL's recorded progress of logs that read empty
+        /// (`ShardStateMachine.flushProgressRead`): the run ends with it, so the loop neither
+        /// reads those logs again meanwhile nor goes on without a back-off when it fails.
+        case verifying
     }
 
     var step: Step
+    /// A read of PostgreSQL's recorded progress is in flight for logs this run read empty.
+    var verifying = false
     /// When the read began (the run, until it is planned): a slot read to its end counts as
     /// dirty since then if entries remain.
     var startedAt: ContinuousClock.Instant

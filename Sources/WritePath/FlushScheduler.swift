@@ -386,11 +386,14 @@ struct FlushScheduler {
     /// the waiters whose mark on it is an entry not there and not applied wait for an entry
     /// the failover lost, which no flush will ever apply. They leave, and are returned, to fail
     /// (a flush of later entries would otherwise pass their mark and tell them it was applied).
-    mutating func takeWaitersOfLostEntries(slot: UInt16, present: Set<StreamEntryID>) -> [WaiterID] {
+    /// With `through`, only marks up to it count: entries noted after the log was read are not
+    /// judged by that read.
+    mutating func takeWaitersOfLostEntries(slot: UInt16, present: Set<StreamEntryID>, through: StreamEntryID? = nil) -> [WaiterID] {
         let applied = backlog[slot]?.applied
         var lost: [WaiterID] = []
         waiters.removeAll { waiter in
-            guard let mark = waiter.marks[slot], !present.contains(mark), applied.map({ mark > $0 }) ?? true else { return false }
+            guard let mark = waiter.marks[slot], !present.contains(mark), applied.map({ mark > $0 }) ?? true,
+                  through.map({ mark <= $0 }) ?? true else { return false }
             lost.append(waiter.id)
             return true
         }

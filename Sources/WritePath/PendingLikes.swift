@@ -143,13 +143,15 @@ extension PendingLikes {
     /// `slot`'s log was read whole and holds exactly the entries `present`: the changes indexed
     /// for it under other entries that PostgreSQL does not have either were lost (a Redis
     /// failover took them). They leave the index, and are returned, a pair's newest each.
-    mutating func dropMissing(slot: UInt16, present: Set<StreamEntryID>) -> [PendingLike] {
+    /// With `through`, only entries up to it are judged (those indexed after the log was read
+    /// stay).
+    mutating func dropMissing(slot: UInt16, present: Set<StreamEntryID>, through: StreamEntryID? = nil) -> [PendingLike] {
         guard let queue = bySlot[slot] else { return [] }
         let applied = appliedThrough[slot]
         var lost: [PendingLike] = []
         var kept: [(entry: StreamEntryID, pair: LikePair)] = []
         for item in queue.items[queue.head...] {
-            if present.contains(item.entry) || applied.map({ item.entry <= $0 }) == true {
+            if present.contains(item.entry) || applied.map({ item.entry <= $0 }) == true || through.map({ item.entry > $0 }) == true {
                 kept.append(item)
                 continue
             }

@@ -295,6 +295,12 @@ extension ShardStateMachine {
         if !quiescingSlots.isEmpty {
             for slot in quiescingSlots.sorted() { move(slot, .batchEnded, now: now, into: &actions) }
         }
+        // So did repairs of slots whose master failed over meanwhile.
+        if !failoversAfterBatch.isEmpty {
+            let slots = failoversAfterBatch.sorted()
+            failoversAfterBatch = []
+            redisFailedOver(slots, now: now, into: &actions)
+        }
     }
 
     // MARK: - Operations waiting for their slot

@@ -169,7 +169,10 @@ extension ShardStateMachine {
             }
             satisfied += scheduler.emptyLogRead(planned)
         }
-        if !verifying.isEmpty { actions.append(.readFlushProgress(verifying)) }
+        if !verifying.isEmpty {
+            run.verifying = true
+            actions.append(.readFlushProgress(verifying))
+        }
         flush = run
         resume(satisfied, now: now, into: &actions)
         if run.newestRead.isEmpty {
@@ -194,6 +197,15 @@ extension ShardStateMachine {
                                     into actions: inout [Action]) {
         let verified = verifyingEmptyLogs
         verifyingEmptyLogs = [:]
+        defer {
+            // The run that read the logs ends now (failing, to back off, when the read failed).
+            if var run = flush, run.verifying {
+                run.verifying = false
+                if case .failure(let error) = result { run.nodeFailure = run.nodeFailure ?? error }
+                flush = run
+                if run.step == .verifying { endFlush(run, now: now, into: &actions) }
+            }
+        }
         guard case .success(let progress) = result else { return }
         var satisfied: [FlushScheduler.WaiterID] = []
         var lost = 0
@@ -202,10 +214,12 @@ extension ShardStateMachine {
                 satisfied += scheduler.settled(slot: slot, removed: 0, applied: applied, stillDirtySince: nil)
                 pendingLikes.applied(slot: slot, through: applied)
             }
-            for id in scheduler.takeWaitersOfLostEntries(slot: slot, present: []) {
+            // Only what was noted when the log was read empty is judged by that read: a batch
+            // may have appended since, and its entries are there.
+            for id in scheduler.takeWaitersOfLostEntries(slot: slot, present: [], through: planned.appended) {
                 failWaiter(id, with: Self.lostInFailover, now: now, into: &actions)
             }
-            lost += pendingLikes.dropMissing(slot: slot, present: []).count
+            lost += pendingLikes.dropMissing(slot: slot, present: [], through: planned.appended).count
             satisfied += scheduler.emptyLogRead(planned)
         }
         if lost > 0 {
@@ -331,6 +345,13 @@ extension ShardStateMachine {
     /// The flush is over: it failed if a Redis node failed along the way (the loop backs off),
     /// else it succeeded.
     private mutating func endFlush(_ run: FlushRun, now: ContinuousClock.Instant, into actions: inout [Action]) {
+        if run.verifying {
+            // Ends when PostgreSQL's progress comes back (`flushProgressRead`).
+            var waiting = run
+            waiting.step = .verifying
+            flush = waiting
+            return
+        }
         if let failure = run.nodeFailure {
             failFlush(failure, now: now, into: &actions)
             return
@@ -418,6 +439,7 @@ extension ShardStateMachine {
         case .acknowledgements(let answers): actions.append(.answer(answers.map { ($0.0, .success($0.1)) }))
         case .drain(let slot, let epoch):
             let state = slotState(slot)
+            slotsDraining.remove(slot)
             if state == .draining(epoch: epoch) || state == .repairing(epoch: epoch) { move(slot, .drained, now: now, into: &actions) }
         case .handOffFlush(let slot, let epoch):
             if slotState(slot) == .flushing(epoch: epoch) { move(slot, .flushed, now: now, into: &actions) }
@@ -430,10 +452,11 @@ extension ShardStateMachine {
         case .nobody: break
         case .acknowledgements(let answers): actions.append(.answer(answers.map { ($0.0, .failure(error)) }))
         case .drain(let slot, let epoch): drainFailed(slot, epoch: epoch, error: error, now: now, into: &actions)
-        case .handOffFlush:
-            // The slot moved (its release fails through the slot's own move) or the shard
-            // stopped (its release is told then).
-            break
+        case .handOffFlush(let slot, let epoch):
+            // Its entries were lost with Redis: nothing of them is left to flush, so the
+            // hand-off goes on. Otherwise the slot moved (its release fails through the slot's
+            // own move) or the shard stopped (its release is told then).
+            if error == Self.lostInFailover, slotState(slot) == .flushing(epoch: epoch) { move(slot, .flushed, now: now, into: &actions) }
         }
     }
 }

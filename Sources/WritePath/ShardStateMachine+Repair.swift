@@ -23,27 +23,59 @@ extension ShardStateMachine {
     /// How soon a repair step that failed (Redis not answering) is tried again.
     static let repairRetryDelay: Duration = .milliseconds(500)
 
-    /// `slots`' master failed over: those served here are repaired.
+    /// How long a failover is remembered for a slot not served here when it happened: a claim
+    /// of the slot within that time repairs it before serving it.
+    static let failoverMemory: Duration = .seconds(600)
+
+    /// `slots`' master failed over: those served here are repaired — once the batch in flight
+    /// has ended, since it read what it decides on before the failover and writes after it; a
+    /// slot being drained for a claim is repaired instead of served; one not served here (not
+    /// owned, claimed but not drained, being handed off) is remembered, so that a claim of it
+    /// repairs it first: its new owner's topology may have seen the failover before it owned it.
     mutating func redisFailedOver(_ slots: [UInt16], now: ContinuousClock.Instant, into actions: inout [Action]) {
         // The flushes that failed on the dead master need not wait out their backoff: its
         // replica serves now, and the repair's drain is a flush.
         wake(scheduler.failureResolved())
+        let mine = slots.filter(owns)
+        if batch != nil {
+            failoversAfterBatch.formUnion(mine)
+            return
+        }
         var started = 0
-        for slot in slots where owns(slot) {
+        for slot in mine {
             switch slotState(slot) {
-            case .serving, .repairing:
-                move(slot, .failedOver, now: now, into: &actions)
-                if repairs[slot] == nil { started += 1 }
-                repairs[slot] = repairs[slot] ?? SlotRepair(startedAt: now)
+            case .serving, .repairing, .draining:
+                if startRepair(slot, now: now, into: &actions) { started += 1 }
             default:
-                // Not served here (yet, or any more): a claim drains the log before serving
-                // and keeps what Redis holds; a hand-off's new owner is told by its own topology.
-                continue
+                recentFailovers[slot] = now
             }
         }
         guard started > 0 else { return }
-        stats.failoverRepairs += started
         actions.append(.log(ShardLogLine(.warn, "failover_repair_started", [("shard", String(index)), ("slots", String(started))])))
+    }
+
+    /// Moves `slot` to `repairing`; whether this started a repair (rather than joined one).
+    @discardableResult
+    mutating func startRepair(_ slot: UInt16, now: ContinuousClock.Instant, into actions: inout [Action]) -> Bool {
+        // The table moves the slot (and drains its log) first: a move out of `repairing` clears
+        // the repair's record, so it is made after.
+        move(slot, .failedOver, now: now, into: &actions)
+        guard case .repairing = slotState(slot) else { return false }
+        recentFailovers[slot] = nil
+        guard repairs[slot] == nil else { return false }
+        repairs[slot] = SlotRepair(startedAt: now)
+        stats.failoverRepairs += 1
+        return true
+    }
+
+    /// A claim's drain begins: a slot whose master failed over while it was not served here
+    /// (within `failoverMemory`) is repaired before it is served.
+    mutating func repairIfFailedOverBefore(_ slot: UInt16, now: ContinuousClock.Instant, into actions: inout [Action]) {
+        guard let at = recentFailovers.removeValue(forKey: slot) else { return }
+        guard now - at < Self.failoverMemory else { return }
+        if startRepair(slot, now: now, into: &actions) {
+            actions.append(.log(ShardLogLine(.warn, "failover_repair_started", [("shard", String(index)), ("slots", "1"), ("on_claim", "true")])))
+        }
     }
 
     /// A repairing slot's log, read again: the changes the lists' index holds for it that are
@@ -72,7 +104,9 @@ extension ShardStateMachine {
         var unloading: [Int64] = []
         var epochs: [UInt16: Int64] = [:]
         for (slot, result) in results.sorted(by: { $0.key < $1.key }) {
-            guard case .repairing(let epoch) = slotState(slot), repairs[slot] != nil else { continue }
+            // (An unload already in flight finishes the repair: a second listing, from a second
+            // failover signal, would unload again while the slot may be served.)
+            guard case .repairing(let epoch) = slotState(slot), let repair = repairs[slot], repair.unloading.isEmpty else { continue }
             switch result {
             case .failure:
                 repairs[slot]?.retryAt = now + Self.repairRetryDelay

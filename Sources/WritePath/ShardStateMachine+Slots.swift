@@ -28,6 +28,10 @@ extension ShardStateMachine {
             case .raiseEpochKey(let epoch):
                 if case .claim = event { pendingClaimRaises[slot] = epoch } else { pendingHandOffRaises[slot] = epoch }
             case .drainLog:
+                // One drain at a time per slot: a second (a failover while a claim's drain or a
+                // repair's runs) would move the slot on twice.
+                guard !slotsDraining.contains(slot) else { continue }
+                slotsDraining.insert(slot)
                 wake(scheduler.uncertain([slot]))
                 afterRescan.append(.drain(slot: slot, epoch: transition.to.epoch ?? 0))
             case .flushLog:
@@ -51,6 +55,9 @@ extension ShardStateMachine {
                 }
             }
         }
+        if case .notOwned = transition.to { slotsDraining.remove(slot) }
+        // A claim's drain begins: repaired instead, if its master failed over before.
+        if case .draining = transition.to, !recentFailovers.isEmpty { repairIfFailedOverBefore(slot, now: now, into: &actions) }
         settleClaims(slot, into: &actions)
         settleReleases(slot, into: &actions)
     }
@@ -60,6 +67,7 @@ extension ShardStateMachine {
     private mutating func forgetBacklog(of slot: UInt16, now: ContinuousClock.Instant, into actions: inout [Action]) {
         for id in scheduler.forget([slot]) { failWaiter(id, with: Self.moved, now: now, into: &actions) }
         pendingLikes.forget(slot: slot)
+        slotsDraining.remove(slot)
         afterRescan.removeAll { item in
             if case .drain(let drained, _) = item { return drained == slot }
             return false
@@ -102,6 +110,7 @@ extension ShardStateMachine {
 
     /// A drain failed (its log could not be read): the claim fails, the slot is let go.
     mutating func drainFailed(_ slot: UInt16, epoch: Int64, error: Error, now: ContinuousClock.Instant, into actions: inout [Action]) {
+        slotsDraining.remove(slot)
         if slotState(slot) == .repairing(epoch: epoch) {
             // A repair's drain is tried again (after the flusher's back-off).
             move(slot, .drainFailed, now: now, into: &actions)
@@ -126,7 +135,8 @@ extension ShardStateMachine {
         for index in claims.indices where claims[index].waitingFor.contains(slot) {
             let epoch = claims[index].epochs[slot]
             switch state {
-            case .claiming(let held) where held == epoch, .draining(let held) where held == epoch:
+            case .claiming(let held) where held == epoch, .draining(let held) where held == epoch,
+                 .repairing(let held) where held == epoch:
                 continue
             case .serving(let held) where held == epoch:
                 claims[index].served.insert(slot)

@@ -58,6 +58,14 @@ struct ShardStateMachine {
     /// since they were last logged (`+Repair`).
     var repairs: [UInt16: SlotRepair] = [:]
     var repairsDone = RepairTotals()
+    /// Slots whose master failed over while a batch was in flight: repaired once it ends, so
+    /// that nothing it reads before the repair is written after it (`+Repair`).
+    var failoversAfterBatch: Set<UInt16> = []
+    /// Slots whose log a drain is reading or waiting on (a claim's or a repair's): one at a time.
+    var slotsDraining: Set<UInt16> = []
+    /// Slots whose master failed over while they were not served here, with when: a claim of
+    /// one within `failoverMemory` repairs it before serving it (`+Repair`).
+    var recentFailovers: [UInt16: ContinuousClock.Instant] = [:]
 
     /// Operations waiting for the next batch, in arrival order.
     var queued: [ShardOperation] = []

@@ -12,7 +12,7 @@
 ///     └──────────── handedOff(e′) ◀── handingOver(e) ◀─────────────────────────────────────────────┘
 /// fenced(e) or drop from any owned state: notOwned (its backlog forgotten, its parked operations refused)
 ///
-/// serving(e) ──failedOver──▶ repairing(e) ──drained (then its posts leave Redis)──▶ repairing(e) ──hotSetDropped──▶ serving(e)
+/// serving(e) or draining(e) ──failedOver──▶ repairing(e) ──drained (then its posts leave Redis)──▶ repairing(e) ──hotSetDropped──▶ serving(e)
 /// ```
 enum SlotLifecycle {
     /// One slot as its shard sees it.
@@ -198,7 +198,9 @@ enum SlotLifecycle {
 
         // A repair after a Redis failover: drain the log (what survived the failover reaches
         // PostgreSQL; a failed drain is tried again), then drop the slot's posts from Redis.
-        case (.serving(let epoch), .failedOver), (.repairing(let epoch), .failedOver), (.repairing(let epoch), .drainFailed):
+        case (.serving(let epoch), .failedOver), (.repairing(let epoch), .failedOver), (.repairing(let epoch), .drainFailed),
+             (.draining(let epoch), .failedOver):
+            // (A slot being drained for a claim is repaired instead of served: its claim waits.)
             return Transition(to: .repairing(epoch: epoch), effects: [.drainLog])
         case (.repairing(let epoch), .drained):
             return Transition(to: .repairing(epoch: epoch), effects: [.dropHotSet])
