@@ -239,11 +239,20 @@ public actor ClusterMember: Service {
             }
             do {
                 let asked = ContinuousClock.now
-                let held = try await leaseRegistry.renew(nodeID: configuration.nodeID, incarnation: incarnation,
-                                                    lease: configuration.lease)
-                if !held { throw Superseded(nodeID: configuration.nodeID) }
+                let renewal = try await leaseRegistry.renewal(nodeID: configuration.nodeID, incarnation: incarnation,
+                                                              lease: configuration.lease)
+                if renewal == .superseded { throw Superseded(nodeID: configuration.nodeID) }
                 let now = ContinuousClock.now
-                leaseValidity.withLock { $0.granted(sentAt: asked, answeredAt: now) }
+                leaseValidity.withLock {
+                    $0.granted(sentAt: asked, answeredAt: now)
+                    // Cut off for longer than the lease: another node may hold the slots now.
+                    if renewal == .renewedAfterLapse { $0.lapsed(at: asked) }
+                }
+                if renewal == .renewedAfterLapse {
+                    log.log(.warn, "lease_renewed_after_lapse", ["node": configuration.nodeID,
+                                                                 "deciding": "after the next round"])
+                    roundSoon()
+                }
                 if now - lastRenewal > configuration.lease / 2 {
                     log.log(.warn, "lease_renewed_late", ["node": configuration.nodeID,
                                                           "ms_since_last": String((now - lastRenewal).inMilliseconds),
@@ -282,10 +291,17 @@ public actor ClusterMember: Service {
     /// renewal gets through again, it decides again (a slot another node took meanwhile is
     /// fenced, and dropped by the next round).
     private nonisolated func watchLease() async {
-        var deciding = true
+        // Unknown at first: the shards are told the lease's state at once (a second watch, on
+        // the way out, must not assume what the first last told them).
+        var deciding: Bool?
         while !Task.isCancelled {
             let valid = leaseValidity.withLock { $0.isValid(at: .now) }
             if valid != deciding {
+                if deciding == nil {
+                    deciding = valid
+                    await service.setDeciding(valid)
+                    continue
+                }
                 deciding = valid
                 log.log(valid ? .info : .warn, valid ? "lease_regained" : "lease_lapsed",
                         ["node": configuration.nodeID, "deciding": String(valid)])
@@ -304,7 +320,9 @@ public actor ClusterMember: Service {
             if handedOff == 0 { await roundAlarm.sleep(until: .now + configuration.roundInterval) }
             if Task.isCancelled { return }
             do {
+                let started = ContinuousClock.now
                 handedOff = try await round()
+                leaseValidity.withLock { $0.roundCompleted(startedAt: started) }
             } catch {
                 handedOff = 0
                 counters.withLock { $0.failedRounds += 1 }

@@ -19,8 +19,23 @@ public struct LeaseValidity: Sendable, Equatable {
     public private(set) var count = 0
     public private(set) var sumSeconds = 0.0
 
+    /// When a renewal found the lease had already run out (`NodeRegistry.Renewal`): the node
+    /// decides again only once a round that began after it has read who owns its slots now.
+    public private(set) var lapsedAt: ContinuousClock.Instant?
+
     public init(lease: Duration) {
         self.lease = lease
+    }
+
+    /// A renewal at `at` found the lease had run out: no deciding until a round has run since.
+    public mutating func lapsed(at: ContinuousClock.Instant) {
+        lapsedAt = lapsedAt ?? at
+    }
+
+    /// A membership round that began at `startedAt` ended: if it began after the lapse, the
+    /// slots this node still serves are its own again.
+    public mutating func roundCompleted(startedAt: ContinuousClock.Instant) {
+        if let lapsedAt, startedAt > lapsedAt { self.lapsedAt = nil }
     }
 
     /// A lease was granted (registration or renewal) by a request sent at `sentAt` and
@@ -36,7 +51,7 @@ public struct LeaseValidity: Sendable, Equatable {
 
     /// Whether the node may decide at `now`.
     public func isValid(at now: ContinuousClock.Instant) -> Bool {
-        validUntil.map { now < $0 } ?? false
+        lapsedAt == nil && (validUntil.map { now < $0 } ?? false)
     }
 }
 

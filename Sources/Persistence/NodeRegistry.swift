@@ -80,12 +80,31 @@ public struct NodeRegistry: Sendable {
     /// - Returns: `false` when that incarnation no longer holds the id (its lease ran out and
     ///   another process took it): the caller must stop acting as the node.
     public func renew(nodeID: String, incarnation: Int64, lease: Duration) async throws -> Bool {
+        try await renewal(nodeID: nodeID, incarnation: incarnation, lease: lease) != .superseded
+    }
+
+    /// What a renewal found.
+    public enum Renewal: Sendable, Equatable {
+        /// The lease was still running; it runs `lease` from now.
+        case renewed
+        /// The lease had run out (by PostgreSQL's clock) before this renewal; it runs again,
+        /// but another node may have taken the node's slots meanwhile: the caller must not
+        /// decide for them until a round has read who owns them now.
+        case renewedAfterLapse
+        /// Another incarnation holds the id: the caller must stop acting as the node.
+        case superseded
+    }
+
+    /// `renew`, telling whether the lease had run out before it.
+    public func renewal(nodeID: String, incarnation: Int64, lease: Duration) async throws -> Renewal {
         let rows = try await pool.query("""
-            UPDATE counter_nodes SET lease_expires_at = now() + $3::bigint * interval '1 millisecond'
-            WHERE deployment = $4 AND id = $1 AND incarnation = $2
-            RETURNING 1
+            UPDATE counter_nodes n SET lease_expires_at = now() + $3::bigint * interval '1 millisecond'
+            FROM (SELECT lease_expires_at FROM counter_nodes WHERE deployment = $4 AND id = $1 AND incarnation = $2 FOR UPDATE) before
+            WHERE n.deployment = $4 AND n.id = $1 AND n.incarnation = $2
+            RETURNING before.lease_expires_at > now()
             """, [.text(nodeID), .int64(incarnation), .int64(lease.inMilliseconds), .text(deployment)])
-        return !rows.isEmpty
+        guard let row = rows.first else { return .superseded }
+        return try row.bool(0) ? .renewed : .renewedAfterLapse
     }
 
     /// Ends the lease of `incarnation` now (a node leaving in good order), so its slots can be

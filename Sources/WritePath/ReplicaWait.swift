@@ -7,7 +7,13 @@ import ShardRouter
 enum ReplicaWait {
     static func wait(on slots: [UInt16], replicas: Int, timeout: Duration, redis: RedisClient) async -> ReplicationOutcome {
         let map = redis.topology.map
-        let masters = Set(slots.compactMap { HashSlot(rawValue: $0).flatMap(map.master(of:)) }).sorted()
+        let owners = slots.map { ($0, HashSlot(rawValue: $0).flatMap(map.master(of:))) }
+        // A slot with no master in the map now (a failover under way) cannot be confirmed by
+        // the others' replicas.
+        if let orphan = owners.first(where: { $0.1 == nil }) {
+            return ReplicationOutcome(confirmed: false, detail: "no master serves slot \(orphan.0) now")
+        }
+        let masters = Set(owners.compactMap(\.1)).sorted()
         guard !masters.isEmpty else { return ReplicationOutcome(confirmed: false, detail: "no master serves the batch's slots") }
         let answers = await withTaskGroup(of: (RedisEndpoint, Result<Int64, RedisError>).self) { group in
             for master in masters {

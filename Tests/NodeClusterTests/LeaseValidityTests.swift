@@ -22,4 +22,18 @@ struct LeaseValidityTests {
         #expect(lease.buckets[LeaseValidity.bucketBounds.firstIndex(of: 2.5)!] == 2, "1.5 s and 2.5 s")
         #expect(abs(lease.sumSeconds - 4.004) < 1e-9)
     }
+
+    @Test("a renewal that found the lease run out grants time but no deciding until a round that began after it has ended")
+    func lapse() {
+        let start = ContinuousClock.now
+        var lease = LeaseValidity(lease: .seconds(3))
+        lease.granted(sentAt: start, answeredAt: start + .milliseconds(5))
+        lease.lapsed(at: start)
+        #expect(!lease.isValid(at: start + .seconds(1)))
+        lease.roundCompleted(startedAt: start - .milliseconds(1))
+        #expect(!lease.isValid(at: start + .seconds(1)), "a round begun before the lapse does not count")
+        lease.roundCompleted(startedAt: start + .milliseconds(10))
+        #expect(lease.isValid(at: start + .seconds(1)))
+        #expect(!lease.isValid(at: start + .seconds(3)), "and still only within the lease")
+    }
 }

@@ -43,6 +43,20 @@ struct NodeRegistryTests {
         await pool.close()
     }
 
+    @Test("a renewal tells whether the lease had already run out: a node cut off for longer than its lease learns it")
+    func renewalAfterLapse() async throws {
+        let pool = try await TestEnvironment.migratedPool()
+        let registry = NodeRegistry(pool: pool, deployment: TestEnvironment.uniqueKeyPrefix("registry"))
+        let id = Self.uniqueID()
+        let incarnation = try await registry.register(nodeID: id, advertiseURL: "http://a", lease: .milliseconds(400))
+        #expect(try await registry.renewal(nodeID: id, incarnation: incarnation, lease: .milliseconds(400)) == .renewed)
+        try await Task.sleep(for: .milliseconds(700))
+        #expect(try await registry.renewal(nodeID: id, incarnation: incarnation, lease: .seconds(30)) == .renewedAfterLapse)
+        #expect(try await registry.renewal(nodeID: id, incarnation: incarnation, lease: .seconds(30)) == .renewed)
+        #expect(try await registry.renewal(nodeID: id, incarnation: incarnation + 1, lease: .seconds(30)) == .superseded)
+        await pool.close()
+    }
+
     @Test("a node that leaves in good order frees its id at once")
     func release() async throws {
         let pool = try await TestEnvironment.migratedPool()
