@@ -85,16 +85,7 @@ final class EventLoop {
                 let nanoseconds = untilDue.components.seconds * 1_000_000_000 + untilDue.components.attoseconds / 1_000_000_000
                 waitMilliseconds = Int32(max(0, min(50, (nanoseconds + 999_999) / 1_000_000)))
             }
-            let ready = epoll_wait(epoll, &events, Int32(events.count), waitMilliseconds)
-            guard ready > 0 else { continue }
-            for event in events[0..<Int(ready)] {
-                let token = Int(event.data.u64)
-                var flags: Int16 = 0
-                if event.events & EPOLLIN.rawValue != 0 { flags |= Int16(POLLIN) }
-                if event.events & EPOLLOUT.rawValue != 0 { flags |= Int16(POLLOUT) }
-                if event.events & (EPOLLERR.rawValue | EPOLLHUP.rawValue | EPOLLRDHUP.rawValue) != 0 { flags |= Int16(POLLHUP) }
-                handle(token / endpoints.count, endpoint: token % endpoints.count, events: flags)
-            }
+            waitAndHandle(&events, milliseconds: waitMilliseconds)
         }
         drain()
         for slot in connections.indices {
@@ -113,16 +104,21 @@ final class EventLoop {
         var events = [epoll_event](repeating: epoll_event(), count: 512)
         while connections.contains(where: \.inFlight) {
             if ContinuousClock.now - lastTimeoutCheck >= .milliseconds(10) { expireTimeouts() }
-            let ready = epoll_wait(epoll, &events, Int32(events.count), 10)
-            guard ready > 0 else { continue }
-            for event in events[0..<Int(ready)] {
-                let token = Int(event.data.u64)
-                var flags: Int16 = 0
-                if event.events & EPOLLIN.rawValue != 0 { flags |= Int16(POLLIN) }
-                if event.events & EPOLLOUT.rawValue != 0 { flags |= Int16(POLLOUT) }
-                if event.events & (EPOLLERR.rawValue | EPOLLHUP.rawValue | EPOLLRDHUP.rawValue) != 0 { flags |= Int16(POLLHUP) }
-                handle(token / endpoints.count, endpoint: token % endpoints.count, events: flags)
-            }
+            waitAndHandle(&events, milliseconds: 10)
+        }
+    }
+
+    /// Waits up to `milliseconds` for socket events and handles those that came.
+    private func waitAndHandle(_ events: inout [epoll_event], milliseconds: Int32) {
+        let ready = epoll_wait(epoll, &events, Int32(events.count), milliseconds)
+        guard ready > 0 else { return }
+        for event in events[0..<Int(ready)] {
+            let token = Int(event.data.u64)
+            var flags: Int16 = 0
+            if event.events & EPOLLIN.rawValue != 0 { flags |= Int16(POLLIN) }
+            if event.events & EPOLLOUT.rawValue != 0 { flags |= Int16(POLLOUT) }
+            if event.events & (EPOLLERR.rawValue | EPOLLHUP.rawValue | EPOLLRDHUP.rawValue) != 0 { flags |= Int16(POLLHUP) }
+            handle(token / endpoints.count, endpoint: token % endpoints.count, events: flags)
         }
     }
 
