@@ -137,7 +137,12 @@ struct ListsBench {
             print(String(format: "    hot beside: %.0f toggles/s, p50 %.2f ms, p99 %.2f ms, failures %d",
                          beside.throughput, Double(b.percentile(0.5)) / 1_000, Double(b.percentile(0.99)) / 1_000, beside.failures))
         }
-        guard result.failures == 0 else { throw BenchCheckFailure(message: "\(result.failures) list pages failed") }
+        guard result.failures == 0 else {
+            let statuses = result.statuses.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
+            let errors = result.errors.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
+            throw BenchCheckFailure(message: "\(result.failures) list pages failed (answers by status: \(statuses.isEmpty ? "none" : statuses); "
+                                    + "without an answer: \(errors.isEmpty ? "none" : errors))")
+        }
     }
 
     private func cleanUp(node: NodeTarget, posts: [Int64], pool: PostgresPool) async {

@@ -24,6 +24,8 @@ public struct NodeConfiguration: Sendable, Equatable {
     public var tokens = AccessTokens()
     /// End users: their tokens, the seed's route, their write limits. Off by default.
     public var users = UserAccessConfiguration()
+    /// Change events older than this are pruned (with events on); `nil` keeps them. Defaults to 7 days.
+    public var eventRetention: Duration? = .seconds(7 * 86_400)
     /// Whether `serve` runs `migrate` first. Defaults to `true`.
     public var migrateOnStart: Bool = true
     /// `serve` creates posts 1…N if they are missing, for trying the node out. Defaults to `0`.
@@ -170,6 +172,30 @@ public struct NodeConfiguration: Sendable, Equatable {
                 apply: { configuration, value in
                     guard value.count >= 16 else { return "must be at least 16 characters" }
                     configuration.tokens.admin = value
+                    return nil
+                }),
+        boolean("--events", "COUNTER_EVENTS",
+                "whether every flush also writes a change event for each like and unlike it commits (the outbox read by GET /v1/events or logical replication); set it the same on every node",
+                get: { $0.writePath.events }, set: { $0.writePath.events = $1 }),
+        Setting(flag: "--event-retention", environment: "COUNTER_EVENT_RETENTION",
+                summary: "change events older than this are pruned, oldest first, in small batches (1h, 7d; off: kept until deleted by hand)",
+                defaultValue: { $0.eventRetention?.settingText ?? "off" },
+                apply: { configuration, value in
+                    if value == "off" {
+                        configuration.eventRetention = nil
+                        return nil
+                    }
+                    guard let age = Duration.parsingSetting(value), age >= .seconds(60) else {
+                        return "must be a duration of at least 60s, like 24h or 7d, or off"
+                    }
+                    configuration.eventRetention = age
+                    return nil
+                }),
+        Setting(flag: "--events-token", environment: "COUNTER_EVENTS_TOKEN", summary: "bearer token for GET /v1/events only (the admin token is taken there too)",
+                defaultValue: { $0.tokens.events == nil ? "(none)" : "(set)" },
+                apply: { configuration, value in
+                    guard value.count >= 16 else { return "must be at least 16 characters" }
+                    configuration.tokens.events = value
                     return nil
                 }),
         Setting(flag: "--user-token-secret", environment: "COUNTER_USER_TOKEN_SECRET",

@@ -120,8 +120,11 @@ struct NodeParts {
         let leasePool = PostgresPool(configuration: leaseConfiguration)
         let member = ClusterMember(configuration: configuration.membership(advertiseURL: configuration.advertiseURLSetting ?? ""),
                                    service: service, postgres: membershipPool, leasePostgres: leasePool, log: log)
+        // With events on, every node prunes the outbox (taking turns) to --event-retention.
+        let retention = configuration.writePath.events
+            ? configuration.eventRetention.map { EventRetention(retention: $0, postgres: pool, log: log) } : nil
         let api = CounterAPI(service: service, tokens: configuration.tokens, postgres: pool, redis: adminRedis, member: member,
-                             readyMaxLag: configuration.readyMaxLag, users: users, log: log)
+                             readyMaxLag: configuration.readyMaxLag, users: users, retention: retention, log: log)
         let server = try HTTPServer(configuration: configuration.http, handler: api)
 
         // Started in this order, stopped in reverse: the membership hands the slots to the other
@@ -141,6 +144,7 @@ struct NodeParts {
             ("membership", MembershipService(member: member, server: server, configuration: configuration)),
             ("announcement", ListeningAnnouncement(server: server, configuration: configuration, log: log, output: output)),
         ]
+        if let retention { services.append(("event_retention", retention)) }
         self.services = services.map { NamedService(name: $0.0, service: $0.1, log: log) }
         self.service = service
         self.api = api

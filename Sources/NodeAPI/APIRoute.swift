@@ -22,6 +22,8 @@ enum APIRoute: Equatable {
     /// not have yet (what the node answering a user's likes asks of the others).
     case userPendingLikes(user: Int64)
     case query
+    /// `/v1/events`: the change events after a cursor, oldest first (the outbox).
+    case events
     case cluster
     case healthz
     case readyz
@@ -51,7 +53,7 @@ enum APIRoute: Equatable {
         case .like, .userLike: return ["GET", "PUT", "DELETE"]
         case .toggle, .userToggle, .seedToggle, .query, .adminFlush, .adminReconcile, .adminDeadLettersReplay, .adminDeadLettersDrop, .adminClusterDrain,
              .adminClusterFlush, .adminClusterReconcile, .adminClusterDeadLettersReplay: return ["POST"]
-        case .post, .likers, .userLikes, .myLikes, .userPendingLikes, .cluster, .healthz, .readyz, .metrics, .openAPI, .adminStats, .adminInspect, .adminDeadLetters,
+        case .post, .likers, .userLikes, .myLikes, .userPendingLikes, .events, .cluster, .healthz, .readyz, .metrics, .openAPI, .adminStats, .adminInspect, .adminDeadLetters,
              .adminClusterStats: return ["GET"]
         case .invalidID, .notFound: return []
         }
@@ -71,6 +73,7 @@ enum APIRoute: Equatable {
         case .myLikes: return "/v1/me/likes"
         case .userPendingLikes: return "/v1/users/{user}/likes/pending"
         case .query: return "/v1/posts/query"
+        case .events: return "/v1/events"
         case .cluster: return "/v1/cluster"
         case .healthz: return "/healthz"
         case .readyz: return "/readyz"
@@ -94,8 +97,9 @@ enum APIRoute: Equatable {
     }
 
     /// Which token the route needs: none, the API token (or the admin token), the admin token,
-    /// either, an end user's token, or the API token or a user's.
-    enum Access { case open, api, admin, any, user, apiOrUser }
+    /// either, an end user's token, the API token or a user's, or the events token (or the admin
+    /// token).
+    enum Access { case open, api, admin, any, user, apiOrUser, events }
 
     var access: Access {
         switch self {
@@ -108,13 +112,14 @@ enum APIRoute: Equatable {
              .adminDeadLettersDrop, .adminClusterDrain, .adminClusterFlush, .adminClusterStats, .adminClusterReconcile,
              .adminClusterDeadLettersReplay: return .admin
         case .metrics, .cluster: return .any
+        case .events: return .events
         }
     }
 
     /// One of each route, for holding the OpenAPI document to the router (by test).
     static let every: [APIRoute] = [
         .like(post: 1, user: 1), .toggle(post: 1, user: 1), .userLike(post: 1), .userToggle(post: 1), .seedToggle(post: 1),
-        .post(1), .likers(post: 1), .userLikes(user: 1), .myLikes, .userPendingLikes(user: 1), .query, .cluster, .healthz, .readyz, .metrics, .openAPI, .adminFlush, .adminStats, .adminInspect(post: 1),
+        .post(1), .likers(post: 1), .userLikes(user: 1), .myLikes, .userPendingLikes(user: 1), .query, .events, .cluster, .healthz, .readyz, .metrics, .openAPI, .adminFlush, .adminStats, .adminInspect(post: 1),
         .adminReconcile, .adminDeadLetters, .adminDeadLettersReplay, .adminDeadLettersDrop, .adminClusterDrain,
         .adminClusterFlush, .adminClusterStats, .adminClusterReconcile, .adminClusterDeadLettersReplay,
     ]
@@ -140,7 +145,8 @@ enum APIRoute: Equatable {
             if part(0, is: "openapi.json") { return .openAPI }
             return .notFound
         case 2 where part(0, is: "v1"):
-            return part(1, is: "cluster") ? .cluster : .notFound
+            if part(1, is: "cluster") { return .cluster }
+            return part(1, is: "events") ? .events : .notFound
         case 3 where part(0, is: "v1") && part(1, is: "me"):
             return part(2, is: "likes") ? .myLikes : .notFound
         case 2 where part(0, is: "admin"):

@@ -4,10 +4,14 @@ public struct AccessTokens: Sendable, Equatable {
     public var api: String?
     /// Token for `/admin/…` (and `/metrics`); `nil` leaves those routes open.
     public var admin: String?
+    /// Token for `GET /v1/events` only (the admin token is also taken there); with neither set
+    /// the route is open.
+    public var events: String?
 
-    public init(api: String? = nil, admin: String? = nil) {
+    public init(api: String? = nil, admin: String? = nil, events: String? = nil) {
         self.api = api
         self.admin = admin
+        self.events = events
     }
 
     /// Why `authorization` does not grant `access`, or `nil` when it does.
@@ -18,6 +22,7 @@ public struct AccessTokens: Sendable, Equatable {
         case .api, .apiOrUser: accepted = [api, admin].compactMap { $0 }; if api == nil { return nil }
         case .admin: accepted = [admin].compactMap { $0 }; if admin == nil { return nil }
         case .any: accepted = [api, admin].compactMap { $0 }; if accepted.isEmpty { return nil }
+        case .events: accepted = [events, admin].compactMap { $0 }; if accepted.isEmpty { return nil }
         case .user: return "the user routes take an end user's token"
         }
         guard let authorization, authorization.hasPrefix("Bearer ") else {

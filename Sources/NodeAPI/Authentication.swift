@@ -28,7 +28,7 @@ struct Authentication: Sendable {
         switch route.access {
         case .open:
             return .caller(.anyone)
-        case .api, .admin, .any:
+        case .api, .admin, .any, .events:
             return serviceCaller(route.access, request)
         case .user:
             guard let users, users.configuration.isEnabled else {

@@ -34,7 +34,12 @@ public final class CounterAPI: HTTPHandler, Service {
     /// as long as a flush may take (its caller gives up sooner, at its own timeout).
     let adminPeers: (quick: PeerClient, patient: PeerClient)?
     /// The requests that wait for more than the write path's answer, run as children of `run`.
-    private let tasks = RequestTasks()
+    private let tasks: RequestTasks
+    /// The change events (`GET /v1/events`) and their long polls.
+    let events: EventFeedAnswers
+    /// The events' pruning, for `/metrics`.
+    private let retention: EventRetention?
+    private let postgres: PostgresPool
     /// Where failures the answers do not detail are logged.
     private let failures: FailureLog
 
@@ -50,8 +55,12 @@ public final class CounterAPI: HTTPHandler, Service {
     ///     without a secret or key set): the user routes answer 404.
     ///   - log: hears of requests that failed for a reason the answer does not give (the
     ///     client gets a stable message; the detail goes here, at most once a second).
+    ///   - retention: the pruning of the change events, for `/metrics`; `nil` when events are
+    ///     kept (or off).
     public init(service: CounterService, tokens: AccessTokens, postgres: PostgresPool, redis: RedisClient, member: ClusterMember? = nil,
-                readyMaxLag: Duration? = nil, users: UserAccess? = nil, log: NodeLog = .silent) {
+                readyMaxLag: Duration? = nil, users: UserAccess? = nil, retention: EventRetention? = nil, log: NodeLog = .silent) {
+        self.retention = retention
+        self.postgres = postgres
         self.failures = FailureLog(log: log)
         self.service = service
         self.tokens = tokens
@@ -67,6 +76,9 @@ public final class CounterAPI: HTTPHandler, Service {
         self.reconciler = Reconciler(postgres: postgres, redis: redis, layout: layout, service: service)
         self.deadLetters = DeadLetters(service: service, redis: redis, layout: layout)
         self.lists = LikeListAnswers(service: service, postgres: postgres)
+        let tasks = RequestTasks()
+        self.tasks = tasks
+        self.events = EventFeedAnswers(postgres: postgres, watch: EventWatch(postgres: postgres, start: { tasks.start($0) }))
     }
 
     /// As a `Service`: runs the requests that wait (everything but the hot like routes) until
@@ -87,6 +99,9 @@ public final class CounterAPI: HTTPHandler, Service {
     /// while the node hands its slots off and stops. Called on the first SIGTERM/SIGINT.
     public func markShuttingDown() {
         readiness.markShuttingDown()
+        // Long polls of the events answer now, so they do not hold the node's exit.
+        let watch = events.watch
+        _ = tasks.start { await watch.releaseAll() }
     }
 
     /// Routes once: refusals and health are answered at once; like/unlike/toggle/read go straight
@@ -270,6 +285,8 @@ public final class CounterAPI: HTTPHandler, Service {
                 }, slots: pending.servedSlots.ranges.map { [$0.lowerBound, $0.upperBound] }))
             case .query:
                 return try await feed(request, caller: caller)
+            case .events:
+                return try await events.page(try EventFeedAnswers.Arguments(request.query))
             case .cluster:
                 guard let member else {
                     return .error(404, code: "not_clustered", message: "this node runs as the only writer; it has no slot map")
@@ -503,6 +520,7 @@ public final class CounterAPI: HTTPHandler, Service {
         MetricsText.single("counter_flush_max_age_seconds", "gauge", "The configured --flush-max-age-ms: about the longest a change should wait for PostgreSQL.",
                            "\(service.configuration.flushMaxAge.inSeconds)", into: &text)
         if let users, users.configuration.isEnabled { UserMetrics.render(users, into: &text) }
+        await EventMetrics.render(enabled: service.configuration.events, retention: retention, postgres: postgres, into: &text)
         if let member, let forwarder {
             ClusterMetrics.render(member: member, ownership: service.ownership, forwarder: forwarder, into: &text)
         }

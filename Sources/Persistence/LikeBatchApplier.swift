@@ -22,22 +22,64 @@ public enum LikeBatchApplier {
     /// common case — a like the node decided is new — skips `ON CONFLICT`'s speculative insertion
     /// (about 1.5 µs per row here), and the rare batch with a row PostgreSQL has (after a Redis
     /// failover lost a change, or a row made by hand) is applied again with it.
-    static func statement(onConflict: Bool) -> String {
-        onConflict ? statementOnConflict : statementPlain
+    ///
+    /// With `events`, `$6` is when each unlike was acknowledged (as `$5`), and every row the
+    /// statement inserted or deleted also becomes a row of `counter_like_events` (see
+    /// `eventsTail`); a like whose row existed already, or an unlike of a row that did not,
+    /// changed nothing and makes no event.
+    static func statement(onConflict: Bool, events: Bool) -> String {
+        switch (onConflict, events) {
+        case (false, false): return statementPlain
+        case (true, false): return statementOnConflict
+        case (false, true): return statementPlainWithEvents
+        case (true, true): return statementOnConflictWithEvents
+        }
     }
 
-    private static let statementPlain = statementText(onConflict: "RETURNING post_id, true AS fresh")
+    private static let plainInsert = "RETURNING user_id, post_id, created_at, true AS fresh"
     /// A like whose row exists takes the like's time when it is later than the row's: a like
     /// after an unlike of the same pair that one batch coalesced away is a new like, and its
     /// time must not depend on where a flush cut the log (the lists order by it). Only rows
     /// inserted (`xmax = 0`: not a row this statement updated) move the count.
-    private static let statementOnConflict = statementText(onConflict: """
+    private static let conflictingInsert = """
         ON CONFLICT (user_id, post_id) DO UPDATE SET created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at
             WHERE likes.created_at IS NULL OR likes.created_at < EXCLUDED.created_at
-        RETURNING post_id, (likes.xmax = 0) AS fresh
-        """)
+        RETURNING likes.user_id, likes.post_id, likes.created_at, (likes.xmax = 0) AS fresh
+        """
+    private static let statementPlain = statementText(onConflict: plainInsert, events: false)
+    private static let statementOnConflict = statementText(onConflict: conflictingInsert, events: false)
+    private static let statementPlainWithEvents = statementText(onConflict: plainInsert, events: true)
+    private static let statementOnConflictWithEvents = statementText(onConflict: conflictingInsert, events: true)
 
-    private static func statementText(onConflict: String) -> String {
+    /// The events' part of the statement: the rows that changed (`changed`), ids from the clock
+    /// (`clock`, whose row lock is taken here and held until the transaction ends), and their
+    /// insertion. The clock waits for `counted` and runs after the statement's main query, so the
+    /// lock is taken once every other row of the flush is written: only the events' insertion,
+    /// the logs' progress and the commit happen under it, and commits of flushes that made
+    /// events are serialized by it — which is what makes ids follow commit order. Within one
+    /// transaction, ids follow the changes' acknowledgement times.
+    private static let eventsTail = """
+        ,
+        changed AS (
+            SELECT post_id, user_id, true AS liked, created_at AS at FROM inserted WHERE fresh
+            UNION ALL
+            SELECT post_id, user_id, false, CASE WHEN ms > 0 THEN 'epoch'::timestamptz + ms * interval '1 millisecond' ELSE now() END
+            FROM deleted
+        ),
+        clock AS (
+            UPDATE counter_event_clock SET last_id = last_id + (SELECT count(*) FROM changed)
+            WHERE (SELECT count(*) FROM counted) >= 0 AND EXISTS (SELECT 1 FROM changed)
+            RETURNING last_id - (SELECT count(*) FROM changed) AS before_first
+        ),
+        events AS (
+            INSERT INTO counter_like_events (id, post_id, user_id, liked, liked_at)
+            SELECT clock.before_first + row_number() OVER (ORDER BY changed.at, changed.post_id, changed.user_id),
+                   changed.post_id, changed.user_id, changed.liked, changed.at
+            FROM changed, clock
+        )
+        """
+
+    private static func statementText(onConflict: String, events: Bool) -> String {
         """
         WITH inserted AS (
             INSERT INTO likes (user_id, post_id, created_at, updated_at)
@@ -48,9 +90,9 @@ public enum LikeBatchApplier {
             \(onConflict)
         ),
         deleted AS (
-            DELETE FROM likes l USING unnest($3::bigint[], $4::bigint[]) AS c(user_id, post_id)
+            DELETE FROM likes l USING unnest($3::bigint[], $4::bigint[]\(events ? ", $6::bigint[]" : "")) AS c(user_id, post_id\(events ? ", ms" : ""))
             WHERE l.user_id = c.user_id AND l.post_id = c.post_id
-            RETURNING l.post_id
+            RETURNING l.post_id, l.user_id\(events ? ", c.ms" : "")
         ),
         delta AS (
             SELECT post_id, sum(step) AS step FROM (
@@ -60,10 +102,13 @@ public enum LikeBatchApplier {
             ) steps
             GROUP BY post_id
             HAVING sum(step) <> 0
-        )
-        UPDATE posts p SET likes_count = p.likes_count + delta.step
-        FROM delta WHERE p.id = delta.post_id
-        RETURNING p.id, delta.step, p.likes_count
+        ),
+        counted AS (
+            UPDATE posts p SET likes_count = p.likes_count + delta.step
+            FROM delta WHERE p.id = delta.post_id
+            RETURNING p.id, delta.step, p.likes_count
+        )\(events ? eventsTail : "")
+        SELECT id, step, likes_count FROM counted
         """
     }
 
@@ -95,36 +140,41 @@ public enum LikeBatchApplier {
     /// - Parameters:
     ///   - skipping: pairs left out (their changes were found refused before): not sent.
     ///   - isolatingRefusals: find and return the refused changes instead of throwing.
+    ///   - events: also write a `counter_like_events` row for every like row inserted and every
+    ///     one deleted (the outbox), ids from `counter_event_clock`, whose row lock the
+    ///     transaction then holds until it ends.
     /// - Returns: per post, how much `likes_count` moved; posts that do not exist; the changes
     ///   refused.
     /// - Throws: `PostgresError(.invalidArgument)` for an empty or oversized batch or an id that
     ///   is not a positive 64-bit integer (nothing is sent); PostgreSQL's errors otherwise (with
     ///   `isolatingRefusals`, only the transient ones and those of the savepoints themselves).
     public static func apply(_ changes: [LikeChange], on connection: isolated PostgresConnection,
-                             skipping: Set<LikePair> = [], isolatingRefusals: Bool = false) throws(PostgresError) -> LikeBatchOutcome {
+                             skipping: Set<LikePair> = [], isolatingRefusals: Bool = false,
+                             events: Bool = false) throws(PostgresError) -> LikeBatchOutcome {
         try validate(changes)
         var last = lastChanges(changes)
         if !skipping.isEmpty { last.removeAll { skipping.contains(LikePair($0)) } }
         guard !last.isEmpty else { return .empty }
-        return isolatingRefusals ? try applyIsolating(last, on: connection) : try applyInSavepoint(last, on: connection)
+        return isolatingRefusals ? try applyIsolating(last, events: events, on: connection)
+            : try applyInSavepoint(last, events: events, on: connection)
     }
 
     /// Applies `last` in a savepoint, first without `ON CONFLICT`, then (after a unique
     /// violation) with it. A failure leaves the savepoint to roll back to.
-    private static func applyInSavepoint(_ last: [LikeChange], on connection: isolated PostgresConnection) throws(PostgresError) -> LikeBatchOutcome {
+    private static func applyInSavepoint(_ last: [LikeChange], events: Bool, on connection: isolated PostgresConnection) throws(PostgresError) -> LikeBatchOutcome {
         try connection.query("SAVEPOINT counter_batch_apply")
         do {
-            return try apply(last: last, onConflict: false, on: connection)
+            return try apply(last: last, onConflict: false, events: events, on: connection)
         } catch where error.isUniqueViolation {
             try connection.query("ROLLBACK TO SAVEPOINT counter_batch_apply")
-            return try apply(last: last, onConflict: true, on: connection)
+            return try apply(last: last, onConflict: true, events: events, on: connection)
         }
     }
 
     /// `applyInSavepoint`, bisecting what PostgreSQL refuses down to the single changes refused.
-    private static func applyIsolating(_ last: [LikeChange], on connection: isolated PostgresConnection) throws(PostgresError) -> LikeBatchOutcome {
+    private static func applyIsolating(_ last: [LikeChange], events: Bool, on connection: isolated PostgresConnection) throws(PostgresError) -> LikeBatchOutcome {
         do {
-            return try applyInSavepoint(last, on: connection)
+            return try applyInSavepoint(last, events: events, on: connection)
         } catch where error.isRefusal {
             // The savepoint taken last is this attempt's: rolling back to it keeps what earlier
             // parts applied and makes the transaction usable again.
@@ -135,22 +185,23 @@ public enum LikeBatchApplier {
                 return outcome
             }
             let middle = last.count / 2
-            let first = try applyIsolating(Array(last[..<middle]), on: connection)
-            let second = try applyIsolating(Array(last[middle...]), on: connection)
+            let first = try applyIsolating(Array(last[..<middle]), events: events, on: connection)
+            let second = try applyIsolating(Array(last[middle...]), events: events, on: connection)
             return first.merged(with: second)
         }
     }
 
     /// Locks and finds the posts of `last` (one change per pair, by post), then applies the
     /// changes of those that exist.
-    private static func apply(last: [LikeChange], onConflict: Bool, on connection: isolated PostgresConnection) throws(PostgresError) -> LikeBatchOutcome {
+    private static func apply(last: [LikeChange], onConflict: Bool, events: Bool,
+                              on connection: isolated PostgresConnection) throws(PostgresError) -> LikeBatchOutcome {
         var posts: [Int64] = []
         for change in last where posts.last != change.postID { posts.append(change.postID) }
         var present: Set<Int64> = []
         for row in try connection.query(presentPostsQuery, [.int64Array(posts)]) { present.insert(try row.int64(0)) }
         var missing: [Int64: Int] = [:]
         var liked: (users: [Int64], posts: [Int64], times: [Int64]) = ([], [], [])
-        var unliked: (users: [Int64], posts: [Int64]) = ([], [])
+        var unliked: (users: [Int64], posts: [Int64], times: [Int64]) = ([], [], [])
         for change in last {
             if !present.contains(change.postID) {
                 missing[change.postID, default: 0] += 1
@@ -161,14 +212,17 @@ public enum LikeBatchApplier {
             } else {
                 unliked.users.append(change.userID)
                 unliked.posts.append(change.postID)
+                unliked.times.append(change.acknowledgedAt ?? 0)
             }
         }
         var movements: [Int64: LikeBatchOutcome.CountMovement] = [:]
         if !liked.users.isEmpty || !unliked.users.isEmpty {
-            let rows = try connection.query(statement(onConflict: onConflict), [
+            var parameters: [PostgresValue] = [
                 .int64Array(liked.users), .int64Array(liked.posts), .int64Array(unliked.users), .int64Array(unliked.posts),
                 .int64Array(liked.times),
-            ])
+            ]
+            if events { parameters.append(.int64Array(unliked.times)) }
+            let rows = try connection.query(statement(onConflict: onConflict, events: events), parameters)
             for row in rows {
                 movements[try row.int64(0)] = .init(delta: try row.int64(1), likesCount: try row.int64(2))
             }
@@ -177,16 +231,16 @@ public enum LikeBatchApplier {
     }
 
     /// `apply(_:on:)` in a transaction of its own on a pooled connection.
-    public static func apply(_ changes: [LikeChange], pool: PostgresPool) async throws -> LikeBatchOutcome {
-        try await pool.withTransaction { connection in try apply(changes, on: connection) }
+    public static func apply(_ changes: [LikeChange], pool: PostgresPool, events: Bool = false) async throws -> LikeBatchOutcome {
+        try await pool.withTransaction { connection in try apply(changes, on: connection, events: events) }
     }
 
     /// Applies the entries that are newer than the progress recorded for their log, and records
     /// each log's newest entry as its new progress, all in one transaction. Entries at or below
     /// the recorded progress are skipped: after a crash between the commit and trimming the log,
     /// re-reading the log applies nothing twice. Entries may come from several logs.
-    public static func apply(_ entries: [LoggedLikeChange], pool: PostgresPool) async throws -> LikeBatchOutcome {
-        try await pool.withTransaction { connection in try apply(entries, on: connection) }
+    public static func apply(_ entries: [LoggedLikeChange], pool: PostgresPool, events: Bool = false) async throws -> LikeBatchOutcome {
+        try await pool.withTransaction { connection in try apply(entries, on: connection, events: events) }
     }
 
     /// `apply(_:pool:)` inside the caller's transaction on `connection`.
@@ -195,12 +249,14 @@ public enum LikeBatchApplier {
     ///   many changes it holds) in the same transaction — applying one twice then fails the
     ///   transaction. Letters, digits and `_`.
     /// - Parameters:
-    ///   - skipping, isolatingRefusals: as for a batch of changes; the progress of every log
-    ///     still moves past all of `entries`, the skipped and refused ones included (the caller
-    ///     keeps those elsewhere, as dead letters, before it commits).
+    ///   - skipping, isolatingRefusals, events: as for a batch of changes; the progress of every
+    ///     log still moves past all of `entries`, the skipped and refused ones included (the
+    ///     caller keeps those elsewhere, as dead letters, before it commits). The progress is
+    ///     written before the changes, so that with `events` the event clock's lock, taken by
+    ///     the changes' statement, is held through as little as possible before the commit.
     public static func apply(_ entries: [LoggedLikeChange], on connection: isolated PostgresConnection,
                              auditTable: String? = nil, skipping: Set<LikePair> = [],
-                             isolatingRefusals: Bool = false) throws(PostgresError) -> LikeBatchOutcome {
+                             isolatingRefusals: Bool = false, events: Bool = false) throws(PostgresError) -> LikeBatchOutcome {
         try validate(entries.map(\.change))
         if let auditTable, !isPlainIdentifier(auditTable) {
             throw PostgresError(code: .invalidArgument, message: "audit table \"\(auditTable)\" is not a plain identifier (letters, digits, _)")
@@ -218,8 +274,6 @@ public enum LikeBatchApplier {
         guard !fresh.isEmpty else {
             return LikeBatchOutcome(movements: [:], missingPosts: [:], coalescedChanges: 0, alreadyApplied: skipped)
         }
-        // A change's time is its acknowledgement: its own, or else its entry's (the stream id).
-        let outcome = try apply(fresh.map(\.timedChange), on: connection, skipping: skipping, isolatingRefusals: isolatingRefusals)
         var newest: [String: (id: StreamEntryID, count: Int64)] = [:]
         for entry in fresh {
             let current = newest[entry.log]
@@ -238,6 +292,9 @@ public enum LikeBatchApplier {
                   .int64Array(updated.map { Int64($0.value.id.milliseconds) }),
                   .int64Array(updated.map { Int64($0.value.id.sequence) }),
                   .int64Array(updated.map(\.value.count))])
+        // A change's time is its acknowledgement: its own, or else its entry's (the stream id).
+        let outcome = try apply(fresh.map(\.timedChange), on: connection, skipping: skipping, isolatingRefusals: isolatingRefusals,
+                                events: events)
         if let auditTable {
             // One row per entry applied (an entry may hold many changes).
             var seen: Set<Pair> = []

@@ -39,7 +39,31 @@ public struct SchemaMigration: Sendable {
 extension SchemaMigration {
     /// Every migration this build knows, in order.
     public static let all: [SchemaMigration] = [seedLayout, flushProgress, clusterMembership, slotEpochs,
-                                                likesByPostNewestFirst, likesByUserNewestFirst, dropLikesByPost]
+                                                likesByPostNewestFirst, likesByUserNewestFirst, dropLikesByPost, likeEvents]
+
+    /// The change events' outbox: one row per like or unlike that changed `likes`, written by the
+    /// flush transaction that changed it (with `--events on`), and the clock its ids come from.
+    /// The flush takes the clock's row lock last, just before it commits, so ids are handed out
+    /// in commit order and a reader that has seen id N will never later see a smaller one
+    /// appear (no gaps for a consumer's `after` to skip). `pruned_through` is the highest id
+    /// retention deleted: a consumer behind it has missed events, and is told so.
+    static let likeEvents = SchemaMigration(version: 8, name: "counter_like_events, counter_event_clock", sql: """
+        CREATE TABLE IF NOT EXISTS counter_like_events (
+            id bigint PRIMARY KEY,
+            post_id bigint NOT NULL,
+            user_id bigint NOT NULL,
+            liked boolean NOT NULL,
+            liked_at timestamptz NOT NULL,
+            committed_at timestamptz NOT NULL DEFAULT clock_timestamp()
+        );
+        CREATE TABLE IF NOT EXISTS counter_event_clock (
+            only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+            last_id bigint NOT NULL DEFAULT 0,
+            pruned_through bigint NOT NULL DEFAULT 0,
+            pruned_events bigint NOT NULL DEFAULT 0
+        );
+        INSERT INTO counter_event_clock DEFAULT VALUES ON CONFLICT DO NOTHING;
+        """)
 
     /// A post's likers newest first (`GET /v1/posts/{post}/likers`: a keyset on `created_at`,
     /// `user_id`), built without blocking the flusher's writes.

@@ -293,12 +293,13 @@ struct ShardIO: Sendable {
     private func apply(_ transaction: FlushTransaction) async -> FlushTransaction.Outcome {
         let deployment = layout.prefix
         let auditTable = configuration.auditTable
+        let events = configuration.events
         do {
             let decision = try await pool.withTransaction(deciding: { connection -> TransactionDecision<FlushTransaction.Outcome> in
                 let stale = try SlotTable.staleSlots(transaction.epochs, deployment: deployment, on: connection)
                 if !stale.isEmpty { return .rollBack(.staleSlots(stale)) }
                 let outcome = try LikeBatchApplier.apply(transaction.entries, on: connection, auditTable: auditTable,
-                                                         skipping: transaction.skipping, isolatingRefusals: true)
+                                                         skipping: transaction.skipping, isolatingRefusals: true, events: events)
                 let newlyMissing = Set(outcome.missingPosts.keys).subtracting(transaction.knownMissing)
                 if !newlyMissing.isEmpty { return .rollBack(.missingPosts(newlyMissing)) }
                 if !outcome.rejected.isEmpty { return .rollBack(.refused(outcome.rejected)) }

@@ -80,6 +80,10 @@ public struct WritePathConfiguration: Sendable, Equatable {
     /// records the log entries it applies, in its transaction — applying an entry twice then
     /// fails the flush. `nil` (the default): none.
     public var auditTable: String? = nil
+    /// Whether every flush also writes a change event (`counter_like_events`) for each like row it
+    /// inserts or deletes, in the same transaction. Defaults to `false`: an existing deployment
+    /// starts paying for the outbox (its rows, its pruning) only when it asks for events.
+    public var events: Bool = false
 
     public init() {}
 }

@@ -3,10 +3,10 @@ import Testing
 
 @Suite("Durations and sizes as operators write them (pure)")
 struct SettingTextTests {
-    @Test("durations: a whole number with ms, s, m or h, or bare seconds; anything else is refused", arguments: [
+    @Test("durations: a whole number with ms, s, m, h or d, or bare seconds; anything else is refused", arguments: [
         ("500ms", Duration?.some(.milliseconds(500))), ("60s", .seconds(60)), ("10m", .seconds(600)), ("2h", .seconds(7_200)),
-        ("90", .seconds(90)), ("0", .seconds(0)),
-        ("1.5s", nil), ("-1s", nil), ("s", nil), ("", nil), ("10 m", nil), ("5d", nil), ("١٠s", nil), ("9999999999s", nil),
+        ("5d", .seconds(432_000)), ("90", .seconds(90)), ("0", .seconds(0)),
+        ("1.5s", nil), ("-1s", nil), ("s", nil), ("d", nil), ("", nil), ("10 m", nil), ("5w", nil), ("١٠s", nil), ("9999999999s", nil),
     ])
     func durations(text: String, expected: Duration?) {
         #expect(Duration.parsingSetting(text) == expected)
@@ -14,10 +14,12 @@ struct SettingTextTests {
 
     @Test("a duration is written back in the largest exact unit, and read back as itself")
     func durationText() {
-        for duration: Duration in [.milliseconds(250), .seconds(1), .seconds(90), .seconds(600), .seconds(7_200)] {
+        for duration: Duration in [.milliseconds(250), .seconds(1), .seconds(90), .seconds(600), .seconds(7_200), .seconds(86_400 * 7)] {
             #expect(Duration.parsingSetting(duration.settingText) == duration, "\(duration.settingText)")
         }
         #expect(Duration.seconds(600).settingText == "10m")
+        #expect(Duration.seconds(86_400 * 7).settingText == "7d")
+        #expect(Duration.seconds(90_000).settingText == "25h")
         #expect(Duration.milliseconds(1_500).settingText == "1500ms")
     }
 

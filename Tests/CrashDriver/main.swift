@@ -10,7 +10,7 @@ import WritePath
 //   CrashDriver run|recover <postgres-url> <redis-url> <key-prefix> <post,post,...> <workers> [<hot-idle-ms>]
 //
 // With a hot idle time, posts untouched that long are evicted from Redis as they go quiet
-// (default: never, within a test's time). `recover` prints, after its flush, the count the
+// (default: never, within a test's time). Change events are on. `recover` prints, after its flush, the count the
 // write path answers for each post (`C <post> <count>`), whether Redis or PostgreSQL answers it.
 //
 // Lines printed by `run` (one write each, unbuffered):
@@ -38,6 +38,8 @@ configuration.flushInterval = .milliseconds(50)
 configuration.flushBatchSize = 300
 configuration.flushMaxAge = .milliseconds(100)
 configuration.hotIdle = arguments.count == 8 ? Int64(arguments[7]).map { .milliseconds($0) } : nil
+// Every flush writes change events too: the tests hold them to the rows after the kills.
+configuration.events = true
 let pool = PostgresPool(configuration: PostgresConfiguration(url: arguments[2]))
 let service = try CounterService(configuration: configuration, postgres: pool, redis: try RedisConfiguration(url: arguments[3]))
 

@@ -147,8 +147,14 @@ struct HTTPAdminTests {
         // Nothing flushes until asked, so the like is still pending when its post is deleted.
         let http = try await HTTPHarness.start(posts: 2, redis: redis, writePath: {
             $0.flushOnlyWhenAsked()
+            $0.events = true
         })
         let post = http.posts[1]
+        func events() async throws -> [String] {
+            try await http.writePath.pool.query(
+                "SELECT user_id, liked, (extract(epoch FROM liked_at) * 1000)::bigint FROM counter_like_events WHERE post_id = $1 ORDER BY id",
+                [.int64(post)]).map { "\(try $0.int64(0))/\(try $0.bool(1))/\(try $0.int64(2))" }
+        }
         let beforeLike = Int64(Date().timeIntervalSince1970 * 1000)
         _ = try await http.send("PUT", "/v1/posts/\(post)/likes/42")
         let afterLike = Int64(Date().timeIntervalSince1970 * 1000)
@@ -162,6 +168,7 @@ struct HTTPAdminTests {
         // The letter keeps when the like was acknowledged (`t`, Unix milliseconds).
         let acknowledged = try #require(listed.text.firstMatch(of: /"t":"([0-9]+)"/).flatMap { Int64($0.1) }, "\(listed.text)")
         #expect(acknowledged >= beforeLike - 1 && acknowledged <= afterLike + 1, "\(acknowledged) not in \(beforeLike)...\(afterLike)")
+        #expect(try await events().isEmpty, "a dead-lettered change is no event")
 
         // Replaying while the post is still missing fails and keeps the letter.
         let early = try await http.send("POST", "/admin/dead-letters/replay", token: HTTPHarness.adminToken)
@@ -179,6 +186,8 @@ struct HTTPAdminTests {
         let rows = try await http.writePath.pool.query(
             "SELECT (extract(epoch FROM created_at) * 1000)::bigint FROM likes WHERE post_id = $1 AND user_id = 42", [.int64(post)])
         #expect(try rows.first?.int64(0) == acknowledged)
+        // Its event comes with the replay's flush, once, with the first acknowledgement's time.
+        #expect(try await events() == ["42/true/\(acknowledged)"])
         #expect(try await http.send("GET", "/admin/dead-letters", token: HTTPHarness.adminToken).text == #"{"dead_letters":[]}"#)
 
         let badDrop = try await http.send("POST", "/admin/dead-letters/drop", token: HTTPHarness.adminToken, body: #"{"ids":["nope"]}"#)

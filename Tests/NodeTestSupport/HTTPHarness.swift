@@ -18,10 +18,12 @@ package struct HTTPHarness {
     package var posts: [Int64] { writePath.posts }
 
     package static func start(posts: Int = 3, redis target: RedisTarget = .single, postgresURL: String = TestEnvironment.postgresURL,
+                      redisURL: String? = nil,
                       configure: (inout HTTPServerConfiguration) -> Void = { _ in },
                       writePath configureWritePath: (inout WritePathConfiguration) -> Void = { _ in },
                       readyMaxLag: Duration? = nil, users: UserAccess? = nil) async throws -> HTTPHarness {
-        let writePath = try await WritePathHarness.start(posts: posts, postgresURL: postgresURL, redis: target, configure: configureWritePath)
+        let writePath = try await WritePathHarness.start(posts: posts, postgresURL: postgresURL, redis: target, redisURL: redisURL,
+                                                         configure: configureWritePath)
         var configuration = HTTPServerConfiguration()
         configuration.port = 0
         configure(&configuration)

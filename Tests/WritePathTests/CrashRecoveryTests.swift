@@ -64,7 +64,31 @@ struct CrashRecoveryTests {
             #expect(count == rowCount, "post \(post): likes_count \(count), rows \(rowCount)")
             rowsByPost[post] = rowCount
         }
+        try await auditEvents(members: members, posts: posts, pool: pool)
         return (lost, phantom, undetermined, rowsByPost)
+    }
+
+    /// The change events (the drivers write them) against the rows: each pair's events
+    /// alternate like, unlike, like… from a like (none twice: a flush applied twice would repeat
+    /// one), and the last one says what the rows say — no event without its row change, no row
+    /// change without its event, whatever step of a flush the kills cut.
+    static func auditEvents(members: Set<Pair>, posts: [Int64], pool: PostgresPool) async throws {
+        let events = try await pool.query(
+            "SELECT user_id, post_id, liked FROM counter_like_events WHERE post_id = ANY($1::bigint[]) ORDER BY id", [.int64Array(posts)])
+        var last: [Pair: Bool] = [:]
+        var repeated = 0
+        for row in events {
+            let pair = Pair(user: try row.int64(0), post: try row.int64(1))
+            let liked = try row.bool(2)
+            if last[pair] == liked || (last[pair] == nil && !liked) {
+                repeated += 1
+                if repeated <= 5 { Issue.record("event liked=\(liked) of \(pair) does not change what the one before it said") }
+            }
+            last[pair] = liked
+        }
+        #expect(!last.isEmpty, "the drivers write change events")
+        let told = Set(last.filter(\.value).keys)
+        #expect(told == members, "events say \(told.subtracting(members).count) pairs liked that have no row, and miss \(members.subtracting(told).count) rows")
     }
 
     /// The most posts a driver reported evicted (`V <evicted>` lines).

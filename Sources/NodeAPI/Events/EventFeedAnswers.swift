@@ -1,0 +1,98 @@
+import CounterWire
+import NodeHTTP
+import Persistence
+
+/// `GET /v1/events?after=N&limit=L&wait=S`: the change events committed after id `N`, oldest
+/// first, from the outbox every flush writes with events on. A consumer that keeps its
+/// `next_after` gets every event at least once, in commit order (ids follow commits), until
+/// retention prunes what it has not read: then `410 events_pruned`, never a silent gap.
+struct EventFeedAnswers: Sendable {
+    let postgres: PostgresPool
+    let watch: EventWatch
+
+    /// The arguments: `after` (0 or an id given before; default 0: from the oldest kept),
+    /// `limit` (1–1,000, default 100), `wait` (0–60 s, default 0: answer at once).
+    struct Arguments: Equatable {
+        static let defaultLimit = 100
+        static let maximumLimit = 1_000
+        static let maximumWaitSeconds = 60
+
+        var after: Int64 = 0
+        var limit = defaultLimit
+        var waitSeconds = 0
+
+        /// The arguments of `query` (as sent, nothing percent-decoded); any other is refused.
+        init(_ query: [String: String]) throws(RequestError) {
+            for name in query.keys.sorted() where !["after", "limit", "wait"].contains(name) {
+                throw RequestError(code: "invalid_argument", message: "unknown query argument \"\(name)\"; /v1/events takes after, limit and wait")
+            }
+            if let text = query["after"] {
+                guard let value = Self.digits(text) else {
+                    throw RequestError(code: "invalid_argument", message: "after \"\(text)\" is not an event id (a whole number, 0 for the oldest kept)")
+                }
+                after = value
+            }
+            if let text = query["limit"] {
+                guard let value = Self.digits(text), (1...Int64(Self.maximumLimit)).contains(value) else {
+                    throw RequestError(code: "invalid_argument", message: "limit \"\(text)\" is not a whole number from 1 to \(Self.maximumLimit)")
+                }
+                limit = Int(value)
+            }
+            if let text = query["wait"] {
+                guard let value = Self.digits(text), (0...Int64(Self.maximumWaitSeconds)).contains(value) else {
+                    throw RequestError(code: "invalid_argument", message: "wait \"\(text)\" is not a whole number of seconds from 0 to \(Self.maximumWaitSeconds)")
+                }
+                waitSeconds = Int(value)
+            }
+        }
+
+        /// A non-negative 64-bit integer in plain digits (no sign, no spaces, at most 19 digits).
+        static func digits(_ text: String) -> Int64? {
+            guard !text.isEmpty, text.utf8.count <= 19, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return nil }
+            return Int64(text)
+        }
+    }
+
+    /// The page for `arguments`, waiting up to `wait` seconds for a first event when there is
+    /// none yet; `410 events_pruned` when events after `after` were pruned, `400` when `after`
+    /// is beyond the newest event (a cursor of another database).
+    func page(_ arguments: Arguments) async throws -> HTTPResponse {
+        var (events, clock) = try await read(arguments)
+        if let refusal = Self.refusal(arguments.after, events, clock) { return refusal }
+        if events.isEmpty && arguments.waitSeconds > 0 {
+            await watch.wait(after: arguments.after, until: .now + .seconds(arguments.waitSeconds))
+            (events, clock) = try await read(arguments)
+            if let refusal = Self.refusal(arguments.after, events, clock) { return refusal }
+        }
+        return .json(EventsPage(events: events.map(Self.body), nextAfter: events.last?.id ?? arguments.after,
+                                newestID: max(clock.lastID, events.last?.id ?? 0)))
+    }
+
+    /// The events, then the clock: read in this order, a prune between the two shows as events
+    /// that do not start right after `after` while the clock says some were pruned.
+    private func read(_ arguments: Arguments) async throws -> ([LikeEvents.Event], LikeEvents.Clock) {
+        let events = try await LikeEvents.read(after: arguments.after, limit: arguments.limit, on: postgres)
+        return (events, try await LikeEvents.clock(on: postgres))
+    }
+
+    static func refusal(_ after: Int64, _ events: [LikeEvents.Event], _ clock: LikeEvents.Clock) -> HTTPResponse? {
+        if after < clock.prunedThrough && events.first?.id != after + 1 {
+            return .error(410, code: "events_pruned",
+                          message: "events \(after + 1)-\(clock.prunedThrough) were pruned by retention before this consumer read them; "
+                              + "the oldest kept is \(clock.prunedThrough + 1): resume from after=\(clock.prunedThrough) and reconcile what was missed")
+        }
+        if after > clock.lastID && events.isEmpty {
+            return .error(400, code: "invalid_argument",
+                          message: "after \(after) is beyond the newest event, \(clock.lastID): a cursor of another database? Start again from after=0")
+        }
+        return nil
+    }
+
+    static func body(_ event: LikeEvents.Event) -> ChangeEvent {
+        ChangeEvent(id: event.id, postID: event.postID, userID: event.userID, liked: event.liked,
+                    likedAt: LikeTime.text(milliseconds: milliseconds(event.likedAtMicroseconds)),
+                    committedAt: LikeTime.text(milliseconds: milliseconds(event.committedAtMicroseconds)))
+    }
+
+    private static func milliseconds(_ micros: Int64) -> Int64 { micros >= 0 ? micros / 1000 : (micros - 999) / 1000 }
+}

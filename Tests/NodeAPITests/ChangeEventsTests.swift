@@ -1,0 +1,181 @@
+import CounterWire
+import Foundation
+@testable import NodeAPI
+import NodeTestSupport
+import Persistence
+import Synchronization
+import TestSupport
+import Testing
+
+/// `GET /v1/events` over a node whose flushes write events, each test on a database of its own:
+/// the outbox is one per database, and these tests read all of it.
+@Suite("Change events over HTTP: pages, long polls, bad input, pruning, a consumer across a PostgreSQL restart")
+struct ChangeEventsTests {
+    static func page(_ http: HTTPHarness, _ query: String, token: String = HTTPHarness.adminToken) async throws -> EventsPage {
+        let response = try await http.send("GET", "/v1/events" + query, token: token)
+        #expect(response.status == 200, "\(query): \(response.text)")
+        return try JSONDecoder().decode(EventsPage.self, from: Data(response.text.utf8))
+    }
+
+    static func withEventsNode<T>(posts: Int = 3, flushOnlyWhenAsked: Bool = true, _ body: (HTTPHarness) async throws -> T) async throws -> T {
+        try await TestEnvironment.withScratchDatabase { _, url in
+            let http = try await HTTPHarness.start(posts: posts, postgresURL: url, writePath: {
+                $0.events = true
+                if flushOnlyWhenAsked { $0.flushOnlyWhenAsked() }
+            })
+            do {
+                let value = try await body(http)
+                await http.stop()
+                return value
+            } catch {
+                await http.stop()
+                throw error
+            }
+        }
+    }
+
+    @Test("likes and unlikes become events once flushed, oldest first, paged by after and limit; a toggle pair undone before the flush makes none")
+    func eventsArePagedInOrder() async throws {
+        try await Self.withEventsNode { http in
+            let (a, b) = (http.posts[0], http.posts[1])
+            #expect(try await Self.page(http, "") == EventsPage(events: [], nextAfter: 0, newestID: 0))
+            _ = try await http.send("PUT", "/v1/posts/\(a)/likes/1")
+            _ = try await http.send("PUT", "/v1/posts/\(b)/likes/2")
+            // Liked and unliked before any flush: nothing reaches PostgreSQL, no event.
+            _ = try await http.send("PUT", "/v1/posts/\(a)/likes/3")
+            _ = try await http.send("DELETE", "/v1/posts/\(a)/likes/3")
+            #expect(try await Self.page(http, "?after=0").events.isEmpty, "nothing is an event before its flush commits")
+            _ = try await http.send("POST", "/admin/flush?wait=true", token: HTTPHarness.adminToken)
+            _ = try await http.send("DELETE", "/v1/posts/\(a)/likes/1")
+            _ = try await http.send("POST", "/admin/flush?wait=true", token: HTTPHarness.adminToken)
+
+            let first = try await Self.page(http, "?after=0&limit=2")
+            #expect(first.events.map(\.id) == [1, 2] && first.nextAfter == 2 && first.newestID == 3)
+            #expect(Set(first.events.map { "\($0.postID)/\($0.userID)/\($0.liked)" }) == ["\(a)/1/true", "\(b)/2/true"])
+            let second = try await Self.page(http, "?after=\(first.nextAfter)&limit=2")
+            #expect(second.events.map(\.id) == [3] && second.nextAfter == 3)
+            let unlike = try #require(second.events.first)
+            #expect(unlike.postID == a && unlike.userID == 1 && !unlike.liked)
+            #expect(LikeTime.milliseconds(unlike.likedAt) != nil && LikeTime.milliseconds(unlike.committedAt) != nil)
+            #expect(try #require(LikeTime.milliseconds(unlike.likedAt)) <= (LikeTime.milliseconds(unlike.committedAt) ?? 0))
+            #expect(try await Self.page(http, "?after=3") == EventsPage(events: [], nextAfter: 3, newestID: 3))
+        }
+    }
+
+    @Test("a long poll answers as soon as the next flush commits, and after its wait when nothing comes")
+    func longPollWakesOnCommit() async throws {
+        try await Self.withEventsNode(flushOnlyWhenAsked: false) { http in
+            let post = http.posts[0]
+            let started = ContinuousClock.now
+            let quiet = try await Self.page(http, "?after=0&wait=1")
+            #expect(quiet.events.isEmpty && ContinuousClock.now - started >= .milliseconds(950))
+
+            let waiting = Task { () -> (EventsPage, ContinuousClock.Instant) in
+                let page = try await Self.page(http, "?after=0&wait=30")
+                return (page, ContinuousClock.now)
+            }
+            try await Task.sleep(for: .milliseconds(300))
+            let liked = ContinuousClock.now
+            _ = try await http.send("PUT", "/v1/posts/\(post)/likes/9")
+            let (page, answered) = try await waiting.value
+            #expect(page.events.map(\.userID) == [9] && page.nextAfter == 1)
+            // Flushed within its interval and seen at the next poll of the clock: far from 30 s.
+            #expect(answered - liked < .seconds(5), "answered \(answered - liked) after the like")
+        }
+    }
+
+    @Test("bad after, limit and wait, and unknown arguments, are 400 with a code; the events token or the admin token reads, others are 401")
+    func badInputIsRefused() async throws {
+        try await Self.withEventsNode { http in
+            for query in ["?after=-1", "?after=abc", "?after=1.5", "?after=", "?after=99999999999999999999", "?limit=0", "?limit=1001", "?limit=x",
+                          "?wait=61", "?wait=-1", "?wait=1s", "?cursor=1", "?after=5"] {
+                let response = try await http.send("GET", "/v1/events" + query, token: HTTPHarness.adminToken)
+                #expect(response.status == 400 && response.text.contains(#""code":"invalid_argument""#), "\(query): \(response.status) \(response.text)")
+            }
+            let api = try await http.send("GET", "/v1/events", token: HTTPHarness.apiToken)
+            #expect(api.status == 401, "the API token does not read events: \(api.text)")
+            let none = try await http.send("GET", "/v1/events", token: nil)
+            #expect(none.status == 401)
+            let post = try await http.send("POST", "/v1/events", token: HTTPHarness.adminToken)
+            #expect(post.status == 405)
+        }
+        let tokens = AccessTokens(api: HTTPHarness.apiToken, admin: HTTPHarness.adminToken, events: "events-token-0123456789")
+        #expect(tokens.refusal("Bearer events-token-0123456789", for: APIRoute.events.access) == nil)
+        #expect(tokens.refusal("Bearer \(HTTPHarness.adminToken)", for: APIRoute.events.access) == nil)
+        #expect(tokens.refusal("Bearer \(HTTPHarness.apiToken)", for: APIRoute.events.access) != nil)
+        #expect(tokens.refusal("Bearer events-token-0123456789", for: APIRoute.adminStats.access) != nil, "the events token opens nothing else")
+        #expect(tokens.refusal("Bearer events-token-0123456789", for: APIRoute.post(1).access) != nil)
+    }
+
+    @Test("a consumer behind retention gets 410 events_pruned, not a silent gap; from the oldest kept it reads on")
+    func prunedEventsAreSaid() async throws {
+        try await Self.withEventsNode { http in
+            let post = http.posts[0]
+            for user in 1...6 { _ = try await http.send("PUT", "/v1/posts/\(post)/likes/\(user)") }
+            _ = try await http.send("POST", "/admin/flush?wait=true", token: HTTPHarness.adminToken)
+            let pool = http.writePath.pool
+            try await pool.query("UPDATE counter_like_events SET committed_at = committed_at - interval '2 days' WHERE id <= 4")
+            #expect(try await LikeEvents.prune(olderThan: .seconds(86_400), batch: 100, on: pool) == 4)
+            for after in [0, 2, 3] {
+                let gone = try await http.send("GET", "/v1/events?after=\(after)", token: HTTPHarness.adminToken)
+                #expect(gone.status == 410 && gone.text.contains(#""code":"events_pruned""#) && gone.text.contains("after=4"), "\(after): \(gone.text)")
+            }
+            #expect(try await Self.page(http, "?after=4").events.map(\.id) == [5, 6])
+        }
+    }
+
+    @Test("a consumer that keeps its cursor misses nothing while PostgreSQL and Redis restart under writes", .timeLimit(.minutes(3)))
+    func consumerAcrossRestart() async throws {
+        try await PrivateServers.with { servers in
+            let http = try await HTTPHarness.start(posts: 4, postgresURL: servers.postgresURL, redisURL: servers.redisURL, writePath: {
+                $0.events = true
+            })
+            let posts = http.posts
+            let writersDone = Mutex(false)
+            let consuming = Task { () -> [ChangeEvent] in
+                var seen: [ChangeEvent] = []
+                var after: Int64 = 0
+                var quietPolls = 0
+                // Reads until the writers are done and three long polls in a row found nothing.
+                while quietPolls < 3 {
+                    guard let response = try? await http.send("GET", "/v1/events?after=\(after)&limit=50&wait=1", token: HTTPHarness.adminToken),
+                          response.status == 200,
+                          let page = try? JSONDecoder().decode(EventsPage.self, from: Data(response.text.utf8)) else {
+                        try await Task.sleep(for: .milliseconds(100))  // PostgreSQL is down: try again
+                        continue
+                    }
+                    seen += page.events
+                    after = page.nextAfter
+                    quietPolls = page.events.isEmpty && writersDone.withLock({ $0 }) ? quietPolls + 1 : 0
+                }
+                return seen
+            }
+            // Toggles by 20 users over the posts, with a restart of both servers in the middle.
+            for round in 0..<3 {
+                for user in Int64(1)...20 {
+                    _ = try? await http.send("POST", "/v1/posts/\(posts[Int(user) % posts.count])/likes/\(user)/toggle")
+                }
+                if round == 1 { try await servers.run("restart") }
+                try await Task.sleep(for: .milliseconds(200))
+            }
+            var flushed = false
+            for _ in 0..<50 where !flushed {
+                flushed = (try? await http.send("POST", "/admin/flush?wait=true", token: HTTPHarness.adminToken))?.status == 200
+                if !flushed { try await Task.sleep(for: .milliseconds(200)) }
+            }
+            #expect(flushed)
+            writersDone.withLock { $0 = true }
+            let seen = try await consuming.value
+            let pool = http.writePath.pool
+            let all = try await LikeEvents.read(after: 0, limit: 100_000, on: pool)
+            #expect(!all.isEmpty)
+            #expect(seen.map(\.id) == all.map(\.id), "the consumer saw \(seen.count) of \(all.count) events")
+            #expect(all.map(\.id) == Array(1...Int64(all.count)))
+            let rows = try await pool.query("SELECT user_id, post_id FROM likes WHERE post_id = ANY($1::bigint[])", [.int64Array(posts)])
+            var told: [String: Bool] = [:]
+            for event in all { told["\(event.userID)/\(event.postID)"] = event.liked }
+            #expect(Set(told.filter(\.value).keys) == Set(try rows.map { "\(try $0.int64(0))/\(try $0.int64(1))" }))
+            await http.stop()
+        }
+    }
+}
