@@ -11,6 +11,7 @@ let package = Package(
     products: [
         .executable(name: "counter-node", targets: ["CounterNodeCLI"]),
         .executable(name: "counter-bench", targets: ["Bench"]),
+        .executable(name: "counter-events-example", targets: ["EventsConsumerExample"]),
         .library(name: "ShardRouter", targets: ["ShardRouter"]),
         // For apps: the HTTP client and the optimistic like button model (Foundation only).
         .library(name: "CounterClient", targets: ["CounterClient"]),
@@ -72,6 +73,8 @@ let package = Package(
 
         // Thin executables.
         .executableTarget(name: "CounterNodeCLI", dependencies: ["CounterNode"]),
+        // The change events' consumer a backend copies: follows GET /v1/events with a cursor file.
+        .executableTarget(name: "EventsConsumerExample", dependencies: ["CounterClient", "CounterWire"], path: "Examples/EventsConsumer"),
         .executableTarget(name: "Bench", dependencies: ["BenchKit", "ChildProcesses", "CounterCore", "CounterNode", "CounterWire", "Persistence", "ShardRouter", "UserTokens", "WritePath"]),
         // Child processes with a clean signal mask (the bench's chaos run, the tests).
         .target(name: "ChildProcesses"),

@@ -40,6 +40,13 @@ enum BenchCommand {
                         rows, prints pages/s and latency per phase and hot's toggles/s beside it,
                         and deletes what it made.
 
+          events        change events (the node runs with --events true): hot toggles at
+                        --connections N (64) for --duration S (10) while one consumer long-polls
+                        GET /v1/events (--page-size N, 1000; the admin token); prints how long
+                        after its commit each event reached the consumer (p50/p99/max), then
+                        reads every event of the run back and checks id order with no gap.
+                        --url U, --api-token T, --admin-token T, --postgres-url U.
+
         Options for persistence:
           --changes N      changes per batch / commands per pipeline (default 10000, 1-1000000)
           --posts N        posts the changes spread over (default 100, 1-100000)
@@ -180,6 +187,8 @@ enum BenchCommand {
                 try await ScaleBench(options: ScaleBenchOptions(arguments: rest, environment: environment)).run()
             case "lists":
                 try await ListsBench(options: ListsBenchOptions(arguments: rest, environment: environment)).run()
+            case "events":
+                try await EventsBench(options: EventsBenchOptions(arguments: rest, environment: environment)).run()
             case "hydration":
                 try await HydrationBench(options: HydrationBenchOptions(arguments: rest, environment: environment)).run()
             case "tokens":

@@ -26,6 +26,8 @@ public struct CounterServiceClient: Sendable {
         public var apiToken: String?
         /// Bearer token for `/admin`; `nil` for apps, which never need it.
         public var adminToken: String?
+        /// Bearer token for `GET /v1/events` (`--events-token`); `nil` uses `adminToken`.
+        public var eventsToken: String?
         /// The signed-in user's token, for the calls without a `user:` argument: called with
         /// `false` before each request (return a cached token), and once with `true` after a `401`
         /// (return a fresh one), after which the request is sent once more. A throw fails the
@@ -56,7 +58,7 @@ public struct CounterServiceClient: Sendable {
     /// Gives the signed-in user's token; `refresh` asks for a new one (the last was refused).
     public typealias TokenProvider = @Sendable (_ refresh: Bool) async throws -> String
 
-    public let configuration: Configuration
+    public private(set) var configuration: Configuration
     private let transport: any HTTPTransport
     private let routes = SlotRoutes()
 
@@ -201,6 +203,41 @@ public struct CounterServiceClient: Sendable {
             path += "&cursor=\(cursor)"
         }
         return path
+    }
+
+    // MARK: - Change events (needs `eventsToken` or `adminToken`)
+
+    /// The change events committed after event `after` (0: from the oldest kept), oldest first,
+    /// at most `limit` (1–1,000); with `wait` (whole seconds, up to 60), an empty answer waits
+    /// that long for the next event. Keep the page's `nextAfter` as the next `after` (store it
+    /// once the page is handled): every event then comes at least once, in commit order.
+    /// - Throws: `.server(status: 410, code: "events_pruned", …)` when retention pruned events
+    ///   this cursor had not read yet.
+    public func eventsPage(after: Int64 = 0, limit: Int = 100, wait: Duration = .zero) async throws(CounterClientError) -> EventsPage {
+        guard after >= 0 else { throw .invalidArgument("after \(after) is not an event id (0 or more)") }
+        guard (1...1_000).contains(limit) else { throw .invalidArgument("a page holds 1 to 1,000 events, not \(limit)") }
+        let seconds = wait.components.seconds
+        guard (0...60).contains(seconds), wait.components.attoseconds == 0 else {
+            throw .invalidArgument("wait is whole seconds from 0 to 60, not \(wait)")
+        }
+        let path = "/v1/events?after=\(after)&limit=\(limit)" + (seconds > 0 ? "&wait=\(seconds)" : "")
+        var client = self
+        // A long poll may take its whole wait before it answers.
+        client.configuration.timeout = max(configuration.timeout, wait + .seconds(10))
+        let data = try await client.raw("GET", path, token: configuration.eventsToken ?? configuration.adminToken, idempotent: true)
+        do {
+            return try WireDecoder.decode(EventsPage.self, from: data)
+        } catch {
+            throw .invalidResponse("GET \(path): \(error) in \(String(decoding: data.prefix(200), as: UTF8.self))")
+        }
+    }
+
+    /// The change events from `after` on, as they are committed: each element is a non-empty
+    /// page; the sequence long-polls (`wait` at a time) and never ends by itself — stop the loop
+    /// to stop. A failed request throws out of the loop; the caller resumes from the last
+    /// `nextAfter` it kept.
+    public func events(after: Int64 = 0, pageSize: Int = 100, wait: Duration = .seconds(30)) -> EventPages {
+        EventPages(after: after) { after throws(CounterClientError) in try await eventsPage(after: after, limit: pageSize, wait: wait) }
     }
 
     // MARK: - Health and metrics

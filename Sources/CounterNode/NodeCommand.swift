@@ -28,7 +28,10 @@ public enum NodeCommand {
             printError("unknown subcommand \"\(subcommand)\"\n\n\(usage)")
             return .usage
         }
-        let rest = Array(arguments.dropFirst())
+        var rest = Array(arguments.dropFirst())
+        // `migrate --events-publication`: also the publication for logical replication.
+        let eventsPublication = subcommand == "migrate" && rest.contains("--events-publication")
+        if eventsPublication { rest.removeAll { $0 == "--events-publication" } }
         if rest.contains("--help") || rest.contains("-h") {
             print(usage)
             return .success
@@ -57,20 +60,29 @@ public enum NodeCommand {
             printError("unknown argument \"\(unknown)\" for \(subcommand)\n(see counter-node --help)")
             return .usage
         }
-        if subcommand == "migrate" { return await migrate(configuration, output: output) }
+        if subcommand == "migrate" { return await migrate(configuration, eventsPublication: eventsPublication, output: output) }
         return await NodeServer.run(configuration, output: output)
     }
 
-    static func migrate(_ configuration: NodeConfiguration, output: Output) async -> ExitStatus {
+    static func migrate(_ configuration: NodeConfiguration, eventsPublication: Bool = false, output: Output) async -> ExitStatus {
         let pool = PostgresPool(configuration: configuration.postgres)
         do {
             let report = try await SchemaMigrator.migrate(pool, progress: { output.standard($0) })
-            await pool.close()
             if report.applied.isEmpty {
                 output.standard("schema is current (version \(report.currentVersion)); nothing to do")
             } else {
                 output.standard("applied migrations \(report.applied.map(String.init).joined(separator: ", ")); schema is at version \(report.currentVersion)")
             }
+            if eventsPublication {
+                let publication = try await LikeEvents.createPublication(on: pool)
+                output.standard(publication.created
+                    ? "created the publication \(LikeEvents.publication) (inserts into counter_like_events) for logical replication"
+                    : "the publication \(LikeEvents.publication) exists already; nothing to do")
+                if publication.walLevel != "logical" {
+                    output.error("note: wal_level is \(publication.walLevel): a replication slot needs wal_level = logical (postgresql.conf, then a restart)")
+                }
+            }
+            await pool.close()
             return .success
         } catch {
             await pool.close()
@@ -137,7 +149,9 @@ public enum NodeCommand {
                          service's bookkeeping); safe to run again and on an app's database.
                          The newest-first indexes of likes (by post, by user) are built with
                          CREATE INDEX CONCURRENTLY: writes go on while they build, with
-                         progress printed; an interrupted build is dropped and redone
+                         progress printed; an interrupted build is dropped and redone.
+                         --events-publication also creates the publication counter_like_events
+                         (the change events' inserts) for logical replication consumers
           serve          run the node: HTTP API, write path, flusher; SIGTERM/SIGINT stop it
                          after flushing everything to PostgreSQL (a second signal exits at once)
 

@@ -46,6 +46,24 @@ public enum LikeEvents {
     /// The advisory lock the pruners of all nodes take turns with ("counter_like_events" hashed by hand: any constant no other lock uses).
     static let pruningLockKey: Int64 = 0x636F_756E_7465_7265
 
+    /// The publication of the outbox for logical replication consumers (pgoutput, Debezium).
+    public static let publication = "counter_like_events"
+
+    /// Creates `publication` on `counter_like_events`, inserts only (retention's deletes are not
+    /// news), unless it exists. Returns whether it was created, and the server's `wal_level` (a
+    /// replication slot needs `logical`).
+    public static func createPublication(on pool: PostgresPool) async throws -> (created: Bool, walLevel: String) {
+        try await pool.withTransaction { connection in
+            let exists = try connection.query("SELECT 1 FROM pg_publication WHERE pubname = $1", [.text(publication)])
+            if exists.isEmpty {
+                // A name cannot be a parameter; this one is a constant.
+                try connection.query("CREATE PUBLICATION \(publication) FOR TABLE counter_like_events WITH (publish = 'insert')")
+            }
+            let level = try connection.query("SHOW wal_level").first?.string(0) ?? "unknown"
+            return (exists.isEmpty, level)
+        }
+    }
+
     /// The events after `after`, oldest first, at most `limit`.
     public static func read(after: Int64, limit: Int, on pool: PostgresPool) async throws -> [Event] {
         let rows = try await pool.query("""

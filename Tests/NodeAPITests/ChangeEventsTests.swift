@@ -124,6 +124,33 @@ struct ChangeEventsTests {
         }
     }
 
+    @Test("the consumer example prints a notification per event and keeps its cursor in a file: run again, it goes on where it stopped")
+    func consumerExampleKeepsItsCursor() async throws {
+        try await Self.withEventsNode { http in
+            let post = http.posts[0]
+            let cursor = FileManager.default.temporaryDirectory.appendingPathComponent("events-cursor-\(UInt32.random(in: 0...UInt32.max))").path
+            defer { try? FileManager.default.removeItem(atPath: cursor) }
+            func consume() async throws -> [String] {
+                let example = try ChildProcess([ChildProcess.builtProduct("counter-events-example"), "--node", "http://127.0.0.1:\(http.port)",
+                                                "--token", HTTPHarness.adminToken, "--cursor-file", cursor, "--until-caught-up"])
+                #expect(try await example.waitForExit() == 0)
+                return example.output
+            }
+            for user in 1...3 { _ = try await http.send("PUT", "/v1/posts/\(post)/likes/\(user)") }
+            _ = try await http.send("POST", "/admin/flush?wait=true", token: HTTPHarness.adminToken)
+            let first = try await consume()
+            #expect(first.count == 3 && first.allSatisfy { $0.contains("liked post \(post)") }, "\(first)")
+            #expect(try String(contentsOfFile: cursor, encoding: .utf8) == "3\n")
+
+            _ = try await http.send("DELETE", "/v1/posts/\(post)/likes/2")
+            _ = try await http.send("POST", "/admin/flush?wait=true", token: HTTPHarness.adminToken)
+            let second = try await consume()
+            #expect(second == ["event 4: user 2 took back their like of post \(post) at \(second.first.flatMap { $0.split(separator: " ").last.map(String.init) } ?? "?")"])
+            #expect(try String(contentsOfFile: cursor, encoding: .utf8) == "4\n")
+            #expect(try await consume().isEmpty, "nothing new: nothing printed")
+        }
+    }
+
     @Test("a consumer that keeps its cursor misses nothing while PostgreSQL and Redis restart under writes", .timeLimit(.minutes(3)))
     func consumerAcrossRestart() async throws {
         try await PrivateServers.with { servers in
