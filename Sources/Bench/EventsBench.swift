@@ -23,6 +23,7 @@ struct EventsBenchOptions {
             case "--connections": load.connections = try reader.number(flag, 1...20_000)
             case "--duration": load.duration = .seconds(try reader.number(flag, 1...3_600))
             case "--page-size": pageSize = try reader.number(flag, 1...1_000)
+            case "--rate": load.rate = Double(try reader.number(flag, 1...1_000_000))
             default: return try node.take(flag, from: &reader) || servers.take(flag, from: &reader)
             }
             return true
@@ -36,8 +37,9 @@ struct EventsBenchOptions {
 /// admin token) from the newest event on. Prints how long after its commit each event reached the
 /// consumer (`committed_at` to the answer, p50/p99/max: both clocks are this machine's), then,
 /// after the flush, reads every event the run made from the start, in pages, and checks that they
-/// come in id order with no gap and that their number is the toggles acknowledged (each toggle
-/// on its own pair changes one row).
+/// come in id order with no gap, and that the post's events, user by user, lead to its count.
+/// With `--rate R`, the toggles come in open loop, R a second: the consumer then keeps up, and the
+/// delay is the long poll's (closed loop measures a consumer that cannot keep up).
 struct EventsBench {
     let options: EventsBenchOptions
 
@@ -69,8 +71,7 @@ struct EventsBench {
                 var read = 0
                 let end = ContinuousClock.now + options.load.duration + .seconds(2)
                 while ContinuousClock.now < end {
-                    let page = try self.page(after: after, limit: options.pageSize, wait: 1)
-                    let received = Int64(Date().timeIntervalSince1970 * 1_000)
+                    let (page, received) = try self.timedPage(after: after, limit: options.pageSize, wait: 1)
                     for event in page.events {
                         if let committed = LikeTime.milliseconds(event.committedAt) { delays.record(UInt64(max(0, received - committed)) * 1_000) }
                     }
@@ -93,6 +94,8 @@ struct EventsBench {
             var expectedID = start + 1
             var count = 0
             var toggledPairs = 0
+            var liked: Set<Int64> = []
+            var repeated = 0
             while true {
                 let page = try page(after: after, limit: options.pageSize, wait: 0)
                 if page.events.isEmpty { break }
@@ -101,7 +104,10 @@ struct EventsBench {
                         throw BenchCheckFailure(message: "event \(event.id) came where \(expectedID) was due: a gap or a disorder")
                     }
                     expectedID += 1
-                    if event.postID == post { toggledPairs += 1 }
+                    guard event.postID == post else { continue }
+                    toggledPairs += 1
+                    if liked.contains(event.userID) == event.liked { repeated += 1 }
+                    if event.liked { liked.insert(event.userID) } else { liked.remove(event.userID) }
                 }
                 count += page.events.count
                 after = page.nextAfter
@@ -109,19 +115,31 @@ struct EventsBench {
             let seconds = (ContinuousClock.now - readStarted).inSeconds
             print(String(format: "  read back: %d events in id order with no gap in %.1f s (%.0f events/s); %d of them this run's post's",
                          count, seconds, Double(count) / max(seconds, 0.001), toggledPairs))
-            // Each user of hot toggles its own pair once a round: every acknowledged toggle is one
-            // change of a row, so one event, unless two of a pair's toggles met in one flush.
-            guard toggledPairs <= result.successes else {
-                throw BenchCheckFailure(message: "\(toggledPairs) events for \(result.successes) acknowledged toggles")
+            // Exact: per user, the events alternate like, unlike, … from a like, and those whose
+            // last event is a like are the post's count.
+            let (_, countBody) = try OneShotHTTP.send(to: node.endpoint, method: "GET", path: "/v1/posts/\(post)", token: node.apiToken)
+            guard let likesCount = try? JSONDecoder().decode(PostCount.self, from: Data(countBody.utf8)).likesCount else {
+                throw BenchCheckFailure(message: "GET /v1/posts/\(post) answered \(countBody.prefix(200))")
             }
+            guard repeated == 0, Int64(liked.count) == likesCount else {
+                throw BenchCheckFailure(message: "the events say \(liked.count) users like post \(post) (\(repeated) events repeat the one before), its count is \(likesCount)")
+            }
+            print("  check: every user's events alternate from a like, and the \(liked.count) users they leave liking the post are its count: PASSED")
         }
     }
 
     private func page(after: Int64, limit: Int, wait: Int) throws -> EventsPage {
+        try timedPage(after: after, limit: limit, wait: wait).0
+    }
+
+    /// A page, and when its answer had arrived (Unix milliseconds, before it is decoded: what the
+    /// consumer does with it after is its own time).
+    private func timedPage(after: Int64, limit: Int, wait: Int) throws -> (EventsPage, Int64) {
         let node = options.node
         let (status, body) = try OneShotHTTP.send(to: node.endpoint, method: "GET", path: "/v1/events?after=\(after)&limit=\(limit)&wait=\(wait)",
                                                   token: node.adminToken, timeoutSeconds: wait + 30)
+        let received = Int64(Date().timeIntervalSince1970 * 1_000)
         guard status == 200 else { throw BenchCheckFailure(message: "GET /v1/events answered \(status): \(body.prefix(300))") }
-        return try JSONDecoder().decode(EventsPage.self, from: Data(body.utf8))
+        return (try JSONDecoder().decode(EventsPage.self, from: Data(body.utf8)), received)
     }
 }

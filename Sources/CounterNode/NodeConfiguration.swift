@@ -463,6 +463,15 @@ public struct NodeConfiguration: Sendable, Equatable {
         return configuration
     }
 
+    /// The pool of the change events' readers (`GET /v1/events` and its long polls): connections
+    /// of their own, so a consumer never waits behind the flushes for one.
+    public func eventsPostgres(connections: Int) -> PostgresConfiguration {
+        var configuration = PostgresConfiguration(url: postgresURL)
+        configuration.maximumConnections = connections
+        configuration.applicationName = "counter-service-events"
+        return configuration
+    }
+
     /// The PostgreSQL pool configuration these settings describe.
     public var postgres: PostgresConfiguration {
         var configuration = PostgresConfiguration(url: postgresURL)

@@ -97,6 +97,7 @@ struct NodeParts {
     private let pool: PostgresPool
     private let membershipPool: PostgresPool
     private let leasePool: PostgresPool
+    private let eventsPool: PostgresPool
     private let adminRedis: RedisClient
 
     /// - Throws: for settings that cannot be used (a Redis URL, the write path's figures, the
@@ -123,8 +124,9 @@ struct NodeParts {
         // With events on, every node prunes the outbox (taking turns) to --event-retention.
         let retention = configuration.writePath.events
             ? configuration.eventRetention.map { EventRetention(retention: $0, postgres: pool, log: log) } : nil
+        let eventsPool = PostgresPool(configuration: configuration.eventsPostgres(connections: 2))
         let api = CounterAPI(service: service, tokens: configuration.tokens, postgres: pool, redis: adminRedis, member: member,
-                             readyMaxLag: configuration.readyMaxLag, users: users, retention: retention, log: log)
+                             readyMaxLag: configuration.readyMaxLag, users: users, retention: retention, eventsPostgres: eventsPool, log: log)
         let server = try HTTPServer(configuration: configuration.http, handler: api)
 
         // Started in this order, stopped in reverse: the membership hands the slots to the other
@@ -151,6 +153,7 @@ struct NodeParts {
         self.pool = pool
         self.membershipPool = membershipPool
         self.leasePool = leasePool
+        self.eventsPool = eventsPool
         self.adminRedis = adminRedis
     }
 
@@ -159,6 +162,7 @@ struct NodeParts {
         await adminRedis.close()
         await membershipPool.close()
         await leasePool.close()
+        await eventsPool.close()
         await pool.close()
     }
 }

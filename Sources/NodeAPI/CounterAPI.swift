@@ -57,8 +57,11 @@ public final class CounterAPI: HTTPHandler, Service {
     ///     client gets a stable message; the detail goes here, at most once a second).
     ///   - retention: the pruning of the change events, for `/metrics`; `nil` when events are
     ///     kept (or off).
+    ///   - eventsPostgres: the pool `GET /v1/events` reads with (its long polls too), so a
+    ///     consumer does not wait behind the flushes for a connection; `nil`: `postgres`.
     public init(service: CounterService, tokens: AccessTokens, postgres: PostgresPool, redis: RedisClient, member: ClusterMember? = nil,
-                readyMaxLag: Duration? = nil, users: UserAccess? = nil, retention: EventRetention? = nil, log: NodeLog = .silent) {
+                readyMaxLag: Duration? = nil, users: UserAccess? = nil, retention: EventRetention? = nil,
+                eventsPostgres: PostgresPool? = nil, log: NodeLog = .silent) {
         self.retention = retention
         self.postgres = postgres
         self.failures = FailureLog(log: log)
@@ -78,7 +81,8 @@ public final class CounterAPI: HTTPHandler, Service {
         self.lists = LikeListAnswers(service: service, postgres: postgres)
         let tasks = RequestTasks()
         self.tasks = tasks
-        self.events = EventFeedAnswers(postgres: postgres, watch: EventWatch(postgres: postgres, start: { tasks.start($0) }))
+        let eventsPool = eventsPostgres ?? postgres
+        self.events = EventFeedAnswers(postgres: eventsPool, watch: EventWatch(postgres: eventsPool, start: { tasks.start($0) }))
     }
 
     /// As a `Service`: runs the requests that wait (everything but the hot like routes) until
