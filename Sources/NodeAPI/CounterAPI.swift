@@ -82,7 +82,8 @@ public final class CounterAPI: HTTPHandler, Service {
         let tasks = RequestTasks()
         self.tasks = tasks
         let eventsPool = eventsPostgres ?? postgres
-        self.events = EventFeedAnswers(postgres: eventsPool, watch: EventWatch(postgres: eventsPool, start: { tasks.start($0) }))
+        self.events = EventFeedAnswers(postgres: eventsPool, watch: EventWatch(postgres: eventsPool, wake: service.flushCommits,
+                                                                               start: { tasks.start($0) }))
     }
 
     /// As a `Service`: runs the requests that wait (everything but the hot like routes) until

@@ -19,6 +19,9 @@ public final class CounterService: Service {
     private let shards: [Shard]
     /// Acknowledgement → PostgreSQL commit, per change, over all shards.
     public let writeBehindLag = WriteBehindLag()
+    /// Rung after every flush transaction of this node that commits: whoever sleeps on it (the
+    /// change events' long polls) looks for what it wrote at once, not at its next poll.
+    public let flushCommits = LoopAlarm()
     private let clients: [RedisClient]
     /// Where Redis keeps each slot, shared by every Redis client of this service.
     public let redisTopology: RedisTopology
@@ -62,7 +65,7 @@ public final class CounterService: Service {
         for index in 0..<configuration.shardCount {
             let io = ShardIO(index: index, batchRedis: RedisClient(topology: topology), flushRedis: RedisClient(topology: topology),
                              hydrationRedis: RedisClient(topology: topology), pool: postgres, layout: layout,
-                             configuration: configuration, ownership: ownership, lag: writeBehindLag, log: log)
+                             configuration: configuration, ownership: ownership, lag: writeBehindLag, commits: flushCommits, log: log)
             shards.append(Shard(index: index, slots: map.slots(ofShard: index), io: io, configuration: configuration,
                                 ownership: ownership, log: log))
             clients += [io.batchRedis, io.flushRedis, io.hydrationRedis]

@@ -21,6 +21,8 @@ struct ShardIO: Sendable {
     let ownership: OwnedSlots
     /// Where each commit's lag (acknowledgement → commit, per change) is recorded.
     let lag: WriteBehindLag
+    /// Rung after every flush transaction that commits (the change events' long polls listen).
+    let commits: LoopAlarm
     let log: NodeLog
 
     typealias Event = ShardStateMachine.Event
@@ -308,6 +310,7 @@ struct ShardIO: Sendable {
             switch decision {
             case .commit(.committed):
                 let committedAt = Date()
+                commits.ring()
                 recordLag(of: transaction.entries, committedAt: committedAt)
                 return .committed(at: committedAt)
             case .rollBack(.staleSlots(let stale)):

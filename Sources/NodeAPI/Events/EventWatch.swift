@@ -1,8 +1,11 @@
+import CounterCore
 import Persistence
 
 /// The requests of `GET /v1/events?wait=S` waiting for an event after their cursor. While any
 /// waits, one loop per node reads the outbox's clock every `interval` (one primary-key read,
-/// however many consumers wait) and wakes those it has an event for, and those whose time is up.
+/// however many consumers wait) — and at once when this node's flush commits (`wake`) — and
+/// wakes those it has an event for, and those whose time is up. Other nodes' commits are seen
+/// at the next interval.
 actor EventWatch {
     private struct Waiter {
         let after: Int64
@@ -12,6 +15,8 @@ actor EventWatch {
 
     private let postgres: PostgresPool
     private let interval: Duration
+    /// Rung by this node's flush commits; the polling loop sleeps on it.
+    private let wake: LoopAlarm
     /// Starts the polling loop on the API's request tasks; `false` once those have stopped.
     private let start: @Sendable (@escaping @Sendable () async -> Void) -> Bool
     private var waiters: [Int: Waiter] = [:]
@@ -19,10 +24,11 @@ actor EventWatch {
     private var polling = false
     private var released = false
 
-    init(postgres: PostgresPool, interval: Duration = .milliseconds(20),
+    init(postgres: PostgresPool, interval: Duration = .milliseconds(20), wake: LoopAlarm = LoopAlarm(),
          start: @escaping @Sendable (@escaping @Sendable () async -> Void) -> Bool) {
         self.postgres = postgres
         self.interval = interval
+        self.wake = wake
         self.start = start
     }
 
@@ -58,7 +64,7 @@ actor EventWatch {
                 waiter.continuation.resume()
             }
             if waiters.isEmpty { break }
-            try? await Task.sleep(for: interval)
+            await wake.sleep(until: .now + interval)
         }
         polling = false
     }
