@@ -291,7 +291,11 @@ public final class CounterAPI: HTTPHandler, Service {
             case .query:
                 return try await feed(request, caller: caller)
             case .events:
-                return try await events.page(try EventFeedAnswers.Arguments(request.query))
+                let arguments = try EventFeedAnswers.Arguments(request.query)
+                guard service.configuration.events else {
+                    return .error(409, code: "events_off", message: "this node runs with --events false: its flushes write no change events; run every node with --events true")
+                }
+                return try await events.page(arguments)
             case .cluster:
                 guard let member else {
                     return .error(404, code: "not_clustered", message: "this node runs as the only writer; it has no slot map")

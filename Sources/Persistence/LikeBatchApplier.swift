@@ -36,7 +36,7 @@ public enum LikeBatchApplier {
         }
     }
 
-    private static let plainInsert = "RETURNING user_id, post_id, created_at, true AS fresh"
+    private static let plainInsert = "RETURNING user_id, post_id, true AS fresh"
     /// A like whose row exists takes the like's time when it is later than the row's: a like
     /// after an unlike of the same pair that one batch coalesced away is a new like, and its
     /// time must not depend on where a flush cut the log (the lists order by it). Only rows
@@ -44,7 +44,7 @@ public enum LikeBatchApplier {
     private static let conflictingInsert = """
         ON CONFLICT (user_id, post_id) DO UPDATE SET created_at = EXCLUDED.created_at, updated_at = EXCLUDED.updated_at
             WHERE likes.created_at IS NULL OR likes.created_at < EXCLUDED.created_at
-        RETURNING likes.user_id, likes.post_id, likes.created_at, (likes.xmax = 0) AS fresh
+        RETURNING likes.user_id, likes.post_id, (likes.xmax = 0) AS fresh
         """
     private static let statementPlain = statementText(onConflict: plainInsert, events: false)
     private static let statementOnConflict = statementText(onConflict: conflictingInsert, events: false)
@@ -54,14 +54,20 @@ public enum LikeBatchApplier {
     /// The events' part of the statement: the rows that changed (`changed`), ids from the clock
     /// (`clock`, whose row lock is taken here and held until the transaction ends), and their
     /// insertion. The clock waits for `counted` and runs after the statement's main query, so the
-    /// lock is taken once every other row of the flush is written: only the events' insertion,
-    /// the logs' progress and the commit happen under it, and commits of flushes that made
-    /// events are serialized by it — which is what makes ids follow commit order. Within one
-    /// transaction, ids follow the changes' acknowledgement times.
+    /// lock is taken once every other row of the flush is written: only the events' insertion
+    /// and the commit happen under it (the logs' progress is written before), and commits of
+    /// flushes that made events are serialized by it — which is what makes ids follow commit
+    /// order. (A batch bisected for refused changes holds it from its first applied half on.)
+    /// Within one transaction, ids follow the changes' acknowledgement times.
     private static let eventsTail = """
         ,
         changed AS (
-            SELECT post_id, user_id, true AS liked, created_at AS at FROM inserted WHERE fresh
+            -- A like's time from the batch, not from the row: an app's created_at may keep whole seconds only.
+            SELECT i.post_id, i.user_id, true AS liked,
+                   CASE WHEN c.ms > 0 THEN 'epoch'::timestamptz + c.ms * interval '1 millisecond' ELSE now() END AS at
+            FROM inserted i JOIN unnest($1::bigint[], $2::bigint[], $5::bigint[]) AS c(user_id, post_id, ms)
+                ON c.user_id = i.user_id AND c.post_id = i.post_id
+            WHERE i.fresh
             UNION ALL
             SELECT post_id, user_id, false, CASE WHEN ms > 0 THEN 'epoch'::timestamptz + ms * interval '1 millisecond' ELSE now() END
             FROM deleted

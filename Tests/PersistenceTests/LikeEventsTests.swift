@@ -39,8 +39,9 @@ struct LikeEventsTests {
                 Self.entry(log, t + 4, 4, post, false),
             ], pool: pool, events: true)
             _ = try await LikeBatchApplier.apply([Self.entry(log, t + 10, 1, post, false)], pool: pool, events: true)
-            // A like of a row PostgreSQL has already (the ON CONFLICT path): no change, no event.
-            try await pool.query("INSERT INTO likes (user_id, post_id, created_at) VALUES (5, $1, now())", [.int64(post)])
+            // A like of a row PostgreSQL has already (the ON CONFLICT path, the row's time moved
+            // to the later like's): no change of membership, no event.
+            try await pool.query("INSERT INTO likes (user_id, post_id, created_at) VALUES (5, $1, '2020-01-01T00:00:00Z')", [.int64(post)])
             try await pool.query("UPDATE posts SET likes_count = likes_count + 1 WHERE id = $1", [.int64(post)])
             _ = try await LikeBatchApplier.apply([Self.entry(log, t + 20, 5, post, true), Self.entry(log, t + 21, 6, post, true)],
                                                  pool: pool, events: true)
@@ -54,6 +55,9 @@ struct LikeEventsTests {
             #expect(events.map(\.likedAtMicroseconds) == [t, t + 1, t + 10, t + 21].map { Int64($0) * 1_000 })
             #expect(events.allSatisfy { $0.postID == post })
             #expect(zip(events, events.dropFirst()).allSatisfy { $0.committedAtMicroseconds <= $1.committedAtMicroseconds })
+            let movedTime = try await pool.query("SELECT (extract(epoch FROM created_at) * 1000)::bigint FROM likes WHERE user_id = 5 AND post_id = $1",
+                                                 [.int64(post)])
+            #expect(try movedTime.first?.int64(0) == Int64(t + 20), "the existing row took the later like's time (the ON CONFLICT update ran)")
             let clock = try await LikeEvents.clock(on: pool)
             #expect(clock == LikeEvents.Clock(lastID: 4, prunedThrough: 0, prunedEvents: 0))
             #expect(try await LikeEvents.read(after: 2, limit: 1, on: pool).map(\.id) == [3])
@@ -123,6 +127,49 @@ struct LikeEventsTests {
         }
     }
 
+    @Test("a flush that makes events waits for the one before it to commit, and gets the ids after its: ids follow commits")
+    func idsFollowCommits() async throws {
+        try await TestEnvironment.withScratchDatabase { pool, url in
+            _ = try await SchemaMigrator.migrate(pool)
+            let posts = try await TestEnvironment.createPosts(2, in: pool)
+            // A: applied, not committed yet.
+            let first = PostgresConnection(configuration: PostgresConfiguration(url: url))
+            try await first.query("BEGIN")
+            _ = try await first.applyForTest([Self.entry("log:a", 1, 1, posts[0], true), Self.entry("log:a", 2, 2, posts[0], true)])
+            // B, on another post and log, must wait for A's commit.
+            let second = Task {
+                try await LikeBatchApplier.apply([Self.entry("log:b", 1, 3, posts[1], true)], pool: pool, events: true)
+            }
+            var waiting: Int64 = 0
+            for _ in 0..<100 where waiting == 0 {
+                try await Task.sleep(for: .milliseconds(50))
+                waiting = try await pool.query("""
+                    SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
+                    """).first?.int64(0) ?? 0
+            }
+            #expect(waiting == 1, "B waits for the clock's row")
+            #expect(try await LikeEvents.read(after: 0, limit: 10, on: pool).isEmpty, "nothing is visible before a commit")
+            try await first.query("COMMIT")
+            _ = try await second.value
+            await first.close()
+            let events = try await LikeEvents.read(after: 0, limit: 10, on: pool)
+            #expect(events.map(\.id) == [1, 2, 3])
+            #expect(events.map(\.userID) == [1, 2, 3], "A's events, committed first, have the first ids")
+        }
+    }
+
+    @Test("a like's event keeps its milliseconds where the app's likes.created_at keeps whole seconds (Laravel's timestamp(0))")
+    func eventTimeIsTheBatchTime() async throws {
+        try await TestEnvironment.withScratchDatabase { pool, _ in
+            _ = try await SchemaMigrator.migrate(pool)
+            try await pool.query("ALTER TABLE likes ALTER COLUMN created_at TYPE timestamp(0) with time zone")
+            let post = try await TestEnvironment.createPosts(1, in: pool)[0]
+            _ = try await LikeBatchApplier.apply([Self.entry("log:s", 1_764_000_000_123, 1, post, true)], pool: pool, events: true)
+            let events = try await LikeEvents.read(after: 0, limit: 10, on: pool)
+            #expect(events.map(\.likedAtMicroseconds) == [1_764_000_000_123_000])
+        }
+    }
+
     static func finished(_ task: Task<Void, Error>) async -> Bool {
         // A task's completion is only observable by awaiting it; race it against a short sleep.
         await withTaskGroup(of: Bool.self) { group in
@@ -155,5 +202,12 @@ struct LikeEventsTests {
             let youngest = try await LikeEvents.read(after: 14, limit: 1, on: pool)[0].committedAtMicroseconds
             #expect(oldest == youngest)
         }
+    }
+}
+
+extension PostgresConnection {
+    /// Applies `entries` with events inside the transaction the caller opened on this connection.
+    func applyForTest(_ entries: [LoggedLikeChange]) throws -> LikeBatchOutcome {
+        try LikeBatchApplier.apply(entries, on: self, events: true)
     }
 }

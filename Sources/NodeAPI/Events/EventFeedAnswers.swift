@@ -76,7 +76,8 @@ struct EventFeedAnswers: Sendable {
     }
 
     static func refusal(_ after: Int64, _ events: [LikeEvents.Event], _ clock: LikeEvents.Clock) -> HTTPResponse? {
-        if after < clock.prunedThrough && events.first?.id != after + 1 {
+        // 0 starts at the oldest kept, whatever was pruned before.
+        if after > 0 && after < clock.prunedThrough && events.first?.id != after + 1 {
             return .error(410, code: "events_pruned",
                           message: "events \(after + 1)-\(clock.prunedThrough) were pruned by retention before this consumer read them; "
                               + "the oldest kept is \(clock.prunedThrough + 1): resume from after=\(clock.prunedThrough) and reconcile what was missed")

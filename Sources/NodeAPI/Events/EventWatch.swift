@@ -65,6 +65,8 @@ actor EventWatch {
             }
             if waiters.isEmpty { break }
             await wake.sleep(until: .now + interval)
+            // The API's tasks are cancelled: answer everyone now rather than spin until their deadlines.
+            if Task.isCancelled { releaseAll() }
         }
         polling = false
     }
