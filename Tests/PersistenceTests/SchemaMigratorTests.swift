@@ -23,7 +23,7 @@ struct SchemaMigratorTests {
                 SELECT table_name FROM information_schema.tables
                 WHERE table_schema = 'public' ORDER BY table_name
                 """).map { $0.string(0)! }
-            #expect(tables == ["counter_flush_progress", "counter_nodes", "counter_schema_migrations", "counter_slots", "likes", "posts"])
+            #expect(tables == ["counter_event_clock", "counter_flush_progress", "counter_like_events", "counter_nodes", "counter_schema_migrations", "counter_slots", "likes", "posts"])
             let unique = try await pool.query("""
                 SELECT count(*) FROM pg_indexes WHERE tablename = 'likes' AND indexdef LIKE '%UNIQUE%(user_id, post_id)%'
                 """)
