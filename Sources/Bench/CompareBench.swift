@@ -324,8 +324,8 @@ struct CompareBench {
         if !seedAnswers.isEmpty {
             print("  what the seed's endpoint answered (after the warm-up):")
             for answer in seedAnswers {
-                let statuses = answer.load.statuses.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
-                let errors = answer.load.errors.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
+                let statuses = answer.load.statusesText
+                let errors = answer.load.errorsText
                 print("    \(answer.scenario) at \(answer.level) connections: \(statuses.isEmpty ? "nothing" : statuses)\(errors.isEmpty ? "" : "; without an answer: " + errors)")
             }
         }

@@ -114,8 +114,8 @@ struct HTTPBench {
         print("")
         print(Summary.header)
         print(summary.row)
-        let statuses = result.load.statuses.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
-        let errors = result.load.errors.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
+        let statuses = result.load.statusesText
+        let errors = result.load.errorsText
         print("  answers by status: \(statuses.isEmpty ? "none" : statuses); errors: \(errors.isEmpty ? "none" : errors)")
         if let ratio = result.readHitRatio { print(String(format: "  reads answered from Redis: %.1f %% (the rest from PostgreSQL: cold posts)", ratio * 100)) }
         if let path = options.jsonPath {

@@ -138,8 +138,8 @@ struct ListsBench {
                          beside.throughput, Double(b.percentile(0.5)) / 1_000, Double(b.percentile(0.99)) / 1_000, beside.failures))
         }
         guard result.failures == 0 else {
-            let statuses = result.statuses.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
-            let errors = result.errors.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
+            let statuses = result.statusesText
+            let errors = result.errorsText
             throw BenchCheckFailure(message: "\(result.failures) list pages failed (answers by status: \(statuses.isEmpty ? "none" : statuses); "
                                     + "without an answer: \(errors.isEmpty ? "none" : errors))")
         }

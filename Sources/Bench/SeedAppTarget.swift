@@ -50,8 +50,8 @@ struct SeedAppTarget {
             : CorrectnessCheck.runByParity(toggles: result.toggles, members: members, counts: likes.counts)
         print("  correctness (the seed app's database): \(check.checkedPairs) pairs (\(check.undeterminedPairs) undetermined), \(members.count) likes rows — "
               + (check.passed ? "PASSED" : "FAILED: \(check.lost.count) lost, \(check.phantom.count) phantom, \(check.drift.count) count drifts"))
-        let statuses = result.statuses.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
-        let errors = result.errors.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")
+        let statuses = result.statusesText
+        let errors = result.errorsText
         print("  the seed's endpoint answered: \(statuses.isEmpty ? "nothing" : statuses); without an answer: \(errors.isEmpty ? "none" : errors)")
         // The likes go with their posts (the app's foreign key cascades).
         try await pool.query("DELETE FROM posts p USING unnest($1::bigint[]) AS gone(id) WHERE p.id = gone.id", [.int64Array(posts)])

@@ -73,6 +73,10 @@ public struct LoadResult: Sendable {
     public var successes: Int { statuses.filter { (200..<300).contains($0.key) }.values.reduce(0, +) }
     public var failures: Int { statuses.filter { !(200..<300).contains($0.key) }.values.reduce(0, +) + errors.values.reduce(0, +) }
     public var throughput: Double { measuredSeconds > 0 ? Double(successes) / measuredSeconds : 0 }
+    /// The answers by status, `200: 9812, 503: 4` (empty when there were none).
+    public var statusesText: String { statuses.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ") }
+    /// The requests without an answer, by why, `timeout: 3` (empty when there were none).
+    public var errorsText: String { errors.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ") }
 }
 
 /// An HTTP/1.1 load generator over many keep-alive connections driven by a few event-loop

@@ -160,20 +160,8 @@ public struct NodeConfiguration: Sendable, Equatable {
                     configuration.http.port = port
                     return nil
                 }),
-        Setting(flag: "--api-token", environment: "COUNTER_API_TOKEN", summary: "bearer token for /v1 and /metrics (required unless listening on loopback)",
-                defaultValue: { $0.tokens.api == nil ? "(none)" : "(set)" },
-                apply: { configuration, value in
-                    guard value.count >= 16 else { return "must be at least 16 characters" }
-                    configuration.tokens.api = value
-                    return nil
-                }),
-        Setting(flag: "--admin-token", environment: "COUNTER_ADMIN_TOKEN", summary: "bearer token for /admin and /metrics (required unless listening on loopback)",
-                defaultValue: { $0.tokens.admin == nil ? "(none)" : "(set)" },
-                apply: { configuration, value in
-                    guard value.count >= 16 else { return "must be at least 16 characters" }
-                    configuration.tokens.admin = value
-                    return nil
-                }),
+        bearerToken("--api-token", "COUNTER_API_TOKEN", "bearer token for /v1 and /metrics (required unless listening on loopback)", \.api),
+        bearerToken("--admin-token", "COUNTER_ADMIN_TOKEN", "bearer token for /admin and /metrics (required unless listening on loopback)", \.admin),
         boolean("--events", "COUNTER_EVENTS",
                 "whether every flush also writes a change event for each like and unlike it commits (the outbox read by GET /v1/events or logical replication); set it the same on every node",
                 get: { $0.writePath.events }, set: { $0.writePath.events = $1 }),
@@ -191,13 +179,7 @@ public struct NodeConfiguration: Sendable, Equatable {
                     configuration.eventRetention = age
                     return nil
                 }),
-        Setting(flag: "--events-token", environment: "COUNTER_EVENTS_TOKEN", summary: "bearer token for GET /v1/events only (the admin token is taken there too)",
-                defaultValue: { $0.tokens.events == nil ? "(none)" : "(set)" },
-                apply: { configuration, value in
-                    guard value.count >= 16 else { return "must be at least 16 characters" }
-                    configuration.tokens.events = value
-                    return nil
-                }),
+        bearerToken("--events-token", "COUNTER_EVENTS_TOKEN", "bearer token for GET /v1/events only (the admin token is taken there too)", \.events),
         Setting(flag: "--user-token-secret", environment: "COUNTER_USER_TOKEN_SECRET",
                 summary: "HS256 shared secret of the app's identity provider (at least 32 bytes): end users' tokens signed with it are accepted on the user routes",
                 defaultValue: { $0.users.secret == nil ? "(none)" : "(set)" },
@@ -343,6 +325,18 @@ public struct NodeConfiguration: Sendable, Equatable {
                         return "must be a whole number from \(range.lowerBound) to \(range.upperBound)"
                     }
                     set(&configuration, number)
+                    return nil
+                })
+    }
+
+    /// A bearer token of `tokens` (at least 16 characters; shown as set or not, never itself).
+    private static func bearerToken(_ flag: String, _ environment: String, _ summary: String,
+                                    _ token: WritableKeyPath<AccessTokens, String?> & Sendable) -> Setting {
+        Setting(flag: flag, environment: environment, summary: summary,
+                defaultValue: { $0.tokens[keyPath: token] == nil ? "(none)" : "(set)" },
+                apply: { configuration, value in
+                    guard value.count >= 16 else { return "must be at least 16 characters" }
+                    configuration.tokens[keyPath: token] = value
                     return nil
                 })
     }

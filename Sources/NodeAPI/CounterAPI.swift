@@ -5,7 +5,6 @@ import NodeCluster
 import NodeHTTP
 import Persistence
 import ShardRouter
-import Synchronization
 import UserTokens
 import WritePath
 
@@ -534,76 +533,5 @@ public final class CounterAPI: HTTPHandler, Service {
             ClusterMetrics.render(member: member, ownership: service.ownership, forwarder: forwarder, into: &text)
         }
         return HTTPResponse(status: 200, contentType: "text/plain; version=0.0.4", body: Array(text.utf8))
-    }
-}
-
-/// `/readyz`: ready while PostgreSQL and Redis (every master, for a cluster with every slot
-/// served) answer, the oldest change waiting for PostgreSQL is younger than `maxLag` (when
-/// set), the node is not shutting down, and — for a node of a cluster — it serves every slot the
-/// map gives it (none still being acquired, its log drained, or released). Otherwise 503 with
-/// every reason. Cached for a second so probes cost little (shutting down shows at once).
-actor ReadinessProbe {
-    private let postgres: PostgresPool
-    private let redis: RedisClient
-    private let member: ClusterMember?
-    private let service: CounterService
-    private let maxLag: Duration?
-    private let shuttingDown = Atomic<Bool>(false)
-    private var last: (at: ContinuousClock.Instant, response: HTTPResponse)?
-
-    init(postgres: PostgresPool, redis: RedisClient, member: ClusterMember?, service: CounterService, maxLag: Duration?) {
-        self.postgres = postgres
-        self.redis = redis
-        self.member = member
-        self.service = service
-        self.maxLag = maxLag
-    }
-
-    nonisolated func markShuttingDown() {
-        shuttingDown.store(true, ordering: .relaxed)
-    }
-
-    func check() async -> HTTPResponse {
-        if shuttingDown.load(ordering: .relaxed) {
-            return .error(503, code: "not_ready", message: "the node is shutting down", retryAfterSeconds: 1)
-        }
-        if let last, ContinuousClock.now - last.at < .seconds(1) { return last.response }
-        var problems: [String] = []
-        do { try await redis.pingMasters() } catch { problems.append("redis: \(error)") }
-        do { _ = try await postgres.query("SELECT 1") } catch { problems.append("postgres: \(error)") }
-        if let maxLag {
-            let oldest = await service.stats().map(\.oldestPendingAgeSeconds).max() ?? 0
-            if oldest > maxLag.inSeconds {
-                problems.append(String(format: "write-behind: the oldest change waiting for PostgreSQL is %.1f s old (limit %.0f s)",
-                                       oldest, maxLag.inSeconds))
-            }
-        }
-        if let member {
-            let map = member.map
-            let me = member.configuration.nodeID
-            let states = service.ownership.snapshot()
-            var unsettled = 0
-            for (slot, row) in map.slots.enumerated() where slot < states.count {
-                let mine = row.owner.map { map.nodes[$0].id == me } ?? false
-                switch states[slot] {
-                case .serving: if !mine { unsettled += 1 }
-                case .notOwned: if mine { unsettled += 1 }
-                case .acquiring, .releasing: unsettled += 1
-                }
-            }
-            if map.slots.isEmpty { problems.append("cluster: the slot map has not been read yet") }
-            if !member.lease.isValid(at: .now) {
-                problems.append("cluster: no lease renewal got through in time; this node does not decide for its slots")
-            }
-            if unsettled > 0 { problems.append("cluster: \(unsettled) slot(s) of this node are still moving") }
-        }
-        let response: HTTPResponse
-        if problems.isEmpty {
-            response = HTTPResponse(status: 200, body: CounterAPI.ready)
-        } else {
-            response = .error(503, code: "not_ready", message: problems.joined(separator: "; "), retryAfterSeconds: 1)
-        }
-        last = (.now, response)
-        return response
     }
 }

@@ -23,33 +23,25 @@ struct EventFeedAnswers: Sendable {
 
         /// The arguments of `query` (as sent, nothing percent-decoded); any other is refused.
         init(_ query: [String: String]) throws(RequestError) {
-            for name in query.keys.sorted() where !["after", "limit", "wait"].contains(name) {
-                throw RequestError(code: "invalid_argument", message: "unknown query argument \"\(name)\"; /v1/events takes after, limit and wait")
-            }
+            try QueryArguments.refuseUnknown(query, known: ["after", "limit", "wait"], route: "/v1/events")
             if let text = query["after"] {
-                guard let value = Self.digits(text) else {
+                guard let value = QueryArguments.wholeNumber(text, in: 0...Int64.max) else {
                     throw RequestError(code: "invalid_argument", message: "after \"\(text)\" is not an event id (a whole number, 0 for the oldest kept)")
                 }
                 after = value
             }
             if let text = query["limit"] {
-                guard let value = Self.digits(text), (1...Int64(Self.maximumLimit)).contains(value) else {
+                guard let value = QueryArguments.wholeNumber(text, in: 1...Int64(Self.maximumLimit)) else {
                     throw RequestError(code: "invalid_argument", message: "limit \"\(text)\" is not a whole number from 1 to \(Self.maximumLimit)")
                 }
                 limit = Int(value)
             }
             if let text = query["wait"] {
-                guard let value = Self.digits(text), (0...Int64(Self.maximumWaitSeconds)).contains(value) else {
+                guard let value = QueryArguments.wholeNumber(text, in: 0...Int64(Self.maximumWaitSeconds)) else {
                     throw RequestError(code: "invalid_argument", message: "wait \"\(text)\" is not a whole number of seconds from 0 to \(Self.maximumWaitSeconds)")
                 }
                 waitSeconds = Int(value)
             }
-        }
-
-        /// A non-negative 64-bit integer in plain digits (no sign, no spaces, at most 19 digits).
-        static func digits(_ text: String) -> Int64? {
-            guard !text.isEmpty, text.utf8.count <= 19, text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) else { return nil }
-            return Int64(text)
         }
     }
 
@@ -82,7 +74,7 @@ struct EventFeedAnswers: Sendable {
                           message: "events \(after + 1)-\(clock.prunedThrough) were pruned by retention before this consumer read them; "
                               + "the oldest kept is \(clock.prunedThrough + 1): resume from after=\(clock.prunedThrough) and reconcile what was missed")
         }
-        if after > clock.lastID && events.isEmpty {
+        if after > clock.lastID {
             return .error(400, code: "invalid_argument",
                           message: "after \(after) is beyond the newest event, \(clock.lastID): a cursor of another database? Start again from after=0")
         }

@@ -22,12 +22,9 @@ struct LikeListAnswers: Sendable {
 
         /// The arguments of `query` (as sent, nothing percent-decoded); any other argument is refused.
         init(_ query: [String: String]) throws(RequestError) {
-            for name in query.keys.sorted() where name != "limit" && name != "cursor" {
-                throw RequestError(code: "invalid_argument", message: "unknown query argument \"\(name)\"; a list takes limit and cursor")
-            }
+            try QueryArguments.refuseUnknown(query, known: ["limit", "cursor"], route: "a list")
             if let text = query["limit"] {
-                guard let value = Int64(text), text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }),
-                      (1...Int64(Self.maximumLimit)).contains(value) else {
+                guard let value = QueryArguments.wholeNumber(text, in: 1...Int64(Self.maximumLimit)) else {
                     throw RequestError(code: "invalid_argument", message: "limit \"\(text)\" is not a whole number from 1 to \(Self.maximumLimit)")
                 }
                 limit = Int(value)
