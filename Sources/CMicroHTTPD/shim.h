@@ -67,3 +67,15 @@ static inline int counter_mhd_framing_problem(struct MHD_Connection *connection)
     if (scan.content_lengths > 1) return COUNTER_FRAMING_REPEATED_LENGTH;
     return COUNTER_FRAMING_OK;
 }
+
+/* The bytes of the connection's memory pool the request's head takes: its request line and header
+   fields as read, plus the library's record (seven words) of each header field, cookie and query
+   argument. What remains of the pool must hold the answer's head: the library closes the
+   connection without an answer when it does not fit (after the handler acted). */
+static inline size_t counter_mhd_head_footprint(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    size_t head = info ? info->header_size : 0;
+    int records = MHD_get_connection_values(connection,
+        (enum MHD_ValueKind)(MHD_HEADER_KIND | MHD_COOKIE_KIND | MHD_GET_ARGUMENT_KIND | MHD_FOOTER_KIND), NULL, NULL);
+    return head + (size_t)(records > 0 ? records : 0) * 7 * sizeof(void *);
+}

@@ -176,6 +176,8 @@ public final class CounterAPI: HTTPHandler, Service {
             return .error(503, code: "shutting_down", message: "the node is shutting down", retryAfterSeconds: 1)
         case .bodyTooLarge(let limit):
             return .error(413, code: "body_too_large", message: "the request body exceeds \(limit) bytes")
+        case .headersTooLarge(let limit):
+            return .error(431, code: "headers_too_large", message: "the request line and headers exceed \(limit) bytes")
         case .malformed(let why):
             return .error(400, code: "bad_request", message: why)
         }

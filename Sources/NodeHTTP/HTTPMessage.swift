@@ -59,6 +59,9 @@ public enum HTTPRefusal: Sendable, Equatable {
     case shuttingDown
     /// The body exceeds `HTTPServerConfiguration.maximumBodyBytes` (`limit`).
     case bodyTooLarge(limit: Int)
+    /// The request line and headers exceed `HTTPServerConfiguration.maximumHeaderBytes`
+    /// (`limit`). Answered 431, and the connection is closed.
+    case headersTooLarge(limit: Int)
     /// The request's framing or target is one that intermediaries may read differently from
     /// this server (a request smuggled behind a load balancer): both `Content-Length` and
     /// `Transfer-Encoding`, a transfer coding other than `chunked`, `Content-Length` twice,

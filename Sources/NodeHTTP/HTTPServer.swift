@@ -14,10 +14,14 @@ public struct HTTPServerConfiguration: Sendable, Equatable {
     /// How long a connection may sit idle (or a slow client take to send a request) before it is
     /// closed, in whole seconds (the HTTP library's unit). Defaults to 30 s.
     public var idleTimeout: Duration = .seconds(30)
-    /// Bytes of request line + headers a connection may use (larger requests are refused by the
-    /// HTTP library with 431). Defaults to 8 KiB, as common servers allow: the library clears a
-    /// connection's whole buffer (this plus 2 KiB) before every request, so a larger one costs
-    /// every request time.
+    /// Bytes of request line + headers a request may take, counting the HTTP library's record of
+    /// each header field and query argument (56 bytes each): larger heads are refused with
+    /// `HTTPRefusal.headersTooLarge` before the handler sees them. Each connection's buffer is
+    /// this plus 2 KiB, so that every request the handler answers leaves room for its answer's
+    /// head; heads beyond the buffer are refused by the library itself (414 or 431, its own HTML),
+    /// or, within a few hundred bytes of it, their connection closed without an answer — nothing
+    /// is done for them either. Defaults to 8 KiB, as common servers allow: the library clears a
+    /// connection's whole buffer before every request, so a larger one costs every request time.
     public var maximumHeaderBytes: Int = 8 << 10
     /// Bytes of request body accepted (larger ones get 413). Defaults to 64 KiB: enough for a
     /// feed query of 1,000 ids.
@@ -328,6 +332,13 @@ private func accessHandler(
     guard let stored = requestContext.pointee else { return .NO }
     let state = Unmanaged<RequestState>.fromOpaque(stored).takeUnretainedValue()
     if !state.headersChecked.exchange(true, ordering: .relaxed) {
+        let limit = server.configuration.maximumHeaderBytes
+        if counter_mhd_head_footprint(connection) > limit {
+            // Before any of the body is read: the buffer's rest is kept for this answer.
+            var response = server.handler.response(for: .headersTooLarge(limit: limit))
+            response.headers["Connection"] = "close"
+            return HTTPServer.queue(response, on: connection)
+        }
         guard let problem = HTTPServer.framingProblem(connection, state: state, version: version) else { return .YES }
         // Answered before any of the body is read, and the connection closes after it: the bytes
         // that follow may be another request only to an intermediary.

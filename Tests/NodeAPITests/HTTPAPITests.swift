@@ -179,7 +179,7 @@ struct HTTPAPITests {
         await http.stop()
     }
 
-    @Test("oversized headers (over 8 KiB) and bodies are refused; malformed request lines are answered by the HTTP library; the node keeps serving", arguments: RedisTarget.allCases)
+    @Test("oversized headers (over 8 KiB), request lines and bodies are refused, nothing done; malformed request lines are answered by the HTTP library; the node keeps serving", arguments: RedisTarget.allCases)
     func malformedTraffic(redis: RedisTarget) async throws {
         let http = try await HTTPHarness.start(redis: redis)
         let bigBody = #"{"post_ids":[1],"user_id":7,"pad":""# + String(repeating: "x", count: 70_000) + #""}"#
@@ -188,9 +188,39 @@ struct HTTPAPITests {
         #expect(tooLarge.text.hasPrefix(#"{"error":{"code":"body_too_large""#))
         let bigHeader = RawHTTPClient.request("GET", "/healthz", headers: ["X-Padding": String(repeating: "a", count: 40_000)])
         #expect(try await RawHTTPClient.exchange(port: http.port, chunks: [bigHeader], responses: 1).first?.status == 431)
+        // Over 8 KiB but within the library's buffer: the node's own refusal, before the request
+        // is handled, with room left for it.
+        let overLimit = RawHTTPClient.request("GET", "/healthz", headers: ["X-Padding": String(repeating: "a", count: 8_500)])
+        let refused = try await RawHTTPClient.exchange(port: http.port, chunks: [overLimit], responses: 1).first
+        #expect(refused?.status == 431)
+        #expect(refused?.text.hasPrefix(#"{"error":{"code":"headers_too_large""#) == true)
         // Headers within the 8 KiB allowed (a long bearer token, say) are served.
         let longHeader = RawHTTPClient.request("GET", "/healthz", headers: ["X-Padding": String(repeating: "a", count: 7_000)])
         #expect(try await RawHTTPClient.exchange(port: http.port, chunks: [longHeader], responses: 1).first?.status == 200)
+        // A request line over the limit: 414, the library's own answer (no JSON); the like it
+        // carried was not done.
+        let post = http.posts[0]
+        let longLike = RawHTTPClient.request("PUT", "/v1/posts/\(post)/likes/1?pad=" + String(repeating: "a", count: 20_000),
+                                             token: HTTPHarness.apiToken)
+        let refusedLike = try await RawHTTPClient.exchange(port: http.port, chunks: [longLike], responses: 1).first
+        #expect(refusedLike?.status == 414)
+        #expect(refusedLike?.headers["content-type"] == nil)
+        // From under the limit to past the library's buffer (8 KiB + 2 KiB), a like is done and
+        // answered 200, or refused (414 or 431), or, near the buffer's end, its connection closed
+        // without an answer (the library cannot fit even a refusal there) — and then not done: a
+        // client never sees a closed connection for a like that was done.
+        var outcomes: [String: Int] = [:]
+        for padding in stride(from: 7_600, through: 10_600, by: 20) {
+            let like = RawHTTPClient.request("PUT", "/v1/posts/\(post)/likes/\(100_000 + padding)?pad=" + String(repeating: "a", count: padding),
+                                             token: HTTPHarness.apiToken)
+            let answer = try await RawHTTPClient.exchange(port: http.port, chunks: [like], responses: 1).first
+            let outcome = answer.map { String($0.status) } ?? "closed"
+            outcomes[outcome, default: 0] += 1
+            #expect(["200", "414", "431", "closed"].contains(outcome), "padding \(padding): \(outcome)")
+        }
+        let served = outcomes["200", default: 0]
+        let count = try await http.send("GET", "/v1/posts/\(post)").text
+        #expect(count.contains(#""likes_count":\#(served)"#), "\(outcomes) \(count)")
         let noVersion = Array("GET /healthz\r\n\r\n".utf8)
         #expect(try await RawHTTPClient.exchange(port: http.port, chunks: [noVersion], responses: 1).first?.status == 400)
         let badHeader = Array("GET /healthz HTTP/1.1\r\nHost: x\r\nnot a header\r\n\r\n".utf8)
