@@ -106,70 +106,97 @@ struct SchemaMigratorTests {
         var all: [(Date, String)] { lock.withLock { messages } }
     }
 
-    /// Batches written while the migration ran: when each began and committed.
-    final class Writes: @unchecked Sendable {
+    /// Whether a write has committed yet.
+    final class Flag: @unchecked Sendable {
         private let lock = NSLock()
-        private var spans: [(began: Date, committed: Date)] = []
-        func add(began: Date, committed: Date) { lock.withLock { spans.append((began, committed)) } }
-        var all: [(began: Date, committed: Date)] { lock.withLock { spans } }
+        private var value = false
+        func set() { lock.withLock { value = true } }
+        var isSet: Bool { lock.withLock { value } }
     }
 
-    @Test("the newest-first indexes of likes are built CONCURRENTLY: the flusher's writes commit while they build; progress says what happens")
-    func indexesBuildWhileWritesGoOn() async throws {
+    /// The query of the backend building an index concurrently, and whether it waits on a lock.
+    static func concurrentBuild(in pool: PostgresPool) async throws -> (query: String, waitsOnLock: Bool)? {
+        let rows = try await pool.query("""
+            SELECT query, coalesce(wait_event_type, '') = 'Lock' FROM pg_stat_activity
+            WHERE datname = current_database() AND query LIKE 'CREATE INDEX CONCURRENTLY%' AND pid <> pg_backend_pid()
+            """)
+        guard let row = rows.first else { return nil }
+        return (row.string(0) ?? "", try row.bool(1))
+    }
+
+    @Test("the newest-first indexes of likes are built CONCURRENTLY: a flusher batch commits while each builds; progress says what happens",
+          arguments: [(5, "likes_post_id_created_at_index"), (6, "likes_user_id_created_at_index")])
+    func indexBuildsWhileWritesGoOn(version: Int, index: String) async throws {
         try await Self.withScratchDatabase { pool in
             _ = try await SchemaMigrator.migrate(pool)
-            // An existing table with rows, as an upgrade finds it: the new indexes not there yet.
-            try await pool.query("INSERT INTO posts (id) SELECT generate_series(1, 1000)")
+            // An existing table with rows, as an upgrade finds it: the new index not there yet.
+            try await pool.query("INSERT INTO posts (id) SELECT generate_series(1, 100)")
             try await pool.query("""
                 INSERT INTO likes (user_id, post_id, created_at, updated_at)
-                SELECT u, p, now(), now() FROM generate_series(1, 1000) p, generate_series(1, 400) u
+                SELECT u, p, now(), now() FROM generate_series(1, 100) p, generate_series(1, 40) u
                 """)
-            try await pool.query("UPDATE posts SET likes_count = 400")
-            try await pool.query("DROP INDEX likes_post_id_created_at_index, likes_user_id_created_at_index")
-            try await pool.query("DELETE FROM counter_schema_migrations WHERE version IN (5, 6)")
+            try await pool.query("UPDATE posts SET likes_count = 40")
+            try await pool.query("DROP INDEX \(index)")
+            try await pool.query("DELETE FROM counter_schema_migrations WHERE version = \(version)")
 
-            let migrated = Progress()
-            let writes = Writes()
-            // Four writers, so that a slow machine still has writes in flight throughout. Each
-            // writes its own posts, as each slot's flusher does (two batches updating the same
-            // posts' counts in different orders could deadlock).
-            let writers = (0..<4).map { writer in
-                Task {
-                    var user = Int64(1_000)
-                    while migrated.all.isEmpty {
-                        user += 1
-                        let changes = (1...20).map { LikeChange(userID: user, postID: Int64($0 * 37 + writer), liked: true) }
-                        let began = Date()
-                        _ = try await LikeBatchApplier.apply(changes, pool: pool)
-                        writes.add(began: began, committed: Date())
-                    }
+            // A flusher batch in flight as the build starts: its transaction has written likes and
+            // stays open until the test ends it. A concurrent build waits for it before it
+            // starts, and meanwhile takes no lock that keeps other writers out. A plain CREATE
+            // INDEX would wait for it too, but its queued lock would hold every later write
+            // to likes until the batch ended and the index was built — no write could commit.
+            let written = Flag()
+            let release = Flag()
+            defer { release.set() }
+            let inFlight = Task {
+                try await pool.withConnection { connection in
+                    try await connection.query("BEGIN")
+                    try await connection.query("INSERT INTO likes (user_id, post_id, created_at, updated_at) VALUES (9999, 100, now(), now())")
+                    try await connection.query("UPDATE posts SET likes_count = likes_count + 1 WHERE id = 100")
+                    written.set()
+                    while !release.isSet { try await Task.sleep(for: .milliseconds(20)) }
+                    try await connection.query("COMMIT")
                 }
             }
+            // The batch's row is written before the migration starts.
+            for _ in 0..<1_500 where !written.isSet { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(written.isSet, "the batch held open never wrote")
+
             let progress = Progress()
-            let report = try await SchemaMigrator.migrate(pool, progress: { progress.add($0) })
-            migrated.add("done")
-            for writer in writers { try await writer.value }
-            #expect(report.applied == [5, 6])
-            let messages = progress.all
-            let starts = messages.filter { $0.1.hasPrefix("building index") }
-            let ends = messages.filter { $0.1.hasPrefix("built index") }
-            #expect(starts.count == 2 && ends.count == 2, "\(messages.map(\.1))")
-            #expect(starts.allSatisfy { $0.1.contains("CONCURRENTLY") && $0.1.contains(" rows; writes to likes go on meanwhile") }, "\(messages.map(\.1))")
-            // A write that began after a build started and committed before it ended: a plain
-            // CREATE INDEX holds every such write until it ends, so there would be none. Here
-            // (2 cores) 51–101 batches commit in 0.19–0.34 s of building; on a loaded CI
-            // machine as few as 3 in 0.46 s, so the test asks for whole writes, not a rate.
-            for (start, end) in zip(starts, ends) {
-                let all = writes.all
-                let inside = all.filter { $0.began > start.0 && $0.committed < end.0 }.count
-                let during = all.filter { $0.committed > start.0 && $0.committed < end.0 }.count
-                #expect(inside >= 1, "\(inside) writes began and committed (\(during) committed) during \(start.1) (\(end.0.timeIntervalSince(start.0)) s)")
+            let migration = Task { try await SchemaMigrator.migrate(pool, progress: { progress.add($0) }) }
+            // Wait (up to 60 s) until the build waits for the batch.
+            var build: (query: String, waitsOnLock: Bool)?
+            for _ in 0..<3_000 {
+                build = try await Self.concurrentBuild(in: pool)
+                if build?.waitsOnLock == true { break }
+                try await Task.sleep(for: .milliseconds(20))
             }
+            #expect(build?.waitsOnLock == true, "no concurrent build waited for the open batch: \(String(describing: build)); progress \(progress.all.map(\.1))")
+
+            // Another batch (another slot's flusher) commits while the build still waits, within 30 s.
+            let committed = Flag()
+            let write = Task {
+                _ = try await LikeBatchApplier.apply((1...20).map { LikeChange(userID: 10_000, postID: Int64($0), liked: true) }, pool: pool)
+                committed.set()
+            }
+            for _ in 0..<1_500 where !committed.isSet { try await Task.sleep(for: .milliseconds(20)) }
+            let stillBuilding = try await Self.concurrentBuild(in: pool)
+            #expect(committed.isSet, "a batch written during the build did not commit within 30 s")
+            #expect(stillBuilding?.query.contains(index) == true, "the build of \(index) ended before the write committed: \(String(describing: stillBuilding))")
+
+            release.set()
+            try await inFlight.value
+            try await write.value
+            let report = try await migration.value
+            #expect(report.applied == [version])
+            let messages = progress.all.map(\.1)
+            #expect(messages.count == 2, "\(messages)")
+            #expect(messages.first?.hasPrefix("building index \(index) ON ") == true && messages.first?.contains("CONCURRENTLY") == true
+                    && messages.first?.contains(" rows; writes to likes go on meanwhile") == true, "\(messages)")
+            #expect(messages.last?.hasPrefix("built index \(index) in ") == true, "\(messages)")
             let valid = try await pool.query("""
-                SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-                WHERE c.relname IN ('likes_post_id_created_at_index', 'likes_user_id_created_at_index') ORDER BY 1
-                """)
-            #expect(try valid.map { "\($0.string(0)!) \(try $0.bool(1))" } == ["likes_post_id_created_at_index true", "likes_user_id_created_at_index true"])
+                SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = $1
+                """, [.text(index)])
+            #expect(try valid.map { try $0.bool(0) } == [true])
             // Counts still equal rows.
             let drift = try await pool.query("""
                 SELECT count(*) FROM posts p WHERE likes_count <> (SELECT count(*) FROM likes l WHERE l.post_id = p.id)
