@@ -276,7 +276,10 @@ struct ClusterNodesTests {
         try await ClusterHarness.with("operations") { harness in
             let posts = try await TestEnvironment.createPosts(60, in: harness.pool)
             // Nothing flushes on its own: whatever a node acknowledged waits in its logs until asked.
-            let nodes = try await Self.startThree(harness, extra: ["--flush-interval-ms", "3600000", "--flush-max-age-ms", "3600000"])
+            // A 15 s lease: once c is killed, the two commands that must find it silent but still
+            // owning its slots (each a process started and run) have at least 14 s, not 2.
+            let nodes = try await Self.startThree(harness, leaseMilliseconds: 15_000,
+                                                  extra: ["--flush-interval-ms", "3600000", "--flush-max-age-ms", "3600000"])
             func command(_ arguments: [String], via node: ClusterHarness.Node? = nil) async throws -> (status: Int32, output: [String]) {
                 let process = try ChildProcess([ChildProcess.builtProduct("counter-node")] + arguments + ["--node", (node ?? nodes[0]).url],
                                                mergingStandardError: true)
@@ -339,7 +342,7 @@ struct ClusterNodesTests {
             #expect(partial.output.contains { $0.contains("node c") && $0.contains("did not answer") }, "\(partial.output)")
             let partialFlush = try await command(["flush", "--wait"])
             #expect(partialFlush.status == 7 && partialFlush.output.contains { $0.contains("NOT flushed everywhere") }, "\(partialFlush.output)")
-            _ = try await harness.waitForMap(via: nodes[0]) { map in
+            _ = try await harness.waitForMap(via: nodes[0], timeout: .seconds(90)) { map in
                 map.movesPending == 0 && map.nodes.first { $0.id == "c" }.map { !$0.live && $0.ownedSlots == 0 } ?? false
             }
             var whole: (status: Int32, output: [String]) = (-1, [])

@@ -60,18 +60,22 @@ struct ServeProcessTests {
             let port = try PrivateServers.freePort()
             let node = try ChildProcess([ChildProcess.builtProduct("counter-node"), "serve", "--listen", "127.0.0.1:\(port)",
                                          "--postgres-url", servers.postgresURL, "--redis-url", servers.redisURL, "--demo-posts", "3",
-                                         "--flush-interval-ms", "3600000", "--flush-max-age-ms", "3600000", "--flush-batch-size", "1000000"],
+                                         "--flush-interval-ms", "3600000", "--flush-max-age-ms", "3600000", "--flush-batch-size", "1000000",
+                                         "--shutdown-timeout", "3600"],
                                         mergingStandardError: true)
             try #require(try await node.waitUntilListening(), "\(node.lastLines)")
             #expect(try await Self.curl(["-X", "PUT", "http://127.0.0.1:\(port)/v1/posts/1/likes/5"]).status == 200)
             // With PostgreSQL gone, the graceful shutdown cannot finish its flush…
             try await servers.run("stop", only: "postgres")
             node.kill(SIGTERM)
-            try await Task.sleep(for: .milliseconds(500))
+            // (Two sent before the node takes the first are one to the kernel: it keeps one
+            // pending signal of each kind. So the test waits until the first is taken.)
+            let tookFirst = try await node.waitForOutput(timeout: .seconds(30)) { $0.contains { $0.contains("event=shutting_down") } }
+            #expect(tookFirst, "\(node.lastLines)")
             #expect(kill(node.pid, 0) == 0, "the first signal should leave the node flushing (and retrying)")
-            // …and a second signal ends it at once.
+            // …and a second signal ends it at once (its shutdown would otherwise wait an hour).
             node.kill(SIGTERM)
-            #expect(try await node.waitForExit(timeout: .seconds(5)) == 130)
+            #expect(try await node.waitForExit(timeout: .seconds(30)) == 130, "\(node.lastLines)")
             // The acknowledged change is still in its Redis log, for the next start to flush.
             let redis = RedisConnection(configuration: try RedisConfiguration(url: servers.redisURL))
             let log = RedisKeyLayout().changeLog(of: HashSlot(post: 1))

@@ -181,7 +181,7 @@ struct PeerClientTests {
     func manyCallers() async throws {
         let peer = try ScriptedPeer(.answer)
         defer { peer.stop() }
-        let client = try PeerClient(timeout: .seconds(5))
+        let client = try PeerClient(timeout: .seconds(30))
         let answered = await withTaskGroup(of: Int.self) { group in
             for worker in 0..<64 {
                 group.addTask {
@@ -204,7 +204,7 @@ struct PeerClientTests {
     func queueAfterClose() async throws {
         let peer = try ScriptedPeer(.answerSayingClose)
         defer { peer.stop() }
-        let client = try PeerClient(maximumConnectionsPerPeer: 1, timeout: .seconds(5))
+        let client = try PeerClient(maximumConnectionsPerPeer: 1, timeout: .seconds(30))
         let answered = await withTaskGroup(of: Bool.self) { group in
             for index in 0..<20 {
                 group.addTask {

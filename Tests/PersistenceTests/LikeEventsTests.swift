@@ -141,7 +141,7 @@ struct LikeEventsTests {
                 try await LikeBatchApplier.apply([Self.entry("log:b", 1, 3, posts[1], true)], pool: pool, events: true)
             }
             var waiting: Int64 = 0
-            for _ in 0..<100 where waiting == 0 {
+            for _ in 0..<600 where waiting == 0 {
                 try await Task.sleep(for: .milliseconds(50))
                 waiting = try await pool.query("""
                     SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'

@@ -48,7 +48,9 @@ struct NodeRegistryTests {
         let pool = try await TestEnvironment.migratedPool()
         let registry = NodeRegistry(pool: pool, deployment: TestEnvironment.uniqueKeyPrefix("registry"))
         let id = Self.uniqueID()
-        let incarnation = try await registry.register(nodeID: id, advertiseURL: "http://a", lease: .milliseconds(400))
+        // Registered for 30 s, so the first renewal finds the lease running however slow the
+        // machine is; that renewal shortens it to 400 ms.
+        let incarnation = try await registry.register(nodeID: id, advertiseURL: "http://a", lease: .seconds(30))
         #expect(try await registry.renewal(nodeID: id, incarnation: incarnation, lease: .milliseconds(400)) == .renewed)
         try await Task.sleep(for: .milliseconds(700))
         #expect(try await registry.renewal(nodeID: id, incarnation: incarnation, lease: .seconds(30)) == .renewedAfterLapse)

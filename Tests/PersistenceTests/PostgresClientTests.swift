@@ -34,8 +34,8 @@ struct PostgresClientTests {
         // Another session ends this one's backend: the next call opens a new session, which has
         // no prepared statements, and prepares it there.
         let other = PostgresConnection(configuration: TestEnvironment.postgres())
-        try await other.query("SELECT pg_terminate_backend($1::int)", [.int64(try first.int64(1))])
-        try await Task.sleep(for: .milliseconds(100))
+        // The two-argument form returns once the backend has exited.
+        try await other.query("SELECT pg_terminate_backend($1::int, 30000)", [.int64(try first.int64(1))])
         let again = try #require(try await connection.query(prepared: statement, [.int64(4)]).first)
         #expect(try again.int64(0) == 8 && again.int64(1) != first.int64(1))
         await connection.close()

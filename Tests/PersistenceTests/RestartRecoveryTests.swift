@@ -66,9 +66,9 @@ struct RestartRecoveryTests {
         let connection = PostgresConnection(configuration: TestEnvironment.postgres())
         let admin = PostgresConnection(configuration: TestEnvironment.postgres())
         let pid = try await connection.query("SELECT pg_backend_pid()").first!.int64(0)
-        try await admin.query("SELECT pg_terminate_backend($1::int)", [.int64(pid)])
-        // Give the server a moment to close the socket so the client can notice it while idle.
-        try await Task.sleep(for: .milliseconds(200))
+        // The two-argument form returns once the backend has exited (its goodbye sent), so the
+        // next call meets a closed session however slow the machine is.
+        try await admin.query("SELECT pg_terminate_backend($1::int, 30000)", [.int64(pid)])
         let newPid = try await connection.query("SELECT pg_backend_pid()").first!.int64(0)
         #expect(newPid != pid)
     }
@@ -79,7 +79,14 @@ struct RestartRecoveryTests {
         let admin = PostgresConnection(configuration: TestEnvironment.postgres())
         let pid = try await connection.query("SELECT pg_backend_pid()").first!.int64(0)
         let slow = Task { try await connection.query("SELECT pg_sleep(10)") }
-        try await Task.sleep(for: .milliseconds(300))
+        // The terminate lands while the call runs: wait until the server shows it running.
+        var running = false
+        for _ in 0..<1_500 where !running {
+            let rows = try await admin.query("SELECT count(*) FROM pg_stat_activity WHERE pid = $1::int AND state = 'active' AND query LIKE 'SELECT pg_sleep%'", [.int64(pid)])
+            running = try rows.first?.int64(0) == 1
+            if !running { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        #expect(running, "the slow call never started")
         try await admin.query("SELECT pg_terminate_backend($1::int)", [.int64(pid)])
         let error = await #expect(throws: PostgresError.self) { _ = try await slow.value }
         #expect(error?.code == .connectionLost)

@@ -70,10 +70,13 @@ struct SlotTableTests {
             let stale = try SlotTable.staleSlots([1: held[1]!], deployment: deployment, on: connection)
             #expect(stale.isEmpty)
             order.append("checked")
-            _ = try connection.query("SELECT pg_sleep(0.5)")
+            _ = try connection.query("SELECT pg_sleep(1)")
             order.append("committed")
         }
-        try await Task.sleep(for: .milliseconds(150))
+        // The claim starts once the transaction has checked (however long a busy machine takes
+        // to get it there); it must then wait out the transaction's second.
+        let deadline = ContinuousClock.now + .seconds(30)
+        while !order.entries.contains("checked") && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
         let claim = try await table.assign([.init(slot: 1, expectedEpoch: held[1]!)], to: "b", incarnation: 2)
         order.append("claimed")
         try await flush

@@ -195,8 +195,9 @@ struct CrashRecoveryTests {
         var lines: [String] = []
         for round in 1...2 {
             let child = try ChildProcess([driver, "run"] + common + ["8", "100"])
+            // Killed once it has acknowledged enough and evicted some (however long that takes).
             let enough = try await child.waitForOutput(timeout: .seconds(60)) { lines in
-                lines.lazy.filter { $0.hasPrefix("A ") }.count >= 4_000
+                lines.lazy.filter { $0.hasPrefix("A ") }.count >= 4_000 && Self.evictions(in: lines) > 0
             }
             child.kill(SIGKILL)
             #expect(try await child.waitForExit() == 128 + SIGKILL)

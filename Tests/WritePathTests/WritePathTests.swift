@@ -185,7 +185,7 @@ struct WritePathTests {
         // Once flushed, it goes within a few checks.
         try await harness.service.flush()
         var evicted = 0
-        for _ in 0..<100 where evicted < 2 {
+        for _ in 0..<600 where evicted < 2 {
             try await Task.sleep(for: .milliseconds(50))
             evicted = await harness.service.stats().reduce(0) { $0 + $1.evictedPosts }
         }
