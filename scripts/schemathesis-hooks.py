@@ -16,9 +16,7 @@ import requests
 import schemathesis
 
 REQUEST_HEAD_LIMIT = 7 * 1024
-
-
-RECORD_BYTES = 56
+RECORD_BYTES = 56  # the library's record of each header field and query argument
 
 
 def request_head_bytes(case) -> int:

@@ -181,10 +181,10 @@ final class ShutdownSignals: @unchecked Sendable {
         sources = signals.map { number in
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            // Signals delivered before the handler runs are merged into one event, and `data`
+            // Signals delivered before the handler runs are merged into one event whose `data`
             // says how many: each is passed on. (Two sent before the kernel delivers the first
-            // are one signal already: it keeps one pending signal of each kind.)
-            // (The handler holds its source until `stop()` cancels it, which releases the handler.)
+            // are one already: it keeps one pending signal of each kind.) The handler holds its
+            // source until `stop()` cancels it, which releases the handler.
             source.setEventHandler { [source] in
                 for _ in 0..<max(source.data, 1) { yield.yield(number) }
             }

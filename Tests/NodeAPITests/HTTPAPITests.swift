@@ -210,23 +210,21 @@ struct HTTPAPITests {
         // without an answer (the library cannot fit even a refusal there) — and then not done: a
         // client never sees a closed connection for a like that was done.
         var outcomes: [String: Int] = [:]
-        for padding in stride(from: 7_600, through: 10_600, by: 20) {
-            let like = RawHTTPClient.request("PUT", "/v1/posts/\(post)/likes/\(100_000 + padding)?pad=" + String(repeating: "a", count: padding),
-                                             token: HTTPHarness.apiToken)
+        func like(user: Int, query: String, _ what: String) async throws {
+            let like = RawHTTPClient.request("PUT", "/v1/posts/\(post)/likes/\(user)?" + query, token: HTTPHarness.apiToken)
             let answer = try await RawHTTPClient.exchange(port: http.port, chunks: [like], responses: 1).first
             let outcome = answer.map { String($0.status) } ?? "closed"
             outcomes[outcome, default: 0] += 1
-            #expect(["200", "414", "431", "closed"].contains(outcome), "padding \(padding): \(outcome)")
+            #expect(["200", "414", "431", "closed"].contains(outcome), "\(what): \(outcome)")
+        }
+        for padding in stride(from: 7_600, through: 10_600, by: 20) {
+            try await like(user: 100_000 + padding, query: "pad=" + String(repeating: "a", count: padding), "padding \(padding)")
         }
         // The same with 80 query arguments, whose records (56 bytes each) fill the buffer before
         // the bytes do: the library may close some of these connections while reading the head.
         for width in stride(from: 0, through: 116, by: 4) {
             let arguments = (0..<80).map { "a\($0)=" + String(repeating: "v", count: width) }.joined(separator: "&")
-            let like = RawHTTPClient.request("PUT", "/v1/posts/\(post)/likes/\(200_000 + width)?" + arguments, token: HTTPHarness.apiToken)
-            let answer = try await RawHTTPClient.exchange(port: http.port, chunks: [like], responses: 1).first
-            let outcome = answer.map { String($0.status) } ?? "closed"
-            outcomes[outcome, default: 0] += 1
-            #expect(["200", "414", "431", "closed"].contains(outcome), "80 arguments of \(width) bytes: \(outcome)")
+            try await like(user: 200_000 + width, query: arguments, "80 arguments of \(width) bytes")
         }
         let served = outcomes["200", default: 0]
         let count = try await http.send("GET", "/v1/posts/\(post)").text

@@ -98,22 +98,6 @@ struct SchemaMigratorTests {
         }
     }
 
-    /// Messages `migrate` reported, with when.
-    final class Progress: @unchecked Sendable {
-        private let lock = NSLock()
-        private var messages: [(Date, String)] = []
-        func add(_ message: String) { lock.withLock { messages.append((Date(), message)) } }
-        var all: [(Date, String)] { lock.withLock { messages } }
-    }
-
-    /// Whether a write has committed yet.
-    final class Flag: @unchecked Sendable {
-        private let lock = NSLock()
-        private var value = false
-        func set() { lock.withLock { value = true } }
-        var isSet: Bool { lock.withLock { value } }
-    }
-
     /// The query of the backend building an index concurrently, and whether it waits on a lock.
     static func concurrentBuild(in pool: PostgresPool) async throws -> (query: String, waitsOnLock: Bool)? {
         let rows = try await pool.query("""
@@ -144,25 +128,23 @@ struct SchemaMigratorTests {
             // starts, and meanwhile takes no lock that keeps other writers out. A plain CREATE
             // INDEX would wait for it too, but its queued lock would hold every later write
             // to likes until the batch ended and the index was built — no write could commit.
-            let written = Flag()
-            let release = Flag()
-            defer { release.set() }
+            let release = Gate()
+            defer { release.open() }
             let inFlight = Task {
                 try await pool.withConnection { connection in
                     try await connection.query("BEGIN")
                     try await connection.query("INSERT INTO likes (user_id, post_id, created_at, updated_at) VALUES (9999, 100, now(), now())")
                     try await connection.query("UPDATE posts SET likes_count = likes_count + 1 WHERE id = 100")
-                    written.set()
-                    while !release.isSet { try await Task.sleep(for: .milliseconds(20)) }
+                    await release.wait()
                     try await connection.query("COMMIT")
                 }
             }
-            // The batch's row is written before the migration starts.
-            for _ in 0..<1_500 where !written.isSet { try await Task.sleep(for: .milliseconds(20)) }
-            #expect(written.isSet, "the batch held open never wrote")
+            // The batch has written (it waits at the gate) before the migration starts.
+            for _ in 0..<1_500 where release.arrived == 0 { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(release.arrived == 1, "the batch held open never wrote")
 
-            let progress = Progress()
-            let migration = Task { try await SchemaMigrator.migrate(pool, progress: { progress.add($0) }) }
+            let progress = OrderLog()
+            let migration = Task { try await SchemaMigrator.migrate(pool, progress: { progress.append($0) }) }
             // Wait (up to 60 s) until the build waits for the batch.
             var build: (query: String, waitsOnLock: Bool)?
             for _ in 0..<3_000 {
@@ -170,25 +152,26 @@ struct SchemaMigratorTests {
                 if build?.waitsOnLock == true { break }
                 try await Task.sleep(for: .milliseconds(20))
             }
-            #expect(build?.waitsOnLock == true, "no concurrent build waited for the open batch: \(String(describing: build)); progress \(progress.all.map(\.1))")
+            #expect(build?.waitsOnLock == true, "no concurrent build waited for the open batch: \(String(describing: build)); progress \(progress.entries)")
 
             // Another batch (another slot's flusher) commits while the build still waits, within 30 s.
-            let committed = Flag()
+            let writes = OrderLog()
             let write = Task {
                 _ = try await LikeBatchApplier.apply((1...20).map { LikeChange(userID: 10_000, postID: Int64($0), liked: true) }, pool: pool)
-                committed.set()
+                writes.append("committed")
             }
-            for _ in 0..<1_500 where !committed.isSet { try await Task.sleep(for: .milliseconds(20)) }
+            for _ in 0..<1_500 where writes.entries.isEmpty { try await Task.sleep(for: .milliseconds(20)) }
+            let committed = !writes.entries.isEmpty
             let stillBuilding = try await Self.concurrentBuild(in: pool)
-            #expect(committed.isSet, "a batch written during the build did not commit within 30 s")
+            #expect(committed, "a batch written during the build did not commit within 30 s")
             #expect(stillBuilding?.query.contains(index) == true, "the build of \(index) ended before the write committed: \(String(describing: stillBuilding))")
 
-            release.set()
+            release.open()
             try await inFlight.value
             try await write.value
             let report = try await migration.value
             #expect(report.applied == [version])
-            let messages = progress.all.map(\.1)
+            let messages = progress.entries
             #expect(messages.count == 2, "\(messages)")
             #expect(messages.first?.hasPrefix("building index \(index) ON ") == true && messages.first?.contains("CONCURRENTLY") == true
                     && messages.first?.contains(" rows; writes to likes go on meanwhile") == true, "\(messages)")
@@ -217,10 +200,10 @@ struct SchemaMigratorTests {
             await #expect(throws: PostgresError.self) {
                 try await pool.query("CREATE UNIQUE INDEX CONCURRENTLY likes_post_id_created_at_index ON likes (post_id)")
             }
-            let progress = Progress()
-            let report = try await SchemaMigrator.migrate(pool, progress: { progress.add($0) })
+            let progress = OrderLog()
+            let report = try await SchemaMigrator.migrate(pool, progress: { progress.append($0) })
             #expect(report.applied == [5])
-            #expect(progress.all.first?.1 == "dropping the invalid index likes_post_id_created_at_index an interrupted build left")
+            #expect(progress.entries.first == "dropping the invalid index likes_post_id_created_at_index an interrupted build left")
             let index = try await pool.query("""
                 SELECT i.indisvalid, pg_get_indexdef(i.indexrelid) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
                 WHERE c.relname = 'likes_post_id_created_at_index'

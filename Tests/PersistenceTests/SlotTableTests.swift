@@ -1,5 +1,4 @@
 import Persistence
-import Synchronization
 import Testing
 import TestSupport
 
@@ -85,11 +84,4 @@ struct SlotTableTests {
         #expect(taken[2] != nil)
         await pool.close()
     }
-}
-
-/// Events in the order they happened, from several tasks.
-final class OrderLog: Sendable {
-    private let list = Mutex<[String]>([])
-    func append(_ entry: String) { list.withLock { $0.append(entry) } }
-    var entries: [String] { list.withLock { $0 } }
 }
