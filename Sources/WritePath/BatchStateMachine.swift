@@ -108,7 +108,7 @@ struct BatchStateMachine {
     private let layout: RedisKeyLayout
     /// Cold posts with at least this many likers are not loaded by the batch that writes them:
     /// they turn warm.
-    private let largePostThreshold: Int64
+    private let warmThreshold: Int64
     private var state = State.idle
     /// The requests not answered yet, in arrival order.
     private var open: [Int]
@@ -131,13 +131,13 @@ struct BatchStateMachine {
     private var statistics = Statistics()
 
     /// A batch of `requests`, answered per `acknowledgement`, on the keys of `layout`; cold posts
-    /// it writes with `largePostThreshold` likers or more turn warm.
+    /// it writes with `warmThreshold` likers or more turn warm.
     init(requests: [ShardDecider.Request], acknowledgement: AcknowledgementMode, layout: RedisKeyLayout,
-         largePostThreshold: Int64 = .max) {
+         warmThreshold: Int64 = .max) {
         self.requests = requests
         self.acknowledgement = acknowledgement
         self.layout = layout
-        self.largePostThreshold = largePostThreshold
+        self.warmThreshold = warmThreshold
         self.open = Array(requests.indices)
     }
 
@@ -225,7 +225,7 @@ struct BatchStateMachine {
             guard let count = lookup.counts[post] else { continue }
             if readOnly.contains(post) {
                 views[post] = lookup.view(of: post, users: users[post] ?? [])
-            } else if count >= largePostThreshold {
+            } else if count >= warmThreshold {
                 views[post] = lookup.view(of: post, users: users[post] ?? [])
                 turningWarm.insert(post)
             } else {
@@ -269,7 +269,7 @@ struct BatchStateMachine {
             }
         }
         state = .findingPosts(posts, readOnly: readOnly, warmUnknown: warmUnknown)
-        return .findPosts(ColdLookup(posts: posts, pairs: pairs, loading: posts.filter(written.contains), loadBelow: largePostThreshold))
+        return .findPosts(ColdLookup(posts: posts, pairs: pairs, loading: posts.filter(written.contains), loadBelow: warmThreshold))
     }
 
     /// PostgreSQL failed the last `.findPosts`: every request still open fails with it, those

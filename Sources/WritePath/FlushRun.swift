@@ -3,7 +3,7 @@ import Persistence
 import ShardRouter
 
 /// One flush of a shard, as the data its steps pass along — what was planned, read, applied and
-/// is still to be trimmed. The steps themselves are `ShardStateMachine`'s (`+Flushes`):
+/// is still to be trimmed. The steps themselves are `WriteBehind`'s:
 ///
 /// **rescan** the logs whose content is unknown → **plan** (`FlushScheduler.flushPlan`, the slots
 /// held) → **read** whole entries → **coalesce** them into changes (malformed entries become dead
@@ -27,15 +27,14 @@ struct FlushRun {
         case deadLettering
         /// Trimming the logs of what the transaction applied.
         case trimming
-        /// Done, but for PostgreSQL's recorded progress of logs that read empty
-        /// (`ShardStateMachine.flushProgressRead`): the run ends with it, so the loop neither
-        /// reads those logs again meanwhile nor goes on without a back-off when it fails.
-        case verifying
+        /// Its steps are done, but a read of PostgreSQL's recorded progress of logs that read
+        /// empty is out (`WriteBehind.flushProgressRead`): the run ends with its answer, so the
+        /// loop neither reads those logs again meanwhile nor goes on without a back-off when it
+        /// fails.
+        case checkingProgress
     }
 
     var step: Step
-    /// A read of PostgreSQL's recorded progress is in flight for logs this run read empty.
-    var verifying = false
     /// When the read began (the run, until it is planned): a slot read to its end counts as
     /// dirty since then if entries remain.
     var startedAt: ContinuousClock.Instant

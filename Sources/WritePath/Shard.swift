@@ -10,9 +10,10 @@ import Synchronization
 /// hands each event to the machine, performs the actions the machine asks for — answers and
 /// replies at once; the batch's own round trips awaited in the loop; every other I/O (flushes,
 /// large posts, epoch keys) as child tasks of the loop (`ShardIO`) whose results come back
-/// through the inbox as events — and sleeps until the next arrival or the machine's next
-/// deadline (`ShardTicker`). No lock guards the machine and no state is read across an `await`: between
-/// two events the machine is the whole truth.
+/// through the inbox as events — and sleeps until the next arrival or until one of the machine's
+/// timers fires (`ShardTimers`: the machine sets and cancels them with actions, and each comes
+/// back as `timerFired`). No lock guards the machine and no state is read across an `await`:
+/// between two events the machine is the whole truth.
 ///
 /// A batch costs one Redis read round trip (is the post hydrated, its count, the membership of
 /// the batch's users), a decision in memory (`ShardDecider`), and one Redis write round trip
@@ -49,10 +50,10 @@ final class Shard: Sendable {
     func run() async {
         var machine = ShardStateMachine(index: index, slotRange: slotRange, configuration: configuration,
                                         isFenced: ownership.isFenced, now: createdAt)
-        let ticker = ShardTicker()
+        let timers = ShardTimers()
         let inbox = self.inbox
         await withDiscardingTaskGroup { group in
-            group.addTask { await ticker.run { inbox.post(.tick) } }
+            group.addTask { await timers.run { inbox.post(.timerFired($0)) } }
             var actions: [ShardStateMachine.Action] = []
             while !machine.isFinished {
                 let (operations, events) = await inbox.take()
@@ -64,7 +65,7 @@ final class Shard: Sendable {
                 // second wake-up of the pool per reply. Nothing they wait for needs the loop. Its
                 // cold lookup in PostgreSQL is a child task: PostgreSQL may not answer for seconds
                 // (a cut), and the loop must hear meanwhile that the node stopped deciding.
-                while let batchIO = performRound(&actions, machine: &machine, in: &group, ticker: ticker) {
+                while let batchIO = performRound(&actions, machine: &machine, in: &group, timers: timers) {
                     let event = await io.perform(batchIO)
                     let now = ContinuousClock.now
                     if let (operations, events) = inbox.takeIfAny() {
@@ -83,18 +84,19 @@ final class Shard: Sendable {
     /// of a move sees it), performs the actions, and returns the batch's I/O action, if any,
     /// for the loop to await.
     private func performRound(_ actions: inout [ShardStateMachine.Action], machine: inout ShardStateMachine,
-                              in group: inout DiscardingTaskGroup, ticker: ShardTicker) -> ShardStateMachine.Action? {
+                              in group: inout DiscardingTaskGroup, timers: ShardTimers) -> ShardStateMachine.Action? {
         for (slot, state) in machine.takeChangedSlots() { ownership.publish(slot, state.published) }
         inbox.roundEnded(held: machine.heldOperations, operationsWake: machine.wantsOperations)
         var batchIO: ShardStateMachine.Action?
         for action in actions {
             switch action {
             case .batchRedis: batchIO = action
+            case .setTimer(let timer, let deadline): timers.set(timer, at: deadline)
+            case .cancelTimer(let timer): timers.cancel(timer)
             default: perform(action, in: &group)
             }
         }
         actions.removeAll(keepingCapacity: true)
-        ticker.set(machine.nextDeadline)
         return batchIO
     }
 
@@ -159,34 +161,40 @@ final class Shard: Sendable {
     }
 }
 
-/// Wakes a shard's loop at the deadline its machine names, with a `tick`. One task sleeps on
-/// the deadline; the loop moves it after every round, and only a deadline earlier than the one
-/// slept on wakes the sleeper, so a stream of events costs no timer each.
-final class ShardTicker: Sendable {
-    private let deadline = Mutex<ContinuousClock.Instant?>(nil)
+/// A shard's timers, as its machine sets and cancels them: one task sleeps until the earliest
+/// deadline and posts `timerFired` for each timer whose deadline has come (forgetting it). Only
+/// a deadline earlier than every other wakes the sleeper, so moving timers costs no wake-up each.
+final class ShardTimers: Sendable {
+    private let deadlines = Mutex<[ShardStateMachine.Timer: ContinuousClock.Instant]>([:])
     private let alarm = LoopAlarm()
 
-    /// The next deadline (`nil`: none).
-    func set(_ next: ContinuousClock.Instant?) {
-        let sooner = deadline.withLock { current -> Bool in
-            defer { current = next }
-            guard let next else { return false }
-            return current.map { next < $0 } ?? true
+    /// Sets `timer` to fire at `deadline`, replacing its previous deadline.
+    func set(_ timer: ShardStateMachine.Timer, at deadline: ContinuousClock.Instant) {
+        let sooner = deadlines.withLock { deadlines -> Bool in
+            let earliest = deadlines.values.min()
+            deadlines[timer] = deadline
+            return earliest.map { deadline < $0 } ?? true
         }
         if sooner { alarm.ring() }
     }
 
-    /// Calls `tick` at each deadline, until cancelled.
-    func run(_ tick: @Sendable () -> Void) async {
+    /// Forgets `timer` (the sleeper, if it sleeps until it, wakes to find nothing due).
+    func cancel(_ timer: ShardStateMachine.Timer) {
+        deadlines.withLock { _ = $0.removeValue(forKey: timer) }
+    }
+
+    /// Calls `fire` with each timer whose deadline has come, until cancelled.
+    func run(_ fire: @Sendable (ShardStateMachine.Timer) -> Void) async {
         while !Task.isCancelled {
-            await alarm.sleep(until: deadline.withLock { $0 })
+            await alarm.sleep(until: deadlines.withLock { $0.values.min() })
             if Task.isCancelled { return }
-            let due = deadline.withLock { current -> Bool in
-                guard let at = current, at <= .now else { return false }
-                current = nil
-                return true
+            let due = deadlines.withLock { deadlines -> [ShardStateMachine.Timer] in
+                let now = ContinuousClock.now
+                let due = deadlines.filter { $0.value <= now }.map(\.key).sorted { $0.rawValue < $1.rawValue }
+                for timer in due { deadlines[timer] = nil }
+                return due
             }
-            if due { tick() }
+            for timer in due { fire(timer) }
         }
     }
 }

@@ -30,7 +30,7 @@ struct ShardIO: Sendable {
     /// Performs `action`; its result, as the event the machine takes.
     func perform(_ action: ShardStateMachine.Action) async -> Event? {
         switch action {
-        case .answer, .answerBatch, .reply, .log:
+        case .answer, .answerBatch, .reply, .log, .setTimer, .cancelTimer:
             return nil
         case .batchRedis(let groups, let epochs):
             let (results, fenced) = await SlotWriter.execute(groups, epochs: epochs, redis: batchRedis, layout: layout, counting: ownership)
@@ -39,23 +39,23 @@ struct ShardIO: Sendable {
             return .replicationAwaited(await ReplicaWait.wait(on: slots, replicas: replicas, timeout: timeout, redis: batchRedis))
         case .findPosts(let lookup, let take):
             return .batchPostsFound(take: take, await findPosts(lookup))
-        case .loadLargePost(let post):
-            let hydration = LargePostHydration(post: post, pool: pool, redis: hydrationRedis, layout: layout,
-                                               pageSize: configuration.hydrationPageSize)
+        case .loadWarmPost(let post):
+            let promotion = WarmPostPromotion(post: post, pool: pool, redis: hydrationRedis, layout: layout,
+                                              pageSize: configuration.hydrationPageSize)
             do {
-                return .largePostLoaded(hydration, .success(try await hydration.load()))
+                return .warmPostLoaded(promotion, .success(try await promotion.load()))
             } catch {
-                return .largePostLoaded(hydration, .failure(error))
+                return .warmPostLoaded(promotion, .failure(error))
             }
-        case .publishLargePost(let hydration, let loaded, let epoch):
+        case .publishPromotion(let promotion, let loaded, let epoch):
             do {
-                try await hydration.publish(loaded: loaded, epoch: epoch)
-                return .largePostPublished(post: hydration.post, .success(()))
+                try await promotion.publish(loaded: loaded, epoch: epoch)
+                return .promotionPublished(post: promotion.post, .success(()))
             } catch {
-                return .largePostPublished(post: hydration.post, .failure(error))
+                return .promotionPublished(post: promotion.post, .failure(error))
             }
-        case .discardLargePost(let hydration):
-            await hydration.discard()
+        case .discardPromotion(let promotion):
+            await promotion.discard()
             return nil
         case .raiseEpochKeys(let epochs, let forClaim, let then):
             let ordered = epochs.sorted { $0.key < $1.key }

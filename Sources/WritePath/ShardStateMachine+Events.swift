@@ -48,8 +48,8 @@ extension ShardStateMachine {
         /// Refuse new operations, answer those queued, then flush everything (`drain`) or only
         /// what is under way, and finish.
         case stop(drain: Bool)
-        /// Time passed (a deadline the machine named came).
-        case tick
+        /// A timer's deadline came (`setTimer`); the shell forgot the timer as it fired.
+        case timerFired(Timer)
 
         /// Results of the batch's Redis groups (`.batchRedis`), one per group, and the slots
         /// Redis fenced.
@@ -68,10 +68,10 @@ extension ShardStateMachine {
         case slotPostsListed([UInt16: Result<[Int64], RedisError>])
         /// `.findPosts`: which cold posts exist, their counts, the memberships asked.
         case batchPostsFound(take: UInt64, Result<ColdLookup.Found, Error>)
-        /// `.loadLargePost` ended: how many likers were loaded into the loading set.
-        case largePostLoaded(LargePostHydration, Result<Int, Error>)
-        /// `.publishLargePost` ended.
-        case largePostPublished(post: Int64, Result<Void, Error>)
+        /// `.loadWarmPost` ended: how many likers were loaded into the promotion's loading set.
+        case warmPostLoaded(WarmPostPromotion, Result<Int, Error>)
+        /// `.publishPromotion` ended.
+        case promotionPublished(post: Int64, Result<Void, Error>)
         /// `.raiseEpochKeys` for a claim: what each key holds now.
         case epochKeysRaised([UInt16: Result<Int64, RedisError>])
         /// `.rescanLogs`: each slot's log as read now.
@@ -104,7 +104,8 @@ extension ShardStateMachine {
         case shrink(slots: Set<UInt16>?, count: Int)
     }
 
-    /// What the shard's shell does. Each I/O action names the event that brings its result.
+    /// What the shard's shell does. Each I/O action names the event that brings its result; the
+    /// answers, replies, log lines and timers bring none.
     enum Action: Sendable {
         /// Answer these operations.
         case answer([(ShardOperation, Result<LikeState, CounterError>)])
@@ -115,6 +116,10 @@ extension ShardStateMachine {
         case reply(ShardDelivery)
         /// Write a log line.
         case log(ShardLogLine)
+        /// Deliver `timerFired(timer)` at `at`, replacing the timer's previous deadline.
+        case setTimer(Timer, at: ContinuousClock.Instant)
+        /// Forget the timer.
+        case cancelTimer(Timer)
 
         /// Send a batch's groups, fenced by `epochs` (`nil`: unfenced) → `batchRedisReplied`.
         case batchRedis([SlotCommands], epochs: [UInt16: Int64]?)
@@ -129,12 +134,12 @@ extension ShardStateMachine {
         /// Run the `ColdLookup` of the batch of `take` → `batchPostsFound` (a child task: the
         /// loop goes on meanwhile, so a batch whose PostgreSQL does not answer can be given up).
         case findPosts(ColdLookup, take: UInt64)
-        /// Load a large post page by page into a loading set of its own → `largePostLoaded`.
-        case loadLargePost(Int64)
-        /// Publish a loaded large post under `epoch` → `largePostPublished`.
-        case publishLargePost(LargePostHydration, loaded: Int, epoch: Int64?)
+        /// Load a warm post page by page into a loading set of its own → `warmPostLoaded`.
+        case loadWarmPost(Int64)
+        /// Publish a loaded promotion under `epoch` → `promotionPublished`.
+        case publishPromotion(WarmPostPromotion, loaded: Int, epoch: Int64?)
         /// Delete a loading set nobody will publish (no event).
-        case discardLargePost(LargePostHydration)
+        case discardPromotion(WarmPostPromotion)
         /// Raise epoch keys; for a claim → `epochKeysRaised` (a hand-off's raise brings no event:
         /// `then` is delivered once it is done).
         case raiseEpochKeys([UInt16: Int64], forClaim: Bool, then: ShardDelivery?)

@@ -31,10 +31,7 @@ extension ShardStateMachine {
         case incomplete
     }
 
-    mutating func answerPending(_ question: PendingQuestion, reply: ShardReply<PendingAnswer>, into actions: inout [Action]) {
-        actions.append(.reply(reply.with(pendingAnswer(question))))
-    }
-
+    /// What the shard knows of the changes `question` asks for (read only).
     func pendingAnswer(_ question: PendingQuestion) -> PendingAnswer {
         switch question {
         case .post(let post):
@@ -44,8 +41,8 @@ extension ShardStateMachine {
             case .claiming, .draining, .repairing: return .slotMoving(slot)
             case .serving, .quiescing, .flushing, .handingOver: break
             }
-            guard isIndexed(slot) else { return .incomplete }
-            return .changes(pendingLikes.of(post: post))
+            guard let changes = flushes.pendingChanges(ofPost: post, slot: slot) else { return .incomplete }
+            return .changes(changes)
         case .posts(let posts):
             var changes: [PendingLike] = []
             for post in posts {
@@ -57,20 +54,16 @@ extension ShardStateMachine {
             return .changes(changes)
         case .user(let user):
             var served = SlotSet()
-            for (offset, state) in slots.enumerated() {
+            for (slot, state) in ownership.states {
                 switch state {
                 // A slot being won holds the previous owner's log, which is not indexed here.
-                case .claiming, .draining, .repairing: return .slotMoving(UInt16(slotRange.lowerBound + offset))
+                case .claiming, .draining, .repairing: return .slotMoving(slot)
                 case .notOwned: continue
-                case .serving, .quiescing, .flushing, .handingOver: served.insert(slotRange.lowerBound + offset)
+                case .serving, .quiescing, .flushing, .handingOver: served.insert(Int(slot))
                 }
             }
-            guard scheduler.uncertainSlots.isEmpty, !pendingLikes.hasUnindexedSlots else { return .incomplete }
-            return .userChanges(pendingLikes.of(user: user), servedSlots: served)
+            guard let changes = flushes.pendingChanges(ofUser: user) else { return .incomplete }
+            return .userChanges(changes, servedSlots: served)
         }
-    }
-
-    private func isIndexed(_ slot: UInt16) -> Bool {
-        !scheduler.uncertainSlots.contains(slot) && pendingLikes.isIndexed(slot: slot)
     }
 }

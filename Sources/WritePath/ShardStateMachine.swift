@@ -7,222 +7,72 @@ import ShardRouter
 /// (time comes with each event), no suspension — `Shard` performs each action and feeds its
 /// result back as an event, so no state is read across an `await` without the machine knowing.
 ///
-/// A shard is the one owner of its slots: of the decisions of their batches (`BatchStateMachine`,
-/// one batch at a time, a group commit), of their write-behind (`FlushScheduler`'s books and one
-/// flush at a time, `FlushRun`), of their ownership (`SlotLifecycle`, the only place a slot
-/// moves), of the posts loading in the background and of those known not to exist
-/// (`UnknownPostMemory`). Work that must not overlap a batch (publishing a large post, resetting
-/// or dropping posts' Redis keys) runs between batches, one item at a time.
+/// It is a router over four smaller machines, each with private state, its own events (its
+/// methods) and its own effects on the others:
 ///
-/// The extensions hold the parts: `+Events` (the events and actions), `+Batches` (operations, batches, large posts), `+Slots`
-/// (claims, hand-offs, fences), `+Flushes` (the flush loop and its steps, waiters),
-/// `+BetweenBatches` (resync, dropped posts, publication, log lengths).
+/// - `BatchLane` — operations queue; one batch at a time (`BatchStateMachine`, a group commit);
+///   between batches, one item of work that must not overlap one; parked operations, barriers,
+///   posts known not to exist.
+/// - `WriteBehind` — what waits in each slot's log and who waits for it (`FlushScheduler`), the
+///   lists' index (`PendingLikes`), one flush at a time (`FlushRun`).
+/// - `SlotOwnership` — each slot's state (`SlotLifecycle`, the only place a slot moves), claims,
+///   hand-offs, fences, repairs after a Redis failover.
+/// - `HotSet` — the posts held in Redis and their eviction, dead-letter pins, the sweeper's walks,
+///   promotions of warm posts.
+///
+/// `handle` is the one way in: it hands each event to the machine it concerns, routes the effects
+/// that machine has on the others (`+Routing`), then lets each start what can start
+/// (`proceed`). The machines ask the shell for I/O with this machine's one `Action` type; their
+/// timers are actions too (`setTimer`/`cancelTimer`, `timerFired` back). Stopping is one
+/// `Lifecycle`: running → draining (or abandoning) → finished. An event a machine cannot receive
+/// in its state is a bug: it fails in debug builds and is logged in release builds
+/// (`unexpected`).
 struct ShardStateMachine {
-    // MARK: - Configuration
+    /// Where the shard is in its life.
+    enum Lifecycle: Equatable {
+        /// Deciding what arrives.
+        case running
+        /// Asked to stop with a drain: new operations are refused, those queued are decided, then
+        /// (`flusherStopping`) the write-behind drains everything to PostgreSQL.
+        case draining(flusherStopping: Bool)
+        /// Asked to stop without a drain: the write-behind stops after the flush under way (what
+        /// is left waits in the Redis logs for the next start).
+        case abandoning
+        /// The loop's end: nothing more will be done; every caller is answered at once.
+        case finished
+    }
+
+    /// The shard's timers: each is set and cancelled by an action and comes back as
+    /// `timerFired`.
+    enum Timer: Int, CaseIterable, Sendable {
+        /// The sleeping flush loop's deadline.
+        case flush
+        /// The next look for idle posts to evict.
+        case eviction
+        /// The first parked operation gives up.
+        case parkedOperations
+        /// A failed repair step is tried again.
+        case repairRetry
+    }
+
+    // MARK: - Configuration and state
 
     let index: Int
     let configuration: WritePathConfiguration
-    let layout: RedisKeyLayout
     /// The slots this shard owns.
     let slotRange: Range<Int>
     /// Whether writes carry epochs (`false` for a sole writer: every slot served under 0).
     let isFenced: Bool
 
-    // MARK: - State
-
-    /// Each slot's ownership, by slot number minus `slotRange.lowerBound`.
-    var slots: [SlotLifecycle.State]
-    /// Slots whose state changed since the shell last took them (`takeChangedSlots()`).
-    var changedSlots: Set<UInt16> = []
-    /// The slots waiting for the batch in flight to end before their hand-off's flush.
-    var quiescingSlots: Set<UInt16> = []
-    /// What waits in each slot's log, who waits for it, when to flush.
-    var scheduler: FlushScheduler
-    /// Posts PostgreSQL does not have, refused without asking it again for a while.
-    var unknownPosts: UnknownPostMemory
-    /// The posts this shard holds in Redis, least recently touched first, for eviction.
-    var hotPosts = HotPosts()
-    /// When idle posts are looked for next (`+Eviction`).
-    var nextEvictionCheck: ContinuousClock.Instant
-    /// Posts with changes in the dead-letter stream, which stay in Redis (`+Eviction`).
-    var deadLetterPins: DeadLetterPins
-    /// The changes logged and not yet applied, by post and by user, for the lists (`+Lists`).
-    var pendingLikes = PendingLikes()
-    /// Whether this node may decide for its slots: `false` while its cluster lease may be
-    /// running out (no renewal got through), when operations on slots it serves are refused.
-    var deciding = true
-    /// Slots whose log read empty while entries were noted in it, while PostgreSQL's progress
-    /// of them is read (`+Flushes`).
-    var verifyingEmptyLogs: [UInt16: FlushScheduler.FlushPlan.Slot] = [:]
-    /// Slots being repaired after their Redis master failed over, and the repairs finished
-    /// since they were last logged (`+Repair`).
-    var repairs: [UInt16: SlotRepair] = [:]
-    var repairsDone = RepairTotals()
-    /// Slots whose master failed over while a batch was in flight: repaired once it ends, so
-    /// that nothing it reads before the repair is written after it (`+Repair`).
-    var failoversAfterBatch: Set<UInt16> = []
-    /// Slots whose log a drain is reading or waiting on (a claim's or a repair's): one at a time.
-    var slotsDraining: Set<UInt16> = []
-    /// Slots whose master failed over while they were not served here, with when: a claim of
-    /// one within `failoverMemory` repairs it before serving it (`+Repair`).
-    var recentFailovers: [UInt16: ContinuousClock.Instant] = [:]
-
-    /// Operations waiting for the next batch, in arrival order.
-    var queued: [ShardOperation] = []
-    /// The batch in flight.
-    var batch: BatchInFlight?
-    /// Numbers each take of the queue; `lastTakeDone` is the last whose batch ended.
-    var nextTake: UInt64 = 1
-    var lastTakeDone: UInt64 = 0
-    /// Callers of `queuedOperationsDone`, with the take they wait for.
-    var barriers: [(take: UInt64, reply: ShardReply<Void>)] = []
-    /// Operations on slots that are changing owner, with when they give up.
-    var slotParked: [UInt16: [(operation: ShardOperation, until: ContinuousClock.Instant)]] = [:]
-    /// Warm posts being promoted: loaded whole in the background.
-    var largeLoads: [Int64: LargeLoad] = [:]
-    /// Per warm post, the memberships of its users looked up in PostgreSQL since it turned warm
-    /// (or since this process started): at `warmPromotionLookups` it is loaded whole.
-    var warmLookups: [Int64: Int] = [:]
-    /// While a sweep walks Redis's markers: the posts evicted since it began (a page it read
-    /// before their deletion would otherwise bring them back as hot). `nil` between walks.
-    var evictedDuringDiscovery: Set<Int64>?
-    /// Work that runs between batches, in order, and the item under way.
-    var betweenBatches: [BetweenBatchesWork] = []
-    var betweenBatchesRunning: BetweenBatchesWork?
-
-    /// The flush under way, and whether the flush loop sleeps (and until when).
-    var flush: FlushRun?
-    var flushLoop: FlushLoop = .awake
-    /// Who waits for what to reach PostgreSQL, by the scheduler's ids.
-    var waiters: [FlushScheduler.WaiterID: Waiter] = [:]
-    /// `flushAll` and drains that wait for the uncertain logs to be read first.
-    var afterRescan: [AfterRescan] = []
-    /// Claims and hand-offs under way, with the callers waiting for them.
-    var claims: [ClaimRecord] = []
-    var releases: [ReleaseRecord] = []
-    /// Epoch keys to raise, gathered while slots move in one event.
-    var pendingClaimRaises: [UInt16: Int64] = [:]
-    var pendingHandOffRaises: [UInt16: Int64] = [:]
-
-    /// What the shard has done, for `stats`.
-    var stats = ShardStats()
-    /// Whether writes are being refused for the backlog: logged when it starts and ends.
-    var refusingWrites = false
-    /// The age of the oldest waiting change as last looked at, and when: finding it walks the
-    /// shard's slots, so arrivals look again at most every `backlogAgeRecheck`.
-    var backlogAge: (checkedAt: ContinuousClock.Instant, age: Duration?)?
-    static let backlogAgeRecheck: Duration = .milliseconds(100)
-    /// Failed flush attempts in a row, for the log.
-    var flushFailuresInARow = 0
-    /// Whether operations are refused (`stop`), and whether the flusher was told to stop.
-    var accepting = true
-    var stopRequested: Bool? = nil
-    var schedulerStopped = false
-    /// The loop's end: nothing more will be done.
-    private(set) var isFinished = false
-
-    // MARK: - Parts of the state
-
-    /// The batch in flight: its machine, its operations (by the machine's request indexes),
-    /// the epochs its writes carry (`nil`: unfenced), and its take.
-    struct BatchInFlight {
-        var machine: BatchStateMachine
-        let operations: [ShardOperation]
-        let epochs: [UInt16: Int64]?
-        let take: UInt64
-        /// With `--ack replicated`: the batch is written and waits for the replicas
-        /// (`.awaitReplication`) before it finishes with this.
-        var awaitingReplication: BatchStateMachine.Completion?
-        /// Its cold lookup is with PostgreSQL (`.findPosts`).
-        var waitingForPostgres = false
-    }
-
-    /// One warm post being promoted: loaded whole in the background while it answers warm.
-    struct LargeLoad {
-        enum Phase {
-            case waiting
-            case loading
-            case loaded(LargePostHydration, Result<Int, Error>)
-            case publishing(LargePostHydration, loaded: Int)
-        }
-        /// The epoch held as the batch that started the promotion began (`nil` for a sole
-        /// writer): the load is published only under it.
-        let epoch: Int64?
-        var phase = Phase.waiting
-        /// Redis's copy of the post was reset or dropped meanwhile: the load is not published.
-        var cancelled = false
-        let started: ContinuousClock.Instant
-
-        var isRunning: Bool {
-            if case .waiting = phase { return false }
-            return true
-        }
-    }
-
-    /// Work that must not overlap a batch.
-    enum BetweenBatchesWork {
-        /// Publish (or discard) a large post whose load ended.
-        case publish(post: Int64)
-        /// Reset posts' keys, those whose slots have nothing pending.
-        case resync([Int64], ShardReply<Set<Int64>>)
-        /// A resync deleting the keys of its quiet posts.
-        case resyncUnloading([Int64], ShardReply<Set<Int64>>)
-        /// Delete the keys of posts PostgreSQL no longer has.
-        case dropDeleted([Int64])
-        /// Delete the keys of posts PostgreSQL has all of (eviction): judged again as it starts,
-        /// which gives the epochs the deletion carries.
-        case evict([Int64], EvictionReason)
-    }
-
-    /// Whether the flush loop is awake (it asks the scheduler what to do at the end of the
-    /// round), flushing, or asleep until a deadline or an event the scheduler signals.
-    enum FlushLoop: Equatable {
-        case awake
-        case flushing
-        case sleeping(until: ContinuousClock.Instant?)
-        case finished
-    }
-
-    /// What a scheduler waiter stands for.
-    enum Waiter {
-        /// A caller of `flushAll`.
-        case caller(ShardReply<Result<Void, Error>>)
-        /// Nobody (`requestFlushAll`).
-        case nobody
-        /// Operations answered once their batch's entries are in PostgreSQL (`postgres` acks).
-        case acknowledgements([(ShardOperation, LikeState)])
-        /// A slot drained before it is served.
-        case drain(slot: UInt16, epoch: Int64)
-        /// A slot flushed before it is handed off.
-        case handOffFlush(slot: UInt16, epoch: Int64)
-    }
-
-    /// What waits for the logs whose content is unknown to be read.
-    enum AfterRescan {
-        /// A `flushAll` caller.
-        case flushAll(ShardReply<Result<Void, Error>>)
-        /// A slot being drained (its claim raised the key; the log is read next).
-        case drain(slot: UInt16, epoch: Int64)
-        /// A sole writer's recovery.
-        case recovery(ShardReply<Result<Void, Error>>)
-    }
-
-    /// A claim under way.
-    struct ClaimRecord {
-        var waitingFor: Set<UInt16>
-        let epochs: [UInt16: Int64]
-        var served: Set<UInt16> = []
-        var failure: Error?
-        let reply: ShardReply<Result<Set<UInt16>, Error>>
-    }
-
-    /// A release under way.
-    struct ReleaseRecord {
-        var waitingFor: Set<UInt16>
-        let epochs: [UInt16: Int64]
-        var failure: Error?
-        let reply: ShardReply<Result<Void, Error>>
-    }
+    private(set) var lifecycle = Lifecycle.running
+    /// The machines: only this file changes them (through their events), so `handle` is the one
+    /// way in; other files and the tests read them.
+    private(set) var lane: BatchLane
+    private(set) var flushes: WriteBehind
+    private(set) var ownership: SlotOwnership
+    private(set) var hotSet: HotSet
+    /// The deadline each timer was last set to (by `Timer.rawValue`); `nil`: not set.
+    private var timers: [ContinuousClock.Instant?] = Array(repeating: nil, count: Timer.allCases.count)
 
     // MARK: - Making one
 
@@ -232,69 +82,87 @@ struct ShardStateMachine {
         self.index = index
         self.slotRange = slotRange
         self.configuration = configuration
-        self.layout = RedisKeyLayout(prefix: configuration.keyPrefix)
         self.isFenced = isFenced
-        self.slots = Array(repeating: isFenced ? .notOwned : .serving(epoch: 0), count: slotRange.count)
-        self.scheduler = FlushScheduler(configuration: configuration, now: now)
-        self.unknownPosts = UnknownPostMemory(capacity: max(1, configuration.unknownPostsRemembered),
-                                              lifetime: configuration.unknownPostMemory)
-        self.nextEvictionCheck = now + Self.evictionCheckInterval(configuration)
-        self.deadLetterPins = DeadLetterPins(now: now)
+        self.lane = BatchLane(shard: index, configuration: configuration, isFenced: isFenced)
+        self.flushes = WriteBehind(shard: index, configuration: configuration, isFenced: isFenced, now: now)
+        self.ownership = SlotOwnership(shard: index, slotRange: slotRange, isFenced: isFenced)
+        self.hotSet = HotSet(shard: index, configuration: configuration, isFenced: isFenced, now: now)
     }
 
     // MARK: - The one way in
 
     /// Takes `event` at `now` and appends what to do to `actions`.
     mutating func handle(_ event: Event, now: ContinuousClock.Instant, into actions: inout [Action]) {
-        guard !isFinished else {
+        guard lifecycle != .finished else {
             refuseAfterFinish(event, into: &actions)
             return
         }
         switch event {
-        case .operations(let operations): arrived(operations, now: now, into: &actions)
-        case .queuedOperationsDone(let reply): addBarrier(reply, into: &actions)
-        case .flushAll(let reply): flushAll(reply, now: now, into: &actions)
-        case .requestFlushAll: requestFlushAll()
-        case .recover(let reply): recover(reply)
-        case .claim(let epochs, let reply): claim(epochs, reply: reply, now: now, into: &actions)
-        case .release(let slots, let reply): release(slots, reply: reply, now: now, into: &actions)
-        case .resume(let slots): for slot in slots.sorted() where owns(slot) { move(slot, .resume, now: now, into: &actions) }
-        case .handedOff(let epochs, let alsoDropping, let reply): handedOff(epochs, alsoDropping: alsoDropping, reply: reply, now: now, into: &actions)
+        case .operations(let operations):
+            lane.arrived(operations, accepting: lifecycle == .running, pending: flushes.pendingTotal,
+                         oldestPendingAge: flushes.oldestPendingAge(now: now), into: &actions)
+        case .queuedOperationsDone(let reply): lane.addBarrier(reply, into: &actions)
+        case .flushAll(let reply): route(flushes.flushAll(reply, into: &actions), now: now, into: &actions)
+        case .requestFlushAll: flushes.requestFlushAll()
+        case .recover(let reply): flushes.recover(slotRange, reply: reply)
+        case .claim(let epochs, let reply): route(ownership.claim(epochs, reply: reply, now: now, into: &actions), now: now, into: &actions)
+        case .release(let slots, let reply):
+            route(ownership.release(slots, reply: reply, batchInFlight: lane.isBatchInFlight, now: now, into: &actions), now: now, into: &actions)
+        case .resume(let slots): route(ownership.resume(slots, now: now, into: &actions), now: now, into: &actions)
+        case .handedOff(let epochs, let alsoDropping, let reply):
+            route(ownership.handedOff(epochs, alsoDropping: alsoDropping, reply: reply, now: now, into: &actions), now: now, into: &actions)
         case .drop(let slots, let reply):
-            for slot in slots.sorted() where owns(slot) { move(slot, .drop, now: now, into: &actions) }
+            route(ownership.drop(slots, now: now, into: &actions), now: now, into: &actions)
             actions.append(.reply(reply.with(())))
-        case .resync(let posts, let reply): betweenBatches.append(.resync(posts, reply))
-        case .recheckExistence(let posts): unknownPosts.remove(posts)
-        case .logsUncertain(let slots): wake(scheduler.uncertain(slots.filter(owns)))
+        case .resync(let posts, let reply): lane.enqueue(.resync(posts, reply))
+        case .recheckExistence(let posts): lane.recheckExistence(posts)
+        case .logsUncertain(let slots): flushes.logsUncertain(slots.filter(ownership.owns))
         case .hasPendingChanges(let slot, let reply): askPending(slot, reply: reply, into: &actions)
-        case .pendingBySlot(let reply): actions.append(.reply(reply.with(scheduler.pendingBySlot)))
-        case .pendingLikes(let question, let reply): answerPending(question, reply: reply, into: &actions)
+        case .pendingBySlot(let reply): actions.append(.reply(reply.with(flushes.pendingBySlot)))
+        case .pendingLikes(let question, let reply): actions.append(.reply(reply.with(pendingAnswer(question))))
         case .statistics(let reply): actions.append(.reply(reply.with(currentStats(now: now))))
-        case .stop(let drain): stop(drain: drain, now: now, into: &actions)
-        case .tick:
-            expireParked(now: now, into: &actions)
-            if !repairs.isEmpty { retryRepairs(now: now, into: &actions) }
-        case .redisFailedOver(let slots): redisFailedOver(slots, now: now, into: &actions)
-        case .deciding(let deciding): setDeciding(deciding, now: now, into: &actions)
-        case .slotPostsListed(let results): slotPostsListed(results, now: now, into: &actions)
-        case .flushProgressRead(let result): flushProgressRead(result, now: now, into: &actions)
-        case .discoveryBegan: evictedDuringDiscovery = []
-        case .discovered(let posts): discovered(posts, now: now)
-        case .discoveryEnded: evictedDuringDiscovery = nil
-        case .deadLettersRead(let posts, let started): deadLetterPins.read(posts, startedAt: started)
-        case .shrink(let slots, let count): shrink(slots: slots, count: count)
+        case .stop(let drain): stop(drain: drain, into: &actions)
+        case .timerFired(let timer): timerFired(timer, now: now, into: &actions)
+        case .redisFailedOver(let slots):
+            // The flushes that failed on the dead master need not wait out their backoff: its
+            // replica serves now, and the repair's drain is a flush.
+            flushes.failureResolved()
+            route(ownership.redisFailedOver(slots, batchInFlight: lane.isBatchInFlight, now: now, into: &actions), now: now, into: &actions)
+        case .deciding(let deciding): route(lane.setDeciding(deciding, now: now, into: &actions), now: now, into: &actions)
+        case .slotPostsListed(let results): route(ownership.slotPostsListed(results, now: now, into: &actions), now: now, into: &actions)
+        case .flushProgressRead(let result):
+            route(flushes.flushProgressRead(result, now: now, slots: ownership, into: &actions), now: now, into: &actions)
+        case .discoveryBegan: hotSet.discoveryBegan()
+        case .discovered(let posts): hotSet.discovered(posts, now: now, slots: ownership)
+        case .discoveryEnded: hotSet.discoveryEnded()
+        case .deadLettersRead(let posts, let started): hotSet.deadLettersRead(posts, startedAt: started)
+        case .shrink(let slots, let count):
+            guard lifecycle == .running else { break }
+            let posts = hotSet.toShrink(slots: slots, count: count, slots: ownership, flushes: flushes)
+            if !posts.isEmpty { lane.enqueue(.evict(posts, .memory)) }
 
-        case .batchRedisReplied(let results, let fenced): batchRedisReplied(results, fenced: fenced, now: now, into: &actions)
-        case .replicationAwaited(let outcome): replicationAwaited(outcome, now: now, into: &actions)
-        case .batchPostsFound(let take, let result): batchPostsFound(take: take, result, now: now, into: &actions)
-        case .largePostLoaded(let hydration, let result): largePostLoaded(hydration, result)
-        case .largePostPublished(let post, let result): largePostPublished(post, result, now: now, into: &actions)
-        case .epochKeysRaised(let results): epochKeysRaised(results, now: now, into: &actions)
-        case .logsRescanned(let results): logsRescanned(results, now: now, into: &actions)
-        case .logsRead(let reads, let failure): logsRead(reads, failure: failure, now: now, into: &actions)
-        case .deadLettersAdded(let result): deadLettersAdded(result, now: now, into: &actions)
-        case .flushTransactionEnded(let outcome): flushTransactionEnded(outcome, now: now, into: &actions)
-        case .logsTrimmed(let results, let fenced): logsTrimmed(results, fenced: fenced, now: now, into: &actions)
+        case .batchRedisReplied(let results, let fenced):
+            fence(fenced, why: nil, now: now, into: &actions)
+            route(lane.redisReplied(results, now: now, into: &actions), now: now, into: &actions)
+        case .replicationAwaited(let outcome): route(lane.replicationAwaited(outcome, into: &actions), now: now, into: &actions)
+        case .batchPostsFound(let take, let result): route(lane.postsFound(take: take, result, now: now, into: &actions), now: now, into: &actions)
+        case .warmPostLoaded(let promotion, let result):
+            hotSet.loaded(promotion, result, into: &actions)
+            lane.enqueue(.publish(post: promotion.post))
+        case .promotionPublished(let post, let result): promotionPublished(post, result, now: now, into: &actions)
+        case .epochKeysRaised(let results): route(ownership.epochKeysRaised(results, now: now, into: &actions), now: now, into: &actions)
+        case .logsRescanned(let results):
+            route(flushes.logsRescanned(results, now: now, slots: ownership, into: &actions), now: now, into: &actions)
+        case .logsRead(let reads, let failure):
+            route(flushes.logsRead(reads, failure: failure, now: now, slots: ownership, into: &actions), now: now, into: &actions)
+        case .deadLettersAdded(let result):
+            route(flushes.deadLettersAdded(result, now: now, slots: ownership, into: &actions), now: now, into: &actions)
+        case .flushTransactionEnded(let outcome):
+            route(flushes.flushTransactionEnded(outcome, now: now, slots: ownership, into: &actions), now: now, into: &actions)
+        case .logsTrimmed(let results, let fenced):
+            // What Redis fenced is given up first: a slot that is another node's is not settled.
+            fence(fenced, why: nil, now: now, into: &actions)
+            route(flushes.logsTrimmed(results, now: now, slots: ownership, into: &actions), now: now, into: &actions)
         case .logLengthsRead(let question, let lengths): logLengthsRead(question, lengths, now: now, into: &actions)
         case .postsUnloaded(let purpose, let failed, let fenced): postsUnloaded(purpose, failed: failed, fenced: fenced, now: now, into: &actions)
         }
@@ -302,152 +170,99 @@ struct ShardStateMachine {
     }
 
     /// After every event: start what can start — work between batches, the next batch, a
-    /// flush — and see whether the shard is done.
+    /// flush — see whether the shard is done, and set the timers it wants.
     private mutating func proceed(now: ContinuousClock.Instant, into actions: inout [Action]) {
-        sendClaimRaises(into: &actions)
-        if batch == nil && betweenBatchesRunning == nil { startBetweenBatchesWork(now: now, into: &actions) }
-        if batch == nil && betweenBatchesRunning == nil { startBatch(now: now, into: &actions) }
-        resolveBarriers(into: &actions)
-        if !afterRescan.isEmpty, !(flush.map { if case .rescanning = $0.step { return true } else { return false } } ?? false) {
-            // Logs forgotten meanwhile need no reading: what waited only for them goes on.
-            resolveAfterRescan(failures: [:], now: now, into: &actions)
-        }
-        if stopRequested == true && !schedulerStopped && queued.isEmpty && batch == nil && betweenBatchesRunning == nil
-            && betweenBatches.isEmpty {
+        ownership.sendClaimRaises(into: &actions)
+        if lane.isIdle { startBetweenBatchesWork(now: now, into: &actions) }
+        if lane.isIdle { route(lane.startBatch(now: now, slots: ownership, into: &actions), now: now, into: &actions) }
+        lane.resolveBarriers(into: &actions)
+        route(flushes.resolveForgottenRescans(into: &actions), now: now, into: &actions)
+        if lifecycle == .draining(flusherStopping: false) && lane.isDrained {
             // Everything queued before the stop is decided and noted: now the flusher drains.
-            schedulerStopped = true
-            wake(scheduler.stop(drain: true))
+            lifecycle = .draining(flusherStopping: true)
+            flushes.stop(drain: true)
         }
-        driveFlushLoop(now: now, into: &actions)
-        if flushLoop == .finished && batch == nil && betweenBatchesRunning == nil {
-            finish(now: now, into: &actions)
+        route(flushes.driveLoop(now: now, slots: ownership, into: &actions), now: now, into: &actions)
+        if flushes.isFinished && lane.isIdle { finish(now: now, into: &actions) }
+        setTimers(now: now, into: &actions)
+    }
+
+    /// Sets (or cancels) each timer whose deadline changed since it was last set. An eviction
+    /// that is due while the lane is busy needs no timer: it starts when the lane is next idle
+    /// (and none starts while the shard stops).
+    private mutating func setTimers(now: ContinuousClock.Instant, into actions: inout [Action]) {
+        for timer in Timer.allCases {
+            let wanted: ContinuousClock.Instant?
+            switch lifecycle == .finished ? nil : timer {
+            case .flush?: wanted = flushes.wakeUpDeadline
+            case .eviction?: wanted = hotSet.evictionDeadline.flatMap { lifecycle == .running && $0 > now ? $0 : nil }
+            case .parkedOperations?: wanted = lane.parkedDeadline
+            case .repairRetry?: wanted = ownership.nextRepairRetry
+            case nil: wanted = nil
+            }
+            guard wanted != timers[timer.rawValue] else { continue }
+            timers[timer.rawValue] = wanted
+            actions.append(wanted.map { .setTimer(timer, at: $0) } ?? .cancelTimer(timer))
         }
     }
 
-    /// The earliest time the machine wants a `tick`: the flush loop's deadline, or when the
-    /// first parked operation gives up; `nil` when nothing waits for time.
-    var nextDeadline: ContinuousClock.Instant? {
-        var earliest: ContinuousClock.Instant?
-        if case .sleeping(let until?) = flushLoop { earliest = until }
-        if configuration.hotIdle != nil && !hotPosts.isEmpty { earliest = min(earliest ?? nextEvictionCheck, nextEvictionCheck) }
-        for parked in slotParked.values {
-            if let first = parked.first?.until { earliest = min(earliest ?? first, first) }
+    /// A timer's deadline came (the shell forgot it as it fired).
+    private mutating func timerFired(_ timer: Timer, now: ContinuousClock.Instant, into actions: inout [Action]) {
+        timers[timer.rawValue] = nil
+        switch timer {
+        case .flush, .eviction: break  // `proceed` looks at the time.
+        case .parkedOperations: lane.expireParked(now: now, slots: ownership, into: &actions)
+        case .repairRetry: ownership.retryRepairs(now: now, into: &actions)
         }
-        if let retry = nextRepairRetry { earliest = min(earliest ?? retry, retry) }
-        return earliest
     }
 
-    /// Operations the shard holds (queued, parked on slots, in the batch in flight excluded):
-    /// they count toward `maximumQueuedOperationsPerShard`.
-    var heldOperations: Int {
-        queued.count + slotParked.values.reduce(0) { $0 + $1.count }
-    }
+    /// Operations the shard holds (queued, parked on slots; the batch in flight excluded): they
+    /// count toward `maximumQueuedOperationsPerShard`.
+    var heldOperations: Int { lane.heldOperations }
 
     /// Whether operations arriving now would be looked at before the batch in flight (or the
     /// work between batches) ends: only then need they wake the loop.
-    var wantsOperations: Bool {
-        batch == nil && betweenBatchesRunning == nil
-    }
+    var wantsOperations: Bool { lane.wantsOperations }
+
+    /// Whether the loop has ended.
+    var isFinished: Bool { lifecycle == .finished }
 
     /// The slots whose state changed since the last call, with their states now.
     mutating func takeChangedSlots() -> [(slot: UInt16, state: SlotLifecycle.State)] {
-        guard !changedSlots.isEmpty else { return [] }
-        defer { changedSlots = [] }
-        return changedSlots.sorted().map { ($0, slotState($0)) }
-    }
-
-    // MARK: - Slots as the rest of the shard reads them
-
-    /// Whether `slot` is one of this shard's.
-    func owns(_ slot: UInt16) -> Bool {
-        slotRange.contains(Int(slot))
+        ownership.takeChangedSlots()
     }
 
     /// `slot`'s state (`notOwned` for another shard's).
     func slotState(_ slot: UInt16) -> SlotLifecycle.State {
-        owns(slot) ? slots[Int(slot) - slotRange.lowerBound] : .notOwned
-    }
-
-    /// The epoch a write between batches (resetting keys) carries for `slot`, or `nil` when
-    /// this node may not write it; `0` for a sole writer.
-    func writeEpoch(_ slot: UInt16) -> Int64? {
-        switch slotState(slot) {
-        case .serving(let epoch), .quiescing(let epoch), .flushing(let epoch), .handingOver(let epoch), .repairing(let epoch): return epoch
-        case .notOwned, .claiming, .draining: return nil
-        }
-    }
-
-    /// The epochs `posts`' slots are written under now, for a write between batches; `nil` for
-    /// a sole writer (unfenced). Posts whose slot may not be written are left out.
-    func writeEpochs(of posts: [Int64]) -> [UInt16: Int64]? {
-        guard isFenced else { return nil }
-        var epochs: [UInt16: Int64] = [:]
-        for post in posts {
-            let slot = HashSlot(post: post).rawValue
-            if let epoch = writeEpoch(slot) { epochs[slot] = epoch }
-        }
-        return epochs
+        ownership.state(of: slot)
     }
 
     // MARK: - Stopping
 
-    /// Refuses new operations; those queued are still decided. With `drain`, the flusher then
-    /// drains everything to PostgreSQL; without, it stops after the flush under way (what is
-    /// left waits in the Redis logs for the next start).
-    private mutating func stop(drain: Bool, now: ContinuousClock.Instant, into actions: inout [Action]) {
-        accepting = false
-        refuseParked(CounterError(code: .shuttingDown, message: "the node is shutting down"), into: &actions)
-        if drain {
-            if stopRequested == nil { stopRequested = true }
-        } else {
-            stopRequested = false
-            schedulerStopped = true
-            wake(scheduler.stop(drain: false))
+    /// Refuses new operations and parked ones (queued ones are still decided); no promotion is
+    /// published. With `drain`, the flusher then drains everything to PostgreSQL; without, it
+    /// stops after the flush under way.
+    private mutating func stop(drain: Bool, into actions: inout [Action]) {
+        lane.refuseAllParked(CounterError(code: .shuttingDown, message: "the node is shutting down"), into: &actions)
+        hotSet.cancelAllPromotions()
+        switch (lifecycle, drain) {
+        case (.running, true):
+            lifecycle = .draining(flusherStopping: false)
+        case (.running, false), (.draining, false):
+            lifecycle = .abandoning
+            flushes.stop(drain: false)
+        case (.draining, true), (.abandoning, _), (.finished, _):
+            break
         }
-    }
-
-    /// Refuses every operation parked on a slot, and cancels the promotions.
-    private mutating func refuseParked(_ error: CounterError, into actions: inout [Action]) {
-        var refused: [(ShardOperation, Result<LikeState, CounterError>)] = []
-        for (_, parked) in slotParked { refused += parked.map { ($0.operation, .failure(error)) } }
-        slotParked = [:]
-        for post in largeLoads.keys { largeLoads[post]!.cancelled = true }
-        if !refused.isEmpty { actions.append(.answer(refused)) }
     }
 
     /// The loop's end: callers still waiting are told nothing more will happen.
     private mutating func finish(now: ContinuousClock.Instant, into actions: inout [Action]) {
-        isFinished = true
-        let stopped = Self.stopped
-        let refused: [(ShardOperation, Result<LikeState, CounterError>)] = queued.map { ($0, .failure(stopped)) }
-        queued = []
-        for (_, load) in largeLoads {
-            if case .loaded(let hydration, _) = load.phase { actions.append(.discardLargePost(hydration)) }
-        }
-        largeLoads = [:]
-        if !refused.isEmpty { actions.append(.answer(refused)) }
-        for id in Array(waiters.keys) { failWaiter(id, with: stopped, now: now, into: &actions) }
-        for item in afterRescan {
-            switch item {
-            case .flushAll(let reply), .recovery(let reply): actions.append(.reply(reply.with(.failure(stopped))))
-            case .drain: break
-            }
-        }
-        afterRescan = []
-        for record in claims { actions.append(.reply(record.reply.with(.failure(stopped)))) }
-        claims = []
-        for record in releases { actions.append(.reply(record.reply.with(.failure(stopped)))) }
-        releases = []
-        for barrier in barriers { actions.append(.reply(barrier.reply.with(()))) }
-        barriers = []
-        for work in betweenBatches + (betweenBatchesRunning.map { [$0] } ?? []) {
-            switch work {
-            case .resync(_, let reply), .resyncUnloading(_, let reply): actions.append(.reply(reply.with([])))
-            case .publish, .dropDeleted, .evict: break
-            }
-        }
-        betweenBatches = []
-        betweenBatchesRunning = nil
+        lifecycle = .finished
+        lane.finish(into: &actions)
+        hotSet.finish(into: &actions)
+        route(flushes.finish(into: &actions), now: now, into: &actions)
+        ownership.finish(into: &actions)
     }
 
     /// Events that come after the end: callers are answered at once; results are dropped.
@@ -459,10 +274,10 @@ struct ShardStateMachine {
         case .flushAll(let reply), .recover(let reply), .release(_, let reply): actions.append(.reply(reply.with(.failure(stopped))))
         case .claim(_, let reply): actions.append(.reply(reply.with(.failure(stopped))))
         case .resync(_, let reply): actions.append(.reply(reply.with([])))
-        case .hasPendingChanges(let slot, let reply): actions.append(.reply(reply.with(scheduler.hasPendingChanges(inSlot: slot))))
-        case .pendingBySlot(let reply): actions.append(.reply(reply.with(scheduler.pendingBySlot)))
+        case .hasPendingChanges(let slot, let reply): actions.append(.reply(reply.with(flushes.hasPendingChanges(inSlot: slot))))
+        case .pendingBySlot(let reply): actions.append(.reply(reply.with(flushes.pendingBySlot)))
         case .pendingLikes(_, let reply): actions.append(.reply(reply.with(.incomplete)))
-        case .statistics(let reply): actions.append(.reply(reply.with(stats)))
+        case .statistics(let reply): actions.append(.reply(reply.with(countedStats)))
         case .logLengthsRead(let question, _):
             if case .pendingQuery(let reply) = question.purpose { actions.append(.reply(reply.with(true))) }
         default: break
@@ -474,23 +289,210 @@ struct ShardStateMachine {
         code: .unavailable,
         message: "this node cannot renew its cluster lease (PostgreSQL does not answer it), so it stops deciding before another node may take its slots; nothing was done: retry (another node serves them soon)",
         retryAfterSeconds: 1)
+    static let lostInFailover = CounterError(
+        code: .unavailable,
+        message: "the change was written to Redis, which lost it (a master that failed over before its replica had it, or a restart without its data): it was not applied; read the state before repeating it",
+        retryAfterSeconds: 1)
 
-    // MARK: - Statistics
-
-    /// The statistics with the backlog figures of `now`.
-    func currentStats(now: ContinuousClock.Instant) -> ShardStats {
-        var current = stats
-        current.shard = index
-        current.pendingChanges = scheduler.pendingTotal
-        current.hotPosts = hotPosts.count
-        current.secondsSinceFlush = (now - scheduler.lastFlush).inSeconds
-        if let oldest = scheduler.oldestDirtySince { current.oldestPendingAgeSeconds = (now - oldest).inSeconds }
-        return current
+    /// An event a machine cannot receive in its state: a bug. It fails in debug builds; in
+    /// release builds it is logged and changes nothing.
+    static func unexpected(_ what: String, shard: Int, state: String, into actions: inout [Action]) {
+        assertionFailure("shard \(shard): \(what) (state: \(state))")
+        actions.append(.log(ShardLogLine(.error, "shard_unexpected_event", [("shard", String(shard)), ("event", what), ("state", state)])))
     }
 
-    /// Counts a Redis or PostgreSQL error.
-    mutating func count(_ error: Error) {
-        if error is RedisError { stats.redisErrors += 1 }
-        if error is PostgresError { stats.postgresErrors += 1 }
+    // MARK: - Routing the machines' effects
+
+    /// What the write-behind asks of the other machines.
+    private mutating func route(_ effects: [WriteBehind.Effect], now: ContinuousClock.Instant, into actions: inout [Action]) {
+        for effect in effects {
+            switch effect {
+            case .drained(let slot, let epoch):
+                route(ownership.drained(slot, epoch: epoch, now: now, into: &actions), now: now, into: &actions)
+            case .drainFailed(let slot, let epoch, let error):
+                route(ownership.drainFailed(slot, epoch: epoch, error: error, now: now, into: &actions), now: now, into: &actions)
+            case .handOffFlushed(let slot, let epoch):
+                route(ownership.handOffFlushed(slot, epoch: epoch, now: now, into: &actions), now: now, into: &actions)
+            case .fenced(let fenced, let why):
+                fence(fenced, why: why, now: now, into: &actions)
+            case .postsMissing(let posts):
+                // The shard forgets the posts and deletes their Redis keys, so the next touch
+                // asks PostgreSQL again (and is refused).
+                lane.rememberMissing(posts, now: now)
+                hotSet.cancelPromotions(of: posts)
+                lane.enqueue(.dropDeleted(posts))
+            case .refusedLettersWritten(let posts):
+                hotSet.lettersWritten(of: posts, at: now)
+            case .lostInRepair(let slot, let lost):
+                ownership.lostInRepair(slot, lost)
+            }
+        }
+    }
+
+    /// What a move of a slot asks of the other machines.
+    private mutating func route(_ effects: [SlotOwnership.Effect], now: ContinuousClock.Instant, into actions: inout [Action]) {
+        for effect in effects {
+            switch effect {
+            case .drainLog(let slot, let epoch): flushes.drain(slot: slot, epoch: epoch)
+            case .flushLog(let slot, let epoch): route(flushes.flushForHandOff(slot: slot, epoch: epoch, into: &actions), now: now, into: &actions)
+            case .forgetBacklog(let slot): route(flushes.forget(slot: slot, into: &actions), now: now, into: &actions)
+            case .admitParked(let slot): lane.admitParked(slot)
+            case .refuseParked(let slot): lane.refuseParked(slot, into: &actions)
+            case .slotGained: hotSet.slotGained(at: now)
+            case .cancelPromotions(let posts): hotSet.cancelPromotions(of: posts)
+            case .postsDropped(let posts): hotSet.forget(posts)
+            case .failureResolved: flushes.failureResolved()
+            }
+        }
+    }
+
+    /// What a batch asks of the other machines.
+    private mutating func route(_ effects: [BatchLane.Effect], now: ContinuousClock.Instant, into actions: inout [Action]) {
+        for effect in effects {
+            switch effect {
+            case .wrote(let completion, let operations, let epochs):
+                flushes.batchWrote(uncertain: completion.uncertainSlots, logged: completion.logged, appended: completion.appended, now: now)
+                hotSet.batchWrote(completion, operations: operations, now: now)
+                if !completion.warmLookups.isEmpty { hotSet.countWarmLookups(completion.warmLookups, epochs: epochs, now: now, into: &actions) }
+            case .answerWhenApplied(let answers, let marks):
+                route(flushes.answerWhenApplied(answers, marks: marks, into: &actions), now: now, into: &actions)
+            case .batchEnded:
+                route(ownership.batchEnded(now: now, into: &actions), now: now, into: &actions)
+            }
+        }
+    }
+
+    /// Redis or PostgreSQL refused writes made under these epochs: the slots are another node's.
+    private mutating func fence(_ fenced: [FencedSlot], why: String?, now: ContinuousClock.Instant, into actions: inout [Action]) {
+        guard !fenced.isEmpty else { return }
+        route(ownership.fenced(fenced, why: why, now: now, into: &actions), now: now, into: &actions)
+    }
+
+    // MARK: - Work between batches
+
+    /// Starts the next item of work between batches, if any (items that need no I/O end at
+    /// once, and the next starts); when none waits, an eviction of idle posts when one is due.
+    private mutating func startBetweenBatchesWork(now: ContinuousClock.Instant, into actions: inout [Action]) {
+        if !lane.hasQueuedWork && lifecycle == .running {
+            let idle = hotSet.idleToEvict(now: now, slots: ownership, flushes: flushes)
+            if !idle.isEmpty { lane.enqueue(.evict(idle, .idle)) }
+        }
+        while let work = lane.takeWork() {
+            switch work {
+            case .publish(let post):
+                if hotSet.publish(post, slotUncertain: flushes.isUncertain(HashSlot(post: post).rawValue), into: &actions) { lane.workRuns(work) }
+            case .resync(let posts, let reply):
+                startResync(posts, reply: reply, into: &actions)
+            case .resyncUnloading:
+                ShardStateMachine.unexpected("a resync's unloading queued", shard: index, state: "between batches", into: &actions)
+            case .dropDeleted(let posts):
+                lane.workRuns(work)
+                actions.append(.unloadPosts(posts, epochs: ownership.writeEpochs(of: posts), .deleted))
+            case .evict(let queued, let reason):
+                let (posts, epochs) = hotSet.stillEvictable(queued, slots: ownership, flushes: flushes)
+                guard !posts.isEmpty else { continue }
+                lane.workRuns(.evict(posts, reason))
+                actions.append(.unloadPosts(posts, epochs: epochs, .evicted(reason)))
+            }
+        }
+    }
+
+    /// A promotion's publication ended.
+    private mutating func promotionPublished(_ post: Int64, _ result: Result<Void, Error>, now: ContinuousClock.Instant, into actions: inout [Action]) {
+        guard case .publish(let running)? = lane.runningWork, running == post else {
+            Self.unexpected("post \(post)'s promotion published while it is not under way", shard: index, state: "\(String(describing: lane.runningWork))",
+                            into: &actions)
+            return
+        }
+        lane.workEnded()
+        hotSet.published(post, result, now: now, into: &actions)
+    }
+
+    /// A resync resets the keys of the posts whose slots have nothing waiting for PostgreSQL
+    /// (PostgreSQL does not have what waits yet). When the books say a slot has changes, its
+    /// log's length is read first: after a failover dropped counted entries, only an empty log
+    /// can tell that nothing waits.
+    private mutating func startResync(_ posts: [Int64], reply: ShardReply<Set<Int64>>, into actions: inout [Action]) {
+        hotSet.cancelPromotions(of: posts)
+        lane.workRuns(.resync(posts, reply))
+        var asked: [UInt16: StreamEntryID?] = [:]
+        for post in posts {
+            let slot = HashSlot(post: post).rawValue
+            let books = flushes.lengthQuestion(slot: slot)
+            if books.pending && !books.uncertain { asked[slot] = books.appended }
+        }
+        if asked.isEmpty {
+            unloadQuiet(posts, reply: reply, into: &actions)
+        } else {
+            actions.append(.readLogLengths(LogLengthQuestion(purpose: .resync, appendedWhenAsked: asked)))
+        }
+    }
+
+    private mutating func unloadQuiet(_ posts: [Int64], reply: ShardReply<Set<Int64>>, into actions: inout [Action]) {
+        let quiet = posts.filter { !flushes.hasPendingChanges(inSlot: HashSlot(post: $0).rawValue) }
+        guard !quiet.isEmpty else {
+            lane.workEnded()
+            actions.append(.reply(reply.with([])))
+            return
+        }
+        lane.workRuns(.resyncUnloading(quiet, reply))
+        actions.append(.unloadPosts(quiet, epochs: ownership.writeEpochs(of: quiet), .resync))
+    }
+
+    /// Posts' keys were deleted (the slots Redis fenced are given up first).
+    private mutating func postsUnloaded(_ purpose: UnloadPurpose, failed: Set<Int64>, fenced: [FencedSlot], now: ContinuousClock.Instant,
+                                        into actions: inout [Action]) {
+        fence(fenced, why: nil, now: now, into: &actions)
+        if case .repaired(let slots) = purpose {
+            route(ownership.repairUnloaded(slots, failed: failed, now: now, into: &actions), now: now, into: &actions)
+            return
+        }
+        switch (purpose, lane.runningWork) {
+        case (.resync, .resyncUnloading(let quiet, let reply)?):
+            lane.workEnded()
+            hotSet.forget(quiet.filter { !failed.contains($0) })
+            actions.append(.reply(reply.with(Set(quiet).subtracting(failed))))
+        case (.evicted(let reason), .evict(let posts, _)?):
+            lane.workEnded()
+            hotSet.evicted(posts, failed: failed, reason: reason)
+        case (.deleted, .dropDeleted(let posts)?):
+            lane.workEnded()
+            hotSet.deletedPostsUnloaded(posts, failed: failed)
+        default:
+            Self.unexpected("posts unloaded (\(purpose)) while no such unloading runs", shard: index,
+                            state: "\(String(describing: lane.runningWork))", into: &actions)
+        }
+    }
+
+    // MARK: - Log lengths
+
+    /// Whether `slot`'s log may hold changes PostgreSQL does not have yet (also when a write's
+    /// outcome there is unknown and the log has not been read again). When the books say so,
+    /// the log's length is read.
+    private mutating func askPending(_ slot: UInt16, reply: ShardReply<Bool>, into actions: inout [Action]) {
+        let books = flushes.lengthQuestion(slot: slot)
+        guard books.pending, !books.uncertain else {
+            actions.append(.reply(reply.with(books.pending)))
+            return
+        }
+        actions.append(.readLogLengths(LogLengthQuestion(purpose: .pendingQuery(reply), appendedWhenAsked: [slot: books.appended])))
+    }
+
+    /// An empty log holds nothing, whatever the books counted; then the question is answered.
+    private mutating func logLengthsRead(_ question: LogLengthQuestion, _ lengths: [UInt16: Int], now: ContinuousClock.Instant,
+                                         into actions: inout [Action]) {
+        route(flushes.logLengthsRead(question, lengths, into: &actions), now: now, into: &actions)
+        switch question.purpose {
+        case .pendingQuery(let reply):
+            let slot = question.appendedWhenAsked.keys.first ?? 0
+            actions.append(.reply(reply.with(flushes.hasPendingChanges(inSlot: slot))))
+        case .resync:
+            guard case .resync(let posts, let reply)? = lane.runningWork else {
+                Self.unexpected("a resync's log lengths while no resync runs", shard: index, state: "\(String(describing: lane.runningWork))",
+                                into: &actions)
+                return
+            }
+            unloadQuiet(posts, reply: reply, into: &actions)
+        }
     }
 }

@@ -64,10 +64,10 @@ public struct WritePathConfiguration: Sendable, Equatable {
     /// A cold post whose `likes_count` is at least this is not loaded by the batch that first
     /// writes it: it turns *warm* (its count and the memberships seen in Redis; other users are
     /// looked up in PostgreSQL), and is loaded whole only once it is busy enough
-    /// (`warmPromotionLookups`), in the background, page by page (`LargePostHydration`), while it
+    /// (`warmPromotionLookups`), in the background, page by page (`WarmPostPromotion`), while it
     /// keeps answering. Smaller posts load inside the batch that first writes them. Defaults to
     /// `10_000`.
-    public var streamingHydrationThreshold: Int64 = 10_000
+    public var warmThreshold: Int64 = 10_000
     /// A warm post is promoted to a whole likers set once this many of its users' memberships
     /// were looked up in PostgreSQL (users its hash did not know) since it turned warm in this
     /// process: then most of its traffic is users Redis cannot answer, and the set, loaded once,

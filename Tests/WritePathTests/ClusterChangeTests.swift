@@ -207,6 +207,7 @@ struct ClusterChangeTests {
             let repairs = stats.reduce(0) { $0 + $1.failoverRepairs }, reported = stats.reduce(0) { $0 + $1.failoverLostChanges }
             #expect(repairs > 0, "the failover's slots were repaired")
             #expect(reported >= lost.count + undone.count, "acknowledged changes lost: \(lost.count + undone.count), reported \(reported)")
+            for line in harness.log.all where line.contains("fail") || line.contains("lost") || line.contains("repair") || line.contains("unexpected") { print("DEBUG \(acknowledgement) \(line.prefix(400))") }
             let reconciler = Reconciler(postgres: harness.pool, redis: harness.redis, layout: harness.layout, service: harness.service)
             let report = try await reconciler.reconcile(posts: posts, after: 0, limit: 1_000, repair: false)
             #expect(report.drifted.isEmpty && report.redisDrifted.isEmpty, "reconcile finds nothing left: \(report)")

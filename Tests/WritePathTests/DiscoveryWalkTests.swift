@@ -24,7 +24,7 @@ struct DiscoveryWalkTests {
         // The posts go idle; a round starts their eviction.
         now += .seconds(3)
         actions = []
-        machine.handle(.tick, now: now, into: &actions)
+        machine.handle(.timerFired(.eviction), now: now, into: &actions)
         let unloading = actions.flatMap { action -> [Int64] in
             if case .unloadPosts(let posts, _, .evicted(.idle)) = action { return posts }
             return []

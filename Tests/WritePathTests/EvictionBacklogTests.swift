@@ -28,23 +28,28 @@ struct EvictionBacklogTests {
                 return []
             }
         }
+        var timers = ModelTimers()
         actions = []
         machine.handle(.discovered([9_000_000]), now: now, into: &actions)
+        actions.forEach { timers.take($0) }
         var round = unloading(actions)
         var rounds: [(evicted: Int, nextIn: Duration)] = []
         var evicted: Set<Int64> = []
         for _ in 0..<20 where evicted.count < posts.count {
             if round.isEmpty {
-                now = max(now, machine.nextDeadline ?? now)
+                let next = try #require(timers.next, "the next round is timed")
+                now = max(now, next.at)
                 actions = []
-                machine.handle(.tick, now: now, into: &actions)
+                for timer in timers.fire(at: now) { machine.handle(.timerFired(timer), now: now, into: &actions) }
+                actions.forEach { timers.take($0) }
                 round = unloading(actions)
                 continue
             }
             evicted.formUnion(round)
             actions = []
             machine.handle(.postsUnloaded(.evicted(.idle), failed: [], fenced: []), now: now, into: &actions)
-            guard let next = machine.nextDeadline else { Issue.record("no next round"); return }
+            actions.forEach { timers.take($0) }
+            guard let next = timers.deadlines[.eviction] else { Issue.record("no next round"); return }
             rounds.append((round.count, next - now))
             round = unloading(actions)
         }

@@ -111,7 +111,7 @@ struct ShardBatchProtocolTests {
     @Test("a small cold post the batch writes is decided on its likers from the lookup and loaded by the write itself, in its slot's transaction")
     func coldPostLoadedByItsWrite() throws {
         var machine = BatchStateMachine(requests: [Self.request(.like, 1, 7), Self.request(.read, 1, 5)], acknowledgement: .redis,
-                                        layout: Self.layout, largePostThreshold: 10)
+                                        layout: Self.layout, warmThreshold: 10)
         _ = machine.start()
         guard case .findPosts(let lookup) = machine.redisReplied([.success([.null, .integer(0), .array([.integer(0), .integer(0)])])]),
               lookup.posts == [1] else {
@@ -140,7 +140,7 @@ struct ShardBatchProtocolTests {
     @Test("a large post not in Redis is decided on its count and its users' memberships and turns warm with the write; the rest goes on")
     func largePostTurnsWarm() throws {
         let requests = [Self.request(.like, 1, 7), Self.request(.like, 2, 8), Self.request(.toggle, 1, 9), Self.request(.like, 3, 7)]
-        var machine = BatchStateMachine(requests: requests, acknowledgement: .redis, layout: Self.layout, largePostThreshold: 10)
+        var machine = BatchStateMachine(requests: requests, acknowledgement: .redis, layout: Self.layout, warmThreshold: 10)
         _ = machine.start()
         let unloaded = RedisReply.array([.integer(0)])
         guard case .findPosts(let lookup) = machine.redisReplied([
@@ -287,7 +287,7 @@ struct ShardBatchProtocolTests {
     func coldGiantRead() throws {
         var redis = RedisModel()
         let run = Self.run([Self.request(.read, 1, 7), Self.request(.count, 1, 0)], redis: &redis,
-                           postgres: PostgresModel(posts: [1], likes: [1: Array(1...1_000)]), largePostThreshold: 100)
+                           postgres: PostgresModel(posts: [1], likes: [1: Array(1...1_000)]), warmThreshold: 100)
         #expect(run.steps == [.read, .findPosts])
         #expect(run.answers == [0: .success(LikeState(postID: 1, userID: 7, isLiked: true, likesCount: 1_000)),
                                 1: .success(LikeState(postID: 1, userID: 0, isLiked: false, likesCount: 1_000))])
@@ -579,7 +579,7 @@ struct ShardBatchProtocolTests {
             // Posts with two likers or more in PostgreSQL turn warm when written cold; the others
             // are loaded whole: both tiers meet every fault.
             let run = Self.run(requests, acknowledgement: acknowledgement, redis: &redis, postgres: postgres,
-                               postgresDown: random.next() % 25 == 0, largePostThreshold: 2) { step, _ in
+                               postgresDown: random.next() % 25 == 0, warmThreshold: 2) { step, _ in
                 guard random.next() % 10 == 0, !(acknowledgement == .memory && step == .write) else { return nil }
                 return [RedisModel.Fault.nodeDown, .lostBeforeRunning, .lostAfterRunning].randomElement(using: &random)
             }
@@ -737,10 +737,10 @@ extension ShardBatchProtocolTests {
     /// Runs `requests` as one batch to its end, the way the shard does, against the models;
     /// `fault` may break any Redis group, `postgresDown` fails every PostgreSQL query.
     static func run(_ requests: [Request], acknowledgement: AcknowledgementMode = .redis, redis: inout RedisModel,
-                    postgres: PostgresModel, postgresDown: Bool = false, largePostThreshold: Int64 = .max,
+                    postgres: PostgresModel, postgresDown: Bool = false, warmThreshold: Int64 = .max,
                     fault: (Step, SlotCommands) -> RedisModel.Fault? = { _, _ in nil }) -> BatchRun {
         var machine = BatchStateMachine(requests: requests, acknowledgement: acknowledgement, layout: layout,
-                                        largePostThreshold: largePostThreshold)
+                                        warmThreshold: warmThreshold)
         var run = BatchRun()
         var action = machine.start()
         while true {

@@ -3,13 +3,14 @@ import Persistence
 import ShardRouter
 @testable import WritePath
 
-/// Redis and PostgreSQL in memory, as a whole shard sees them: Redis is a `RedisModel` (the
-/// batches' commands run as Redis would run them, the logs are its streams, the epoch keys its
-/// strings), PostgreSQL the `posts` and `likes` rows, each log's recorded progress and the slot
-/// table's epochs. `perform` answers every action of `ShardStateMachine` as the real servers
-/// would — fences, the publication script, the flush transaction's epoch check — so a test can
-/// drive shards through batches, flushes, evictions, promotions, crashes and Redis losses with
-/// every interleaving it likes.
+/// Redis and PostgreSQL in memory, as a whole shard sees them — the tests' one fake of the shard's
+/// I/O: Redis is a `RedisModel` (the batches' commands run as Redis would run them, the logs are
+/// its streams, the epoch keys its strings), PostgreSQL the `posts` and `likes` rows, each log's
+/// recorded progress and the slot table's epochs. `perform` answers every I/O action of
+/// `ShardStateMachine` as the real servers would — fences, the publication script, the flush
+/// transaction's epoch check — so a test can drive shards through batches, flushes, evictions,
+/// promotions, crashes and Redis losses with every interleaving it likes (`ShardDriver` drives
+/// one shard step by step; `WholeShardModelTests` several processes at random).
 ///
 /// It also keeps the books a test checks against: the truth (the initial rows with every
 /// change ever appended to a log folded in, in the order Redis took them), every entry appended,
@@ -39,7 +40,7 @@ final class ShardWorld {
     /// The newest entry of each log already folded into `truth`.
     private var folded: [String: StreamEntryID] = [:]
 
-    /// A pool and a client a `LargePostHydration` is built with: never connected (the world
+    /// A pool and a client a `WarmPostPromotion` is built with: never connected (the world
     /// performs its load and publication itself).
     static let idlePool = PostgresPool(configuration: PostgresConfiguration(url: "postgresql://model@127.0.0.1:1/model"))
     static let idleRedis = RedisClient(configuration: RedisConfiguration())
@@ -60,7 +61,7 @@ final class ShardWorld {
     // MARK: - Books
 
     /// Folds the entries Redis's logs gained since the last call into `truth`.
-    private func foldAppends() {
+    func foldAppends() {
         for (log, entries) in redis.streams {
             for entry in entries where folded[log].map({ entry.id > $0 }) ?? true {
                 folded[log] = entry.id
@@ -89,6 +90,36 @@ final class ShardWorld {
                 progress[log] = entry.id
             }
         }
+    }
+
+    /// Appends one entry of `changes` to `slot`'s log, as another process's batch did (the shard
+    /// driven knows nothing of it): its id.
+    @discardableResult
+    func appendLogEntry(_ changes: [LikeChange], slot: UInt16) -> StreamEntryID {
+        let reply = redis.run(RedisCommand.xadd(logKey(slot), fields: [(ChangeLogEntry.packedField, ChangeLogEntry.pack(changes))]))
+        foldAppends()
+        return StreamEntryID(reply.string ?? "")!
+    }
+
+    /// The newest entry of `slot`'s log, if any.
+    func newestEntry(_ slot: UInt16) -> StreamEntryID? {
+        redis.streams[logKey(slot)]?.last?.id
+    }
+
+    /// Redis loses what `slot`'s log holds (a failover before its replica had it, a restart
+    /// without its data), and nothing else.
+    func loseLog(_ slot: UInt16) {
+        redis.streams[logKey(slot)] = []
+    }
+
+    /// Another node takes `slots` for good: PostgreSQL's slot table and Redis's epoch keys give
+    /// each the epoch after the one PostgreSQL has (a shard still writing under the old one is
+    /// refused by both).
+    @discardableResult
+    func anotherNodeTakes(_ slots: [UInt16]) -> [UInt16: Int64] {
+        let epochs = takeOver(slots)
+        for (slot, epoch) in epochs { redis.strings[epochKey(slot)] = String(epoch) }
+        return epochs
     }
 
     /// Another node wins `slots`: PostgreSQL's slot table gives each the epoch after the one it has.
@@ -149,7 +180,7 @@ final class ShardWorld {
         let lost = RedisError(code: .connectionLost, message: "model: the connection broke")
         let redisFault = trouble.redis
         switch action {
-        case .answer, .answerBatch, .reply, .log:
+        case .answer, .answerBatch, .reply, .log, .setTimer, .cancelTimer:
             fatalError("the shell performs \(action)")
 
         case .batchRedis(let groups, let epochs):
@@ -176,25 +207,25 @@ final class ShardWorld {
             let model = PostgresModel(posts: posts, likes: likes.mapValues { $0.sorted() })
             return .batchPostsFound(take: take, .success(model.lookUp(lookup)))
 
-        case .loadLargePost(let post):
-            let hydration = LargePostHydration(post: post, pool: Self.idlePool, redis: Self.idleRedis, layout: layout,
+        case .loadWarmPost(let post):
+            let promotion = WarmPostPromotion(post: post, pool: Self.idlePool, redis: Self.idleRedis, layout: layout,
                                                pageSize: 3)
             if trouble.postgresBeforeCommit != nil || redisFault == .lostBeforeRunning || redisFault == .nodeDown {
-                return .largePostLoaded(hydration, .failure(lost))
+                return .warmPostLoaded(promotion, .failure(lost))
             }
             let users = likes[post] ?? []
-            if !users.isEmpty { redis.sets[hydration.loading, default: []].formUnion(users.map(String.init)) }
-            if redisFault == .lostAfterRunning { return .largePostLoaded(hydration, .failure(lost)) }
-            return .largePostLoaded(hydration, .success(users.count))
+            if !users.isEmpty { redis.sets[promotion.loading, default: []].formUnion(users.map(String.init)) }
+            if redisFault == .lostAfterRunning { return .warmPostLoaded(promotion, .failure(lost)) }
+            return .warmPostLoaded(promotion, .success(users.count))
 
-        case .publishLargePost(let hydration, let loaded, let epoch):
-            if redisFault == .lostBeforeRunning || redisFault == .nodeDown { return .largePostPublished(post: hydration.post, .failure(lost)) }
-            let result = publish(hydration, loaded: loaded, epoch: epoch)
-            if redisFault == .lostAfterRunning { return .largePostPublished(post: hydration.post, .failure(lost)) }
-            return .largePostPublished(post: hydration.post, result)
+        case .publishPromotion(let promotion, let loaded, let epoch):
+            if redisFault == .lostBeforeRunning || redisFault == .nodeDown { return .promotionPublished(post: promotion.post, .failure(lost)) }
+            let result = publish(promotion, loaded: loaded, epoch: epoch)
+            if redisFault == .lostAfterRunning { return .promotionPublished(post: promotion.post, .failure(lost)) }
+            return .promotionPublished(post: promotion.post, result)
 
-        case .discardLargePost(let hydration):
-            if redisFault == nil { redis.sets[hydration.loading] = nil }
+        case .discardPromotion(let promotion):
+            if redisFault == nil { redis.sets[promotion.loading] = nil }
             return nil
 
         case .raiseEpochKeys(let epochs, let forClaim, let then):
@@ -228,7 +259,7 @@ final class ShardWorld {
         case .readLogs(let slots, let changesPerSlot):
             if redisFault != nil { return .logsRead([:], failure: lost) }
             var reads: [UInt16: LogRead] = [:]
-            for slot in slots { reads[slot] = ShardModel.read(redis.streams[logKey(slot)] ?? [], changesPerSlot: changesPerSlot) }
+            for slot in slots { reads[slot] = Self.read(redis.streams[logKey(slot)] ?? [], changesPerSlot: changesPerSlot) }
             return .logsRead(reads, failure: nil)
 
         case .addDeadLetters(let letters, _):
@@ -301,9 +332,23 @@ final class ShardWorld {
         }
     }
 
+    /// A log's `entries` read as the flusher reads them: in slices sized by `LogRead`, up to
+    /// `changesPerSlot` changes.
+    static func read(_ entries: [StreamEntry], changesPerSlot: Int) -> LogRead {
+        var read = LogRead()
+        var rest = entries[...]
+        while !rest.isEmpty {
+            let asked = read.nextSliceSize(changesPerSlot: changesPerSlot)
+            let slice = Array(rest.prefix(asked))
+            rest = rest.dropFirst(slice.count)
+            if !read.take(slice, asked: asked, changesPerSlot: changesPerSlot) { break }
+        }
+        return read
+    }
+
     /// `PostHydration.publishScript`, run on the model: all or nothing.
-    private func publish(_ hydration: LargePostHydration, loaded: Int, epoch: Int64?) -> Result<Void, Error> {
-        let post = hydration.post
+    private func publish(_ promotion: WarmPostPromotion, loaded: Int, epoch: Int64?) -> Result<Void, Error> {
+        let post = promotion.post
         let slot = HashSlot(post: post).rawValue
         if let epoch, redis.strings[epochKey(slot)] != String(epoch) {
             return .failure(RedisError(code: .fenced, message: "FENCED model"))
@@ -312,16 +357,16 @@ final class ShardWorld {
         guard marker(post) == "warm", let hash = redis.hashes[warmKey], let count = hash["n"].flatMap({ Int($0) }) else {
             return .failure(RedisError(code: .server, message: "GONE the post is no longer warm in Redis"))
         }
-        var set = redis.sets[hydration.loading] ?? []
+        var set = redis.sets[promotion.loading] ?? []
         guard set.count == loaded else { return .failure(RedisError(code: .server, message: "INCOMPLETE model")) }
         for (field, value) in hash where field != "n" {
             if value == "1" { set.insert(field) } else { set.remove(field) }
         }
         guard set.count == count else {
-            redis.sets[hydration.loading] = set
+            redis.sets[promotion.loading] = set
             return .failure(RedisError(code: .server, message: "MISMATCH model"))
         }
-        redis.sets[hydration.loading] = nil
+        redis.sets[promotion.loading] = nil
         redis.sets[layout.likers(ofPost: post)] = set.isEmpty ? nil : set
         redis.hashes[warmKey] = nil
         redis.strings[layout.hydratedMarker(ofPost: post)] = "1"

@@ -319,7 +319,7 @@ struct WritePathBehaviourTests {
             configuration.warmPromotionLookups = 5
         }
         let (large, small) = (harness.posts[0], harness.posts[1])
-        let likers = ShardStateMachine.largePostLikers
+        let likers = HotSet.largePostLikers
         try await harness.addLikers(likers, to: large)
         // A write turns the large post warm; reads of users it does not know promote it.
         #expect(try await harness.service.perform(.like, post: large, user: Int64(likers) + 1).likesCount == Int64(likers) + 1)

@@ -131,7 +131,7 @@ struct WritePathTests {
     func coldReadsFromPostgres(redis: RedisTarget) async throws {
         let harness = try await WritePathHarness.start(posts: 40, redis: redis) { configuration in
             // A cold read ignores the size that makes a write load a post in the background.
-            configuration.streamingHydrationThreshold = 10
+            configuration.warmThreshold = 10
         }
         let post = harness.posts[0]
         try await harness.addLikers(30, to: post)
@@ -267,7 +267,7 @@ struct WritePathTests {
           arguments: RedisTarget.allCases)
     func largePostTurnsWarm(redis: RedisTarget) async throws {
         let harness = try await WritePathHarness.start(posts: 1, redis: redis) { configuration in
-            configuration.streamingHydrationThreshold = 1_000
+            configuration.warmThreshold = 1_000
             configuration.flushOnlyWhenAsked()
             configuration.hotIdle = nil
         }
@@ -335,7 +335,7 @@ struct WritePathTests {
           arguments: RedisTarget.allCases)
     func warmPostPromoted(redis: RedisTarget) async throws {
         let harness = try await WritePathHarness.start(posts: 1, redis: redis) { configuration in
-            configuration.streamingHydrationThreshold = 1_000
+            configuration.warmThreshold = 1_000
             configuration.warmPromotionLookups = 40
             configuration.hydrationPageSize = 300
             configuration.hotIdle = nil

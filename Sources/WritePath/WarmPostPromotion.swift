@@ -9,7 +9,7 @@ import ShardRouter
 /// with it, drops the hash and sets the marker — between its batches
 /// (`publish`), so no batch ever sees part of the likers. The pages need no fence: the loading
 /// set is this attempt's alone, and only the publication makes it count.
-struct LargePostHydration: Sendable {
+struct WarmPostPromotion: Sendable {
     let post: Int64
     let pool: PostgresPool
     let redis: RedisClient
