@@ -57,6 +57,9 @@ struct FlushRun {
     var readCounts: [UInt16: (entries: Int, changes: Int)] = [:]
     /// Slots whose read stopped at its budget rather than at the log's end.
     var fullReads: Set<UInt16> = []
+    /// Per slot, the ids of the entries read (malformed ones included): the log's head, up to
+    /// `newestRead`.
+    var entriesRead: [UInt16: Set<StreamEntryID>] = [:]
 
     /// Posts found missing in PostgreSQL, whose changes are dead letters already.
     var knownMissing: Set<Int64> = []
@@ -82,6 +85,7 @@ struct FlushRun {
         for slot in plan?.slots.map(\.slot) ?? [] {
             guard let read = reads[slot] else { continue }
             if read.mayHaveMore { fullReads.insert(slot) }
+            entriesRead[slot] = Set(read.entries.map(\.id))
             let log = layout.changeLog(of: HashSlot(rawValue: slot)!)
             for (entry, changes) in zip(read.entries, read.changes) {
                 newestRead[slot] = entry.id

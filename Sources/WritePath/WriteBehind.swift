@@ -627,15 +627,29 @@ struct WriteBehind {
         }
         var satisfied: [FlushScheduler.WaiterID] = []
         var effects: [Effect] = []
+        var lost = 0
         for (slot, newest) in run.newestRead.sorted(by: { $0.key < $1.key }) where stillHeld(slot, by: run, slots: slots) {
+            // The read took the log's head up to `newest`: an entry noted in it up to there that
+            // the read did not meet, and PostgreSQL did not have before, is gone from Redis (a
+            // failover, a restart without its data) — it was not applied. Its waiters are told so,
+            // not that it was applied, and its changes are counted lost, not quietly dropped.
+            let read = run.entriesRead[slot] ?? []
+            for id in scheduler.takeWaitersOfLostEntries(slot: slot, present: read, through: newest) {
+                effects += failWaiter(id, with: ShardStateMachine.lostInFailover, into: &actions)
+            }
+            lost += pendingLikes.dropMissing(slot: slot, present: read, through: newest).count
             // The trim removes exactly the entries read (the read began at the log's start); the
             // scheduler counts changes.
             let removedEntries = (results[slot].flatMap { try? $0.get() }) ?? 0
-            let read = run.readCounts[slot] ?? (0, 0)
-            let removed = removedEntries >= read.entries ? read.changes : removedEntries
+            let counts = run.readCounts[slot] ?? (0, 0)
+            let removed = removedEntries >= counts.entries ? counts.changes : removedEntries
             pendingLikes.applied(slot: slot, through: newest)
             satisfied += scheduler.settled(slot: slot, removed: removed, applied: newest,
                                            stillDirtySince: run.fullReads.contains(slot) ? nil : run.startedAt)
+        }
+        if lost > 0 {
+            counters.failoverLostChanges += lost
+            actions.append(.log(ShardLogLine(.error, "redis_lost_changes", [("shard", String(shard)), ("changes", String(lost))])))
         }
         counters.flushTransactions += run.entries.isEmpty ? 0 : 1
         counters.flushedEntries += run.entries.count + run.malformed.count

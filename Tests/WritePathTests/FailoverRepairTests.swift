@@ -69,6 +69,29 @@ struct FailoverRepairTests {
         #expect(driver.world.applied[kept] == 1 && driver.world.applied[lostEntry] == nil)
     }
 
+    @Test("a flush that reads past an entry Redis lost (newer entries written since) reports it lost: its waiter is told so, not that it was applied")
+    func entryLostBeneathNewerOnes() throws {
+        let driver = Flushes.driver()
+        Self.claimAll(driver)
+        // E1 is noted and a caller waits for it; the flush it starts reads the log later.
+        let (lostEntry, _) = try Self.append(driver, user: 1, slot: 0)
+        driver.deliver(.flushAll(driver.reply("first")))
+        let held = driver.run(holding: { if case .readLogs = $0 { return true } else { return false } })
+        try #require(held.count == 1, "the flush's read waits")
+        // Redis loses E1 (a failover), and a newer entry E2 lands in the same log before the read.
+        driver.world.loseLog(0)
+        let (newer, _) = try Self.append(driver, user: 2, slot: 0)
+        try #require(newer > lostEntry)
+        driver.perform(held[0])
+        driver.deliver(.flushAll(driver.reply("second")))
+        driver.run(rounds: 400)
+        let replies = driver.replies.all
+        #expect(replies.contains { $0.hasPrefix("first: failure") && $0.contains("lost") }, "\(replies)")
+        #expect(replies.contains("second: success()"), "\(replies)")
+        #expect(driver.world.applied[newer] == 1 && driver.world.applied[lostEntry] == nil)
+        #expect(driver.machine.currentStats(now: driver.now).failoverLostChanges == 1)
+    }
+
     @Test("a failed read of PostgreSQL's progress ends the flush as a failure: the next one comes after a back-off")
     func failedProgressReadBacksOff() throws {
         let driver = Flushes.driver()
