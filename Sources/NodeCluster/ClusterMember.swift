@@ -88,6 +88,8 @@ public actor ClusterMember: Service {
     private let counters = Mutex(Counters())
     /// Until when the lease lets this node decide, and the renewals' round trips.
     private nonisolated let leaseValidity: Mutex<LeaseValidity>
+    /// Rung whenever the lease's validity changes (`updateLease`): the watch looks again.
+    private nonisolated let leaseChanged = LoopAlarm()
     /// Pings Redis before each renewal: a node that reaches no Redis master cannot serve its
     /// slots, so it lets its lease run out and the nodes that can take them.
     private nonisolated let redisPing: RedisClient
@@ -129,7 +131,7 @@ public actor ClusterMember: Service {
         if let url { advertised = url }
         let sent = ContinuousClock.now
         incarnationNumber = try await register()
-        leaseValidity.withLock { $0.granted(sentAt: sent, answeredAt: .now) }
+        updateLease { $0.granted(sentAt: sent, answeredAt: .now) }
         try await table.createRows()
         log.log(.info, "joined", ["node": configuration.nodeID, "incarnation": String(incarnationNumber),
                                   "advertise_url": advertised])
@@ -243,7 +245,7 @@ public actor ClusterMember: Service {
                                                               lease: configuration.lease)
                 if renewal == .superseded { throw Superseded(nodeID: configuration.nodeID) }
                 let now = ContinuousClock.now
-                leaseValidity.withLock {
+                updateLease {
                     $0.granted(sentAt: asked, answeredAt: now)
                     // Cut off for longer than the lease: another node may hold the slots now.
                     if renewal == .renewedAfterLapse { $0.lapsed(at: asked) }
@@ -285,17 +287,18 @@ public actor ClusterMember: Service {
         }
     }
 
-    /// Until cancelled, every 50 ms: when the lease's time as this node counts it runs out (no
+    /// Until cancelled: when the lease's time as this node counts it runs out (no
     /// renewal got through: PostgreSQL cut off, or too slow), the node stops deciding — its
     /// shards refuse operations on its slots — well before another node may take them; when a
     /// renewal gets through again, it decides again (a slot another node took meanwhile is
-    /// fenced, and dropped by the next round).
+    /// fenced, and dropped by the next round). It sleeps until the lease runs out by this node's
+    /// clock, or until a renewal or a round changes what the lease says (`leaseChanged`).
     private nonisolated func watchLease() async {
         // Unknown at first: the shards are told the lease's state at once (a second watch, on
         // the way out, must not assume what the first last told them).
         var deciding: Bool?
         while !Task.isCancelled {
-            let valid = leaseValidity.withLock { $0.isValid(at: .now) }
+            let (valid, validUntil) = leaseValidity.withLock { ($0.isValid(at: .now), $0.validUntil) }
             if valid != deciding {
                 if deciding == nil {
                     deciding = valid
@@ -307,8 +310,14 @@ public actor ClusterMember: Service {
                         ["node": configuration.nodeID, "deciding": String(valid)])
                 await service.setDeciding(valid)
             }
-            try? await Task.sleep(for: .milliseconds(50))
+            await leaseChanged.sleep(until: valid ? validUntil : nil)
         }
+    }
+
+    /// Changes the lease's validity and wakes the watch.
+    private nonisolated func updateLease(_ change: (inout LeaseValidity) -> Void) {
+        leaseValidity.withLock { change(&$0) }
+        leaseChanged.ring()
     }
 
     /// Runs a round every `roundInterval` (sooner when `roundSoon()` rings) until cancelled.
@@ -322,7 +331,7 @@ public actor ClusterMember: Service {
             do {
                 let started = ContinuousClock.now
                 handedOff = try await round()
-                leaseValidity.withLock { $0.roundCompleted(startedAt: started) }
+                updateLease { $0.roundCompleted(startedAt: started) }
             } catch {
                 handedOff = 0
                 counters.withLock { $0.failedRounds += 1 }

@@ -45,6 +45,14 @@ public final class HTTPServer: Service {
     /// connection or daemon that is gone, and libmicrohttpd never sees a suspended connection
     /// at `MHD_stop_daemon` (it aborts the process then).
     private let suspended = Mutex(SuspendedRequests())
+    /// Answers handed to the library on resumed connections and not yet sent (their request
+    /// has not completed): `stop()` lets them go out before the daemon goes.
+    private let sending = Atomic<Int>(0)
+    /// Set when `stop()` begins (what `SuspendedRequests.closed` says, without its lock).
+    private let stopping = Atomic<Bool>(false)
+    /// Rung when the last suspended request is answered, or the last answer sent, while
+    /// `stop()` waits for it.
+    private let settled = LoopAlarm()
 
     private struct SuspendedRequests {
         var entries: [ObjectIdentifier: (connection: ConnectionHandle, state: RequestState)] = [:]
@@ -133,23 +141,28 @@ public final class HTTPServer: Service {
     public func stop(timeout: Duration = .seconds(10)) async {
         guard let daemon = state.withLock({ state in defer { state.daemon = nil }; return state.daemon }) else { return }
         suspended.withLock { $0.closed = true }
+        stopping.store(true, ordering: .releasing)
         let socket = await loop.quiesce()
         if socket >= 0 { close(socket) }
         let deadline = ContinuousClock.now + timeout
         while suspended.withLock({ !$0.entries.isEmpty }) && ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(10))
+            await settled.sleep(until: deadline)
         }
         let late = suspended.withLock { table in
             for (_, entry) in table.entries {
                 entry.state.response.withLock { $0 = handler.response(for: .shuttingDown) }
-                MHD_resume_connection(entry.connection.pointer)
+                resume(entry)
             }
             defer { table.entries.removeAll() }
             return table.entries.count
         }
         if late > 0 { loop.connectionResumed() }
-        // Give resumed connections a moment to send their answers before the daemon goes.
-        try? await Task.sleep(for: .milliseconds(100))
+        // The resumed connections send their answers before the daemon goes (at most a second:
+        // a client that does not read keeps its answer unsent).
+        let sent = ContinuousClock.now + .seconds(1)
+        while sending.load(ordering: .acquiring) > 0 && ContinuousClock.now < sent {
+            await settled.sleep(until: sent)
+        }
         await loop.stop()
         MHD_stop_daemon(daemon.pointer)
     }
@@ -181,13 +194,29 @@ public final class HTTPServer: Service {
     /// Stores the answer of a suspended request and resumes its connection — unless `stop()`
     /// has already answered it.
     private func answer(_ key: ObjectIdentifier, with response: HTTPResponse) {
-        let resumed = suspended.withLock { table in
-            guard let entry = table.entries.removeValue(forKey: key) else { return false }
+        let (resumed, lastOne) = suspended.withLock { table -> (Bool, Bool) in
+            guard let entry = table.entries.removeValue(forKey: key) else { return (false, false) }
             entry.state.response.withLock { $0 = response }
-            MHD_resume_connection(entry.connection.pointer)
-            return true
+            resume(entry)
+            return (true, table.closed && table.entries.isEmpty)
         }
         if resumed { loop.connectionResumed() }
+        if lastOne { settled.ring() }
+    }
+
+    /// Resumes a suspended connection whose answer is stored (under the `suspended` lock); its
+    /// answer is being sent until its request completes.
+    private func resume(_ entry: (connection: ConnectionHandle, state: RequestState)) {
+        entry.state.sending.store(true, ordering: .relaxed)
+        sending.add(1, ordering: .relaxed)
+        MHD_resume_connection(entry.connection.pointer)
+    }
+
+    /// The library is done with a request whose connection was resumed (its answer sent, or
+    /// the connection gone).
+    fileprivate func answerSent() {
+        let left = sending.subtract(1, ordering: .acquiringAndReleasing).newValue
+        if left == 0 && stopping.load(ordering: .acquiring) { settled.ring() }
     }
 
     /// The headers the handler asked for, of the request on `connection`.
@@ -292,6 +321,9 @@ private final class RequestState: Sendable {
     let tooLarge = Atomic<Bool>(false)
     let dispatched = Atomic<Bool>(false)
     let response = Mutex<HTTPResponse?>(nil)
+    /// The request was suspended and its connection resumed with its answer: the server counts
+    /// it as being sent until it completes.
+    let sending = Atomic<Bool>(false)
 
     init(target: UnsafePointer<CChar>?) {
         let length = target.map { strlen($0) } ?? 0
@@ -384,6 +416,10 @@ private func requestCompleted(
     _ requestContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?, _ code: MHD_RequestTerminationCode
 ) {
     guard let requestContext, let stored = requestContext.pointee else { return }
-    Unmanaged<RequestState>.fromOpaque(stored).release()
+    let state = Unmanaged<RequestState>.fromOpaque(stored)
+    if let context, state.takeUnretainedValue().sending.load(ordering: .relaxed) {
+        Unmanaged<HTTPServer>.fromOpaque(context).takeUnretainedValue().answerSent()
+    }
+    state.release()
     requestContext.pointee = nil
 }

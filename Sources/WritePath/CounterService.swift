@@ -289,6 +289,9 @@ public final class CounterService: Service {
         if configuration.acknowledgement == .memory { _ = await shard.ask { .queuedOperationsDone($0) } }
         let deadline = ContinuousClock.now + configuration.slotMoveWait
         var flushed = false
+        // A slot that is moving is asked again once it has moved (or at the deadline).
+        let watch = ownership.watch()
+        defer { watch.end() }
         while true {
             switch await shard.ask({ .pendingLikes(question, $0) }) {
             case .changes(let changes):
@@ -311,7 +314,8 @@ public final class CounterService: Service {
                 flushed = true
                 continue
             }
-            try await Task.sleep(for: .milliseconds(20))
+            await watch.waitForMove(until: deadline)
+            try Task.checkCancellation()
         }
     }
 

@@ -1,3 +1,4 @@
+import CounterCore
 import ShardRouter
 import Synchronization
 
@@ -36,6 +37,8 @@ public final class OwnedSlots: Sendable {
     public let isFenced: Bool
     private let states: Mutex<[State]>
     private let fencedCount = Atomic<Int>(0)
+    /// Who waits for a slot to move (`watch()`), each on an alarm of its own.
+    private let watchers = Mutex<[ObjectIdentifier: LoopAlarm]>([:])
 
     /// Writes refused because this node no longer held the slot's epoch: by Redis, by
     /// PostgreSQL's check in the flush, or before sending (the slot was given up meanwhile).
@@ -74,9 +77,41 @@ public final class OwnedSlots: Sendable {
         states.withLock { $0 }
     }
 
-    /// Publishes `slot`'s state: called by the shard that owns the slot, after it moved.
+    /// Publishes `slot`'s state: called by the shard that owns the slot, after it moved (a sole
+    /// writer's slots are always served as far as the rest of the node knows, but their moves —
+    /// a repair — still wake the watches).
     func publish(_ slot: UInt16, _ state: State) {
-        guard isFenced else { return }
-        states.withLock { $0[Int(slot)] = state }
+        if isFenced { states.withLock { $0[Int(slot)] = state } }
+        let waiting = watchers.withLock { $0.isEmpty ? [] : Array($0.values) }
+        for alarm in waiting { alarm.ring() }
+    }
+
+    /// A watch of the slots' moves, begun now: `waitForMove(until:)` returns once a slot has
+    /// moved since (at once if one has), or at the deadline. Begin it before asking whatever
+    /// may answer "the slot is moving", so that a move in between is not missed.
+    func watch() -> SlotWatch {
+        let alarm = LoopAlarm()
+        watchers.withLock { $0[ObjectIdentifier(alarm)] = alarm }
+        return SlotWatch(alarm: alarm, slots: self)
+    }
+
+    fileprivate func endWatch(_ alarm: LoopAlarm) {
+        watchers.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(alarm)) }
+    }
+}
+
+/// A watch of a node's slot moves (`OwnedSlots.watch()`); `end()` it when done.
+struct SlotWatch: Sendable {
+    fileprivate let alarm: LoopAlarm
+    fileprivate let slots: OwnedSlots
+
+    /// Returns once a slot has moved since the watch began (or since the last return), or at
+    /// `deadline`.
+    func waitForMove(until deadline: ContinuousClock.Instant) async {
+        await alarm.sleep(until: deadline)
+    }
+
+    func end() {
+        slots.endWatch(alarm)
     }
 }
