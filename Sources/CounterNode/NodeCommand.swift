@@ -2,6 +2,7 @@ import CounterCore
 import Foundation
 import OperatorCommands
 import Persistence
+import PostgresDriver
 import UserTokens
 import WritePath
 

@@ -3,7 +3,8 @@ import Foundation
 import NodeAPI
 import NodeCluster
 import NodeHTTP
-import Persistence
+import PostgresDriver
+import RedisDriver
 import UserTokens
 import WritePath
 

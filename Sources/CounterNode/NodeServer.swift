@@ -4,7 +4,8 @@ import Foundation
 import NodeAPI
 import NodeCluster
 import NodeHTTP
-import Persistence
+import PostgresDriver
+import RedisDriver
 import Synchronization
 import UserTokens
 import WritePath

@@ -4,6 +4,8 @@ import Foundation
 import NodeCluster
 import NodeHTTP
 import Persistence
+import PostgresDriver
+import RedisDriver
 import ShardRouter
 import UserTokens
 import WritePath

@@ -1,4 +1,5 @@
 import Persistence
+import RedisDriver
 import WritePath
 
 /// The write path's figures in Prometheus text format.

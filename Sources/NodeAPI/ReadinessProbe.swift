@@ -2,6 +2,8 @@ import Foundation
 import NodeCluster
 import NodeHTTP
 import Persistence
+import PostgresDriver
+import RedisDriver
 import Synchronization
 import WritePath
 

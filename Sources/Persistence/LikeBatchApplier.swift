@@ -1,3 +1,6 @@
+import PostgresDriver
+import RedisDriver
+
 /// Applies a batch of like changes to PostgreSQL: the write-behind flusher's core. The batch is
 /// reduced to the last change per (user, post) here, in log order; the posts it names are locked
 /// against deletion (`FOR KEY SHARE`, one index probe per distinct post) and those that do not

@@ -1,3 +1,5 @@
+import PostgresDriver
+
 /// The change events' outbox, `counter_like_events`: what the flusher wrote there (with events
 /// on, in the same transaction as the `likes` rows they describe), read in id order, and pruned
 /// by age. Ids come from `counter_event_clock` in commit order and without gaps (a flush that

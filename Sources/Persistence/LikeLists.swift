@@ -1,3 +1,5 @@
+import PostgresDriver
+
 /// The lists of likes as PostgreSQL has them, newest first: a post's likers
 /// (`likes_post_id_created_at_index`) and a user's likes (`likes_user_id_created_at_index`),
 /// one keyset page at a time.

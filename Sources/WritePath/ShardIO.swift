@@ -1,6 +1,8 @@
 import CounterCore
 import Foundation
 import Persistence
+import PostgresDriver
+import RedisDriver
 import ShardRouter
 
 /// The I/O a shard's actions name, against Redis and PostgreSQL: each call performs one action

@@ -1,4 +1,5 @@
 import Persistence
+import RedisDriver
 import ShardRouter
 
 /// Operations, batches and large posts: what arrives, who waits where, and one batch at a time

@@ -1,5 +1,6 @@
 import CounterCore
 import Persistence
+import RedisDriver
 import ShardRouter
 
 /// Work that must not overlap a batch — publishing a warm post's promotion, resetting posts' keys

@@ -1,5 +1,6 @@
 import CounterCore
 import Persistence
+import RedisDriver
 import ShardRouter
 
 /// The write-behind: when to flush is `FlushScheduler`'s to say; a flush is a `FlushRun` whose

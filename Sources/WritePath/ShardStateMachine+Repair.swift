@@ -1,4 +1,5 @@
 import Persistence
+import RedisDriver
 import ShardRouter
 
 /// Self-repair after a Redis failover. When a slot's master dies and its replica takes its

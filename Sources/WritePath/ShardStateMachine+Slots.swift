@@ -1,5 +1,6 @@
 import CounterCore
 import Persistence
+import RedisDriver
 import ShardRouter
 
 /// Slots changing owner: claims (raise the epoch key, drain the log, serve), hand-offs (hold,

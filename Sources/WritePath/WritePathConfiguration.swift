@@ -1,4 +1,3 @@
-import Persistence
 
 /// How the shards and their flushers behave. Defaults suit one node on a small machine.
 public struct WritePathConfiguration: Sendable, Equatable {

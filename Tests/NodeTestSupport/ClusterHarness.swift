@@ -3,7 +3,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import Persistence
+import PostgresDriver
 import ShardRouter
 import Synchronization
 import TestSupport

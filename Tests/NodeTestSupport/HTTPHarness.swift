@@ -1,6 +1,5 @@
 import NodeAPI
 import NodeHTTP
-import Persistence
 import TestSupport
 import WritePath
 

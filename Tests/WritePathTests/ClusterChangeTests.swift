@@ -1,7 +1,8 @@
 import NodeTestSupport
 import Foundation
 @testable import NodeAPI
-import Persistence
+import PostgresDriver
+import RedisDriver
 import ShardRouter
 import TestSupport
 import Testing

@@ -1,6 +1,7 @@
 import NodeTestSupport
 import Foundation
 import Persistence
+import PostgresDriver
 import ShardRouter
 import TestSupport
 import Testing

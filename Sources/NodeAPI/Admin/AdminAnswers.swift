@@ -1,6 +1,7 @@
 import CounterWire
 import NodeHTTP
 import Persistence
+import RedisDriver
 
 /// The admin routes for reconcile and dead letters: their request bodies checked, their answers
 /// as wire types.

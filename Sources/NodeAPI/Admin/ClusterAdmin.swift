@@ -2,6 +2,8 @@ import CounterWire
 import NodeCluster
 import NodeHTTP
 import Persistence
+import PostgresDriver
+import RedisDriver
 import ShardRouter
 
 /// The operator calls on the whole cluster (`/admin/cluster/…`): the node asked sends the

@@ -1,5 +1,6 @@
 import CounterWire
 import Persistence
+import RedisDriver
 
 /// The nodes' answers to a cluster-wide operator call, merged into one (`ClusterAdmin`). An
 /// answer is `complete` only when every node asked answered and no slot was without a live

@@ -1,4 +1,5 @@
 import Persistence
+import RedisDriver
 import WritePath
 
 /// The dead-letter stream for operators: list, replay (apply again through the write path, then

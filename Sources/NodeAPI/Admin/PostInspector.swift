@@ -1,5 +1,7 @@
 import CounterWire
 import Persistence
+import PostgresDriver
+import RedisDriver
 import ShardRouter
 import WritePath
 

@@ -1,6 +1,7 @@
 import CounterWire
 import Foundation
 import Persistence
+import RedisDriver
 import WritePath
 
 /// The shards' figures, their total and the Redis nodes as the admin API's `ServiceStatistics`.

@@ -1,6 +1,7 @@
 import CounterWire
 import NodeHTTP
 import Persistence
+import PostgresDriver
 
 /// `GET /v1/events?after=N&limit=L&wait=S`: the change events committed after id `N`, oldest
 /// first, from the outbox every flush writes with events on. A consumer that keeps its

@@ -1,4 +1,5 @@
 import Persistence
+import PostgresDriver
 
 /// The change events' outbox in `/metrics`: whether this node writes events, how many are kept,
 /// how old the oldest is (against the retention: the alert for pruning that falls behind), and

@@ -1,5 +1,6 @@
 import CounterCore
 import Persistence
+import PostgresDriver
 import Synchronization
 
 /// Keeps the change events' outbox to `--event-retention`: every `interval` it deletes the

@@ -1,5 +1,6 @@
 import CounterCore
 import Persistence
+import PostgresDriver
 
 /// The requests of `GET /v1/events?wait=S` waiting for an event after their cursor. While any
 /// waits, one loop per node reads the outbox's clock every `interval` (one primary-key read,

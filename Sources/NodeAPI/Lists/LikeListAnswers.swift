@@ -1,5 +1,6 @@
 import CounterWire
 import Persistence
+import PostgresDriver
 import WritePath
 
 /// The lists' answers: `GET /v1/posts/{post}/likers` and a user's likes, each page PostgreSQL's
