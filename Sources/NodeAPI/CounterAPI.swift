@@ -75,9 +75,11 @@ public final class CounterAPI: HTTPHandler, Service {
         self.adminPeers = member == nil ? nil : try? (quick: PeerClient(maximumConnectionsPerPeer: 8, timeout: .seconds(15)),
                                                        patient: PeerClient(maximumConnectionsPerPeer: 8, timeout: .seconds(3_600)))
         let layout = RedisKeyLayout(prefix: service.configuration.keyPrefix)
-        self.inspector = PostInspector(service: service, postgres: postgres, redis: redis, layout: layout)
+        let records = PostRecords(pool: postgres)
+        let keys = PostKeys(redis: redis, layout: layout)
+        self.inspector = PostInspector(service: service, records: records, keys: keys)
         self.readiness = ReadinessProbe(postgres: postgres, redis: redis, member: member, service: service, maxLag: readyMaxLag)
-        self.reconciler = Reconciler(postgres: postgres, redis: redis, layout: layout, service: service)
+        self.reconciler = Reconciler(records: records, keys: keys, service: service)
         self.deadLetters = DeadLetters(service: service, redis: redis, layout: layout)
         self.lists = LikeListAnswers(service: service, postgres: postgres)
         let tasks = RequestTasks()

@@ -66,7 +66,7 @@ public enum TestEnvironment {
             return value
         } catch {
             await pool.close()
-            try? await admin.query("DROP DATABASE \(name) WITH (FORCE)")
+            _ = try? await admin.query("DROP DATABASE \(name) WITH (FORCE)")
             await admin.close()
             throw error
         }

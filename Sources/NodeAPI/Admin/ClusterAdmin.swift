@@ -2,7 +2,6 @@ import CounterWire
 import NodeCluster
 import NodeHTTP
 import Persistence
-import PostgresDriver
 import RedisDriver
 import ShardRouter
 
@@ -28,7 +27,8 @@ struct ClusterAdmin: Sendable {
     /// Connections to the other nodes: `quick` for calls that answer at once, `patient` for a
     /// flush that waits for PostgreSQL.
     let peers: (quick: PeerClient, patient: PeerClient)?
-    let postgres: PostgresPool
+    /// Pages of all posts, for a reconcile that names none.
+    let records: PostRecords
     let deadLetters: DeadLetters
     /// Runs a one-node admin route on this node, as a request to it would.
     let here: @Sendable (HTTPRequest) async -> HTTPResponse
@@ -62,9 +62,7 @@ struct ClusterAdmin: Sendable {
         if let asked = request.postIDs {
             posts = asked
         } else {
-            let rows = try await postgres.query("SELECT id FROM posts WHERE id > $1 ORDER BY id LIMIT $2",
-                                                [.int64(request.after ?? 0), .int64(Int64(limit))])
-            posts = try rows.map { try $0.int64(0) }
+            posts = try await records.postIDs(after: request.after ?? 0, limit: limit)
             if posts.count == limit { nextAfter = posts.last }
         }
         let (byOwner, unowned) = group(posts, of: nodes) { $0 }
