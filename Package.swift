@@ -70,10 +70,7 @@ let package = Package(
         // verified-token cache, and the JWKS key set read from a file or URL.
         .target(name: "UserTokens", dependencies: ["COpenSSL", "CounterCore"]),
         // The HTTP API: routes, auth, metrics, the admin answers, on top of the write path.
-        .target(name: "NodeAPI", dependencies: [
-            "CounterCore", "CounterWire", "NodeCluster", "NodeHTTP", "Persistence", "PostgresDriver", "RedisDriver", "ShardRouter", "UserTokens",
-            "WritePath",
-        ]),
+        .target(name: "NodeAPI", dependencies: ["CounterCore", "CounterWire", "NodeCluster", "NodeHTTP", "Persistence", "ShardRouter", "UserTokens", "WritePath"]),
         // The operator subcommands (flush, inspect, stats, reconcile, dead-letters): clients of
         // a running node's admin API through CounterClient.
         .target(name: "OperatorCommands", dependencies: ["CounterClient", "CounterCore", "CounterWire"]),

@@ -2,7 +2,6 @@ import CounterWire
 import NodeCluster
 import NodeHTTP
 import Persistence
-import RedisDriver
 import ShardRouter
 
 /// The operator calls on the whole cluster (`/admin/cluster/…`): the node asked sends the
@@ -76,7 +75,7 @@ struct ClusterAdmin: Sendable {
     }
 
     /// `POST /admin/cluster/dead-letters/replay`: the letters `ids` (all when `nil`).
-    func replay(ids: [StreamEntryID]?, authorization: String?) async throws -> ClusterReplayResult {
+    func replay(ids: [LetterID]?, authorization: String?) async throws -> ClusterReplayResult {
         let nodes = await liveNodes()
         let letters = try await deadLetters.list(count: 10_000).filter { ids == nil || ids!.contains($0.id) }
         // A letter without a change has no owner: this node replays it (and says why it fails).

@@ -1,6 +1,5 @@
 import CounterWire
 import Persistence
-import RedisDriver
 
 /// The nodes' answers to a cluster-wide operator call, merged into one (`ClusterAdmin`). An
 /// answer is `complete` only when every node asked answered and no slot was without a live
@@ -67,8 +66,8 @@ enum ClusterAdminMerge {
         result.failed += unowned.map {
             ReplayResult.Failure(id: $0, reason: "no live node owns its post's slot now (a takeover is under way); the letter stays: replay it again")
         }
-        let first = StreamEntryID(milliseconds: 0, sequence: 0)
-        let order: (String, String) -> Bool = { (StreamEntryID($0) ?? first) < (StreamEntryID($1) ?? first) }
+        let first = LetterID(milliseconds: 0, sequence: 0)
+        let order: (String, String) -> Bool = { (LetterID($0) ?? first) < (LetterID($1) ?? first) }
         result.replayed.sort(by: order)
         result.superseded.sort(by: order)
         result.failed.sort { order($0.id, $1.id) }
