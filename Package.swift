@@ -58,9 +58,9 @@ let package = Package(
         // lists, events, slot table, registry, the operators' checks), the Redis key layout, the
         // log entry format, the epoch keys.
         .target(name: "Persistence", dependencies: ["CounterCore", "PostgresDriver", "RedisDriver", "ShardRouter"]),
-        // The write path: shard actors, their pure batch logic, the write-behind flushers. Its
-        // answer to an operation is the wire format's LikeStatus.
-        .target(name: "WritePath", dependencies: ["CounterCore", "CounterWire", "Persistence", "PostgresDriver", "RedisDriver", "ShardRouter"]),
+        // The write path: shard actors, their pure batch logic, the write-behind flushers. Knows
+        // no wire format: it answers with its own LikeState and ShardStats.
+        .target(name: "WritePath", dependencies: ["CounterCore", "Persistence", "PostgresDriver", "RedisDriver", "ShardRouter"]),
         // Running as one node of several: membership and leases in PostgreSQL, which slots this
         // node claims, hands off, serves and drops (`MembershipRound`, pure), and the slot map.
         .target(name: "NodeCluster", dependencies: ["CounterCore", "Persistence", "PostgresDriver", "RedisDriver", "ShardRouter", "WritePath"]),

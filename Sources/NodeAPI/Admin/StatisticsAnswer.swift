@@ -6,12 +6,13 @@ import WritePath
 /// The shards' figures, their total and the Redis nodes as the admin API's `ServiceStatistics`.
 enum StatisticsAnswer {
     static func make(_ shards: [ShardStats], redis: RedisReport) -> ServiceStatistics {
-        ServiceStatistics(shards: shards, total: total(shards), redis: wire(redis), residentMemoryBytes: residentMemoryBytes())
+        let bodies = shards.map(ShardStatistics.init)
+        return ServiceStatistics(shards: bodies, total: total(bodies), redis: wire(redis), residentMemoryBytes: residentMemoryBytes())
     }
 
     /// All shards added up (ages and largest sizes are maxima; `shard` is `nil`).
-    static func total(_ shards: [ShardStats]) -> ShardStats {
-        var sum = ShardStats(shard: nil)
+    static func total(_ shards: [ShardStatistics]) -> ShardStatistics {
+        var sum = ShardStatistics(shard: nil)
         for stats in shards {
             sum.operations += stats.operations
             sum.groupCommits += stats.groupCommits
