@@ -128,10 +128,13 @@ let package = Package(
             "BenchKit", "CounterClient", "CounterCore", "CounterWire", "NodeAPI", "NodeHTTP", "NodeTestSupport", "Persistence",
             "PostgresDriver", "RedisDriver", "ShardRouter", "TestSupport", "UserTokens", "WritePath",
         ]),
+        // `counter-node serve` whose flushes also fill a test's audit table (`AuditTable`): the
+        // several-nodes tests' node.
+        .executableTarget(name: "AuditedNode", dependencies: ["CounterNode", "TestSupport"], path: "Tests/AuditedNode"),
         // The node as a process: serve, several nodes, the operator commands, the configuration.
         .testTarget(name: "CounterNodeTests", dependencies: [
             "BenchKit", "CounterClient", "CounterNode", "CounterWire", "NodeTestSupport", "Persistence", "PostgresDriver", "RedisDriver",
-            "ShardRouter", "TestSupport", "UserTokens", "CounterNodeCLI",
+            "ShardRouter", "TestSupport", "UserTokens", "CounterNodeCLI", "AuditedNode",
         ]),
     ],
     swiftLanguageModes: [.v6]
