@@ -114,8 +114,8 @@ let package = Package(
         .testTarget(name: "CounterCoreTests", dependencies: ["CounterCore"]),
         .testTarget(name: "UserTokensTests", dependencies: ["CounterCore", "UserTokens", "TestSupport"]),
         .testTarget(name: "ShardRouterTests", dependencies: ["ShardRouter", "CounterCore", "Persistence", "TestSupport"]),
-        .testTarget(name: "NodeClusterTests", dependencies: ["NodeCluster", "Persistence", "ShardRouter"]),
-        .testTarget(name: "DriverTests", dependencies: ["BlockingIO", "CounterCore", "PostgresDriver", "RedisDriver", "ShardRouter", "TestSupport"]),
+        .testTarget(name: "NodeClusterTests", dependencies: ["NodeCluster", "ShardRouter"]),
+        .testTarget(name: "DriverTests", dependencies: ["CounterCore", "PostgresDriver", "RedisDriver", "ShardRouter", "TestSupport"]),
         .testTarget(name: "PersistenceTests", dependencies: ["CounterCore", "Persistence", "PostgresDriver", "RedisDriver", "ShardRouter", "TestSupport"]),
         // A child process the crash tests kill with SIGKILL mid-stream.
         .executableTarget(name: "CrashDriver", dependencies: ["CounterCore", "Persistence", "PostgresDriver", "RedisDriver", "WritePath"], path: "Tests/CrashDriver"),

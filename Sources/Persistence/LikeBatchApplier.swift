@@ -260,9 +260,9 @@ public enum LikeBatchApplier {
     ///     caller keeps those elsewhere, as dead letters, before it commits). The progress is
     ///     written before the changes, so that with `events` the event clock's lock, taken by
     ///     the changes' statement, is held through as little as possible before the commit.
-    public static func apply(_ entries: [LoggedLikeChange], on connection: isolated PostgresConnection,
-                             audit: FlushAudit? = nil, skipping: Set<LikePair> = [],
-                             isolatingRefusals: Bool = false, events: Bool = false) throws(PostgresError) -> LikeBatchOutcome {
+    package static func apply(_ entries: [LoggedLikeChange], on connection: isolated PostgresConnection,
+                              audit: FlushAudit? = nil, skipping: Set<LikePair> = [],
+                              isolatingRefusals: Bool = false, events: Bool = false) throws(PostgresError) -> LikeBatchOutcome {
         try validate(entries.map(\.change))
         let logs = Array(Set(entries.map(\.log))).sorted()
         let progress = try connection.query(

@@ -78,7 +78,7 @@ public struct WritePathConfiguration: Sendable, Equatable {
     public var hydrationPageSize: Int = 10_000
     /// A check every flush runs in its transaction on the entries it applied (`FlushAudit`: the
     /// tests' audit table makes applying an entry twice fail the flush). `nil` (the default): none.
-    public var flushAudit: FlushAudit? = nil
+    package var flushAudit: FlushAudit? = nil
     /// Whether every flush also writes a change event (`counter_like_events`) for each like row it
     /// inserts or deletes, in the same transaction. Defaults to `false`: an existing deployment
     /// starts paying for the outbox (its rows, its pruning) only when it asks for events.

@@ -30,7 +30,7 @@ public struct AuditTable: Sendable {
     }
 
     /// What a flush runs to record the entries it applied here.
-    public var flushAudit: FlushAudit {
+    package var flushAudit: FlushAudit {
         let name = self.name
         return FlushAudit(name: "audit table \(name)") { connection, applied throws(PostgresError) in
             // One row per entry applied (an entry may hold many changes).
