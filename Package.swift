@@ -45,14 +45,25 @@ let package = Package(
         // Pure routing: post -> logical slot -> shard, and Redis-Cluster-compatible hash tags.
         .target(name: "ShardRouter"),
 
-        // PostgreSQL and Redis clients, the Redis key layout, the flusher's SQL, migrations.
-        .target(name: "Persistence", dependencies: ["CLibPQ", "CHiredis", "CounterCore", "ShardRouter"]),
-        // The write path: shard actors, their pure batch logic, the write-behind flushers. Its
-        // answer to an operation is the wire format's LikeStatus.
-        .target(name: "WritePath", dependencies: ["CounterCore", "CounterWire", "Persistence", "ShardRouter"]),
+        // The drivers: clients of the servers, knowing nothing of what the service stores. Each
+        // imports one C library (`internal import`); both run their blocking calls on a thread per
+        // connection (`BlockingIO`).
+        .target(name: "BlockingIO"),
+        // The PostgreSQL client (libpq): connections, the pool, statements, values, rows, errors.
+        .target(name: "PostgresDriver", dependencies: ["BlockingIO", "CLibPQ", "CounterCore"]),
+        // The Redis client (hiredis): connections, commands, replies, errors, and routing by hash
+        // slot to one server or a Redis Cluster's masters (redirects, the slot map, fenced writes).
+        .target(name: "RedisDriver", dependencies: ["BlockingIO", "CHiredis", "CounterCore", "ShardRouter"]),
+        // The service's storage on the drivers, its one owner: the schema and its SQL (flush,
+        // lists, events, slot table, registry, the operators' checks), the Redis key layout, the
+        // log entry format, the epoch keys.
+        .target(name: "Persistence", dependencies: ["CounterCore", "PostgresDriver", "RedisDriver", "ShardRouter"]),
+        // The write path: shard actors, their pure batch logic, the write-behind flushers. Knows
+        // no wire format: it answers with its own LikeState and ShardStats.
+        .target(name: "WritePath", dependencies: ["CounterCore", "Persistence", "PostgresDriver", "RedisDriver", "ShardRouter"]),
         // Running as one node of several: membership and leases in PostgreSQL, which slots this
         // node claims, hands off, serves and drops (`MembershipRound`, pure), and the slot map.
-        .target(name: "NodeCluster", dependencies: ["CounterCore", "Persistence", "ShardRouter", "WritePath"]),
+        .target(name: "NodeCluster", dependencies: ["CounterCore", "Persistence", "PostgresDriver", "RedisDriver", "ShardRouter", "WritePath"]),
         // The HTTP transport: libmicrohttpd behind HTTPRequest/HTTPResponse/HTTPHandler. Knows no route.
         .target(name: "NodeHTTP", dependencies: ["CMicroHTTPD", "CLinuxEvents", "CounterCore"]),
         // End-user tokens: JWT parsing, claim rules (pure), signatures through OpenSSL, the
@@ -64,7 +75,10 @@ let package = Package(
         // a running node's admin API through CounterClient.
         .target(name: "OperatorCommands", dependencies: ["CounterClient", "CounterCore", "CounterWire"]),
         // The node's composition root: configuration, command line, `serve` and its lifecycle.
-        .target(name: "CounterNode", dependencies: ["CounterCore", "NodeAPI", "NodeCluster", "NodeHTTP", "OperatorCommands", "Persistence", "UserTokens", "WritePath"]),
+        .target(name: "CounterNode", dependencies: [
+            "CounterCore", "NodeAPI", "NodeCluster", "NodeHTTP", "OperatorCommands", "Persistence", "PostgresDriver", "RedisDriver", "UserTokens",
+            "WritePath",
+        ]),
 
         // The client library apps add: HTTP client, optimistic like state machine, @Observable
         // models. Foundation, Observation, the wire format (with its small core) and the pure slot
@@ -75,19 +89,23 @@ let package = Package(
         .executableTarget(name: "CounterNodeCLI", dependencies: ["CounterNode"]),
         // The change events' consumer a backend copies: follows GET /v1/events with a cursor file.
         .executableTarget(name: "EventsConsumerExample", dependencies: ["CounterClient", "CounterWire"], path: "Examples/EventsConsumer"),
-        .executableTarget(name: "Bench", dependencies: ["BenchKit", "ChildProcesses", "CounterCore", "CounterNode", "CounterWire", "Persistence", "ShardRouter", "UserTokens", "WritePath"]),
+        .executableTarget(name: "Bench", dependencies: [
+            "BenchKit", "ChildProcesses", "CounterCore", "CounterNode", "CounterWire", "Persistence", "PostgresDriver", "RedisDriver", "ShardRouter",
+            "UserTokens", "WritePath",
+        ]),
         // Child processes with a clean signal mask (the bench's chaos run, the tests).
         .target(name: "ChildProcesses"),
         // The bench's parts: histogram, Zipf, correctness check (pure), load generator.
-        .target(name: "BenchKit", dependencies: ["CounterCore", "CounterWire", "Persistence", "ShardRouter", "CLinuxEvents"]),
+        .target(name: "BenchKit", dependencies: ["CounterCore", "CounterWire", "PostgresDriver", "ShardRouter", "CLinuxEvents"]),
 
         // Shared by the test targets: where the test servers are, private servers a test may
         // restart, child processes, services kept running, seeded fuzz input.
-        .target(name: "TestSupport", dependencies: ["ChildProcesses", "CounterCore", "Persistence"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["ChildProcesses", "CounterCore", "Persistence", "PostgresDriver", "RedisDriver"], path: "Tests/TestSupport"),
         // Harnesses of a node's parts on the test servers (a write path, its HTTP API, several
         // node processes), for the tests of those parts.
         .target(name: "NodeTestSupport", dependencies: [
-            "CounterCore", "CounterWire", "NodeAPI", "NodeHTTP", "Persistence", "ShardRouter", "TestSupport", "WritePath",
+            "CounterCore", "CounterWire", "NodeAPI", "NodeHTTP", "Persistence", "PostgresDriver", "RedisDriver", "ShardRouter", "TestSupport",
+            "WritePath",
         ], path: "Tests/NodeTestSupport"),
         // One test target per module tested.
         .testTarget(name: "BenchKitTests", dependencies: ["BenchKit", "CounterWire", "ShardRouter", "TestSupport"]),
@@ -96,22 +114,27 @@ let package = Package(
         .testTarget(name: "CounterCoreTests", dependencies: ["CounterCore"]),
         .testTarget(name: "UserTokensTests", dependencies: ["CounterCore", "UserTokens", "TestSupport"]),
         .testTarget(name: "ShardRouterTests", dependencies: ["ShardRouter", "CounterCore", "Persistence", "TestSupport"]),
-        .testTarget(name: "NodeClusterTests", dependencies: ["NodeCluster", "Persistence", "ShardRouter"]),
-        .testTarget(name: "PersistenceTests", dependencies: ["CounterCore", "Persistence", "ShardRouter", "TestSupport"]),
+        .testTarget(name: "NodeClusterTests", dependencies: ["NodeCluster", "ShardRouter"]),
+        .testTarget(name: "DriverTests", dependencies: ["CounterCore", "PostgresDriver", "RedisDriver", "ShardRouter", "TestSupport"]),
+        .testTarget(name: "PersistenceTests", dependencies: ["CounterCore", "Persistence", "PostgresDriver", "RedisDriver", "ShardRouter", "TestSupport"]),
         // A child process the crash tests kill with SIGKILL mid-stream.
-        .executableTarget(name: "CrashDriver", dependencies: ["CounterCore", "Persistence", "WritePath"], path: "Tests/CrashDriver"),
+        .executableTarget(name: "CrashDriver", dependencies: ["CounterCore", "Persistence", "PostgresDriver", "RedisDriver", "WritePath"], path: "Tests/CrashDriver"),
         .testTarget(name: "WritePathTests", dependencies: [
-            "CounterCore", "NodeAPI", "NodeTestSupport", "Persistence", "ShardRouter", "TestSupport", "WritePath", "CrashDriver",
+            "CounterCore", "NodeAPI", "NodeTestSupport", "Persistence", "PostgresDriver", "RedisDriver", "ShardRouter", "TestSupport", "WritePath",
+            "CrashDriver",
         ]),
         .testTarget(name: "NodeHTTPTests", dependencies: ["NodeHTTP", "TestSupport"]),
         .testTarget(name: "NodeAPITests", dependencies: [
             "BenchKit", "CounterClient", "CounterCore", "CounterWire", "NodeAPI", "NodeHTTP", "NodeTestSupport", "Persistence",
-            "ShardRouter", "TestSupport", "UserTokens", "WritePath",
+            "PostgresDriver", "RedisDriver", "ShardRouter", "TestSupport", "UserTokens", "WritePath",
         ]),
+        // `counter-node serve` whose flushes also fill a test's audit table (`AuditTable`): the
+        // several-nodes tests' node.
+        .executableTarget(name: "AuditedNode", dependencies: ["CounterNode", "TestSupport"], path: "Tests/AuditedNode"),
         // The node as a process: serve, several nodes, the operator commands, the configuration.
         .testTarget(name: "CounterNodeTests", dependencies: [
-            "BenchKit", "CounterClient", "CounterNode", "CounterWire", "NodeTestSupport", "Persistence", "ShardRouter",
-            "TestSupport", "UserTokens", "CounterNodeCLI",
+            "BenchKit", "CounterClient", "CounterNode", "CounterWire", "NodeTestSupport", "Persistence", "PostgresDriver", "RedisDriver",
+            "ShardRouter", "TestSupport", "UserTokens", "CounterNodeCLI", "AuditedNode",
         ]),
     ],
     swiftLanguageModes: [.v6]

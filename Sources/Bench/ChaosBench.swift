@@ -2,7 +2,7 @@ import BenchKit
 import CounterCore
 import CounterWire
 import Foundation
-import Persistence
+import PostgresDriver
 import Synchronization
 
 /// Options of `counter-bench chaos`.

@@ -1,6 +1,6 @@
 import BenchKit
 import Foundation
-import Persistence
+import PostgresDriver
 import UserTokens
 
 /// `counter-bench compare`: the standard comparison in one invocation — the node's `hot`

@@ -1,7 +1,7 @@
 import BenchKit
 import CounterCore
 import Foundation
-import Persistence
+import PostgresDriver
 import ShardRouter
 import Synchronization
 

@@ -1,7 +1,7 @@
 import BenchKit
 import CounterCore
 import Foundation
-import Persistence
+import PostgresDriver
 
 /// Options of `counter-bench lists`.
 struct ListsBenchOptions {

@@ -1,6 +1,8 @@
 import CounterCore
 import Foundation
 import Persistence
+import PostgresDriver
+import RedisDriver
 import ShardRouter
 
 /// Options of `counter-bench persistence`.

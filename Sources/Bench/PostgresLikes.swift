@@ -1,5 +1,5 @@
 import BenchKit
-import Persistence
+import PostgresDriver
 
 /// What PostgreSQL holds of a bench's posts after a run, for its correctness check: every
 /// `likes` row of them, and per post its `likes_count` beside the rows counted.

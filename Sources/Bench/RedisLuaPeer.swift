@@ -1,6 +1,6 @@
 import BenchKit
 import Foundation
-import Persistence
+import RedisDriver
 
 /// The `redis-lua` row of `compare`: the hot toggle as one Lua script in the Redis the node uses
 /// (`RedisLuaToggleWorkload`), over the same number of connections, driven by the same load

@@ -2,6 +2,8 @@ import BenchKit
 import CounterCore
 import Foundation
 import Persistence
+import PostgresDriver
+import RedisDriver
 
 /// Options of `counter-bench scale`.
 struct ScaleBenchOptions {

@@ -1,5 +1,5 @@
 import BenchKit
-import Persistence
+import PostgresDriver
 import UserTokens
 
 /// The seed's own endpoint as a bench target: `POST /api/posts/{id}/like` of the Laravel app in

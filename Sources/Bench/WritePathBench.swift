@@ -2,6 +2,8 @@ import CounterCore
 import CounterNode
 import Foundation
 import Persistence
+import PostgresDriver
+import RedisDriver
 import ShardRouter
 import WritePath
 

@@ -1,6 +1,6 @@
 import CounterCore
 import Foundation
-import Persistence
+import PostgresDriver
 import Synchronization
 
 /// The baselines the node must beat, run directly on PostgreSQL with one connection per

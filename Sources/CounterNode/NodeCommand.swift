@@ -2,6 +2,7 @@ import CounterCore
 import Foundation
 import OperatorCommands
 import Persistence
+import PostgresDriver
 import UserTokens
 import WritePath
 
@@ -74,7 +75,7 @@ public enum NodeCommand {
                 output.standard("applied migrations \(report.applied.map(String.init).joined(separator: ", ")); schema is at version \(report.currentVersion)")
             }
             if eventsPublication {
-                let publication = try await LikeEvents.createPublication(on: pool)
+                let publication = try await LikeEvents(pool: pool).createPublication()
                 output.standard(publication.created
                     ? "created the publication \(LikeEvents.publication) (inserts into counter_like_events) for logical replication"
                     : "the publication \(LikeEvents.publication) exists already; nothing to do")

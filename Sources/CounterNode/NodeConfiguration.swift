@@ -3,7 +3,8 @@ import Foundation
 import NodeAPI
 import NodeCluster
 import NodeHTTP
-import Persistence
+import PostgresDriver
+import RedisDriver
 import UserTokens
 import WritePath
 
@@ -294,16 +295,6 @@ public struct NodeConfiguration: Sendable, Equatable {
                 get: { $0.shutdownTimeoutSeconds }, set: { $0.shutdownTimeoutSeconds = $1 }),
         integer("--max-moving-slots", "COUNTER_MAX_MOVING_SLOTS", "slots handed between live nodes at once (takeovers of dead nodes' slots are not limited)", 1...16_384,
                 get: { $0.maximumMoves }, set: { $0.maximumMoves = $1 }),
-        Setting(flag: "--audit-table", environment: "COUNTER_AUDIT_TABLE",
-                summary: "for tests: a table (log text, entry_ms bigint, entry_seq bigint, unique over all three) every flush records its applied log entries in",
-                defaultValue: { $0.writePath.auditTable ?? "(none)" },
-                apply: { configuration, value in
-                    guard !value.isEmpty, value.count <= 63, value.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) else {
-                        return "must be a plain table name (letters, digits, _)"
-                    }
-                    configuration.writePath.auditTable = value
-                    return nil
-                }),
         Setting(flag: "--key-prefix", environment: "COUNTER_KEY_PREFIX", summary: "prefix of every Redis key (letters, digits, - and _)",
                 defaultValue: { $0.writePath.keyPrefix },
                 apply: { configuration, value in

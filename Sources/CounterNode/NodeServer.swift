@@ -5,6 +5,8 @@ import NodeAPI
 import NodeCluster
 import NodeHTTP
 import Persistence
+import PostgresDriver
+import RedisDriver
 import Synchronization
 import UserTokens
 import WritePath
@@ -123,10 +125,12 @@ struct NodeParts {
                                    service: service, postgres: membershipPool, leasePostgres: leasePool, log: log)
         // With events on, every node prunes the outbox (taking turns) to --event-retention.
         let retention = configuration.writePath.events
-            ? configuration.eventRetention.map { EventRetention(retention: $0, postgres: pool, log: log) } : nil
+            ? configuration.eventRetention.map { EventRetention(retention: $0, events: LikeEvents(pool: pool), log: log) } : nil
         let eventsPool = PostgresPool(configuration: configuration.eventsPostgres(connections: 2))
-        let api = CounterAPI(service: service, tokens: configuration.tokens, postgres: pool, redis: adminRedis, member: member,
-                             readyMaxLag: configuration.readyMaxLag, users: users, retention: retention, eventsPostgres: eventsPool, log: log)
+        let storage = NodeStorage(postgres: pool, redis: adminRedis, layout: RedisKeyLayout(prefix: configuration.writePath.keyPrefix),
+                                  eventsPostgres: eventsPool)
+        let api = CounterAPI(service: service, tokens: configuration.tokens, storage: storage, member: member,
+                             readyMaxLag: configuration.readyMaxLag, users: users, retention: retention, log: log)
         let server = try HTTPServer(configuration: configuration.http, handler: api)
 
         // Started in this order, stopped in reverse: the membership hands the slots to the other

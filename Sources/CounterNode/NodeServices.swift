@@ -3,6 +3,7 @@ import Foundation
 import NodeCluster
 import NodeHTTP
 import Persistence
+import PostgresDriver
 import UserTokens
 import WritePath
 

@@ -5,7 +5,7 @@ import NodeHTTP
 extension CounterAPI {
     /// The coordinator of a cluster-wide operator call made to this node.
     var clusterAdmin: ClusterAdmin {
-        ClusterAdmin(member: member, peers: adminPeers, postgres: lists.postgres, deadLetters: deadLetters) { request in
+        ClusterAdmin(member: member, peers: adminPeers, records: storage.records, deadLetters: deadLetters) { request in
             await self.answer(APIRoute.match(request.path), request, caller: .service)
         }
     }

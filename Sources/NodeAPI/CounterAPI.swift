@@ -38,13 +38,16 @@ public final class CounterAPI: HTTPHandler, Service {
     let events: EventFeedAnswers
     /// The events' pruning, for `/metrics`.
     private let retention: EventRetention?
-    private let postgres: PostgresPool
+    /// The storage the API reads beside the write path.
+    let storage: NodeStorage
     /// Where failures the answers do not detail are logged.
     private let failures: FailureLog
 
     /// - Parameters:
-    ///   - redis: the client the admin routes and `/readyz` use (the caller closes it); give it
-    ///     the service's topology (`RedisClient(topology: service.redisTopology)`).
+    ///   - storage: what the API reads beside the write path; build it with a Redis client of the
+    ///     service's topology (`RedisClient(topology: service.redisTopology)`), and give it a pool
+    ///     of its own for the change events (`eventsPostgres`), so a consumer does not wait behind
+    ///     the flushes for a connection.
     ///   - member: the node's cluster membership: requests for slots other nodes own are then
     ///     forwarded to them, and `/v1/cluster` answers. `nil` for a write path that is the only
     ///     writer.
@@ -56,13 +59,10 @@ public final class CounterAPI: HTTPHandler, Service {
     ///     client gets a stable message; the detail goes here, at most once a second).
     ///   - retention: the pruning of the change events, for `/metrics`; `nil` when events are
     ///     kept (or off).
-    ///   - eventsPostgres: the pool `GET /v1/events` reads with (its long polls too), so a
-    ///     consumer does not wait behind the flushes for a connection; `nil`: `postgres`.
-    public init(service: CounterService, tokens: AccessTokens, postgres: PostgresPool, redis: RedisClient, member: ClusterMember? = nil,
-                readyMaxLag: Duration? = nil, users: UserAccess? = nil, retention: EventRetention? = nil,
-                eventsPostgres: PostgresPool? = nil, log: NodeLog = .silent) {
+    public init(service: CounterService, tokens: AccessTokens, storage: NodeStorage, member: ClusterMember? = nil,
+                readyMaxLag: Duration? = nil, users: UserAccess? = nil, retention: EventRetention? = nil, log: NodeLog = .silent) {
         self.retention = retention
-        self.postgres = postgres
+        self.storage = storage
         self.failures = FailureLog(log: log)
         self.service = service
         self.tokens = tokens
@@ -72,17 +72,15 @@ public final class CounterAPI: HTTPHandler, Service {
         self.forwarder = member.map { Forwarder(member: $0, ownerWait: service.configuration.slotMoveWait) }
         self.adminPeers = member == nil ? nil : try? (quick: PeerClient(maximumConnectionsPerPeer: 8, timeout: .seconds(15)),
                                                        patient: PeerClient(maximumConnectionsPerPeer: 8, timeout: .seconds(3_600)))
-        let layout = RedisKeyLayout(prefix: service.configuration.keyPrefix)
-        self.inspector = PostInspector(service: service, postgres: postgres, redis: redis, layout: layout)
-        self.readiness = ReadinessProbe(postgres: postgres, redis: redis, member: member, service: service, maxLag: readyMaxLag)
-        self.reconciler = Reconciler(postgres: postgres, redis: redis, layout: layout, service: service)
-        self.deadLetters = DeadLetters(service: service, redis: redis, layout: layout)
-        self.lists = LikeListAnswers(service: service, postgres: postgres)
+        self.inspector = PostInspector(service: service, records: storage.records, keys: storage.keys)
+        self.readiness = ReadinessProbe(servers: storage.servers, member: member, service: service, maxLag: readyMaxLag)
+        self.reconciler = Reconciler(records: storage.records, keys: storage.keys, service: service)
+        self.deadLetters = DeadLetters(service: service, stream: storage.deadLetters)
+        self.lists = LikeListAnswers(service: service, lists: storage.lists)
         let tasks = RequestTasks()
         self.tasks = tasks
-        let eventsPool = eventsPostgres ?? postgres
-        self.events = EventFeedAnswers(postgres: eventsPool, watch: EventWatch(postgres: eventsPool, wake: service.flushCommits,
-                                                                               start: { tasks.start($0) }))
+        self.events = EventFeedAnswers(events: storage.eventFeed, watch: EventWatch(events: storage.eventFeed, wake: service.flushCommits,
+                                                                                    start: { tasks.start($0) }))
     }
 
     /// As a `Service`: runs the requests that wait (everything but the hot like routes) until
@@ -316,7 +314,7 @@ public final class CounterAPI: HTTPHandler, Service {
                 let pending = await service.stats().reduce(0) { $0 + $1.pendingChanges }
                 return .json(FlushResult(flushed: wait, pendingChanges: pending))
             case .adminStats:
-                return .json(StatisticsAnswer.make(await service.stats(), redis: service.redisTopology))
+                return .json(StatisticsAnswer.make(await service.stats(), redis: storage.servers.redisReport()))
             case .adminInspect(let post):
                 let user: Int64?
                 if let text = request.query["user"] {
@@ -522,7 +520,7 @@ public final class CounterAPI: HTTPHandler, Service {
         metrics.render(into: &text)
         MetricsText.renderShards(await service.stats(), into: &text)
         MetricsText.renderLag(service.writeBehindLag.snapshot(), into: &text)
-        MetricsText.renderRedis(service.redisTopology, into: &text)
+        MetricsText.renderRedis(storage.servers.redisReport(), into: &text)
         ProcessMetrics.render(into: &text)
         let ready = await readiness.check().status == 200
         MetricsText.single("counter_ready", "gauge", "1 while /readyz answers 200 (PostgreSQL and Redis answer, the backlog is young enough, the node serves its slots), else 0.",
@@ -530,7 +528,7 @@ public final class CounterAPI: HTTPHandler, Service {
         MetricsText.single("counter_flush_max_age_seconds", "gauge", "The configured --flush-max-age-ms: about the longest a change should wait for PostgreSQL.",
                            "\(service.configuration.flushMaxAge.inSeconds)", into: &text)
         if let users, users.configuration.isEnabled { UserMetrics.render(users, into: &text) }
-        await EventMetrics.render(enabled: service.configuration.events, retention: retention, postgres: postgres, into: &text)
+        await EventMetrics.render(enabled: service.configuration.events, retention: retention, events: storage.events, into: &text)
         if let member, let forwarder {
             ClusterMetrics.render(member: member, ownership: service.ownership, forwarder: forwarder, into: &text)
         }

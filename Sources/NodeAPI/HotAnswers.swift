@@ -5,7 +5,8 @@ import WritePath
 /// The answers of the hot routes written by hand with `JSONWriter`: tens of thousands per second,
 /// where building a `Codable` value and walking it would cost more than the answer. Each writes
 /// exactly the bytes `WireEncoder` writes for its wire type (`LikeStatus`, `SeedLikeStatus`,
-/// `PostCount`, `FeedPage`, `ErrorBody`); a test holds them to that.
+/// `PostCount`, `FeedPage`, `ErrorBody`); a test holds them to that. They are where the write
+/// path's `LikeState` becomes the wire's `LikeStatus`, field for field.
 enum HotAnswers {
     /// `LikeStatus`.
     static func likeStatus(_ state: LikeState) -> [UInt8] {

@@ -10,9 +10,9 @@ enum MetricsText {
 
     /// Per Redis node (one server, or each cluster node this process has met): up, slots served,
     /// pipelines, errors, redirects by kind; and how often the slot map was read.
-    static func renderRedis(_ topology: RedisTopology, into text: inout String) {
-        let nodes = topology.nodeStates()
-        func family(_ name: String, _ type: String, _ help: String, _ value: (RedisNodeState) -> String) {
+    static func renderRedis(_ redis: RedisReport, into text: inout String) {
+        let nodes = redis.nodes
+        func family(_ name: String, _ type: String, _ help: String, _ value: (RedisReport.Node) -> String) {
             text += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
             for node in nodes { text += "\(name){endpoint=\"\(node.endpoint)\"} \(value(node))\n" }
         }
@@ -34,7 +34,7 @@ enum MetricsText {
             }
         }
         text += "# HELP counter_redis_map_refreshes_total Times the Redis Cluster slot map was read.\n# TYPE counter_redis_map_refreshes_total counter\n"
-        text += "counter_redis_map_refreshes_total \(topology.refreshState().refreshes)\n"
+        text += "counter_redis_map_refreshes_total \(redis.mapRefreshes)\n"
     }
 
     static func renderShards(_ shards: [ShardStats], into text: inout String) {

@@ -11,17 +11,15 @@ import WritePath
 /// map gives it (none still being acquired, its log drained, or released). Otherwise 503 with
 /// every reason. Cached for a second so probes cost little (shutting down shows at once).
 actor ReadinessProbe {
-    private let postgres: PostgresPool
-    private let redis: RedisClient
+    private let servers: StorageServers
     private let member: ClusterMember?
     private let service: CounterService
     private let maxLag: Duration?
     private let shuttingDown = Atomic<Bool>(false)
     private var last: (at: ContinuousClock.Instant, response: HTTPResponse)?
 
-    init(postgres: PostgresPool, redis: RedisClient, member: ClusterMember?, service: CounterService, maxLag: Duration?) {
-        self.postgres = postgres
-        self.redis = redis
+    init(servers: StorageServers, member: ClusterMember?, service: CounterService, maxLag: Duration?) {
+        self.servers = servers
         self.member = member
         self.service = service
         self.maxLag = maxLag
@@ -37,8 +35,8 @@ actor ReadinessProbe {
         }
         if let last, ContinuousClock.now - last.at < .seconds(1) { return last.response }
         var problems: [String] = []
-        do { try await redis.pingMasters() } catch { problems.append("redis: \(error)") }
-        do { _ = try await postgres.query("SELECT 1") } catch { problems.append("postgres: \(error)") }
+        do { try await servers.pingRedis() } catch { problems.append("redis: \(error)") }
+        do { try await servers.pingPostgres() } catch { problems.append("postgres: \(error)") }
         if let maxLag {
             let oldest = await service.stats().map(\.oldestPendingAgeSeconds).max() ?? 0
             if oldest > maxLag.inSeconds {

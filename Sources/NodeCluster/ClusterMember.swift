@@ -1,5 +1,7 @@
 import CounterCore
 import Persistence
+import PostgresDriver
+import RedisDriver
 import ShardRouter
 import Synchronization
 import WritePath

@@ -1,4 +1,5 @@
 import CounterCore
+import RedisDriver
 
 /// The format of a write-behind log entry. The shard writes it, the flusher, the post inspector
 /// and dead letters read it.

@@ -1,3 +1,6 @@
+import PostgresDriver
+import RedisDriver
+
 /// Applies a batch of like changes to PostgreSQL: the write-behind flusher's core. The batch is
 /// reduced to the last change per (user, post) here, in log order; the posts it names are locked
 /// against deletion (`FOR KEY SHARE`, one index probe per distinct post) and those that do not
@@ -250,23 +253,17 @@ public enum LikeBatchApplier {
     }
 
     /// `apply(_:pool:)` inside the caller's transaction on `connection`.
-    /// - Parameter auditTable: for tests: a table `(log text, entry_ms bigint, entry_seq bigint)`
-    ///   with a unique key over all three, into which every entry applied is inserted (once, however
-    ///   many changes it holds) in the same transaction — applying one twice then fails the
-    ///   transaction. Letters, digits and `_`.
     /// - Parameters:
+    ///   - audit: run last, on the entries applied (`FlushAudit`); `nil`: none.
     ///   - skipping, isolatingRefusals, events: as for a batch of changes; the progress of every
     ///     log still moves past all of `entries`, the skipped and refused ones included (the
     ///     caller keeps those elsewhere, as dead letters, before it commits). The progress is
     ///     written before the changes, so that with `events` the event clock's lock, taken by
     ///     the changes' statement, is held through as little as possible before the commit.
-    public static func apply(_ entries: [LoggedLikeChange], on connection: isolated PostgresConnection,
-                             auditTable: String? = nil, skipping: Set<LikePair> = [],
-                             isolatingRefusals: Bool = false, events: Bool = false) throws(PostgresError) -> LikeBatchOutcome {
+    package static func apply(_ entries: [LoggedLikeChange], on connection: isolated PostgresConnection,
+                              audit: FlushAudit? = nil, skipping: Set<LikePair> = [],
+                              isolatingRefusals: Bool = false, events: Bool = false) throws(PostgresError) -> LikeBatchOutcome {
         try validate(entries.map(\.change))
-        if let auditTable, !isPlainIdentifier(auditTable) {
-            throw PostgresError(code: .invalidArgument, message: "audit table \"\(auditTable)\" is not a plain identifier (letters, digits, _)")
-        }
         let logs = Array(Set(entries.map(\.log))).sorted()
         let progress = try connection.query(
             "SELECT log, last_entry_ms, last_entry_seq FROM counter_flush_progress WHERE log = ANY($1::text[]) ORDER BY log FOR UPDATE",
@@ -301,26 +298,12 @@ public enum LikeBatchApplier {
         // A change's time is its acknowledgement: its own, or else its entry's (the stream id).
         let outcome = try apply(fresh.map(\.timedChange), on: connection, skipping: skipping, isolatingRefusals: isolatingRefusals,
                                 events: events)
-        if let auditTable {
-            // One row per entry applied (an entry may hold many changes).
-            var seen: Set<Pair> = []
-            let applied = fresh.filter { seen.insert(Pair(log: $0.log, id: $0.entryID)).inserted }
-            try connection.query("""
-                INSERT INTO \(auditTable) (log, entry_ms, entry_seq)
-                SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[])
-                """, [.textArray(applied.map(\.log)), .int64Array(applied.map { Int64($0.entryID.milliseconds) }),
-                      .int64Array(applied.map { Int64($0.entryID.sequence) })])
-        }
+        try audit?.check(fresh, on: connection)
         var result = LikeBatchOutcome(movements: outcome.movements, missingPosts: outcome.missingPosts,
                                       coalescedChanges: outcome.coalescedChanges, alreadyApplied: skipped)
         result.appliedThrough = newest.mapValues(\.id)
         result.rejected = outcome.rejected
         return result
-    }
-
-    private struct Pair: Hashable {
-        let log: String
-        let id: StreamEntryID
     }
 
     /// The progress recorded for `log`, if any batch of it was applied.
@@ -329,12 +312,6 @@ public enum LikeBatchApplier {
             "SELECT last_entry_ms, last_entry_seq FROM counter_flush_progress WHERE log = $1", [.text(log)])
         guard let row = rows.first else { return nil }
         return StreamEntryID(milliseconds: UInt64(try row.int64(0)), sequence: UInt64(try row.int64(1)))
-    }
-
-    static func isPlainIdentifier(_ name: String) -> Bool {
-        !name.isEmpty && name.utf8.count <= 63 && name.utf8.allSatisfy { byte in
-            (byte >= 97 && byte <= 122) || (byte >= 65 && byte <= 90) || (byte >= 48 && byte <= 57) || byte == 95
-        }
     }
 
     static func validate(_ changes: [LikeChange]) throws(PostgresError) {

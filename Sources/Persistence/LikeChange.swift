@@ -1,3 +1,6 @@
+import PostgresDriver
+import RedisDriver
+
 /// A requested membership state: user `userID` likes (`liked == true`) or does not like post
 /// `postID`. Changes carry the wanted state, not a toggle, so applying one twice is harmless.
 public struct LikeChange: Sendable, Hashable {

@@ -1,9 +1,11 @@
+import PostgresDriver
+
 /// The change events' outbox, `counter_like_events`: what the flusher wrote there (with events
 /// on, in the same transaction as the `likes` rows they describe), read in id order, and pruned
 /// by age. Ids come from `counter_event_clock` in commit order and without gaps (a flush that
 /// rolls back takes its ids back with it), so "everything after id N" is a cursor that never
 /// skips an event committed later.
-public enum LikeEvents {
+public struct LikeEvents: Sendable {
     /// One committed change of `likes`: `post_id`'s like by `user_id` appeared (`liked`) or went.
     public struct Event: Sendable, Equatable {
         public let id: Int64
@@ -49,15 +51,22 @@ public enum LikeEvents {
     /// The publication of the outbox for logical replication consumers (pgoutput, Debezium).
     public static let publication = "counter_like_events"
 
+    private let pool: PostgresPool
+
+    /// The outbox, read and pruned on `pool`.
+    public init(pool: PostgresPool) {
+        self.pool = pool
+    }
+
     /// Creates `publication` on `counter_like_events`, inserts only (retention's deletes are not
     /// news), unless it exists. Returns whether it was created, and the server's `wal_level` (a
     /// replication slot needs `logical`).
-    public static func createPublication(on pool: PostgresPool) async throws -> (created: Bool, walLevel: String) {
+    public func createPublication() async throws -> (created: Bool, walLevel: String) {
         try await pool.withTransaction { connection in
-            let exists = try connection.query("SELECT 1 FROM pg_publication WHERE pubname = $1", [.text(publication)])
+            let exists = try connection.query("SELECT 1 FROM pg_publication WHERE pubname = $1", [.text(Self.publication)])
             if exists.isEmpty {
                 // A name cannot be a parameter; this one is a constant.
-                try connection.query("CREATE PUBLICATION \(publication) FOR TABLE counter_like_events WITH (publish = 'insert')")
+                try connection.query("CREATE PUBLICATION \(Self.publication) FOR TABLE counter_like_events WITH (publish = 'insert')")
             }
             let level = try connection.query("SHOW wal_level").first?.string(0) ?? "unknown"
             return (exists.isEmpty, level)
@@ -65,7 +74,7 @@ public enum LikeEvents {
     }
 
     /// The events after `after`, oldest first, at most `limit`.
-    public static func read(after: Int64, limit: Int, on pool: PostgresPool) async throws -> [Event] {
+    public func read(after: Int64, limit: Int) async throws -> [Event] {
         let rows = try await pool.query("""
             SELECT id, post_id, user_id, liked,
                    (extract(epoch FROM liked_at) * 1000000)::bigint, (extract(epoch FROM committed_at) * 1000000)::bigint
@@ -78,14 +87,14 @@ public enum LikeEvents {
     }
 
     /// The clock's row.
-    public static func clock(on pool: PostgresPool) async throws -> Clock {
+    public func clock() async throws -> Clock {
         let rows = try await pool.query("SELECT last_id, pruned_through, pruned_events FROM counter_event_clock")
         guard let row = rows.first else { return Clock(lastID: 0, prunedThrough: 0, prunedEvents: 0) }
         return Clock(lastID: try row.int64(0), prunedThrough: try row.int64(1), prunedEvents: try row.int64(2))
     }
 
     /// When the oldest event stored was committed (Unix microseconds), or `nil` when none is.
-    public static func oldestCommittedAt(on pool: PostgresPool) async throws -> Int64? {
+    public func oldestCommittedAt() async throws -> Int64? {
         let rows = try await pool.query("""
             SELECT (extract(epoch FROM committed_at) * 1000000)::bigint FROM counter_like_events
             WHERE id > (SELECT pruned_through FROM counter_event_clock) ORDER BY id LIMIT 1
@@ -95,7 +104,7 @@ public enum LikeEvents {
 
     /// How long ago, by PostgreSQL's clock, the oldest event stored was committed (seconds; 0
     /// when none is).
-    public static func oldestAge(on pool: PostgresPool) async throws -> Double {
+    public func oldestAge() async throws -> Double {
         let rows = try await pool.query("""
             SELECT coalesce(extract(epoch FROM now() - (
                 SELECT committed_at FROM counter_like_events
@@ -110,11 +119,11 @@ public enum LikeEvents {
     /// young enough to keep: `committed_at` grows with the id, as events are inserted under the
     /// clock's lock, but a clock that stepped back must not make a later event go first), so a
     /// consumer behind `pruned_through` has missed exactly what it says. Returns how many went.
-    public static func prune(olderThan age: Duration, batch: Int, on pool: PostgresPool) async throws -> Int {
+    public func prune(olderThan age: Duration, batch: Int) async throws -> Int {
         let milliseconds = age.components.seconds * 1_000 + age.components.attoseconds / 1_000_000_000_000_000
         return try await pool.withTransaction { connection in
             // One pruner at a time among the nodes; the others find the lock taken and skip a turn.
-            let turn = try connection.query("SELECT pg_try_advisory_xact_lock($1)", [.int64(pruningLockKey)])
+            let turn = try connection.query("SELECT pg_try_advisory_xact_lock($1)", [.int64(Self.pruningLockKey)])
             guard try turn.first?.bool(0) == true else { return 0 }
             let rows = try connection.query("""
                 WITH oldest AS (

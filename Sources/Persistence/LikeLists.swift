@@ -1,7 +1,9 @@
+import PostgresDriver
+
 /// The lists of likes as PostgreSQL has them, newest first: a post's likers
 /// (`likes_post_id_created_at_index`) and a user's likes (`likes_user_id_created_at_index`),
 /// one keyset page at a time.
-public enum LikeLists {
+public struct LikeLists: Sendable {
     /// A place in a list: the like's time (`created_at`, in microseconds since 1970, as
     /// PostgreSQL keeps it) and the id listed (the user in a post's likers, the post in a
     /// user's likes). A list is in the order of `precedes`: newer first, then the smaller id.
@@ -20,6 +22,13 @@ public enum LikeLists {
         }
     }
 
+    private let pool: PostgresPool
+
+    /// The lists, read on `pool`.
+    public init(pool: PostgresPool) {
+        self.pool = pool
+    }
+
     /// Which list.
     public enum Kind: Sendable {
         /// A post's likers: `id` is the post, the rows' ids are users.
@@ -32,9 +41,9 @@ public enum LikeLists {
     /// when `nil`), in order. `created_at` is read whole (microseconds): a position made from a
     /// rounded time would skip rows of the same millisecond. A row without `created_at` (made
     /// by hand: the flusher always writes it) has no place in the order and is not listed.
-    public static func page(_ kind: Kind, of id: Int64, after: Position?, limit: Int, on pool: PostgresPool) async throws -> [Position] {
+    public func page(_ kind: Kind, of id: Int64, after: Position?, limit: Int) async throws -> [Position] {
         precondition(limit > 0, "a page holds at least one row")
-        let statements = kind == .likers ? likersPages : likesPages
+        let statements = kind == .likers ? Self.likersPages : Self.likesPages
         let rows: PostgresRows
         if let after {
             rows = try await pool.query(prepared: statements.after, [.int64(id), .int64(after.microseconds), .int64(after.id), .int64(Int64(limit))])
@@ -91,11 +100,11 @@ public enum LikeLists {
 
     /// The first likers of each post of `limits`, as many as its limit, in order, in one
     /// statement (a feed page's previews): by post, posts without likers absent.
-    public static func firstLikers(limits: [Int64: Int], on pool: PostgresPool) async throws -> [Int64: [Position]] {
+    public func firstLikers(limits: [Int64: Int]) async throws -> [Int64: [Position]] {
         precondition(limits.values.allSatisfy { $0 > 0 }, "a page holds at least one row")
         guard !limits.isEmpty else { return [:] }
         let posts = Array(limits.keys)
-        let rows = try await pool.query(prepared: firstLikersStatement, [.int64Array(posts), .int64Array(posts.map { Int64(limits[$0]!) })])
+        let rows = try await pool.query(prepared: Self.firstLikersStatement, [.int64Array(posts), .int64Array(posts.map { Int64(limits[$0]!) })])
         var byPost: [Int64: [Position]] = [:]
         for row in rows { byPost[try row.int64(0), default: []].append(Position(microseconds: try row.int64(2), id: try row.int64(1))) }
         return byPost

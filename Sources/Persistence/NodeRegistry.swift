@@ -1,4 +1,5 @@
 import CounterCore
+import PostgresDriver
 
 /// The nodes of a cluster in PostgreSQL (`counter_nodes`): each node id is held by one process at
 /// a time, under a lease that PostgreSQL's clock keeps — never the node's own, which a paused or

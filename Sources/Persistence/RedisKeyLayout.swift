@@ -1,3 +1,4 @@
+import RedisDriver
 import ShardRouter
 
 /// The names of the service's Redis keys. Every key of a post carries its slot's hash tag

@@ -1,3 +1,5 @@
+import PostgresDriver
+
 /// One versioned step of the schema. Its SQL is constant and written so it creates only what is
 /// missing (`IF NOT EXISTS`), because the app may have created some of it already.
 public struct SchemaMigration: Sendable {

@@ -1,4 +1,5 @@
 import Foundation
+import PostgresDriver
 
 /// Brings a database's schema up to `SchemaMigration.all`: runs the missing versions in order —
 /// consecutive ordinary ones in one transaction, an index of `SchemaMigration.concurrentIndex`

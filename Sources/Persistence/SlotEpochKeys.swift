@@ -1,3 +1,4 @@
+import RedisDriver
 import ShardRouter
 
 /// Setting the slots' epoch keys in Redis (`RedisKeyLayout.epoch(of:)`), which fence every
@@ -12,7 +13,7 @@ public enum SlotEpochKeys {
                              redis: RedisClient) async -> [Result<Int64, RedisError>] {
         let groups = epochs.map { slot, epoch in
             SlotCommands(slot: slot, commands: [
-                RedisCommand("EVAL", FencedScript.raiseEpoch, 1, layout.epoch(of: slot), epoch),
+                RedisCommand("EVAL", raiseEpoch, 1, layout.epoch(of: slot), epoch),
             ])
         }
         var results: [Result<Int64, RedisError>] = []
@@ -31,6 +32,19 @@ public enum SlotEpochKeys {
         }
         return results
     }
+
+    /// Raises `KEYS[1]` to `ARGV[1]` if that is higher than what it holds (or it holds nothing),
+    /// and returns the epoch it holds afterwards: a claim that finds a higher epoch there was
+    /// overtaken by a later one and must not serve.
+    static let raiseEpoch = """
+        local held = tonumber(redis.call('GET', KEYS[1]) or '0')
+        local wanted = tonumber(ARGV[1])
+        if wanted > held then
+          redis.call('SET', KEYS[1], ARGV[1])
+          return wanted
+        end
+        return held
+        """
 
     /// The epoch each slot's key holds (`nil`: none), or why it could not be read.
     public static func read(_ slots: [HashSlot], layout: RedisKeyLayout, redis: RedisClient) async -> [Result<Int64?, RedisError>] {

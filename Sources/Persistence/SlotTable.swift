@@ -1,4 +1,5 @@
 import CounterCore
+import PostgresDriver
 
 /// Who owns each slot, in PostgreSQL (`counter_slots`): the owner's node id and incarnation, and
 /// the slot's epoch. Every change of owner is one conditional update that draws a new epoch from

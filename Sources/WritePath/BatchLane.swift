@@ -1,5 +1,6 @@
 import CounterCore
 import Persistence
+import RedisDriver
 import ShardRouter
 
 /// A shard's batch lane as a state machine of its own: operations queue; one batch at a time takes

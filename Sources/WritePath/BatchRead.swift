@@ -1,4 +1,5 @@
 import Persistence
+import RedisDriver
 import ShardRouter
 
 /// The read of a batch, as plain values: which commands learn what Redis knows of the batch's

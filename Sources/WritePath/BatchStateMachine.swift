@@ -1,4 +1,6 @@
 import Persistence
+import PostgresDriver
+import RedisDriver
 
 /// One batch of a shard, from its requests to their answers, as a state machine: plain values
 /// in, the next thing to do out. No I/O, no clock, no suspension — the shard performs each

@@ -1,4 +1,5 @@
 import Persistence
+import RedisDriver
 import ShardRouter
 
 /// The write of a batch, as plain values: its changes as one transaction per slot, and what the

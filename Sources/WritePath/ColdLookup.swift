@@ -1,4 +1,4 @@
-import Persistence
+import PostgresDriver
 
 /// What a batch asks PostgreSQL of the posts Redis does not hold (cold posts), as plain values:
 /// one statement, in one round trip and one snapshot, that says which posts exist with their

@@ -1,5 +1,7 @@
 import CounterCore
 import Persistence
+import PostgresDriver
+import RedisDriver
 import ShardRouter
 
 /// The write path of one node: its shards, each the one owner of its slots' decisions,

@@ -1,4 +1,5 @@
 import Persistence
+import RedisDriver
 
 /// One entry of the dead-letter stream as the flusher writes it: a change PostgreSQL did not
 /// take (or a log entry that could not be read), with where it came from and why.

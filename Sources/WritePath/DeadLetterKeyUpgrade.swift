@@ -1,4 +1,5 @@
 import Persistence
+import RedisDriver
 
 /// Moves dead letters from the key versions before Redis Cluster support used (`cs:dead-letters`,
 /// no hash tag) to today's (`cs:{dead-letters}`, one known slot). Only a single Redis can hold the

@@ -1,5 +1,6 @@
 import Foundation
 import Persistence
+import RedisDriver
 import ShardRouter
 
 /// One flush of a shard, as the data its steps pass along — what was planned, read, applied and

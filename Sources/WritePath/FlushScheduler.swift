@@ -1,4 +1,6 @@
+import CounterCore
 import Persistence
+import RedisDriver
 
 /// The write-behind flusher's bookkeeping and decisions, without I/O: events in, actions out.
 ///

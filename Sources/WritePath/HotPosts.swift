@@ -1,4 +1,4 @@
-import Persistence
+import RedisDriver
 import ShardRouter
 
 /// The posts a shard holds in Redis (hot), in the order they were last touched, with the newest

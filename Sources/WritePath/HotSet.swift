@@ -1,5 +1,7 @@
 import CounterCore
 import Persistence
+import PostgresDriver
+import RedisDriver
 import ShardRouter
 
 /// A shard's hot set as a state machine of its own: the posts it holds in Redis and when each was

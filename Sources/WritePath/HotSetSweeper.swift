@@ -1,5 +1,6 @@
 import CounterCore
 import Persistence
+import RedisDriver
 import ShardRouter
 
 /// Keeps Redis a hot set across restarts and under a memory target: the I/O beside the shards

@@ -1,5 +1,3 @@
-import CounterWire
-
 /// What a caller asks of a (post, user) pair.
 public enum LikeOperation: String, Sendable, Hashable, CaseIterable {
     /// Flip the membership (the seed's endpoint).
@@ -41,10 +39,6 @@ public enum LikeOperation: String, Sendable, Hashable, CaseIterable {
     /// Whether the operation may change state (and is refused when the backlog is full).
     public var mayWrite: Bool { self != .read && self != .count }
 }
-
-/// The answer to an operation: the seed's `{is_liked, likes_count}` after it. It is the wire
-/// format's `LikeStatus` itself, so the answer is defined once.
-public typealias LikeState = LikeStatus
 
 extension LikeOperation {
     /// Whether the operation may write (a read or a count never does).

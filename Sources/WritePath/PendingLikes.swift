@@ -1,4 +1,5 @@
 import Persistence
+import RedisDriver
 import ShardRouter
 
 /// A change a shard acknowledged that PostgreSQL may not have yet: what a list of likers (or of

@@ -1,4 +1,5 @@
 import Persistence
+import RedisDriver
 import ShardRouter
 
 /// Streaming large posts from PostgreSQL into Redis, and unloading posts from Redis, as plain

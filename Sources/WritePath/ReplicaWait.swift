@@ -1,4 +1,4 @@
-import Persistence
+import RedisDriver
 import ShardRouter
 
 /// `--ack replicated`: after a batch's writes, `WAIT` on every master it wrote to, on the shard's

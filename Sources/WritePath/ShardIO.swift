@@ -1,6 +1,8 @@
 import CounterCore
 import Foundation
 import Persistence
+import PostgresDriver
+import RedisDriver
 import ShardRouter
 
 /// The I/O a shard's actions name, against Redis and PostgreSQL: each call performs one action
@@ -294,13 +296,13 @@ struct ShardIO: Sendable {
     /// found missing, changes refused. The commit's lag is recorded here.
     private func apply(_ transaction: FlushTransaction) async -> FlushTransaction.Outcome {
         let deployment = layout.prefix
-        let auditTable = configuration.auditTable
+        let audit = configuration.flushAudit
         let events = configuration.events
         do {
             let decision = try await pool.withTransaction(deciding: { connection -> TransactionDecision<FlushTransaction.Outcome> in
                 let stale = try SlotTable.staleSlots(transaction.epochs, deployment: deployment, on: connection)
                 if !stale.isEmpty { return .rollBack(.staleSlots(stale)) }
-                let outcome = try LikeBatchApplier.apply(transaction.entries, on: connection, auditTable: auditTable,
+                let outcome = try LikeBatchApplier.apply(transaction.entries, on: connection, audit: audit,
                                                          skipping: transaction.skipping, isolatingRefusals: true, events: events)
                 let newlyMissing = Set(outcome.missingPosts.keys).subtracting(transaction.knownMissing)
                 if !newlyMissing.isEmpty { return .rollBack(.missingPosts(newlyMissing)) }

@@ -1,5 +1,6 @@
 import CounterCore
 import Persistence
+import RedisDriver
 import ShardRouter
 
 /// What goes into a shard's machine and what comes out: its events (a caller's request, an

@@ -1,4 +1,5 @@
 import Persistence
+import RedisDriver
 import ShardRouter
 
 /// What a list of likers (or of a user's likes) asks of a shard: the changes it acknowledged

@@ -1,6 +1,8 @@
 import CounterCore
 import Foundation
 import Persistence
+import PostgresDriver
+import RedisDriver
 import ShardRouter
 
 /// Everything one shard decides, as a state machine: events in, actions out. No I/O, no clock

@@ -1,5 +1,6 @@
 import CounterCore
 import Persistence
+import RedisDriver
 import ShardRouter
 
 /// A shard's slots as a state machine of its own: each slot's state, moved only by

@@ -1,5 +1,6 @@
 import CounterCore
 import Persistence
+import RedisDriver
 import ShardRouter
 
 /// Sends writes for slots with the epoch the shard holds for each, so Redis refuses them once

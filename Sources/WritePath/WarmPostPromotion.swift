@@ -1,4 +1,6 @@
 import Persistence
+import PostgresDriver
+import RedisDriver
 import ShardRouter
 
 /// Promotes a warm post: loads its likers from PostgreSQL into Redis page by page, off the

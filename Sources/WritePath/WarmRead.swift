@@ -1,4 +1,5 @@
 import Persistence
+import RedisDriver
 import ShardRouter
 
 /// The second read of a batch, for its *warm* posts (Redis holds their count and the membership

@@ -1,5 +1,7 @@
 import CounterCore
 import Persistence
+import PostgresDriver
+import RedisDriver
 import ShardRouter
 
 /// A shard's write-behind, as a state machine of its own: what waits in each slot's log and who

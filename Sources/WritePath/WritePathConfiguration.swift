@@ -76,10 +76,9 @@ public struct WritePathConfiguration: Sendable, Equatable {
     /// Likers read from PostgreSQL (a cursor's `FETCH`) and written to Redis (one `SADD`) per page
     /// of a streamed hydration. Defaults to `10_000`.
     public var hydrationPageSize: Int = 10_000
-    /// For tests: a table `(log, entry_ms, entry_seq)` with a unique key into which every flush
-    /// records the log entries it applies, in its transaction — applying an entry twice then
-    /// fails the flush. `nil` (the default): none.
-    public var auditTable: String? = nil
+    /// A check every flush runs in its transaction on the entries it applied (`FlushAudit`: the
+    /// tests' audit table makes applying an entry twice fail the flush). `nil` (the default): none.
+    package var flushAudit: FlushAudit? = nil
     /// Whether every flush also writes a change event (`counter_like_events`) for each like row it
     /// inserts or deletes, in the same transaction. Defaults to `false`: an existing deployment
     /// starts paying for the outbox (its rows, its pruning) only when it asks for events.

@@ -6,7 +6,6 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import Persistence
 import ShardRouter
 import TestSupport
 import Testing

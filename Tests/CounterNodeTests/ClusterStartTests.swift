@@ -1,6 +1,7 @@
 import CounterNode
 import Foundation
-import Persistence
+import PostgresDriver
+import RedisDriver
 import TestSupport
 import Testing
 

@@ -1,6 +1,5 @@
 import Foundation
 import NodeTestSupport
-import Persistence
 import TestSupport
 import Testing
 

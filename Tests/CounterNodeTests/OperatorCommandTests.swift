@@ -4,6 +4,7 @@ import CounterWire
 import Foundation
 @testable import NodeAPI
 import Persistence
+import PostgresDriver
 import ShardRouter
 import TestSupport
 import Testing

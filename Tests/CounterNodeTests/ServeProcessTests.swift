@@ -1,5 +1,7 @@
 import Foundation
 import Persistence
+import PostgresDriver
+import RedisDriver
 import ShardRouter
 import TestSupport
 import Testing

@@ -1,5 +1,4 @@
 import Foundation
-import Persistence
 import TestSupport
 import Testing
 import UserTokens

@@ -1,6 +1,7 @@
 import CounterCore
 import Foundation
-import Persistence
+import PostgresDriver
+import RedisDriver
 import WritePath
 
 // A child process for crash tests: `run` drives a write path with a stream of operations and

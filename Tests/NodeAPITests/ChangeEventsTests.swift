@@ -124,7 +124,7 @@ struct ChangeEventsTests {
             _ = try await http.send("POST", "/admin/flush?wait=true", token: HTTPHarness.adminToken)
             let pool = http.writePath.pool
             try await pool.query("UPDATE counter_like_events SET committed_at = committed_at - interval '2 days' WHERE id <= 4")
-            #expect(try await LikeEvents.prune(olderThan: .seconds(86_400), batch: 100, on: pool) == 4)
+            #expect(try await LikeEvents(pool: pool).prune(olderThan: .seconds(86_400), batch: 100) == 4)
             for after in [1, 2, 3] {
                 let gone = try await http.send("GET", "/v1/events?after=\(after)", token: HTTPHarness.adminToken)
                 #expect(gone.status == 410 && gone.text.contains(#""code":"events_pruned""#) && gone.text.contains("after=4"), "\(after): \(gone.text)")
@@ -206,8 +206,8 @@ struct ChangeEventsTests {
             var (seen, cursor) = try await consuming.value
             let pool = http.writePath.pool
             // As a consumer goes on: what a late retry committed after its quiet polls follows its cursor.
-            seen += try await LikeEvents.read(after: cursor, limit: 100_000, on: pool).map(EventFeedAnswers.body)
-            let all = try await LikeEvents.read(after: 0, limit: 100_000, on: pool)
+            seen += try await LikeEvents(pool: pool).read(after: cursor, limit: 100_000).map(EventFeedAnswers.body)
+            let all = try await LikeEvents(pool: pool).read(after: 0, limit: 100_000)
             #expect(!all.isEmpty)
             #expect(seen.map(\.id) == all.map(\.id), "the consumer saw \(seen.count) of \(all.count) events")
             #expect(all.map(\.id) == Array(1...Int64(all.count)))

@@ -1,7 +1,6 @@
 import NodeTestSupport
 import CounterClient
 import Foundation
-import Persistence
 import Testing
 
 /// The client library against a running node on the real test servers.

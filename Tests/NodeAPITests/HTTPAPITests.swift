@@ -4,7 +4,6 @@ import CounterWire
 import Foundation
 @testable import NodeAPI
 @testable import NodeHTTP
-import Persistence
 import Synchronization
 import TestSupport
 import Testing

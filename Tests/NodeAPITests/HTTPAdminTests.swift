@@ -1,6 +1,5 @@
 import Foundation
 import NodeTestSupport
-import Persistence
 import ShardRouter
 import TestSupport
 import Testing

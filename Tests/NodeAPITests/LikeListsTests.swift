@@ -2,7 +2,6 @@ import NodeTestSupport
 import CounterWire
 import Foundation
 @testable import NodeAPI
-import Persistence
 import TestSupport
 import Testing
 import UserTokens

@@ -1,6 +1,5 @@
 import NodeTestSupport
 import BenchKit
-import Persistence
 import TestSupport
 import Testing
 

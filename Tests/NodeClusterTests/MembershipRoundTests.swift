@@ -1,5 +1,4 @@
 import NodeCluster
-import Persistence
 import ShardRouter
 import Testing
 

@@ -3,7 +3,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import Persistence
+import PostgresDriver
 import ShardRouter
 import Synchronization
 import TestSupport
@@ -12,7 +12,8 @@ import Testing
 /// Several `counter-node serve` processes of one cluster (one key prefix) on the test PostgreSQL
 /// and Redis, each with a node id of its own, and the checks a cluster must pass afterwards.
 /// Every flush records the entries it applies in an audit table with a unique key, so an entry
-/// applied twice fails its flush.
+/// applied twice fails its flush: the nodes are `AuditedNode` processes, `counter-node serve`
+/// with the audit (`AuditTable`).
 package final class ClusterHarness: Sendable {
     /// One node process.
     package struct Node: Sendable {
@@ -23,14 +24,14 @@ package final class ClusterHarness: Sendable {
     }
 
     package let prefix: String
-    package let auditTable: String
+    package let audit: AuditTable
     package let redisURL: String
     package let pool: PostgresPool
     private let started = Mutex<[Node]>([])
 
-    private init(prefix: String, auditTable: String, redisURL: String, pool: PostgresPool) {
+    private init(prefix: String, audit: AuditTable, redisURL: String, pool: PostgresPool) {
         self.prefix = prefix
-        self.auditTable = auditTable
+        self.audit = audit
         self.redisURL = redisURL
         self.pool = pool
     }
@@ -52,9 +53,8 @@ package final class ClusterHarness: Sendable {
     package static func make(_ label: String, redis: RedisTarget = .single) async throws -> ClusterHarness {
         let pool = try await TestEnvironment.migratedPool()
         let prefix = TestEnvironment.uniqueKeyPrefix(label).replacingOccurrences(of: ":", with: "-")
-        let audit = "audit_" + prefix.filter { $0.isLetter || $0.isNumber }
-        try await pool.query("CREATE TABLE \(audit) (log text, entry_ms bigint, entry_seq bigint, PRIMARY KEY (log, entry_ms, entry_seq))")
-        return ClusterHarness(prefix: prefix, auditTable: audit, redisURL: redis.url, pool: pool)
+        let audit = try await AuditTable.create(prefix, in: pool)
+        return ClusterHarness(prefix: prefix, audit: audit, redisURL: redis.url, pool: pool)
     }
 
     /// Starts node `id` and returns once it listens (it has joined and serves its slots).
@@ -63,10 +63,10 @@ package final class ClusterHarness: Sendable {
     /// - Parameter leaseMilliseconds: `--lease-ms`; `nil`: the node's default.
     package func start(_ id: String, leaseMilliseconds: Int? = nil, extra: [String] = [], collectingErrors: Bool = false) async throws -> Node {
         let port = try PrivateServers.freePort()
-        let process = try ChildProcess([ChildProcess.builtProduct("counter-node"), "serve",
+        let process = try ChildProcess([ChildProcess.builtProduct("AuditedNode"), "serve",
                                         "--listen", "127.0.0.1:\(port)", "--postgres-url", TestEnvironment.postgresURL,
                                         "--redis-url", redisURL, "--key-prefix", prefix, "--node-id", id,
-                                        "--audit-table", auditTable, "--shards", "2", "--log-level", "info"]
+                                        "--audit-table", audit.name, "--shards", "2", "--log-level", "info"]
                                         + (leaseMilliseconds.map { ["--lease-ms", String($0)] } ?? []) + extra,
                                        mergingStandardError: collectingErrors)
         let node = Node(id: id, port: port, process: process)
@@ -131,7 +131,7 @@ package final class ClusterHarness: Sendable {
             WHERE p.id = ANY($1::bigint[]) GROUP BY p.id HAVING p.likes_count <> count(l.id)
             """, [.int64Array(load.posts)])
         #expect(drift.count == 0, "posts whose likes_count differs from their rows: \(drift.count)")
-        let audited = try await pool.query("SELECT count(*) FROM \(auditTable)")
+        let audited = try await pool.query("SELECT count(*) FROM \(audit.name)")
         #expect(try audited.first?.int64(0) ?? 0 > 0, "the flushes recorded what they applied")
     }
 
@@ -141,7 +141,7 @@ package final class ClusterHarness: Sendable {
             node.process.kill(SIGKILL)
             _ = try? await node.process.waitForExit(timeout: .seconds(10))
         }
-        _ = try? await pool.query("DROP TABLE IF EXISTS \(auditTable)")
+        _ = try? await pool.query("DROP TABLE IF EXISTS \(audit.name)")
         await pool.close()
     }
 }

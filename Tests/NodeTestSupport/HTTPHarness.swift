@@ -27,8 +27,9 @@ package struct HTTPHarness {
         var configuration = HTTPServerConfiguration()
         configuration.port = 0
         configure(&configuration)
+        let storage = NodeStorage(postgres: writePath.pool, redis: writePath.redis, layout: writePath.layout)
         let api = CounterAPI(service: writePath.service, tokens: AccessTokens(api: apiToken, admin: adminToken),
-                             postgres: writePath.pool, redis: writePath.redis, readyMaxLag: readyMaxLag, users: users)
+                             storage: storage, readyMaxLag: readyMaxLag, users: users)
         let requests = try await RunningServices.start([api])
         let server = try HTTPServer(configuration: configuration, handler: api)
         try server.start()

@@ -1,4 +1,5 @@
 import Persistence
+import RedisDriver
 import Testing
 
 @Suite("Write-behind log entry format (pure)")

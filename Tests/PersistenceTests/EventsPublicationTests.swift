@@ -1,5 +1,6 @@
 import Foundation
 import Persistence
+import RedisDriver
 import ShardRouter
 import TestSupport
 import Testing
@@ -98,10 +99,10 @@ struct EventsPublicationTests {
     func pgRecvLogicalReadsTheEvents() async throws {
         try await TestEnvironment.withScratchDatabase { pool, url in
             _ = try await SchemaMigrator.migrate(pool)
-            let publication = try await LikeEvents.createPublication(on: pool)
+            let publication = try await LikeEvents(pool: pool).createPublication()
             #expect(publication.created)
             #expect(publication.walLevel == "logical", "the test servers run with wal_level = logical (scripts/services)")
-            #expect(try await LikeEvents.createPublication(on: pool).created == false, "a second migrate leaves it as it is")
+            #expect(try await LikeEvents(pool: pool).createPublication().created == false, "a second migrate leaves it as it is")
 
             let slot = "counter_test_\(UInt32.random(in: 0...UInt32.max))"
             let file = FileManager.default.temporaryDirectory.appendingPathComponent("\(slot).pgoutput").path
@@ -126,7 +127,7 @@ struct EventsPublicationTests {
                     }
                     try await group.waitForAll()
                 }
-                let committed = try await LikeEvents.read(after: 0, limit: 10_000, on: pool)
+                let committed = try await LikeEvents(pool: pool).read(after: 0, limit: 10_000)
                 #expect(committed.count == 4 * 10 * 5)
                 var published: [Published] = []
                 let deadline = ContinuousClock.now + .seconds(30)

@@ -1,4 +1,6 @@
 import Persistence
+import PostgresDriver
+import RedisDriver
 import ShardRouter
 import TestSupport
 import Testing
@@ -204,27 +206,26 @@ struct LikeBatchApplierTests {
         let pool = try await TestEnvironment.migratedPool()
         let post = try await TestEnvironment.createPosts(1, in: pool)[0]
         let log = TestEnvironment.uniqueKeyPrefix("audited")
-        let audit = "audit_" + log.filter { $0.isLetter || $0.isNumber }
-        try await pool.query("CREATE TABLE \(audit) (log text, entry_ms bigint, entry_seq bigint, PRIMARY KEY (log, entry_ms, entry_seq))")
+        let audit = try await AuditTable.create(log, in: pool)
         let entries = (1...3).map { user in
             LoggedLikeChange(log: log, slot: HashSlot(key: log.utf8).rawValue, entryID: StreamEntryID(milliseconds: 10, sequence: UInt64(user)),
                              change: LikeChange(userID: Int64(user), postID: post, liked: true))
         }
-        _ = try await pool.withTransaction { try LikeBatchApplier.apply(entries, on: $0, auditTable: audit) }
+        _ = try await pool.withTransaction { try LikeBatchApplier.apply(entries, on: $0, audit: audit.flushAudit) }
         // Read again: skipped by the recorded progress, so not audited again.
-        let again = try await pool.withTransaction { try LikeBatchApplier.apply(entries, on: $0, auditTable: audit) }
+        let again = try await pool.withTransaction { try LikeBatchApplier.apply(entries, on: $0, audit: audit.flushAudit) }
         #expect(again.alreadyApplied == 3)
-        #expect(try await pool.query("SELECT count(*) FROM \(audit)").first?.int64(0) == 3)
+        #expect(try await pool.query("SELECT count(*) FROM \(audit.name)").first?.int64(0) == 3)
         // Were the progress lost, the audit refuses the second application.
         try await pool.query("DELETE FROM counter_flush_progress WHERE log = $1", [.text(log)])
         await #expect(throws: PostgresError.self) {
-            _ = try await pool.withTransaction { try LikeBatchApplier.apply(entries, on: $0, auditTable: audit) }
+            _ = try await pool.withTransaction { try LikeBatchApplier.apply(entries, on: $0, audit: audit.flushAudit) }
         }
         #expect(try await Self.members([post], pool).count == 3)
         await #expect(throws: PostgresError.self) {
-            _ = try await pool.withTransaction { try LikeBatchApplier.apply(entries, on: $0, auditTable: "x; DROP TABLE likes") }
+            _ = try await pool.withTransaction { try LikeBatchApplier.apply(entries, on: $0, audit: try AuditTable(name: "x; DROP TABLE likes").flushAudit) }
         }
-        try await pool.query("DROP TABLE \(audit)")
+        try await pool.query("DROP TABLE \(audit.name)")
         await pool.close()
     }
 

@@ -1,4 +1,6 @@
 import Persistence
+import PostgresDriver
+import RedisDriver
 import ShardRouter
 import TestSupport
 import Testing
@@ -48,7 +50,7 @@ struct LikeEventsTests {
             // Events off: the rows change, no event.
             _ = try await LikeBatchApplier.apply([Self.entry(log, t + 30, 7, post, true)], pool: pool, events: false)
 
-            let events = try await LikeEvents.read(after: 0, limit: 100, on: pool)
+            let events = try await LikeEvents(pool: pool).read(after: 0, limit: 100)
             #expect(events.map(\.id) == [1, 2, 3, 4])
             #expect(events.map(\.userID) == [1, 2, 1, 6])
             #expect(events.map(\.liked) == [true, true, false, true])
@@ -58,10 +60,10 @@ struct LikeEventsTests {
             let movedTime = try await pool.query("SELECT (extract(epoch FROM created_at) * 1000)::bigint FROM likes WHERE user_id = 5 AND post_id = $1",
                                                  [.int64(post)])
             #expect(try movedTime.first?.int64(0) == Int64(t + 20), "the existing row took the later like's time (the ON CONFLICT update ran)")
-            let clock = try await LikeEvents.clock(on: pool)
+            let clock = try await LikeEvents(pool: pool).clock()
             #expect(clock == LikeEvents.Clock(lastID: 4, prunedThrough: 0, prunedEvents: 0))
-            #expect(try await LikeEvents.read(after: 2, limit: 1, on: pool).map(\.id) == [3])
-            #expect(try await LikeEvents.read(after: 4, limit: 10, on: pool).isEmpty)
+            #expect(try await LikeEvents(pool: pool).read(after: 2, limit: 1).map(\.id) == [3])
+            #expect(try await LikeEvents(pool: pool).read(after: 4, limit: 10).isEmpty)
         }
     }
 
@@ -101,7 +103,7 @@ struct LikeEventsTests {
             var seen: [LikeEvents.Event] = []
             var after: Int64 = 0
             while true {
-                let page = try await LikeEvents.read(after: after, limit: 7, on: pool)
+                let page = try await LikeEvents(pool: pool).read(after: after, limit: 7)
                 seen += page
                 after = page.last?.id ?? after
                 if page.isEmpty {
@@ -110,10 +112,10 @@ struct LikeEventsTests {
                 }
             }
             try await writing.value
-            seen += try await LikeEvents.read(after: after, limit: 100_000, on: pool)
+            seen += try await LikeEvents(pool: pool).read(after: after, limit: 100_000)
             await writersPool.close()
 
-            let all = try await LikeEvents.read(after: 0, limit: 100_000, on: pool)
+            let all = try await LikeEvents(pool: pool).read(after: 0, limit: 100_000)
             #expect(!all.isEmpty)
             #expect(seen.map(\.id) == all.map(\.id), "the reader saw \(seen.count) of \(all.count) events")
             #expect(all.map(\.id) == Array(1...Int64(all.count)), "ids are dense")
@@ -148,11 +150,11 @@ struct LikeEventsTests {
                     """).first?.int64(0) ?? 0
             }
             #expect(waiting == 1, "B waits for the clock's row")
-            #expect(try await LikeEvents.read(after: 0, limit: 10, on: pool).isEmpty, "nothing is visible before a commit")
+            #expect(try await LikeEvents(pool: pool).read(after: 0, limit: 10).isEmpty, "nothing is visible before a commit")
             try await first.query("COMMIT")
             _ = try await second.value
             await first.close()
-            let events = try await LikeEvents.read(after: 0, limit: 10, on: pool)
+            let events = try await LikeEvents(pool: pool).read(after: 0, limit: 10)
             #expect(events.map(\.id) == [1, 2, 3])
             #expect(events.map(\.userID) == [1, 2, 3], "A's events, committed first, have the first ids")
         }
@@ -165,7 +167,7 @@ struct LikeEventsTests {
             try await pool.query("ALTER TABLE likes ALTER COLUMN created_at TYPE timestamp(0) with time zone")
             let post = try await TestEnvironment.createPosts(1, in: pool)[0]
             _ = try await LikeBatchApplier.apply([Self.entry("log:s", 1_764_000_000_123, 1, post, true)], pool: pool, events: true)
-            let events = try await LikeEvents.read(after: 0, limit: 10, on: pool)
+            let events = try await LikeEvents(pool: pool).read(after: 0, limit: 10)
             #expect(events.map(\.likedAtMicroseconds) == [1_764_000_000_123_000])
         }
     }
@@ -192,14 +194,14 @@ struct LikeEventsTests {
             // events after a young one (a clock stepped back), and wait for it, so
             // pruned_through never passes an event that is still there.
             try await pool.query("UPDATE counter_like_events SET committed_at = committed_at - interval '2 days' WHERE id <= 20 AND id <> 15")
-            #expect(try await LikeEvents.prune(olderThan: .seconds(86_400), batch: 10, on: pool) == 10)
-            #expect(try await LikeEvents.clock(on: pool) == LikeEvents.Clock(lastID: 25, prunedThrough: 10, prunedEvents: 10))
-            #expect(try await LikeEvents.prune(olderThan: .seconds(86_400), batch: 10, on: pool) == 4, "11-14: 15 is young")
-            #expect(try await LikeEvents.prune(olderThan: .seconds(86_400), batch: 10, on: pool) == 0)
-            #expect(try await LikeEvents.clock(on: pool) == LikeEvents.Clock(lastID: 25, prunedThrough: 14, prunedEvents: 14))
-            #expect(try await LikeEvents.read(after: 0, limit: 100, on: pool).map(\.id) == Array(15...25))
-            let oldest = try #require(try await LikeEvents.oldestCommittedAt(on: pool))
-            let youngest = try await LikeEvents.read(after: 14, limit: 1, on: pool)[0].committedAtMicroseconds
+            #expect(try await LikeEvents(pool: pool).prune(olderThan: .seconds(86_400), batch: 10) == 10)
+            #expect(try await LikeEvents(pool: pool).clock() == LikeEvents.Clock(lastID: 25, prunedThrough: 10, prunedEvents: 10))
+            #expect(try await LikeEvents(pool: pool).prune(olderThan: .seconds(86_400), batch: 10) == 4, "11-14: 15 is young")
+            #expect(try await LikeEvents(pool: pool).prune(olderThan: .seconds(86_400), batch: 10) == 0)
+            #expect(try await LikeEvents(pool: pool).clock() == LikeEvents.Clock(lastID: 25, prunedThrough: 14, prunedEvents: 14))
+            #expect(try await LikeEvents(pool: pool).read(after: 0, limit: 100).map(\.id) == Array(15...25))
+            let oldest = try #require(try await LikeEvents(pool: pool).oldestCommittedAt())
+            let youngest = try await LikeEvents(pool: pool).read(after: 14, limit: 1)[0].committedAtMicroseconds
             #expect(oldest == youngest)
         }
     }

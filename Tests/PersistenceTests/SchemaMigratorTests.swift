@@ -1,5 +1,6 @@
 import Foundation
 import Persistence
+import PostgresDriver
 import TestSupport
 import Testing
 

@@ -1,4 +1,5 @@
 import Persistence
+import RedisDriver
 import ShardRouter
 import TestSupport
 import Testing

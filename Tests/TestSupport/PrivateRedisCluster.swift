@@ -1,5 +1,4 @@
 import Foundation
-import Persistence
 
 /// A Redis Cluster of a test's own — three masters with a replica each, started with
 /// `scripts/services` (cluster mode) in a temporary data folder on free ports — so a test can

@@ -1,4 +1,4 @@
-import Persistence
+import RedisDriver
 
 /// The keys matching `pattern` on one Redis server, found with `SCAN … MATCH` a page at a time
 /// — never `KEYS`, which holds the server for as long as it walks the whole keyspace: on a

@@ -1,5 +1,7 @@
 import Foundation
 import Persistence
+import PostgresDriver
+import RedisDriver
 
 /// Where the integration tests find their servers: `COUNTER_TEST_POSTGRES_URL`,
 /// `COUNTER_TEST_REDIS_URL` and `COUNTER_TEST_REDIS_CLUSTER_URL`, defaulting to the local servers
@@ -64,7 +66,7 @@ public enum TestEnvironment {
             return value
         } catch {
             await pool.close()
-            try? await admin.query("DROP DATABASE \(name) WITH (FORCE)")
+            _ = try? await admin.query("DROP DATABASE \(name) WITH (FORCE)")
             await admin.close()
             throw error
         }

@@ -2,6 +2,8 @@ import NodeTestSupport
 import Foundation
 @testable import NodeAPI
 import Persistence
+import PostgresDriver
+import RedisDriver
 import ShardRouter
 import TestSupport
 import Testing
@@ -207,8 +209,8 @@ struct ClusterChangeTests {
             let repairs = stats.reduce(0) { $0 + $1.failoverRepairs }, reported = stats.reduce(0) { $0 + $1.failoverLostChanges }
             #expect(repairs > 0, "the failover's slots were repaired")
             #expect(reported >= lost.count + undone.count, "acknowledged changes lost: \(lost.count + undone.count), reported \(reported)")
-            for line in harness.log.all where line.contains("fail") || line.contains("lost") || line.contains("repair") || line.contains("unexpected") { print("DEBUG \(acknowledgement) \(line.prefix(400))") }
-            let reconciler = Reconciler(postgres: harness.pool, redis: harness.redis, layout: harness.layout, service: harness.service)
+            let reconciler = Reconciler(records: PostRecords(pool: harness.pool), keys: PostKeys(redis: harness.redis, layout: harness.layout),
+                                        service: harness.service)
             let report = try await reconciler.reconcile(posts: posts, after: 0, limit: 1_000, repair: false)
             #expect(report.drifted.isEmpty && report.redisDrifted.isEmpty, "reconcile finds nothing left: \(report)")
             let summary = load.summary

@@ -1,6 +1,7 @@
 import NodeTestSupport
 import Foundation
 import Persistence
+import PostgresDriver
 import ShardRouter
 import TestSupport
 import Testing
@@ -287,11 +288,10 @@ struct CrashRecoveryTests {
           .timeLimit(.minutes(1)), arguments: RedisTarget.allCases)
     func upgradeFromOneChangeEntries(redis: RedisTarget) async throws {
         let pool = try await TestEnvironment.migratedPool()
-        let audit = "audit_" + TestEnvironment.uniqueKeyPrefix("upgrade").filter { $0.isLetter || $0.isNumber }
-        try await pool.query("CREATE TABLE \(audit) (log text, entry_ms bigint, entry_seq bigint, PRIMARY KEY (log, entry_ms, entry_seq))")
+        let audit = try await AuditTable.create(TestEnvironment.uniqueKeyPrefix("upgrade"), in: pool)
         let harness = try await WritePathHarness.start(posts: 2, redis: redis) { configuration in
             configuration.flushOnlyWhenAsked()
-            configuration.auditTable = audit
+            configuration.flushAudit = audit.flushAudit
         }
         let (packedPost, oldPost) = (harness.posts[0], harness.posts[1])
         for user in 1...10 { _ = try await harness.service.perform(.like, post: packedPost, user: Int64(user)) }
@@ -308,7 +308,7 @@ struct CrashRecoveryTests {
             LoggedLikeChange(log: log, slot: slot.rawValue, entryID: entry.id, change: ChangeLogEntry.change(from: entry)!)
         }
         _ = try await pool.withTransaction { connection in
-            try LikeBatchApplier.apply(appliedBeforeCrash, on: connection, auditTable: audit)
+            try LikeBatchApplier.apply(appliedBeforeCrash, on: connection, audit: audit.flushAudit)
         }
         await harness.stopService(drain: false)
 
@@ -324,12 +324,12 @@ struct CrashRecoveryTests {
         let times = try await pool.query(
             "SELECT user_id, (extract(epoch FROM created_at) * 1000)::bigint FROM likes WHERE post_id = $1 ORDER BY user_id", [.int64(oldPost)])
         #expect(try times.map { [try $0.int64(0), try $0.int64(1)] } == [[2, Int64(written[1].id.milliseconds)], [3, Int64(written[3].id.milliseconds)]])
-        let auditRows = try await pool.query("SELECT count(*) FROM \(audit) WHERE log = $1", [.text(log)])
+        let auditRows = try await pool.query("SELECT count(*) FROM \(audit.name) WHERE log = $1", [.text(log)])
         #expect(try auditRows.first?.int64(0) == 4)
         let remaining = try await harness.redis.pipeline([.xlen(log)], slot: slot)
         #expect(remaining.first?.integer == 0)
         await restarted.stop()
-        try await pool.query("DROP TABLE \(audit)")
+        try await pool.query("DROP TABLE \(audit.name)")
         await pool.close()
     }
 }

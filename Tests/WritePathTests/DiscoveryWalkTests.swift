@@ -1,4 +1,3 @@
-import Persistence
 import Testing
 @testable import WritePath
 

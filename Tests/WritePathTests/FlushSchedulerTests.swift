@@ -1,4 +1,5 @@
-import Persistence
+import CounterCore
+import RedisDriver
 import TestSupport
 import Testing
 @testable import WritePath

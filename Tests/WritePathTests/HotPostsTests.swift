@@ -1,4 +1,4 @@
-import Persistence
+import RedisDriver
 import TestSupport
 import Testing
 @testable import WritePath

@@ -1,6 +1,6 @@
 import Foundation
 import NodeTestSupport
-import Persistence
+import RedisDriver
 import ShardRouter
 import TestSupport
 import Testing

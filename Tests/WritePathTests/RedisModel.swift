@@ -1,4 +1,4 @@
-import Persistence
+import RedisDriver
 import ShardRouter
 
 /// A tiny in-memory Redis for tests of the shard's batch protocol: sets, strings, hashes and

@@ -1,4 +1,6 @@
 import Persistence
+import PostgresDriver
+import RedisDriver
 import ShardRouter
 import TestSupport
 import Testing

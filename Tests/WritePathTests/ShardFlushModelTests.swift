@@ -1,5 +1,6 @@
 import Foundation
 import Persistence
+import RedisDriver
 import ShardRouter
 import Testing
 @testable import WritePath

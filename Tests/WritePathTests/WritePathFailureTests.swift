@@ -1,5 +1,4 @@
 import NodeTestSupport
-import Persistence
 import ShardRouter
 import TestSupport
 import Testing

@@ -1,5 +1,6 @@
 import NodeTestSupport
 import Persistence
+import RedisDriver
 import ShardRouter
 import TestSupport
 import Testing

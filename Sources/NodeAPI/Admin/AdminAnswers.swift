@@ -49,7 +49,7 @@ enum AdminAnswers {
     }
 
     /// The letters a replay call (one node's or the cluster's) names; `nil` for all.
-    static func replayIDs(_ body: [UInt8]) throws -> [StreamEntryID]? {
+    static func replayIDs(_ body: [UInt8]) throws -> [LetterID]? {
         body.isEmpty ? nil : try letterIDs(body, required: false)
     }
 
@@ -59,7 +59,7 @@ enum AdminAnswers {
         return .json(DropResult(dropped: try await deadLetters.drop(ids: ids)))
     }
 
-    private static func letterIDs(_ body: [UInt8], required: Bool) throws -> [StreamEntryID]? {
+    private static func letterIDs(_ body: [UInt8], required: Bool) throws -> [LetterID]? {
         let selection = try RequestBody.decode(DeadLetterSelection.self, body, idMembers: ["ids"])
         guard let values = selection.ids else {
             if required { throw RequestError(code: "invalid_body", message: #"expected {"ids":["<entry id>",…]}"#) }
@@ -72,7 +72,7 @@ enum AdminAnswers {
             // Up to 19 digits a part, as the API document's pattern says: every such value fits
             // (a real id's milliseconds have 13), so the document and the node agree exactly.
             guard text.split(separator: "-", omittingEmptySubsequences: false).allSatisfy({ $0.utf8.count <= 19 }),
-                  let id = StreamEntryID(text) else {
+                  let id = LetterID(text) else {
                 throw RequestError(code: "invalid_id", message: "ids must be entry ids like \"1700000000000-0\"")
             }
             return id

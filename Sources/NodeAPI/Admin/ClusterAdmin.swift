@@ -26,7 +26,8 @@ struct ClusterAdmin: Sendable {
     /// Connections to the other nodes: `quick` for calls that answer at once, `patient` for a
     /// flush that waits for PostgreSQL.
     let peers: (quick: PeerClient, patient: PeerClient)?
-    let postgres: PostgresPool
+    /// Pages of all posts, for a reconcile that names none.
+    let records: PostRecords
     let deadLetters: DeadLetters
     /// Runs a one-node admin route on this node, as a request to it would.
     let here: @Sendable (HTTPRequest) async -> HTTPResponse
@@ -60,9 +61,7 @@ struct ClusterAdmin: Sendable {
         if let asked = request.postIDs {
             posts = asked
         } else {
-            let rows = try await postgres.query("SELECT id FROM posts WHERE id > $1 ORDER BY id LIMIT $2",
-                                                [.int64(request.after ?? 0), .int64(Int64(limit))])
-            posts = try rows.map { try $0.int64(0) }
+            posts = try await records.postIDs(after: request.after ?? 0, limit: limit)
             if posts.count == limit { nextAfter = posts.last }
         }
         let (byOwner, unowned) = group(posts, of: nodes) { $0 }
@@ -76,7 +75,7 @@ struct ClusterAdmin: Sendable {
     }
 
     /// `POST /admin/cluster/dead-letters/replay`: the letters `ids` (all when `nil`).
-    func replay(ids: [StreamEntryID]?, authorization: String?) async throws -> ClusterReplayResult {
+    func replay(ids: [LetterID]?, authorization: String?) async throws -> ClusterReplayResult {
         let nodes = await liveNodes()
         let letters = try await deadLetters.list(count: 10_000).filter { ids == nil || ids!.contains($0.id) }
         // A letter without a change has no owner: this node replays it (and says why it fails).

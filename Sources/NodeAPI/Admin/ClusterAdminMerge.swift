@@ -66,8 +66,8 @@ enum ClusterAdminMerge {
         result.failed += unowned.map {
             ReplayResult.Failure(id: $0, reason: "no live node owns its post's slot now (a takeover is under way); the letter stays: replay it again")
         }
-        let first = StreamEntryID(milliseconds: 0, sequence: 0)
-        let order: (String, String) -> Bool = { (StreamEntryID($0) ?? first) < (StreamEntryID($1) ?? first) }
+        let first = LetterID(milliseconds: 0, sequence: 0)
+        let order: (String, String) -> Bool = { (LetterID($0) ?? first) < (LetterID($1) ?? first) }
         result.replayed.sort(by: order)
         result.superseded.sort(by: order)
         result.failed.sort { order($0.id, $1.id) }

@@ -1,23 +1,21 @@
 import Persistence
 import WritePath
 
+/// A dead letter's id (its entry id in the stream).
+typealias LetterID = DeadLetterStream.LetterID
+
 /// The dead-letter stream for operators: list, replay (apply again through the write path, then
 /// remove), drop.
 struct DeadLetters: Sendable {
-    struct Letter: Sendable, Equatable {
-        let id: StreamEntryID
-        let fields: [String: String]
-        /// The change the letter carries (fields `u`, `p`, `l`, as in the write-behind log).
-        let change: LikeChange?
-    }
+    typealias Letter = DeadLetterStream.Letter
 
     struct ReplayOutcome: Sendable, Equatable {
-        var replayed: [StreamEntryID] = []
+        var replayed: [LetterID] = []
         /// Refused letters whose pair a later change settled otherwise (the user's latest wish
         /// stands): removed, nothing written.
-        var superseded: [StreamEntryID] = []
+        var superseded: [LetterID] = []
         /// Letters that failed again, with why; they stay in the stream.
-        var failed: [(StreamEntryID, String)] = []
+        var failed: [(LetterID, String)] = []
 
         static func == (lhs: ReplayOutcome, rhs: ReplayOutcome) -> Bool {
             lhs.replayed == rhs.replayed && lhs.superseded == rhs.superseded && lhs.failed.map(\.0) == rhs.failed.map(\.0)
@@ -25,15 +23,10 @@ struct DeadLetters: Sendable {
     }
 
     let service: CounterService
-    let redis: RedisClient
-    let layout: RedisKeyLayout
+    let stream: DeadLetterStream
 
     func list(count: Int) async throws -> [Letter] {
-        let entries = try await redis.send(.xrange(layout.deadLetters, count: min(max(count, 1), 10_000)), slot: layout.deadLettersSlot).streamEntries()
-        return entries.map { entry in
-            Letter(id: entry.id, fields: entry.fields.mapValues { String(decoding: $0, as: UTF8.self) },
-                   change: ChangeLogEntry.change(from: entry))
-        }
+        try await stream.list(count: min(max(count, 1), 10_000))
     }
 
     /// Applies the letters `ids` (or all, up to 10,000) again; removes each one that succeeds.
@@ -44,7 +37,7 @@ struct DeadLetters: Sendable {
     /// again as it is (`confirmLike`/`confirmUnlike`) for the flusher to apply in order with
     /// everything else; if the membership is no longer the letter's, a later change settled the
     /// pair and the letter is superseded.
-    func replay(ids: [StreamEntryID]?) async throws -> ReplayOutcome {
+    func replay(ids: [LetterID]?) async throws -> ReplayOutcome {
         let letters = try await list(count: 10_000).filter { ids == nil || ids!.contains($0.id) }
         // The operator may have just restored the posts: do not trust the memory that they are gone.
         await service.recheckExistence(of: Array(Set(letters.compactMap { $0.change?.postID })))
@@ -54,20 +47,18 @@ struct DeadLetters: Sendable {
                 outcome.failed.append((letter.id, "the letter holds no change (u, p, l)"))
                 continue
             }
-            // The change keeps when it was first acknowledged: its `t`, or (a letter written
-            // before letters carried it) the time of the log entry it was read from.
-            let acknowledgedAt = change.acknowledgedAt
-                ?? letter.fields["entry"].flatMap { StreamEntryID($0) }.map { Int64(clamping: $0.milliseconds) }
+            // The change keeps when it was first acknowledged.
+            let acknowledgedAt = letter.acknowledgedAt
             do {
                 if letter.fields["sqlstate"] != nil {
                     let state = try await service.perform(change.liked ? .confirmLike : .confirmUnlike, post: change.postID, user: change.userID,
                                                           acknowledgedAt: acknowledgedAt)
-                    try await redis.send(.xdel(layout.deadLetters, ids: [letter.id]), slot: layout.deadLettersSlot)
+                    try await stream.remove([letter.id])
                     if state.isLiked == change.liked { outcome.replayed.append(letter.id) } else { outcome.superseded.append(letter.id) }
                 } else {
                     _ = try await service.perform(change.liked ? .like : .unlike, post: change.postID, user: change.userID,
                                                   acknowledgedAt: acknowledgedAt)
-                    try await redis.send(.xdel(layout.deadLetters, ids: [letter.id]), slot: layout.deadLettersSlot)
+                    try await stream.remove([letter.id])
                     outcome.replayed.append(letter.id)
                 }
             } catch {
@@ -78,8 +69,8 @@ struct DeadLetters: Sendable {
     }
 
     /// Removes the letters `ids`; returns how many were there.
-    func drop(ids: [StreamEntryID]) async throws -> Int {
+    func drop(ids: [LetterID]) async throws -> Int {
         guard !ids.isEmpty else { return 0 }
-        return Int(try await redis.send(.xdel(layout.deadLetters, ids: ids), slot: layout.deadLettersSlot).integer ?? 0)
+        return try await stream.remove(ids)
     }
 }

@@ -5,13 +5,14 @@ import WritePath
 
 /// The shards' figures, their total and the Redis nodes as the admin API's `ServiceStatistics`.
 enum StatisticsAnswer {
-    static func make(_ shards: [ShardStats], redis topology: RedisTopology) -> ServiceStatistics {
-        ServiceStatistics(shards: shards, total: total(shards), redis: wire(topology), residentMemoryBytes: residentMemoryBytes())
+    static func make(_ shards: [ShardStats], redis: RedisReport) -> ServiceStatistics {
+        let bodies = shards.map(ShardStatistics.init)
+        return ServiceStatistics(shards: bodies, total: total(bodies), redis: wire(redis), residentMemoryBytes: residentMemoryBytes())
     }
 
     /// All shards added up (ages and largest sizes are maxima; `shard` is `nil`).
-    static func total(_ shards: [ShardStats]) -> ShardStats {
-        var sum = ShardStats(shard: nil)
+    static func total(_ shards: [ShardStatistics]) -> ShardStatistics {
+        var sum = ShardStatistics(shard: nil)
         for stats in shards {
             sum.operations += stats.operations
             sum.groupCommits += stats.groupCommits
@@ -47,12 +48,11 @@ enum StatisticsAnswer {
 
     /// The Redis deployment as this node sees it: per node (the masters, and nodes it has met),
     /// how many slots it serves, whether the last round trip worked, and its redirects and errors.
-    private static func wire(_ topology: RedisTopology) -> RedisStatistics {
-        let refresh = topology.refreshState()
-        return RedisStatistics(
-            mode: topology.configuration.mode.rawValue, mapRefreshes: refresh.refreshes,
-            secondsSinceMapRefresh: refresh.secondsSinceRefresh, lastMapError: refresh.lastError,
-            nodes: topology.nodeStates().map { node in
+    private static func wire(_ redis: RedisReport) -> RedisStatistics {
+        RedisStatistics(
+            mode: redis.mode, mapRefreshes: redis.mapRefreshes,
+            secondsSinceMapRefresh: redis.secondsSinceMapRefresh, lastMapError: redis.lastMapError,
+            nodes: redis.nodes.map { node in
                 RedisNodeStatistics(endpoint: node.endpoint.description, slots: node.slots, connected: node.connected,
                                     pipelines: node.pipelines, errors: node.errors, moved: node.moved, ask: node.ask,
                                     tryAgain: node.tryAgain, clusterDown: node.clusterDown, lastError: node.lastError)

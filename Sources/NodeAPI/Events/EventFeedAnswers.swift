@@ -7,7 +7,7 @@ import Persistence
 /// `next_after` gets every event at least once, in commit order (ids follow commits), until
 /// retention prunes what it has not read: then `410 events_pruned`, never a silent gap.
 struct EventFeedAnswers: Sendable {
-    let postgres: PostgresPool
+    let events: LikeEvents
     let watch: EventWatch
 
     /// The arguments: `after` (0 or an id given before; default 0: from the oldest kept),
@@ -63,8 +63,8 @@ struct EventFeedAnswers: Sendable {
     /// The events, then the clock: read in this order, a prune between the two shows as events
     /// that do not start right after `after` while the clock says some were pruned.
     private func read(_ arguments: Arguments) async throws -> ([LikeEvents.Event], LikeEvents.Clock) {
-        let events = try await LikeEvents.read(after: arguments.after, limit: arguments.limit, on: postgres)
-        return (events, try await LikeEvents.clock(on: postgres))
+        let page = try await events.read(after: arguments.after, limit: arguments.limit)
+        return (page, try await events.clock())
     }
 
     static func refusal(_ after: Int64, _ events: [LikeEvents.Event], _ clock: LikeEvents.Clock) -> HTTPResponse? {

@@ -5,7 +5,7 @@ import Persistence
 /// what this node's pruning did. The outbox's figures are read from PostgreSQL at each scrape
 /// (two primary-key reads), only on a node with events on.
 enum EventMetrics {
-    static func render(enabled: Bool, retention: EventRetention?, postgres: PostgresPool, into text: inout String) async {
+    static func render(enabled: Bool, retention: EventRetention?, events: LikeEvents, into text: inout String) async {
         MetricsText.single("counter_events_enabled", "gauge", "1 when this node's flushes write change events (--events true), else 0.",
                            enabled ? "1" : "0", into: &text)
         guard enabled else { return }
@@ -18,8 +18,8 @@ enum EventMetrics {
             MetricsText.single("counter_events_prune_failures_total", "counter", "Prunes of the events that failed (PostgreSQL unreachable, say).",
                                "\(progress.failures)", into: &text)
         }
-        guard let clock = try? await LikeEvents.clock(on: postgres),
-              let oldest = try? await LikeEvents.oldestAge(on: postgres) else { return }
+        guard let clock = try? await events.clock(),
+              let oldest = try? await events.oldestAge() else { return }
         MetricsText.single("counter_events_newest_id", "gauge", "The newest change event's id (a consumer's lag is this minus its cursor).",
                            "\(clock.lastID)", into: &text)
         MetricsText.single("counter_events_stored", "gauge", "Change events kept in the outbox (counter_like_events).",

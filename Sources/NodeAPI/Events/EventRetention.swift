@@ -20,13 +20,13 @@ public final class EventRetention: Service {
     public let retention: Duration
     let batch: Int
     let interval: Duration
-    private let postgres: PostgresPool
+    private let events: LikeEvents
     private let log: NodeLog
     private let progress = Mutex(Progress())
 
-    public init(retention: Duration, postgres: PostgresPool, batch: Int = 10_000, interval: Duration = .seconds(10), log: NodeLog = .silent) {
+    public init(retention: Duration, events: LikeEvents, batch: Int = 10_000, interval: Duration = .seconds(10), log: NodeLog = .silent) {
         self.retention = retention
-        self.postgres = postgres
+        self.events = events
         self.batch = batch
         self.interval = interval
         self.log = log
@@ -46,7 +46,7 @@ public final class EventRetention: Service {
         while !lifecycle.isStopRequested {
             var again = false
             do {
-                let pruned = try await LikeEvents.prune(olderThan: retention, batch: batch, on: postgres)
+                let pruned = try await events.prune(olderThan: retention, batch: batch)
                 progress.withLock { $0.pruned += Int64(pruned) }
                 again = pruned == batch
                 if failedBefore { log.log(.info, "event_pruning_recovered", [:]) }

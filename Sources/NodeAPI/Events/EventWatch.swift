@@ -13,7 +13,7 @@ actor EventWatch {
         let continuation: CheckedContinuation<Void, Never>
     }
 
-    private let postgres: PostgresPool
+    private let events: LikeEvents
     private let interval: Duration
     /// Rung by this node's flush commits; the polling loop sleeps on it.
     private let wake: LoopAlarm
@@ -24,9 +24,9 @@ actor EventWatch {
     private var polling = false
     private var released = false
 
-    init(postgres: PostgresPool, interval: Duration = .milliseconds(20), wake: LoopAlarm = LoopAlarm(),
+    init(events: LikeEvents, interval: Duration = .milliseconds(20), wake: LoopAlarm = LoopAlarm(),
          start: @escaping @Sendable (@escaping @Sendable () async -> Void) -> Bool) {
-        self.postgres = postgres
+        self.events = events
         self.interval = interval
         self.wake = wake
         self.start = start
@@ -57,7 +57,7 @@ actor EventWatch {
     private func poll() async {
         while !waiters.isEmpty {
             // A failed read wakes no one early; the deadlines still hold.
-            let newest = try? await LikeEvents.clock(on: postgres).lastID
+            let newest = try? await events.clock().lastID
             let now = ContinuousClock.now
             for (key, waiter) in waiters where waiter.deadline <= now || (newest ?? Int64.min) > waiter.after {
                 waiters.removeValue(forKey: key)

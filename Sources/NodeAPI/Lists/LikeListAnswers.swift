@@ -10,7 +10,7 @@ import WritePath
 /// between is then in both (and the pending one, the same, wins), never in neither.
 struct LikeListAnswers: Sendable {
     let service: CounterService
-    let postgres: PostgresPool
+    let lists: LikeLists
 
     /// A page's arguments: `limit` (1–100, default 20) and `cursor`.
     struct Arguments: Equatable {
@@ -76,7 +76,7 @@ struct LikeListAnswers: Sendable {
         })
         // Each post reads what its own pending changes could remove: one post with a thousand
         // waiting does not make every other post of the page read a thousand rows.
-        let rows = try await LikeLists.firstLikers(limits: merges.mapValues(\.rowsToRead), on: postgres)
+        let rows = try await lists.firstLikers(limits: merges.mapValues(\.rowsToRead))
         var answer: [Int64: [Liker]] = [:]
         for (post, merge) in merges {
             let read = rows[post] ?? []
@@ -97,7 +97,7 @@ struct LikeListAnswers: Sendable {
         let merge = LikeListMerge(kind: kind, pending: pending, after: after, limit: limit)
         var rows: [LikeLists.Position] = []
         while true {
-            let read = try await LikeLists.page(kind, of: owner, after: rows.last ?? after, limit: merge.rowsToRead, on: postgres)
+            let read = try await lists.page(kind, of: owner, after: rows.last ?? after, limit: merge.rowsToRead)
             rows += read
             if let (items, more) = merge.page(from: rows, rowsExhausted: read.count < merge.rowsToRead) {
                 let next = more ? items.last.map { ListCursor(kind: kind, owner: owner, after: $0).text } : nil

@@ -1,11 +1,11 @@
 import ShardRouter
 
-/// The epoch a writer must hold for its writes to a slot to run: the slot's epoch key
-/// (`RedisKeyLayout.epoch(of:)`) and the value it must have. A group of `SlotCommands` with a
-/// fence runs as one script that compares the key and runs the commands only on a match,
-/// atomically — a node that lost the slot (paused, partitioned, slow to notice) is refused by
-/// Redis itself, on every write, even before it learns that it lost it. A missing key refuses
-/// too (fail closed).
+/// The epoch a writer must hold for its writes to a slot to run: a key of the slot that holds
+/// the slot's epoch (which key is the service's layout: `RedisKeyLayout.epoch(of:)`), and the
+/// value it must have. A group of `SlotCommands` with a fence runs as one script that compares
+/// the key and runs the commands only on a match, atomically — a node that lost the slot
+/// (paused, partitioned, slow to notice) is refused by Redis itself, on every write, even before
+/// it learns that it lost it. A missing key refuses too (fail closed).
 public struct SlotFence: Sendable, Hashable {
     /// The slot's epoch key.
     public let key: String
@@ -18,7 +18,7 @@ public struct SlotFence: Sendable, Hashable {
     }
 }
 
-/// The scripts that fence slot writes in Redis, and how a fenced group is sent.
+/// The script that fences slot writes in Redis, and how a fenced group is sent (`SlotDispatch`).
 public enum FencedScript {
     /// Runs the commands in `ARGV[2…]` (each as its argument count, then its arguments) if
     /// `KEYS[1]` holds `ARGV[1]`, and returns their replies as `EXEC` would (an error reply in
@@ -42,19 +42,6 @@ public enum FencedScript {
     /// The SHA-1 of `guardedWrite`, under which Redis caches it (`EVALSHA`). A test checks it
     /// against `SCRIPT LOAD`.
     public static let guardedWriteSHA = "0c35b1b41b63d57ba4be21dd555122e0d89148b2"
-
-    /// Raises `KEYS[1]` to `ARGV[1]` if that is higher than what it holds (or it holds nothing),
-    /// and returns the epoch it holds afterwards: a claim that finds a higher epoch there was
-    /// overtaken by a later one and must not serve.
-    public static let raiseEpoch = """
-        local held = tonumber(redis.call('GET', KEYS[1]) or '0')
-        local wanted = tonumber(ARGV[1])
-        if wanted > held then
-          redis.call('SET', KEYS[1], ARGV[1])
-          return wanted
-        end
-        return held
-        """
 
     /// Most arguments one command in a fenced group may have: Lua's `unpack` refuses more than
     /// about 8,000 values, so callers split larger `SADD`s and `SREM`s.

@@ -1,4 +1,4 @@
-import Persistence
+import RedisDriver
 import ShardRouter
 import Testing
 

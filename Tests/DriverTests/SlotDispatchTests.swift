@@ -1,7 +1,7 @@
-@testable import Persistence
 import ShardRouter
 import TestSupport
 import Testing
+@testable import RedisDriver
 
 /// The cluster routing logic without servers: scripted answers, and a model of a cluster in the
 /// middle of slot migrations that a random workload must get through exactly once.

@@ -1,5 +1,6 @@
 import Foundation
-import Persistence
+import PostgresDriver
+import RedisDriver
 import TestSupport
 import Testing
 

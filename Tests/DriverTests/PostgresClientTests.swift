@@ -1,4 +1,4 @@
-import Persistence
+import PostgresDriver
 import TestSupport
 import Testing
 
@@ -45,7 +45,7 @@ struct PostgresClientTests {
     @Test("a unique violation is a typed error with SQLSTATE 23505, and the connection stays usable")
     func uniqueViolation() async throws {
         let connection = PostgresConnection(configuration: TestEnvironment.postgres())
-        _ = try await SchemaMigrator.migrate(PostgresPool(configuration: TestEnvironment.postgres()))
+        _ = try await TestEnvironment.migratedPool()
         let post = Int64.random(in: 1_000_000_000...4_000_000_000_000_000)
         try await connection.query("INSERT INTO posts (id) VALUES ($1)", [.int64(post)])
         let error = await #expect(throws: PostgresError.self) {

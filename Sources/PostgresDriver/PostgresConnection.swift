@@ -1,4 +1,6 @@
+import BlockingIO
 internal import CLibPQ
+import CounterCore
 import Glibc
 
 /// One PostgreSQL connection (libpq), owned by an actor that runs on a thread of its own, so its

@@ -1,4 +1,6 @@
+import BlockingIO
 internal import CHiredis
+import CounterCore
 import Glibc
 
 /// One Redis connection (hiredis 0.14), owned by an actor that runs on a thread of its own, so

@@ -1,7 +1,7 @@
 import CounterCore
-@testable import Persistence
 import Synchronization
 import Testing
+@testable import RedisDriver
 
 @Suite("Redis node log lines (no servers)")
 struct RedisNodeLogTests {
