@@ -16,7 +16,7 @@ extension CounterAPI {
         switch request.query["wait"] {
         case nil, "true": return true
         case "false": return false
-        case let text?: throw RequestError(code: "invalid_argument", message: "wait is \"true\" or \"false\", not \"\(text)\"")
+        case let text?: throw RequestError(code: .invalidArgument, message: "wait is \"true\" or \"false\", not \"\(text)\"")
         }
     }
 }

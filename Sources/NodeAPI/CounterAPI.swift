@@ -173,13 +173,13 @@ public final class CounterAPI: HTTPHandler, Service {
     public func response(for refusal: HTTPRefusal) -> HTTPResponse {
         switch refusal {
         case .shuttingDown:
-            return .error(503, code: "shutting_down", message: "the node is shutting down", retryAfterSeconds: 1)
+            return .error(.shuttingDown, message: "the node is shutting down", retryAfterSeconds: 1)
         case .bodyTooLarge(let limit):
-            return .error(413, code: "body_too_large", message: "the request body exceeds \(limit) bytes")
+            return .error(.bodyTooLarge, message: "the request body exceeds \(limit) bytes")
         case .headersTooLarge(let limit):
-            return .error(431, code: "headers_too_large", message: "the request line and headers exceed \(limit) bytes")
+            return .error(.headersTooLarge, message: "the request line and headers exceed \(limit) bytes")
         case .malformed(let why):
-            return .error(400, code: "bad_request", message: why)
+            return .error(.badRequest, message: why)
         }
     }
 
@@ -203,7 +203,7 @@ public final class CounterAPI: HTTPHandler, Service {
         guard let limiter = users?.limiter else { return nil }
         if forwarder != nil && service.ownership.state(of: HashSlot(post: post).rawValue) == .notOwned { return nil }
         guard let wait = limiter.admit(user) else { return nil }
-        return .error(429, code: "rate_limited",
+        return .error(.rateLimited,
                       message: "user \(user) may write \(Int(limiter.writesPerSecond)) times a second (\(limiter.burst) at once); try again in \(wait) s",
                       retryAfterSeconds: wait)
     }
@@ -223,7 +223,7 @@ public final class CounterAPI: HTTPHandler, Service {
 
     private func admit(_ route: APIRoute, _ request: HTTPRequest) -> Admission {
         if route == .notFound {
-            return .answer(.error(404, code: "not_found", message: "no route \(request.method) \(request.path)"))
+            return .answer(.error(.notFound, message: "no route \(request.method) \(request.path)"))
         }
         let caller: Caller
         switch authentication.caller(for: route, request) {
@@ -231,10 +231,10 @@ public final class CounterAPI: HTTPHandler, Service {
         case .caller(let admitted): caller = admitted
         }
         if case .invalidID(let what) = route {
-            return .answer(.error(400, code: "invalid_id", message: "\(what) is not a positive 64-bit integer"))
+            return .answer(.error(.invalidID, message: "\(what) is not a positive 64-bit integer"))
         }
         guard route.allowedMethods.contains(request.method) else {
-            return .answer(.error(405, code: "method_not_allowed",
+            return .answer(.error(.methodNotAllowed,
                                   message: "\(request.method) is not allowed on \(route.label); use \(route.allowedMethods.joined(separator: ", "))",
                                   headers: ["Allow": route.allowedMethods.joined(separator: ", ")]))
         }
@@ -273,17 +273,17 @@ public final class CounterAPI: HTTPHandler, Service {
                 }
             case .userLikes(let user):
                 if case .user(let caller) = caller, caller != user {
-                    return .error(403, code: "forbidden", message: "a user's token lists only that user's own likes (GET /v1/me/likes)")
+                    return .error(.forbidden, message: "a user's token lists only that user's own likes (GET /v1/me/likes)")
                 }
                 return try await userLikes(user, request)
             case .myLikes:
                 guard case .user(let user) = caller else {
-                    return .error(401, code: "unauthorized", message: "GET /v1/me/likes needs an end user's token")
+                    return .error(.unauthorized, message: "GET /v1/me/likes needs an end user's token")
                 }
                 return try await userLikes(user, request)
             case .userPendingLikes(let user):
                 if case .user(let caller) = caller, caller != user {
-                    return .error(403, code: "forbidden", message: "a user's token reads only that user's own changes")
+                    return .error(.forbidden, message: "a user's token reads only that user's own changes")
                 }
                 let pending = try await service.pendingLikes(ofUser: user)
                 return .json(PendingLikesBody(userID: user, pending: pending.changes.map {
@@ -294,12 +294,12 @@ public final class CounterAPI: HTTPHandler, Service {
             case .events:
                 let arguments = try EventFeedAnswers.Arguments(request.query)
                 guard service.configuration.events else {
-                    return .error(409, code: "events_off", message: "this node runs with --events false: its flushes write no change events; run every node with --events true")
+                    return .error(.eventsOff, message: "this node runs with --events false: its flushes write no change events; run every node with --events true")
                 }
                 return try await events.page(arguments)
             case .cluster:
                 guard let member else {
-                    return .error(404, code: "not_clustered", message: "this node runs as the only writer; it has no slot map")
+                    return .error(.notClustered, message: "this node runs as the only writer; it has no slot map")
                 }
                 return .json(ClusterAnswers.body(member.map, answeredBy: member.configuration.nodeID))
             case .readyz:
@@ -321,7 +321,7 @@ public final class CounterAPI: HTTPHandler, Service {
                 let user: Int64?
                 if let text = request.query["user"] {
                     guard let parsed = EntityID.parse(text) else {
-                        return .error(400, code: "invalid_id", message: "user id \"\(text)\" is not a positive 64-bit integer")
+                        return .error(.invalidID, message: "user id \"\(text)\" is not a positive 64-bit integer")
                     }
                     user = parsed
                 } else {
@@ -335,7 +335,7 @@ public final class CounterAPI: HTTPHandler, Service {
                 if let text = request.query["count"] {
                     // Digits only, on what the client sent (nothing is percent-decoded).
                     guard let parsed = EntityID.parse(text), parsed <= 10_000 else {
-                        return .error(400, code: "invalid_argument", message: "count \"\(text)\" is not a whole number from 1 to 10,000")
+                        return .error(.invalidArgument, message: "count \"\(text)\" is not a whole number from 1 to 10,000")
                     }
                     count = Int(parsed)
                 }
@@ -354,22 +354,22 @@ public final class CounterAPI: HTTPHandler, Service {
                 return .json(try await clusterAdmin.replay(ids: try AdminAnswers.replayIDs(request.body), authorization: request.authorization))
             case .adminClusterDrain:
                 guard let member else {
-                    return .error(404, code: "not_clustered", message: "this node runs as the only writer; it has no cluster to drain")
+                    return .error(.notClustered, message: "this node runs as the only writer; it has no cluster to drain")
                 }
                 let drain = try RequestBody.decode(DrainRequest.self, request.body)
                 let draining = drain.draining ?? true
                 guard try await member.setDraining(nodeID: drain.nodeID, draining) else {
-                    return .error(404, code: "node_not_found", message: "no node \"\(drain.nodeID)\" is registered in this cluster")
+                    return .error(.nodeNotFound, message: "no node \"\(drain.nodeID)\" is registered in this cluster")
                 }
                 return .json(DrainResult(nodeID: drain.nodeID, draining: draining))
             case .toggle, .like, .userToggle, .userLike, .seedToggle, .healthz, .openAPI, .invalidID, .notFound:
                 // Answered in `dispatch`, never here.
-                return .error(500, code: "internal", message: "route \(route.label) is answered elsewhere")
+                return .error(.internal, message: "route \(route.label) is answered elsewhere")
             }
         } catch let error as CounterError {
             return Self.response(for: error)
         } catch let error as RequestError {
-            return .error(error.code == "forbidden" ? 403 : 400, code: error.code, message: error.message)
+            return .error(error.code, message: error.message)
         } catch {
             return unavailable(route, error)
         }
@@ -385,17 +385,7 @@ public final class CounterAPI: HTTPHandler, Service {
     }
 
     static func response(for error: CounterError) -> HTTPResponse {
-        switch error.code {
-        case .unknownPost: return .error(404, code: "post_not_found", message: error.message)
-        case .invalidArgument: return .error(400, code: "invalid_argument", message: error.message)
-        case .backlogFull: return .error(503, code: "backlog_full", message: error.message, retryAfterSeconds: error.retryAfterSeconds ?? 1)
-        case .overloaded: return .error(503, code: "overloaded", message: error.message, retryAfterSeconds: error.retryAfterSeconds ?? 1)
-        case .shuttingDown: return .error(503, code: "shutting_down", message: error.message, retryAfterSeconds: 1)
-        case .slotMoving: return .error(503, code: "slot_moving", message: error.message, retryAfterSeconds: error.retryAfterSeconds ?? 1)
-        case .notOwner: return .error(503, code: "no_owner", message: error.message, retryAfterSeconds: 1)
-        case .notReplicated: return .error(503, code: "not_replicated", message: error.message, retryAfterSeconds: 1)
-        default: return .error(503, code: "unavailable", message: error.message, retryAfterSeconds: error.retryAfterSeconds ?? 1)
-        }
+        .error(for: error)
     }
 
     /// `perform`'s answer, its errors as the API phrases them; `nil` when the slot turns out not
@@ -416,7 +406,7 @@ public final class CounterAPI: HTTPHandler, Service {
     /// is not a `CounterError`): a stable message for the client, the detail for the log.
     private func unavailable(_ route: APIRoute?, _ error: Error) -> HTTPResponse {
         failures.note(route: route?.label ?? "forwarded", error: error)
-        return .error(503, code: "unavailable", message: "the node could not complete the request; retry (the node's log says why)",
+        return .error(.unavailable, message: "the node could not complete the request; retry (the node's log says why)",
                       retryAfterSeconds: 1)
     }
 

@@ -33,7 +33,7 @@ actor ReadinessProbe {
 
     func check() async -> HTTPResponse {
         if shuttingDown.load(ordering: .relaxed) {
-            return .error(503, code: "not_ready", message: "the node is shutting down", retryAfterSeconds: 1)
+            return .error(.notReady, message: "the node is shutting down", retryAfterSeconds: 1)
         }
         if let last, ContinuousClock.now - last.at < .seconds(1) { return last.response }
         var problems: [String] = []
@@ -69,7 +69,7 @@ actor ReadinessProbe {
         if problems.isEmpty {
             response = HTTPResponse(status: 200, body: CounterAPI.ready)
         } else {
-            response = .error(503, code: "not_ready", message: problems.joined(separator: "; "), retryAfterSeconds: 1)
+            response = .error(.notReady, message: problems.joined(separator: "; "), retryAfterSeconds: 1)
         }
         last = (.now, response)
         return response
