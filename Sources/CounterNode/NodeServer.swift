@@ -101,7 +101,8 @@ struct NodeParts {
     private let adminRedis: RedisClient
 
     /// - Throws: for settings that cannot be used (a Redis URL, the write path's figures, the
-    ///   end users' secret or key set); nothing was opened then.
+    ///   end users' secret or key set), or when the API cannot make its connections to the other
+    ///   nodes; nothing was opened then.
     init(configuration: NodeConfiguration, log: NodeLog, output: NodeCommand.Output) throws {
         let redis = try RedisConfiguration(url: configuration.redisURL)
         let users = configuration.users.isEnabled ? try UserAccess(configuration: configuration.users) : nil
@@ -125,8 +126,8 @@ struct NodeParts {
         let retention = configuration.writePath.events
             ? configuration.eventRetention.map { EventRetention(retention: $0, postgres: pool, log: log) } : nil
         let eventsPool = PostgresPool(configuration: configuration.eventsPostgres(connections: 2))
-        let api = CounterAPI(service: service, tokens: configuration.tokens, postgres: pool, redis: adminRedis, member: member,
-                             readyMaxLag: configuration.readyMaxLag, users: users, retention: retention, eventsPostgres: eventsPool, log: log)
+        let api = try CounterAPI(service: service, tokens: configuration.tokens, postgres: pool, redis: adminRedis, member: member,
+                                 readyMaxLag: configuration.readyMaxLag, users: users, retention: retention, eventsPostgres: eventsPool, log: log)
         let server = try HTTPServer(configuration: configuration.http, handler: api)
 
         // Started in this order, stopped in reverse: the membership hands the slots to the other

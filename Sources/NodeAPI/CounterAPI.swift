@@ -58,9 +58,11 @@ public final class CounterAPI: HTTPHandler, Service {
     ///     kept (or off).
     ///   - eventsPostgres: the pool `GET /v1/events` reads with (its long polls too), so a
     ///     consumer does not wait behind the flushes for a connection; `nil`: `postgres`.
+    /// - Throws: `HTTPServerError` when a node of a cluster cannot make its connections to the
+    ///   other nodes (their epoll loops); nothing is left running then.
     public init(service: CounterService, tokens: AccessTokens, postgres: PostgresPool, redis: RedisClient, member: ClusterMember? = nil,
                 readyMaxLag: Duration? = nil, users: UserAccess? = nil, retention: EventRetention? = nil,
-                eventsPostgres: PostgresPool? = nil, log: NodeLog = .silent) {
+                eventsPostgres: PostgresPool? = nil, log: NodeLog = .silent) throws {
         self.retention = retention
         self.postgres = postgres
         self.failures = FailureLog(log: log)
@@ -69,9 +71,9 @@ public final class CounterAPI: HTTPHandler, Service {
         self.users = users
         self.authentication = Authentication(tokens: tokens, users: users)
         self.member = member
-        self.forwarder = member.map { Forwarder(member: $0, ownerWait: service.configuration.slotMoveWait) }
-        self.adminPeers = member == nil ? nil : try? (quick: PeerClient(maximumConnectionsPerPeer: 8, timeout: .seconds(15)),
-                                                       patient: PeerClient(maximumConnectionsPerPeer: 8, timeout: .seconds(3_600)))
+        self.forwarder = try member.map { try Forwarder(member: $0, ownerWait: service.configuration.slotMoveWait) }
+        self.adminPeers = member == nil ? nil : (quick: try PeerClient(maximumConnectionsPerPeer: 8, timeout: .seconds(15)),
+                                                 patient: try PeerClient(maximumConnectionsPerPeer: 8, timeout: .seconds(3_600)))
         let layout = RedisKeyLayout(prefix: service.configuration.keyPrefix)
         self.inspector = PostInspector(service: service, postgres: postgres, redis: redis, layout: layout)
         self.readiness = ReadinessProbe(postgres: postgres, redis: redis, member: member, service: service, maxLag: readyMaxLag)

@@ -14,17 +14,18 @@ import Synchronization
 /// 503 `outcome_unknown`; likes, unlikes and reads are safe to repeat and are.
 final class Forwarder: Sendable {
     private let member: ClusterMember
-    private let peers: Result<PeerClient, any Error>
+    private let peers: PeerClient
     private let forwardedCount = Atomic<Int>(0)
     private let misdirectedCount = Atomic<Int>(0)
 
     /// How long a request waits for its slot to have a live owner in the map.
     private let ownerWait: Duration
 
-    init(member: ClusterMember, ownerWait: Duration) {
+    /// - Throws: `HTTPServerError` when the connections' loop cannot be made.
+    init(member: ClusterMember, ownerWait: Duration) throws {
         self.member = member
         self.ownerWait = ownerWait
-        self.peers = Result { try PeerClient() }
+        self.peers = try PeerClient()
     }
 
     /// Requests sent on to their owner.
@@ -118,11 +119,6 @@ final class Forwarder: Sendable {
     }
 
     private func send(_ request: HTTPRequest, to base: String, from me: String) async -> Outcome {
-        let peers: PeerClient
-        switch self.peers {
-        case .success(let client): peers = client
-        case .failure(let error): return .notSent("the forwarding client could not start: \(error)")
-        }
         var headers: [(name: String, value: String)] = [("Counter-Forwarded-By", me)]
         if let authorization = request.authorization { headers.append(("Authorization", authorization)) }
         if let actingUser = request.actingUser { headers.append(("Counter-User", actingUser)) }

@@ -27,7 +27,7 @@ package struct HTTPHarness {
         var configuration = HTTPServerConfiguration()
         configuration.port = 0
         configure(&configuration)
-        let api = CounterAPI(service: writePath.service, tokens: AccessTokens(api: apiToken, admin: adminToken),
+        let api = try CounterAPI(service: writePath.service, tokens: AccessTokens(api: apiToken, admin: adminToken),
                              postgres: writePath.pool, redis: writePath.redis, readyMaxLag: readyMaxLag, users: users)
         let requests = try await RunningServices.start([api])
         let server = try HTTPServer(configuration: configuration, handler: api)
