@@ -11,11 +11,12 @@ import WritePath
 
 /// `counter-node serve`, the composition root: builds the node's parts (`NodeParts`) and runs
 /// them as one `ServiceGroup` — started in order (the end users' keys, the write path, the
-/// schema, the HTTP server, the cluster membership, the announcement), stopped in reverse — until
-/// SIGTERM or SIGINT (`ShutdownSignals`). A failure at any start step stops, in reverse, what
-/// already started (the write path drains). The shutdown takes at most `--shutdown-timeout`,
-/// leaving what is not flushed by then in the Redis logs (`ShutdownDeadline`); a second signal
-/// exits at once. Every connection opened here is closed here.
+/// schema, the HTTP server, the cluster membership, the announcement, the readiness checks),
+/// stopped in reverse — until SIGTERM or SIGINT (`ShutdownSignals`). A failure at any start step
+/// stops, in reverse, what already started (the write path drains). The shutdown takes at most
+/// `--shutdown-timeout`, leaving what is not flushed by then in the Redis logs
+/// (`ShutdownDeadline`); a second signal exits at once. Every connection opened here is closed
+/// here.
 public enum NodeServer {
     public static func run(_ configuration: NodeConfiguration, output: NodeCommand.Output) async -> NodeCommand.ExitStatus {
         if let refusal = configuration.servingRefusal {
@@ -148,6 +149,8 @@ struct NodeParts {
             ("announcement", ListeningAnnouncement(server: server, configuration: configuration, log: log, output: output)),
         ]
         if let retention { services.append(("event_retention", retention)) }
+        // Last: the checks /metrics reports need the write path and the membership running.
+        services.append(("readiness", api.readinessSchedule))
         self.services = services.map { NamedService(name: $0.0, service: $0.1, log: log) }
         self.service = service
         self.api = api

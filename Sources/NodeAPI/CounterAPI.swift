@@ -101,6 +101,10 @@ public final class CounterAPI: HTTPHandler, Service {
         if !started { respond(response(for: .shuttingDown)) }
     }
 
+    /// The readiness checks on a schedule of their own, a service to start once the write path
+    /// runs: `/metrics` reports their last verdict.
+    public var readinessSchedule: ReadinessSchedule { ReadinessSchedule(probe: readiness) }
+
     /// From now on `/readyz` answers 503 (`shutting down`), so load balancers stop sending here
     /// while the node hands its slots off and stops. Called on the first SIGTERM/SIGINT.
     public func markShuttingDown() {
@@ -516,8 +520,9 @@ public final class CounterAPI: HTTPHandler, Service {
         MetricsText.renderLag(service.writeBehindLag.snapshot(), into: &text)
         MetricsText.renderRedis(service.redisTopology, into: &text)
         ProcessMetrics.render(into: &text)
-        let ready = await readiness.check().status == 200
-        MetricsText.single("counter_ready", "gauge", "1 while /readyz answers 200 (PostgreSQL and Redis answer, the backlog is young enough, the node serves its slots), else 0.",
+        let ready = await readiness.isReady()
+        MetricsText.single("counter_ready", "gauge",
+                           "1 when the last readiness check passed (the one /readyz answers with: PostgreSQL and Redis answer, the backlog is young enough, the node serves its slots; run on /readyz and every \(Int(ReadinessSchedule.interval.inSeconds)) s), else 0.",
                            ready ? "1" : "0", into: &text)
         MetricsText.single("counter_flush_max_age_seconds", "gauge", "The configured --flush-max-age-ms: about the longest a change should wait for PostgreSQL.",
                            "\(service.configuration.flushMaxAge.inSeconds)", into: &text)

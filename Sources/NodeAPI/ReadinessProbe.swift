@@ -1,3 +1,4 @@
+import CounterCore
 import Foundation
 import NodeCluster
 import NodeHTTP
@@ -10,6 +11,10 @@ import WritePath
 /// set), the node is not shutting down, and — for a node of a cluster — it serves every slot the
 /// map gives it (none still being acquired, its log drained, or released). Otherwise 503 with
 /// every reason. Cached for a second so probes cost little (shutting down shows at once).
+///
+/// `/metrics` reports the last check's verdict (`isReady`) and runs none itself; the checks run
+/// on `/readyz` and on a schedule of their own (`ReadinessSchedule`), so the verdict is never
+/// older than the schedule's interval.
 actor ReadinessProbe {
     private let postgres: PostgresPool
     private let redis: RedisClient
@@ -73,5 +78,41 @@ actor ReadinessProbe {
         }
         last = (.now, response)
         return response
+    }
+
+    /// The last check's verdict, without a check of its own — but for the very first, which
+    /// it waits for when none has finished yet. `false` from the moment the node shuts down.
+    func isReady() async -> Bool {
+        if shuttingDown.load(ordering: .relaxed) { return false }
+        if let last { return last.response.status == 200 }
+        return await check().status == 200
+    }
+
+    /// Checks every `interval` (a check of `/readyz` within the last second stands for one)
+    /// until the task is cancelled.
+    func keepChecking(every interval: Duration) async {
+        while !Task.isCancelled {
+            _ = await check()
+            try? await Task.sleep(for: interval)
+        }
+    }
+}
+
+/// The readiness checks' own schedule, a service of the node: the last verdict, which `/metrics`
+/// reports, is at most `interval` old even when nothing asks `/readyz`.
+public struct ReadinessSchedule: Service {
+    /// How often the checks run: the most `counter_ready` may lag behind the node's state.
+    public static let interval: Duration = .seconds(5)
+
+    let probe: ReadinessProbe
+
+    public func run(_ lifecycle: ServiceLifecycle) async throws {
+        lifecycle.started()
+        let probe = probe
+        await withDiscardingTaskGroup { group in
+            group.addTask { await probe.keepChecking(every: Self.interval) }
+            await lifecycle.stopRequested()
+            group.cancelAll()
+        }
     }
 }
