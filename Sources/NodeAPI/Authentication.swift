@@ -24,18 +24,18 @@ struct Authentication: Sendable {
     let tokens: AccessTokens
     let users: UserAccess?
 
-    func caller(for route: APIRoute, _ request: HTTPRequest) -> CallerOrRefusal {
-        switch route.access {
+    /// The caller of `request` on a route of `access` that answers only with `setting` on.
+    func caller(access: Route.Access, onlyWith setting: Route.Setting? = nil, _ request: HTTPRequest) -> CallerOrRefusal {
+        switch access {
         case .open:
             return .caller(.anyone)
         case .api, .admin, .any, .events:
-            return serviceCaller(route.access, request)
+            return serviceCaller(access, request)
         case .user:
             guard let users, users.configuration.isEnabled else {
-                return .refused(.error(.notFound,
-                                       message: "the user routes are off: the node needs --user-token-secret or --user-token-jwks"))
+                return .refused(.error(.notFound, message: "the user routes are off: the node needs --user-token-secret or --user-token-jwks"))
             }
-            if case .seedToggle = route, !users.configuration.seedRoute {
+            if setting == .seedRoute, !users.configuration.seedRoute {
                 return .refused(.error(.notFound, message: "no route \(request.method) \(request.path) (the seed's route is off: --seed-route true)"))
             }
             guard let token = Self.bearer(request.authorization) else { return .refused(Self.missingToken) }
@@ -58,7 +58,7 @@ struct Authentication: Sendable {
         }
     }
 
-    private func serviceCaller(_ access: APIRoute.Access, _ request: HTTPRequest) -> CallerOrRefusal {
+    private func serviceCaller(_ access: Route.Access, _ request: HTTPRequest) -> CallerOrRefusal {
         if let refusal = tokens.refusal(request.authorization, for: access) {
             return .refused(.error(.unauthorized, message: refusal, headers: ["WWW-Authenticate": "Bearer"]))
         }

@@ -2,8 +2,9 @@ import UserTokens
 import WritePath
 
 /// Every error code the node answers, with its HTTP status: the one list the answers are built
-/// from (`HTTPResponse.error`), and that `docs/openapi.yaml`'s `Error.code` enum is held to
-/// (`OpenAPIErrorCodesTests`). A new refusal is a case here first.
+/// from (`HTTPResponse.error`), and that `docs/openapi.yaml` is held to — its `Error.code` enum,
+/// and for each operation the statuses and the codes its responses name (`OpenAPIErrorCodesTests`,
+/// from the codes each route of `APIRoutes` answers). A new refusal is a case here first.
 enum ErrorCode: String, CaseIterable, Sendable {
     /// No such route; or the user routes, or the seed's route, are off.
     case notFound = "not_found"
@@ -76,6 +77,14 @@ enum ErrorCode: String, CaseIterable, Sendable {
     /// The transport's own refusals (`HTTPRefusal`): any request may meet them, whatever its
     /// route, so the document names them where it chooses to rather than on every operation.
     static let transport: Set<ErrorCode> = [.badRequest, .bodyTooLarge, .headersTooLarge, .shuttingDown]
+
+    /// What the write path may refuse an operation with (`HTTPResponse.error(for:)`), but
+    /// `post_not_found`, which only the routes on one post answer.
+    static let writePath: [ErrorCode] = [.invalidArgument, .backlogFull, .overloaded, .shuttingDown, .slotMoving, .noOwner, .notReplicated,
+                                         .unavailable]
+
+    /// What checking a JSON body may refuse (`RequestBody`).
+    static let body: [ErrorCode] = [.invalidJSON, .invalidBody, .invalidID]
 
     /// An end user's token refused, by the verifier's reason.
     init(_ refusal: TokenRefusal.Code) {

@@ -72,7 +72,7 @@ actor ReadinessProbe {
         }
         let response: HTTPResponse
         if problems.isEmpty {
-            response = HTTPResponse(status: 200, body: CounterAPI.ready)
+            response = HTTPResponse(status: 200, body: OperationHandlers.ready)
         } else {
             response = .error(.notReady, message: problems.joined(separator: "; "), retryAfterSeconds: 1)
         }
