@@ -78,7 +78,7 @@ public final class CounterAPI: HTTPHandler, Service {
                                   errors: errors, service: service, tasks: tasks)
     }
 
-    /// Sends requests for slots other nodes own on to them; `nil` for the only writer.
+    /// Sends requests for slots other nodes serve on to them (in a cluster).
     var forwarding: SlotForwarding { chain.forwarding }
 
     /// As a `Service`: runs the requests that wait (everything but the hot like routes) until
