@@ -13,11 +13,12 @@ import WritePath
 
 /// `counter-node serve`, the composition root: builds the node's parts (`NodeParts`) and runs
 /// them as one `ServiceGroup` — started in order (the end users' keys, the write path, the
-/// schema, the HTTP server, the cluster membership, the announcement), stopped in reverse — until
-/// SIGTERM or SIGINT (`ShutdownSignals`). A failure at any start step stops, in reverse, what
-/// already started (the write path drains). The shutdown takes at most `--shutdown-timeout`,
-/// leaving what is not flushed by then in the Redis logs (`ShutdownDeadline`); a second signal
-/// exits at once. Every connection opened here is closed here.
+/// schema, the HTTP server, the cluster membership, the announcement, the readiness checks),
+/// stopped in reverse — until SIGTERM or SIGINT (`ShutdownSignals`). A failure at any start step
+/// stops, in reverse, what already started (the write path drains). The shutdown takes at most
+/// `--shutdown-timeout`, leaving what is not flushed by then in the Redis logs
+/// (`ShutdownDeadline`); a second signal exits at once. Every connection opened here is closed
+/// here.
 public enum NodeServer {
     public static func run(_ configuration: NodeConfiguration, output: NodeCommand.Output) async -> NodeCommand.ExitStatus {
         if let refusal = configuration.servingRefusal {
@@ -103,7 +104,8 @@ struct NodeParts {
     private let adminRedis: RedisClient
 
     /// - Throws: for settings that cannot be used (a Redis URL, the write path's figures, the
-    ///   end users' secret or key set); nothing was opened then.
+    ///   end users' secret or key set), or when the API cannot make its connections to the other
+    ///   nodes; nothing was opened then.
     init(configuration: NodeConfiguration, log: NodeLog, output: NodeCommand.Output) throws {
         let redis = try RedisConfiguration(url: configuration.redisURL)
         let users = configuration.users.isEnabled ? try UserAccess(configuration: configuration.users) : nil
@@ -129,8 +131,8 @@ struct NodeParts {
         let eventsPool = PostgresPool(configuration: configuration.eventsPostgres(connections: 2))
         let storage = NodeStorage(postgres: pool, redis: adminRedis, layout: RedisKeyLayout(prefix: configuration.writePath.keyPrefix),
                                   eventsPostgres: eventsPool)
-        let api = CounterAPI(service: service, tokens: configuration.tokens, storage: storage, member: member,
-                             readyMaxLag: configuration.readyMaxLag, users: users, retention: retention, log: log)
+        let api = try CounterAPI(service: service, tokens: configuration.tokens, storage: storage, member: member,
+                                 readyMaxLag: configuration.readyMaxLag, users: users, retention: retention, log: log)
         let server = try HTTPServer(configuration: configuration.http, handler: api)
 
         // Started in this order, stopped in reverse: the membership hands the slots to the other
@@ -151,6 +153,8 @@ struct NodeParts {
             ("announcement", ListeningAnnouncement(server: server, configuration: configuration, log: log, output: output)),
         ]
         if let retention { services.append(("event_retention", retention)) }
+        // Last: the checks /metrics reports need the write path and the membership running.
+        services.append(("readiness", api.readinessSchedule))
         self.services = services.map { NamedService(name: $0.0, service: $0.1, log: log) }
         self.service = service
         self.api = api

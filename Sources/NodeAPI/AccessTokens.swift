@@ -15,7 +15,7 @@ public struct AccessTokens: Sendable, Equatable {
     }
 
     /// Why `authorization` does not grant `access`, or `nil` when it does.
-    func refusal(_ authorization: String?, for access: APIRoute.Access) -> String? {
+    func refusal(_ authorization: String?, for access: Route.Access) -> String? {
         let accepted: [String]
         switch access {
         case .open: return nil

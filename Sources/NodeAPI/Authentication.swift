@@ -24,25 +24,25 @@ struct Authentication: Sendable {
     let tokens: AccessTokens
     let users: UserAccess?
 
-    func caller(for route: APIRoute, _ request: HTTPRequest) -> CallerOrRefusal {
-        switch route.access {
+    /// The caller of `request` on a route of `access` that answers only with `setting` on.
+    func caller(access: Route.Access, onlyWith setting: Route.Setting? = nil, _ request: HTTPRequest) -> CallerOrRefusal {
+        switch access {
         case .open:
             return .caller(.anyone)
         case .api, .admin, .any, .events:
-            return serviceCaller(route.access, request)
+            return serviceCaller(access, request)
         case .user:
             guard let users, users.configuration.isEnabled else {
-                return .refused(.error(404, code: "not_found",
-                                       message: "the user routes are off: the node needs --user-token-secret or --user-token-jwks"))
+                return .refused(.error(.notFound, message: "the user routes are off: the node needs --user-token-secret or --user-token-jwks"))
             }
-            if case .seedToggle = route, !users.configuration.seedRoute {
-                return .refused(.error(404, code: "not_found", message: "no route \(request.method) \(request.path) (the seed's route is off: --seed-route true)"))
+            if setting == .seedRoute, !users.configuration.seedRoute {
+                return .refused(.error(.notFound, message: "no route \(request.method) \(request.path) (the seed's route is off: --seed-route true)"))
             }
             guard let token = Self.bearer(request.authorization) else { return .refused(Self.missingToken) }
             if users.configuration.apiTokenOnUserRoutes, let api = tokens.api,
                AccessTokens.constantTimeEqual(Array(token), Array(api.utf8)) {
                 guard let text = request.actingUser, let user = EntityID.parse(text) else {
-                    return .refused(.error(400, code: "invalid_id",
+                    return .refused(.error(.invalidID,
                                            message: "with the API token, the user routes need a Counter-User header with the user id (a positive 64-bit integer)"))
                 }
                 return .caller(.user(user))
@@ -58,9 +58,9 @@ struct Authentication: Sendable {
         }
     }
 
-    private func serviceCaller(_ access: APIRoute.Access, _ request: HTTPRequest) -> CallerOrRefusal {
+    private func serviceCaller(_ access: Route.Access, _ request: HTTPRequest) -> CallerOrRefusal {
         if let refusal = tokens.refusal(request.authorization, for: access) {
-            return .refused(.error(401, code: "unauthorized", message: refusal, headers: ["WWW-Authenticate": "Bearer"]))
+            return .refused(.error(.unauthorized, message: refusal, headers: ["WWW-Authenticate": "Bearer"]))
         }
         return .caller(tokens.api == nil && access == .api ? .anyone : .service)
     }
@@ -70,12 +70,12 @@ struct Authentication: Sendable {
             return .caller(.user(try users.verifier.user(of: Array(token))))
         } catch {
             users.countRefusal(error.code)
-            return .refused(.error(401, code: error.code.rawValue, message: error.message,
+            return .refused(.error(ErrorCode(error.code), message: error.message,
                                    headers: ["WWW-Authenticate": #"Bearer error="invalid_token""#]))
         }
     }
 
-    static let missingToken = HTTPResponse.error(401, code: "unauthorized", message: "missing bearer token: send Authorization: Bearer <token>",
+    static let missingToken = HTTPResponse.error(.unauthorized, message: "missing bearer token: send Authorization: Bearer <token>",
                                                  headers: ["WWW-Authenticate": "Bearer"])
 
     /// The token of an `Authorization: Bearer <token>` header.

@@ -1,4 +1,5 @@
 import CounterWire
+import NodeCluster
 import NodeHTTP
 import ShardRouter
 import WritePath
@@ -13,8 +14,8 @@ enum FeedSplit {
         var recentLikers: [Int64: [Liker]] = [:]
     }
 
-    static func ask(_ posts: [Int64], user: Int64?, include: [String]?, like request: HTTPRequest, api: CounterAPI) async throws -> Answers {
-        let map = api.member?.map
+    static func ask(_ posts: [Int64], user: Int64?, include: [String]?, like request: HTTPRequest, map: ClusterMap?,
+                    forwarder: Forwarder) async throws -> Answers {
         var byOwner: [String: [Int64]] = [:]
         for post in posts {
             let owner = map?.owner(of: HashSlot(post: post).rawValue)?.id ?? ""
@@ -22,7 +23,7 @@ enum FeedSplit {
         }
         return try await withThrowingTaskGroup(of: Answers.self) { group in
             for part in byOwner.values {
-                group.addTask { try await api.forwardFeed(part, user: user, include: include, like: request) }
+                group.addTask { try await forward(part, user: user, include: include, like: request, forwarder: forwarder) }
             }
             var all = Answers()
             for try await answer in group {
@@ -31,5 +32,25 @@ enum FeedSplit {
             }
             return all
         }
+    }
+
+    /// Forwards a feed query for `posts` (each group to its owner) and returns their states;
+    /// `user` `nil` asks for a logged-out viewer's page.
+    private static func forward(_ posts: [Int64], user: Int64?, include: [String]?, like request: HTTPRequest,
+                                forwarder: Forwarder) async throws -> Answers {
+        let body = try WireEncoder.encode(OwnFeedQuery(postIDs: posts, userID: user, include: include))
+        let forwarded = HTTPRequest(method: "POST", path: "/v1/posts/query", authorization: request.authorization, body: body)
+        let response = await forwarder.forward(forwarded, slot: HashSlot(post: posts[0]).rawValue, mayRepeat: true)
+        guard response.status == 200 else {
+            throw CounterError(code: .unavailable, message: "the owner of posts \(posts.prefix(3).map(String.init).joined(separator: ",")) answered \(response.status): \(String(decoding: response.body, as: UTF8.self))",
+                               retryAfterSeconds: 1)
+        }
+        let page = try WireDecoder.decode(FeedPage.self, from: response.body)
+        var answers = Answers()
+        for item in page.posts {
+            answers.states[item.postID] = LikeState(postID: item.postID, userID: user ?? 0, isLiked: item.isLiked, likesCount: item.likesCount)
+            if let likers = item.recentLikers { answers.recentLikers[item.postID] = likers }
+        }
+        return answers
     }
 }

@@ -14,17 +14,18 @@ import Synchronization
 /// 503 `outcome_unknown`; likes, unlikes and reads are safe to repeat and are.
 final class Forwarder: Sendable {
     private let member: ClusterMember
-    private let peers: Result<PeerClient, any Error>
+    private let peers: PeerClient
     private let forwardedCount = Atomic<Int>(0)
     private let misdirectedCount = Atomic<Int>(0)
 
     /// How long a request waits for its slot to have a live owner in the map.
     private let ownerWait: Duration
 
-    init(member: ClusterMember, ownerWait: Duration) {
+    /// - Throws: `HTTPServerError` when the connections' loop cannot be made.
+    init(member: ClusterMember, ownerWait: Duration) throws {
         self.member = member
         self.ownerWait = ownerWait
-        self.peers = Result { try PeerClient() }
+        self.peers = try PeerClient()
     }
 
     /// Requests sent on to their owner.
@@ -37,10 +38,10 @@ final class Forwarder: Sendable {
     func misdirectedResponse(slot: UInt16) -> HTTPResponse {
         misdirectedCount.add(1, ordering: .relaxed)
         guard let owner = member.map.owner(of: slot), owner.id != member.configuration.nodeID else {
-            return .error(503, code: "no_owner", message: "no live node owns slot \(slot) now (a takeover is under way); retry",
+            return .error(.noOwner, message: "no live node owns slot \(slot) now (a takeover is under way); retry",
                           retryAfterSeconds: 1)
         }
-        return .error(421, code: "not_owner", message: "slot \(slot) is owned by node \(owner.id) at \(owner.advertiseURL); nothing was done here",
+        return .error(.notOwner, message: "slot \(slot) is owned by node \(owner.id) at \(owner.advertiseURL); nothing was done here",
                       headers: ["Counter-Owner": owner.advertiseURL])
     }
 
@@ -63,7 +64,7 @@ final class Forwarder: Sendable {
                     try? await member.refreshMapUnlessFresh()
                     continue
                 }
-                return .error(503, code: "no_owner", message: "no other live node owned slot \(slot) within \(ownerWait) (a move or takeover is under way); retry",
+                return .error(.noOwner, message: "no other live node owned slot \(slot) within \(ownerWait) (a move or takeover is under way); retry",
                               retryAfterSeconds: 1)
             }
             attempt += 1
@@ -80,11 +81,11 @@ final class Forwarder: Sendable {
                     try? await member.refreshMap()
                     continue
                 }
-                return .error(503, code: "unavailable", message: "the owner of slot \(slot) (\(owner.id)) cannot be reached: \(why)",
+                return .error(.unavailable, message: "the owner of slot \(slot) (\(owner.id)) cannot be reached: \(why)",
                               retryAfterSeconds: 1)
             case .broken(let why):
                 if mayRepeat && attempt == 1 { continue }
-                return .error(503, code: mayRepeat ? "unavailable" : "outcome_unknown",
+                return .error(mayRepeat ? .unavailable : .outcomeUnknown,
                               message: mayRepeat
                                 ? "the owner of slot \(slot) (\(owner.id)) did not answer: \(why)"
                                 : "the connection to the owner of slot \(slot) (\(owner.id)) broke after the toggle was sent: it may or may not have run; read the state before toggling again (\(why))",
@@ -118,11 +119,6 @@ final class Forwarder: Sendable {
     }
 
     private func send(_ request: HTTPRequest, to base: String, from me: String) async -> Outcome {
-        let peers: PeerClient
-        switch self.peers {
-        case .success(let client): peers = client
-        case .failure(let error): return .notSent("the forwarding client could not start: \(error)")
-        }
         var headers: [(name: String, value: String)] = [("Counter-Forwarded-By", me)]
         if let authorization = request.authorization { headers.append(("Authorization", authorization)) }
         if let actingUser = request.actingUser { headers.append(("Counter-User", actingUser)) }

@@ -1,3 +1,5 @@
+import CounterCore
+import NodeHTTP
 import Synchronization
 
 /// Request counts by route and status, and latency histograms by route, for `/metrics`.
@@ -23,6 +25,11 @@ final class HTTPMetrics: Sendable {
     }
 
     private let state = Mutex(State())
+
+    /// Counts `response` under the route labelled `route`, timed from `started`.
+    func record(_ route: String, _ response: HTTPResponse, since started: ContinuousClock.Instant) {
+        record(route: route, status: response.status, seconds: (ContinuousClock.now - started).inSeconds)
+    }
 
     func record(route: String, status: Int, seconds: Double) {
         state.withLock { state in

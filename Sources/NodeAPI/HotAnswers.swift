@@ -78,7 +78,7 @@ extension HTTPResponse {
         do {
             return HTTPResponse(status: status, body: try WireEncoder.encode(body))
         } catch {
-            return .error(500, code: "internal", message: "cannot encode the answer: \(error)")
+            return .error(.internal, message: "cannot encode the answer: \(error)")
         }
     }
 }

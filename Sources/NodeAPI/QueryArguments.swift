@@ -4,7 +4,7 @@ enum QueryArguments {
     /// Refuses the first name of `query` (in order) that is not in `known`, naming what the route takes.
     static func refuseUnknown(_ query: [String: String], known: [String], route: String) throws(RequestError) {
         for name in query.keys.sorted() where !known.contains(name) {
-            throw RequestError(code: "invalid_argument",
+            throw RequestError(code: .invalidArgument,
                                message: "unknown query argument \"\(name)\"; \(route) takes \(known.joined(separator: ", "))")
         }
     }

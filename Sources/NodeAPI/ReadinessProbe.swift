@@ -10,6 +10,10 @@ import WritePath
 /// set), the node is not shutting down, and — for a node of a cluster — it serves every slot the
 /// map gives it (none still being acquired, its log drained, or released). Otherwise 503 with
 /// every reason. Cached for a second so probes cost little (shutting down shows at once).
+///
+/// `/metrics` reports the last check's verdict (`isReady`) and runs none itself; the checks run
+/// on `/readyz` and on a schedule of their own (`ReadinessSchedule`), so the verdict is never
+/// older than the schedule's interval.
 actor ReadinessProbe {
     private let servers: StorageServers
     private let member: ClusterMember?
@@ -31,7 +35,7 @@ actor ReadinessProbe {
 
     func check() async -> HTTPResponse {
         if shuttingDown.load(ordering: .relaxed) {
-            return .error(503, code: "not_ready", message: "the node is shutting down", retryAfterSeconds: 1)
+            return .error(.notReady, message: "the node is shutting down", retryAfterSeconds: 1)
         }
         if let last, ContinuousClock.now - last.at < .seconds(1) { return last.response }
         var problems: [String] = []
@@ -65,11 +69,28 @@ actor ReadinessProbe {
         }
         let response: HTTPResponse
         if problems.isEmpty {
-            response = HTTPResponse(status: 200, body: CounterAPI.ready)
+            response = HTTPResponse(status: 200, body: OperationHandlers.ready)
         } else {
-            response = .error(503, code: "not_ready", message: problems.joined(separator: "; "), retryAfterSeconds: 1)
+            response = .error(.notReady, message: problems.joined(separator: "; "), retryAfterSeconds: 1)
         }
         last = (.now, response)
         return response
+    }
+
+    /// The last check's verdict, without a check of its own — but for the very first, which
+    /// it waits for when none has finished yet. `false` from the moment the node shuts down.
+    func isReady() async -> Bool {
+        if shuttingDown.load(ordering: .relaxed) { return false }
+        if let last { return last.response.status == 200 }
+        return await check().status == 200
+    }
+
+    /// Checks every `interval` (a check of `/readyz` within the last second stands for one)
+    /// until the task is cancelled.
+    func keepChecking(every interval: Duration) async {
+        while !Task.isCancelled {
+            _ = await check()
+            try? await Task.sleep(for: interval)
+        }
     }
 }

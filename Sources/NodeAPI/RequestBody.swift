@@ -2,7 +2,7 @@ import CounterWire
 
 /// A request body the API cannot use, with the error code and a message that says what is wrong.
 struct RequestError: Error {
-    let code: String
+    let code: ErrorCode
     let message: String
 }
 
@@ -16,18 +16,18 @@ enum RequestBody {
     static func feedQuery(_ body: [UInt8]) throws -> OwnFeedQuery {
         let query = try HotRequests.ownFeedQuery(body)
             ?? decode(OwnFeedQuery.self, body, idMembers: ["post_ids", "user_id"], shape: #"expected an object {"post_ids":[…],"user_id":…}"#,
-                      fractionCode: "invalid_id")
+                      fractionCode: .invalidID)
         guard !query.postIDs.isEmpty, query.postIDs.count <= FeedQuery.maximumPosts else {
-            throw RequestError(code: "invalid_body", message: "post_ids must hold 1 to \(FeedQuery.maximumPosts) ids, not \(query.postIDs.count)")
+            throw RequestError(code: .invalidBody, message: "post_ids must hold 1 to \(FeedQuery.maximumPosts) ids, not \(query.postIDs.count)")
         }
         if let offset = query.postIDs.firstIndex(where: { $0 <= 0 }) {
-            throw RequestError(code: "invalid_id", message: "post_ids[\(offset)] is not a positive 64-bit integer")
+            throw RequestError(code: .invalidID, message: "post_ids[\(offset)] is not a positive 64-bit integer")
         }
         if let user = query.userID, user <= 0 {
-            throw RequestError(code: "invalid_id", message: "user_id must be a positive 64-bit integer")
+            throw RequestError(code: .invalidID, message: "user_id must be a positive 64-bit integer")
         }
         if let unknown = query.include?.first(where: { $0 != FeedQuery.recentLikers }) {
-            throw RequestError(code: "invalid_body", message: "include may hold \"\(FeedQuery.recentLikers)\", not \"\(unknown)\"")
+            throw RequestError(code: .invalidBody, message: "include may hold \"\(FeedQuery.recentLikers)\", not \"\(unknown)\"")
         }
         return query
     }
@@ -38,7 +38,7 @@ enum RequestBody {
     static func ownFeedQuery(_ body: [UInt8], user: Int64) throws -> FeedQuery {
         let query = try feedQuery(body)
         if let named = query.userID, named != user {
-            throw RequestError(code: "forbidden", message: "a user's token reads that user's likes only; user_id \(named) is not the token's user")
+            throw RequestError(code: .forbidden, message: "a user's token reads that user's likes only; user_id \(named) is not the token's user")
         }
         return FeedQuery(postIDs: query.postIDs, userID: user, include: query.include)
     }
@@ -47,7 +47,7 @@ enum RequestBody {
     /// `idMembers` (a string or a fraction where an id goes) is `invalid_id`.
     /// - Parameter fractionCode: the code for a number with a fraction (`1.5`).
     static func decode<Body: Decodable>(_ type: Body.Type, _ body: [UInt8], idMembers: Set<String> = [],
-                                        shape: String = "expected a JSON object", fractionCode: String = "invalid_body") throws -> Body {
+                                        shape: String = "expected a JSON object", fractionCode: ErrorCode = .invalidBody) throws -> Body {
         // Ids and counts are integers, and a whole number is one however it is written (`7.0`,
         // `7e0`: JSON Schema's `integer`); rewritten as plain digits here, as Foundation's decoder
         // would read them through a Double and could change a large id.
@@ -61,11 +61,11 @@ enum RequestBody {
         do {
             return try WireDecoder.decode(type, from: body)
         } catch let error as UnknownMember {
-            throw RequestError(code: "invalid_body", message: error.description)
+            throw RequestError(code: .invalidBody, message: error.description)
         } catch DecodingError.dataCorrupted(let context) where context.codingPath.isEmpty {
-            throw RequestError(code: "invalid_json", message: "the body is not valid JSON (or holds a number out of range)")
+            throw RequestError(code: .invalidJSON, message: "the body is not valid JSON (or holds a number out of range)")
         } catch DecodingError.typeMismatch(_, let context) where context.codingPath.isEmpty {
-            throw RequestError(code: "invalid_body", message: shape)
+            throw RequestError(code: .invalidBody, message: shape)
         } catch let error as DecodingError {
             let path: [any CodingKey]
             switch error {
@@ -78,11 +78,11 @@ enum RequestBody {
             let isID = path.first.map { idMembers.contains($0.stringValue) } ?? false
             let isArrayMember = error.expectsArray || (path.count == 1 && error.isKeyNotFound && path[0].stringValue.hasSuffix("_ids"))
             if isID && !isArrayMember && path.count <= 2 {
-                throw RequestError(code: "invalid_id", message: "\(WireDecoder.path(path)) must be a positive 64-bit integer")
+                throw RequestError(code: .invalidID, message: "\(WireDecoder.path(path)) must be a positive 64-bit integer")
             }
-            throw RequestError(code: "invalid_body", message: WireDecoder.describe(error))
+            throw RequestError(code: .invalidBody, message: WireDecoder.describe(error))
         } catch {
-            throw RequestError(code: "invalid_body", message: "\(error)")
+            throw RequestError(code: .invalidBody, message: "\(error)")
         }
     }
 }

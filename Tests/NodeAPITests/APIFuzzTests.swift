@@ -14,13 +14,13 @@ struct APIFuzzTests {
         var random = SeededGenerator(seed: 1)
         let seeds = ["/v1/posts/12/likes/7", "/v1/posts/12/likes/7/toggle", "/v1/posts/12", "/v1/posts/query", "/admin/posts/5",
                      "/healthz", "/v1/cluster", "/admin/dead-letters/replay", "/v1/posts/12/like/toggle", "/api/posts/12/like"].map { Array($0.utf8) }
-        #expect(APIRoute.match("/v1/posts/12/likes/7") == .like(post: 12, user: 7))
-        #expect(APIRoute.match("/v1/posts/12/likes/7/toggle") == .toggle(post: 12, user: 7))
-        #expect(APIRoute.match("/v1/posts/12") == .post(12))
-        #expect(APIRoute.match("/admin/posts/5") == .adminInspect(post: 5))
-        #expect(APIRoute.match("/v1/posts/12/like/toggle") == .userToggle(post: 12))
-        #expect(APIRoute.match("/api/posts/12/like") == .seedToggle(post: 12))
-        #expect(APIRoute.match("/healthz") == .healthz)
+        #expect(APIRoutes.table.match("/v1/posts/12/likes/7") == found("/v1/posts/{post}/likes/{user}", post: 12, user: 7))
+        #expect(APIRoutes.table.match("/v1/posts/12/likes/7/toggle") == found("/v1/posts/{post}/likes/{user}/toggle", post: 12, user: 7))
+        #expect(APIRoutes.table.match("/v1/posts/12") == found("/v1/posts/{post}", post: 12))
+        #expect(APIRoutes.table.match("/admin/posts/5") == found("/admin/posts/{post}", post: 5))
+        #expect(APIRoutes.table.match("/v1/posts/12/like/toggle") == found("/v1/posts/{post}/like/toggle", post: 12))
+        #expect(APIRoutes.table.match("/api/posts/12/like") == found("/api/posts/{id}/like", post: 12))
+        #expect(APIRoutes.table.match("/healthz") == found("/healthz"))
         let total = FuzzInput.count(200_000)
         var withID = 0
         for _ in 0..<total {
@@ -31,15 +31,17 @@ struct APIFuzzTests {
                 index < segments.count && (1...19).contains(segments[index].count)
                     && segments[index].allSatisfy { $0 >= 48 && $0 <= 57 } && DecimalText.parse(segments[index]) == value && value > 0
             }
-            switch APIRoute.match(path) {
-            case .like(let post, let user), .toggle(let post, let user):
-                withID += 1
-                #expect(isID(3, post) && isID(5, user), "\(path.debugDescription)")
-            case .post(let post), .adminInspect(let post), .userLike(let post), .userToggle(let post), .seedToggle(let post):
-                withID += 1
-                #expect(isID(3, post), "\(path.debugDescription)")
-            default:
-                break
+            guard case .found(let route, let ids) = APIRoutes.table.match(path), route.pattern.literalCount < route.pattern.segments.count else {
+                continue
+            }
+            withID += 1
+            // Each id of the route is exactly the digits of its segment (after the path's leading "/": one further on).
+            for (index, segment) in route.pattern.segments.enumerated() {
+                switch segment {
+                case .id(.post): #expect(isID(index + 1, ids.post), "\(path.debugDescription)")
+                case .id(.user): #expect(isID(index + 1, ids.user), "\(path.debugDescription)")
+                case .literal(let literal): #expect(segments[index + 1] == literal, "\(path.debugDescription)")
+                }
             }
         }
         expectAccepted(withID, of: total, atLeast: 0.005, "routes with an id")

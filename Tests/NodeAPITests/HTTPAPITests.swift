@@ -349,24 +349,42 @@ struct HTTPPieceTests {
 
     @Test("paths map to their routes; a malformed id names itself; anything else is not found")
     func routes() {
-        let expected: [(String, APIRoute)] = [
-            ("/healthz", .healthz), ("/readyz", .readyz), ("/metrics", .metrics),
-            ("/v1/posts/7/likes/9", .like(post: 7, user: 9)), ("/v1/posts/7/likes/9/toggle", .toggle(post: 7, user: 9)),
-            ("/v1/posts/7", .post(7)), ("/v1/posts/query", .query),
-            ("/admin/flush", .adminFlush), ("/admin/stats", .adminStats), ("/admin/reconcile", .adminReconcile),
-            ("/admin/posts/12", .adminInspect(post: 12)), ("/admin/dead-letters", .adminDeadLetters),
-            ("/admin/dead-letters/replay", .adminDeadLettersReplay), ("/admin/dead-letters/drop", .adminDeadLettersDrop),
+        let expected: [(String, RouteMatch)] = [
+            ("/healthz", found("/healthz")), ("/readyz", found("/readyz")), ("/metrics", found("/metrics")),
+            ("/v1/posts/7/likes/9", found("/v1/posts/{post}/likes/{user}", post: 7, user: 9)),
+            ("/v1/posts/7/likes/9/toggle", found("/v1/posts/{post}/likes/{user}/toggle", post: 7, user: 9)),
+            ("/v1/posts/7", found("/v1/posts/{post}", post: 7)), ("/v1/posts/query", found("/v1/posts/query")),
+            ("/admin/flush", found("/admin/flush")), ("/admin/stats", found("/admin/stats")), ("/admin/reconcile", found("/admin/reconcile")),
+            ("/admin/posts/12", found("/admin/posts/{post}", post: 12)), ("/admin/dead-letters", found("/admin/dead-letters")),
+            ("/admin/dead-letters/replay", found("/admin/dead-letters/replay")), ("/admin/dead-letters/drop", found("/admin/dead-letters/drop")),
             ("/v1/posts/x/likes/9", .invalidID("post id \"x\"")), ("/v1/posts/7/likes/0", .invalidID("user id \"0\"")),
             ("/v1/posts/-1", .invalidID("post id \"-1\"")), ("/admin/posts/", .invalidID("post id \"\"")),
             ("", .notFound), ("healthz", .notFound), ("/", .notFound), ("/healthz/", .notFound), ("/v1/posts/7/likes/9/toggle/x", .notFound),
             ("/v1/posts/7/likes/9/flip", .notFound), ("/v2/posts/7", .notFound), ("/admin/nothing", .notFound),
             ("/v1/posts/7/likes/9/toggle/x/y/z", .notFound), ("//healthz", .notFound),
-            ("/v1/posts/7/like", .userLike(post: 7)), ("/v1/posts/7/like/toggle", .userToggle(post: 7)),
-            ("/api/posts/7/like", .seedToggle(post: 7)), ("/v1/posts/0/like", .invalidID("post id \"0\"")),
+            ("/v1/posts/7/like", found("/v1/posts/{post}/like", post: 7)), ("/v1/posts/7/like/toggle", found("/v1/posts/{post}/like/toggle", post: 7)),
+            ("/api/posts/7/like", found("/api/posts/{id}/like", post: 7)), ("/v1/posts/0/like", .invalidID("post id \"0\"")),
             ("/api/posts/x/like", .invalidID("post id \"x\"")), ("/v1/posts/7/like/flip", .notFound), ("/api/posts/7/likes", .notFound),
             ("/api/posts/7", .notFound), ("/v1/posts/7/like/toggle/x", .notFound),
+            // A literal wins over an id; where only an id fits, a word is a malformed id.
+            ("/v1/posts/query/likes/9", .invalidID("post id \"query\"")), ("/v1/users/7/likes/pending", found("/v1/users/{user}/likes/pending", user: 7)),
+            ("/v1/users/me/likes", .invalidID("user id \"me\"")), ("/v1/me/likes", found("/v1/me/likes")),
         ]
-        for (path, route) in expected { #expect(APIRoute.match(path) == route, "\(path)") }
+        for (path, route) in expected { #expect(APIRoutes.table.match(path) == route, "\(path)") }
+    }
+
+    @Test("the route table: paths unique and never ambiguous, each route's label its path, methods in Allow's order")
+    func table() {
+        let routes = APIRoutes.table.routes
+        #expect(Set(routes.map(\.label)).count == routes.count)
+        for (index, route) in routes.enumerated() {
+            for other in routes[..<index] { #expect(!route.pattern.isAmbiguous(with: other.pattern), "\(route.label) \(other.label)") }
+            #expect(route.allowed == route.methods.map(\.rawValue).joined(separator: ", "))
+        }
+        #expect(PathPattern("/v1/posts/{post}").isAmbiguous(with: PathPattern("/v1/posts/{id}")))
+        #expect(PathPattern("/a/{post}/c").isAmbiguous(with: PathPattern("/{post}/b/c")))
+        #expect(!PathPattern("/v1/posts/query").isAmbiguous(with: PathPattern("/v1/posts/{post}")))
+        #expect(APIRoutes.table.route("/v1/posts/{post}/likes/{user}")?.allowed == "GET, PUT, DELETE")
     }
 
     @Test("token comparison does not depend on where tokens differ")
@@ -479,13 +497,13 @@ struct OpenAPIDocumentTests {
         var documented: [String: Set<String>] = [:]
         for (path, item) in paths { documented[path] = Set(item.keys.filter { $0 != "parameters" }.map { $0.uppercased() }) }
         var routed: [String: Set<String>] = [:]
-        for route in APIRoute.every { routed[route.label] = Set(route.allowedMethods) }
+        for route in APIRoutes.table.routes { routed[route.label] = Set(route.methods.map(\.rawValue)) }
         #expect(routed == documented)
         // Each template, its parameters filled in, is matched to the route it documents.
         for template in documented.keys {
             let path = template.replacingOccurrences(of: "{post}", with: "7").replacingOccurrences(of: "{user}", with: "9")
                 .replacingOccurrences(of: "{id}", with: "7")
-            #expect(APIRoute.match(path).label == template, "\(path)")
+            #expect(APIRoutes.table.match(path).label == template, "\(path)")
         }
     }
 
@@ -497,4 +515,10 @@ struct OpenAPIDocumentTests {
         #expect(answer.body == OpenAPIDocument.json)
         await http.stop()
     }
+}
+
+/// The route `path` declares, as matched with `ids`.
+func found(_ path: String, post: Int64 = 0, user: Int64 = 0) -> RouteMatch {
+    guard let route = APIRoutes.table.route(path) else { return .invalidID("no route \(path) is declared") }
+    return .found(route, PathIDs(post: post, user: user))
 }

@@ -28,8 +28,8 @@ package struct HTTPHarness {
         configuration.port = 0
         configure(&configuration)
         let storage = NodeStorage(postgres: writePath.pool, redis: writePath.redis, layout: writePath.layout)
-        let api = CounterAPI(service: writePath.service, tokens: AccessTokens(api: apiToken, admin: adminToken),
-                             storage: storage, readyMaxLag: readyMaxLag, users: users)
+        let api = try CounterAPI(service: writePath.service, tokens: AccessTokens(api: apiToken, admin: adminToken),
+                                 storage: storage, readyMaxLag: readyMaxLag, users: users)
         let requests = try await RunningServices.start([api])
         let server = try HTTPServer(configuration: configuration, handler: api)
         try server.start()

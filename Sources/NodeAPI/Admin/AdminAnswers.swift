@@ -19,17 +19,17 @@ enum AdminAnswers {
         let request = try RequestBody.decode(ReconcileRequest.self, body, idMembers: ["post_ids"])
         if let posts = request.postIDs {
             guard !posts.isEmpty, posts.count <= Reconciler.maximumBatch else {
-                throw RequestError(code: "invalid_body", message: "post_ids must hold 1 to \(Reconciler.maximumBatch) ids")
+                throw RequestError(code: .invalidBody, message: "post_ids must hold 1 to \(Reconciler.maximumBatch) ids")
             }
             guard posts.allSatisfy({ $0 > 0 }) else {
-                throw RequestError(code: "invalid_id", message: "post_ids holds a value that is not a positive 64-bit integer")
+                throw RequestError(code: .invalidID, message: "post_ids holds a value that is not a positive 64-bit integer")
             }
         }
         let after = request.after ?? 0
-        guard after >= 0 else { throw RequestError(code: "invalid_body", message: "after must be a post id or 0") }
+        guard after >= 0 else { throw RequestError(code: .invalidBody, message: "after must be a post id or 0") }
         let limit = request.limit ?? 1_000
         guard (1...Reconciler.maximumBatch).contains(limit) else {
-            throw RequestError(code: "invalid_body", message: "limit must be from 1 to \(Reconciler.maximumBatch)")
+            throw RequestError(code: .invalidBody, message: "limit must be from 1 to \(Reconciler.maximumBatch)")
         }
         return request
     }
@@ -62,18 +62,18 @@ enum AdminAnswers {
     private static func letterIDs(_ body: [UInt8], required: Bool) throws -> [LetterID]? {
         let selection = try RequestBody.decode(DeadLetterSelection.self, body, idMembers: ["ids"])
         guard let values = selection.ids else {
-            if required { throw RequestError(code: "invalid_body", message: #"expected {"ids":["<entry id>",…]}"#) }
+            if required { throw RequestError(code: .invalidBody, message: #"expected {"ids":["<entry id>",…]}"#) }
             return nil
         }
         guard !values.isEmpty else {
-            throw RequestError(code: "invalid_body", message: "ids must be a non-empty array of entry ids")
+            throw RequestError(code: .invalidBody, message: "ids must be a non-empty array of entry ids")
         }
         return try values.map { text in
             // Up to 19 digits a part, as the API document's pattern says: every such value fits
             // (a real id's milliseconds have 13), so the document and the node agree exactly.
             guard text.split(separator: "-", omittingEmptySubsequences: false).allSatisfy({ $0.utf8.count <= 19 }),
                   let id = LetterID(text) else {
-                throw RequestError(code: "invalid_id", message: "ids must be entry ids like \"1700000000000-0\"")
+                throw RequestError(code: .invalidID, message: "ids must be entry ids like \"1700000000000-0\"")
             }
             return id
         }

@@ -26,19 +26,19 @@ struct EventFeedAnswers: Sendable {
             try QueryArguments.refuseUnknown(query, known: ["after", "limit", "wait"], route: "/v1/events")
             if let text = query["after"] {
                 guard let value = QueryArguments.wholeNumber(text, in: 0...Int64.max) else {
-                    throw RequestError(code: "invalid_argument", message: "after \"\(text)\" is not an event id (a whole number, 0 for the oldest kept)")
+                    throw RequestError(code: .invalidArgument, message: "after \"\(text)\" is not an event id (a whole number, 0 for the oldest kept)")
                 }
                 after = value
             }
             if let text = query["limit"] {
                 guard let value = QueryArguments.wholeNumber(text, in: 1...Int64(Self.maximumLimit)) else {
-                    throw RequestError(code: "invalid_argument", message: "limit \"\(text)\" is not a whole number from 1 to \(Self.maximumLimit)")
+                    throw RequestError(code: .invalidArgument, message: "limit \"\(text)\" is not a whole number from 1 to \(Self.maximumLimit)")
                 }
                 limit = Int(value)
             }
             if let text = query["wait"] {
                 guard let value = QueryArguments.wholeNumber(text, in: 0...Int64(Self.maximumWaitSeconds)) else {
-                    throw RequestError(code: "invalid_argument", message: "wait \"\(text)\" is not a whole number of seconds from 0 to \(Self.maximumWaitSeconds)")
+                    throw RequestError(code: .invalidArgument, message: "wait \"\(text)\" is not a whole number of seconds from 0 to \(Self.maximumWaitSeconds)")
                 }
                 waitSeconds = Int(value)
             }
@@ -70,12 +70,12 @@ struct EventFeedAnswers: Sendable {
     static func refusal(_ after: Int64, _ events: [LikeEvents.Event], _ clock: LikeEvents.Clock) -> HTTPResponse? {
         // 0 starts at the oldest kept, whatever was pruned before.
         if after > 0 && after < clock.prunedThrough && events.first?.id != after + 1 {
-            return .error(410, code: "events_pruned",
+            return .error(.eventsPruned,
                           message: "events \(after + 1)-\(clock.prunedThrough) were pruned by retention before this consumer read them; "
                               + "the oldest kept is \(clock.prunedThrough + 1): resume from after=\(clock.prunedThrough) and reconcile what was missed")
         }
         if after > clock.lastID {
-            return .error(400, code: "invalid_argument",
+            return .error(.invalidArgument,
                           message: "after \(after) is beyond the newest event, \(clock.lastID): a cursor of another database? Start again from after=0")
         }
         return nil

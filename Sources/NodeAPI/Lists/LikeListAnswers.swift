@@ -25,7 +25,7 @@ struct LikeListAnswers: Sendable {
             try QueryArguments.refuseUnknown(query, known: ["limit", "cursor"], route: "a list")
             if let text = query["limit"] {
                 guard let value = QueryArguments.wholeNumber(text, in: 1...Int64(Self.maximumLimit)) else {
-                    throw RequestError(code: "invalid_argument", message: "limit \"\(text)\" is not a whole number from 1 to \(Self.maximumLimit)")
+                    throw RequestError(code: .invalidArgument, message: "limit \"\(text)\" is not a whole number from 1 to \(Self.maximumLimit)")
                 }
                 limit = Int(value)
             }
@@ -37,10 +37,10 @@ struct LikeListAnswers: Sendable {
             do {
                 return try ListCursor.parse(cursor, kind: kind, owner: owner).after
             } catch .foreign {
-                throw RequestError(code: "invalid_cursor",
+                throw RequestError(code: .invalidCursor,
                                    message: "the cursor belongs to another list; pass the next_cursor of this list's previous page")
             } catch {
-                throw RequestError(code: "invalid_cursor", message: "the cursor is not one this service gave; pass a next_cursor as given")
+                throw RequestError(code: .invalidCursor, message: "the cursor is not one this service gave; pass a next_cursor as given")
             }
         }
     }
