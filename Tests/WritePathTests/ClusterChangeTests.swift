@@ -148,14 +148,24 @@ struct ClusterChangeTests {
             // cluster's node timeout (2 s here).
             let slot = Int(HashSlot(post: hot).rawValue)
             // The victim and its replica, once the cluster lists the replica as the victim's (a
-            // replica that has just joined shows for a moment as a master of no slots).
+            // replica that has just joined shows for a moment as a master of no slots) and the
+            // replica's link to it is up (its first sync done): "current" is then as current as
+            // replication makes it. The warm-up's fixed second had given both time, untold.
             var nodes = try await cluster.nodes(askingPort: cluster.firstPort)
             let victim = try #require(nodes.first { $0.isMaster && $0.serves(slot) })
-            let listed = ContinuousClock.now + .seconds(30)
-            while !nodes.contains(where: { $0.masterID == victim.id }) && ContinuousClock.now < listed {
-                try await Task.sleep(for: .milliseconds(100))
-                nodes = try await cluster.nodes(askingPort: cluster.firstPort)
+            let settled = ContinuousClock.now + .seconds(60)
+            var linked = false
+            while !linked && ContinuousClock.now < settled {
+                if let replica = nodes.first(where: { $0.masterID == victim.id }) {
+                    let info = try await cluster.redisCLI(["-p", String(replica.port), "info", "replication"])
+                    linked = info.contains("master_link_status:up") && info.contains("master_sync_in_progress:0")
+                }
+                if !linked {
+                    try await Task.sleep(for: .milliseconds(100))
+                    nodes = try await cluster.nodes(askingPort: cluster.firstPort)
+                }
             }
+            try #require(linked, "the victim's replica is not listed, or not in sync with it")
             var pausedReplica: pid_t?
             if replicaLag > .zero {
                 let replica = try #require(nodes.first { $0.masterID == victim.id })
