@@ -36,6 +36,16 @@ public final class LoopAlarm: Sendable {
         sleeper?.resume()
     }
 
+    /// Whether the loop is asleep on the alarm now, so a ring wakes it rather than being kept
+    /// for its next sleep. Only tests read it: to show that a ring wakes a sleeping loop, they
+    /// must ring once the loop sleeps, not while it is still on its way to sleep.
+    package var hasSleeper: Bool {
+        state.withLock { state in
+            if case .sleeping = state { return true }
+            return false
+        }
+    }
+
     /// Returns at `deadline` (never, when it is `nil`), once the alarm rings, or once the task is
     /// cancelled, whichever comes first.
     public func sleep(until deadline: ContinuousClock.Instant?) async {

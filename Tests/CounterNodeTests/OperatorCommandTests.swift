@@ -168,13 +168,33 @@ struct OperatorCommandTests {
         let ownPages = try WireDecoder.decode([ReconcileReport].self, from: Array(ownJSON.split(separator: "\n").last.map(String.init)!.utf8))
         #expect(ownPages.flatMap(\.drifted) == [ReconcileReport.Drift(postID: post, likesCount: 6, likesRows: 10)])
 
-        let writer = Task {
-            for user in 11...80 { _ = try await http.send("PUT", "/v1/posts/\(post)/likes/\(user)") }
+        // The repair while writes continue: the test holds the post's row, so the repair, once
+        // it reaches the row, waits there; the likes are sent only then and must be acknowledged
+        // while it waits (their flush waits too); then the row is let go. A repair that held up
+        // the writes, or did its work before or after them, fails this.
+        let hold = try await PostRowHold.hold(post: post, postgresURL: TestEnvironment.postgresURL)
+        let repairEnded = Gate()
+        let repairing = Task { () -> (succeeded: Bool, text: String) in
+            let (status, text) = await Self.run(["reconcile", "--post", String(post), "--repair"], node: http)
+            repairEnded.open()
+            return (status == .success, text)
         }
-        try await Task.sleep(for: .milliseconds(20))
-        let (repaired, repairedText) = await Self.run(["reconcile", "--post", String(post), "--repair"], node: http)
-        try await writer.value
-        #expect(repaired == .success, "\(repairedText)")
+        let repairWaits = try await hold.waitForWaiters(asking: http.writePath.pool) > 0
+        #expect(repairWaits, "the repair never reached the post's row")
+        var acknowledged = 0
+        for user in 11...80 where repairWaits {
+            do {
+                if try await http.send("PUT", "/v1/posts/\(post)/likes/\(user)").status == 200 { acknowledged += 1 }
+            } catch {
+                Issue.record("like by \(user) while the repair waits: \(error)")
+                break
+            }
+        }
+        #expect(acknowledged == 70, "likes acknowledged while the repair was under way: \(acknowledged) of 70")
+        #expect(!repairEnded.isOpen, "the repair ended while the test held the row")
+        await hold.release()
+        let (repaired, repairedText) = await repairing.value
+        #expect(repaired, "\(repairedText)")
         #expect(repairedText.contains("repaired 1 post(s)"))
 
         #expect(await Self.run(["flush", "--wait"], node: http).0 == .success)

@@ -77,7 +77,8 @@ struct ChangeEventsTests {
                 #expect(response.status == 200, "\(response.text)")
                 return (try JSONDecoder().decode(EventsPage.self, from: Data(response.text.utf8)), ContinuousClock.now)
             }
-            try await Task.sleep(for: .milliseconds(300))
+            // The long poll waits: the watch has read the outbox's clock and sleeps until its next read.
+            try await Self.waitUntilWatching(http)
             let liked = ContinuousClock.now
             _ = try await http.send("PUT", "/v1/posts/\(post)/likes/9")
             let (page, answered) = try await waiting.value
@@ -86,6 +87,49 @@ struct ChangeEventsTests {
             // a second, and even on a machine busy with other tests far from the 60 s wait.
             #expect(answered - liked < .seconds(30), "answered \(answered - liked) after the like")
         }
+    }
+
+    @Test("a long poll is woken by this node's flush commit itself: with the outbox's clock read only once an hour, it is answered once the flush commits")
+    func flushCommitWakesLongPoll() async throws {
+        try await Self.withEventsNode { http in
+            let post = http.posts[0]
+            // Only a ring of the flush commits' alarm can answer the long poll before the hour.
+            await http.api.events.watch.setInterval(.seconds(3_600))
+            let gaveUp = Gate()
+            let waiting = Task { () -> (page: EventsPage, afterGivingUp: Bool) in
+                let request = RawHTTPClient.request("GET", "/v1/events?after=0&wait=60", token: HTTPHarness.adminToken)
+                let response = try #require(try await RawHTTPClient.exchange(port: http.port, chunks: [request], responses: 1, timeout: .seconds(90)).first)
+                let afterGivingUp = gaveUp.isOpen
+                #expect(response.status == 200, "\(response.text)")
+                return (try JSONDecoder().decode(EventsPage.self, from: Data(response.text.utf8)), afterGivingUp)
+            }
+            // The long poll waits: the watch read the clock (no event yet) and sleeps on the alarm.
+            try await Self.waitUntilWatching(http)
+            // Acknowledged, not flushed (flushes only when asked): the like alone wakes nobody.
+            _ = try await http.send("PUT", "/v1/posts/\(post)/likes/9")
+            #expect(http.writePath.service.flushCommits.hasSleeper)
+            try await http.writePath.service.flush()
+            // The test gives up after 30 s and rings the alarm itself (so the node can stop): an
+            // answer that comes only then was not woken by the commit.
+            let givingUp = Task {
+                try await Task.sleep(for: .seconds(30))
+                gaveUp.open()
+                http.writePath.service.flushCommits.ring()
+            }
+            let (page, afterGivingUp) = try await waiting.value
+            givingUp.cancel()
+            #expect(!afterGivingUp, "the flush commit did not wake the long poll")
+            #expect(page.events.map(\.userID) == [9] && page.nextAfter == 1)
+        }
+    }
+
+    /// Waits (up to 30 s) until a long poll's watch has read the outbox's clock and sleeps until
+    /// its next read or a flush commit: a commit from now on is one the poll must be woken for.
+    static func waitUntilWatching(_ http: HTTPHarness) async throws {
+        let alarm = http.writePath.service.flushCommits
+        let deadline = ContinuousClock.now + .seconds(30)
+        while !alarm.hasSleeper && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(1)) }
+        try #require(alarm.hasSleeper, "no long poll waits")
     }
 
     @Test("bad after, limit and wait, and unknown arguments, are 400 with a code; the events token or the admin token reads, others are 401")

@@ -18,13 +18,34 @@ struct HTTPAdminTests {
         #expect(report.status == 200)
         #expect(report.text == #"{"checked":2,"drifted":[{"post_id":\#(post),"likes_count":15,"likes_rows":10}],"redis_drifted":[],"redis_pending":0,"repaired":0,"redis_repaired":0,"next_after":null}"#)
 
-        // Repair while likes keep arriving and flushing.
-        let writer = Task {
-            for user in 11...60 { _ = try await http.send("PUT", "/v1/posts/\(post)/likes/\(user)") }
+        // Repair while likes keep arriving and flushing. The test holds the post's row, so the
+        // repair, once it reaches the row, waits there; the likes are sent only then, and must
+        // be acknowledged while it waits (their flush waits too); then the row is let go. A
+        // repair that held up the writes, or did its work before or after them, fails this.
+        let hold = try await PostRowHold.hold(post: post, postgresURL: TestEnvironment.postgresURL)
+        let repairAnswered = Gate()
+        let repairing = Task { () -> RawHTTPResponse? in
+            let request = RawHTTPClient.request("POST", "/admin/reconcile", token: HTTPHarness.adminToken, body: #"{"post_ids":[\#(post)],"repair":true}"#)
+            let response = try await RawHTTPClient.exchange(port: http.port, chunks: [request], responses: 1, timeout: .seconds(90)).first
+            repairAnswered.open()
+            return response
         }
-        let repaired = try await http.send("POST", "/admin/reconcile", token: HTTPHarness.adminToken, body: #"{"post_ids":[\#(post)],"repair":true}"#)
-        #expect(repaired.text.contains(#""repaired":1"#))
-        try await writer.value
+        let repairWaits = try await hold.waitForWaiters(asking: http.writePath.pool) > 0
+        #expect(repairWaits, "the repair never reached the post's row")
+        var acknowledged = 0
+        for user in 11...60 where repairWaits {
+            do {
+                if try await http.send("PUT", "/v1/posts/\(post)/likes/\(user)").status == 200 { acknowledged += 1 }
+            } catch {
+                Issue.record("like by \(user) while the repair waits: \(error)")
+                break
+            }
+        }
+        #expect(acknowledged == 50, "likes acknowledged while the repair was under way: \(acknowledged) of 50")
+        #expect(!repairAnswered.isOpen, "the repair ended while the test held the row")
+        await hold.release()
+        let repaired = try #require(try await repairing.value)
+        #expect(repaired.text.contains(#""repaired":1"#), "\(repaired.text)")
         _ = try await http.send("POST", "/admin/flush", token: HTTPHarness.adminToken)
         let counts = try await http.writePath.postgresCounts()
         #expect(counts[post]?.count == 60 && counts[post]?.rows == 60)

@@ -22,9 +22,12 @@ final class ScriptedPeer: Sendable {
     let port: Int
     private let listener: Int32
     private let behaviour: Behaviour
-    private let counts = Mutex<(connections: Int, requests: Int, perConnection: [Int: Int])>((0, 0, [:]))
+    private let counts = Mutex<(connections: Int, requests: Int, perConnection: [Int: Int], closed: Int)>((0, 0, [:], 0))
 
     var connections: Int { counts.withLock { $0.connections } }
+    /// Connections that carried a request and that this peer has closed since: after its
+    /// behaviour ended them, or once the client closed its end (its end of file read).
+    var closedConnections: Int { counts.withLock { $0.closed } }
     var requests: Int { counts.withLock { $0.requests } }
     /// How many requests each connection that carried any carried, in the order they were accepted
     /// (a connection that never sent a request, such as another test's probe of a port it thinks
@@ -69,7 +72,10 @@ final class ScriptedPeer: Sendable {
     }
 
     private func serve(_ connection: Int32, number: Int) {
-        defer { close(connection) }
+        defer {
+            close(connection)
+            counts.withLock { if $0.perConnection[number] != nil { $0.closed += 1 } }
+        }
         var input: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4_096)
         while true {
@@ -119,6 +125,13 @@ struct PeerClientTests {
         PeerClient.Request(method: method, target: target, headers: [("Counter-Forwarded-By", "test")], body: body)
     }
 
+    /// Waits (up to 30 s) until `condition` holds; whether it does.
+    static func waitUntil(_ condition: () -> Bool) async throws -> Bool {
+        let deadline = ContinuousClock.now + .seconds(30)
+        while !condition() && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        return condition()
+    }
+
     @Test("sequential requests share one kept-alive connection; status, headers (lower-case names) and body come back")
     func keepAlive() async throws {
         let peer = try ScriptedPeer(.answer)
@@ -146,7 +159,9 @@ struct PeerClientTests {
         guard case .answered = await client.send(Self.request("/first", method: "GET"), to: "http://127.0.0.1:\(peer.port)") else {
             Issue.record("the first request was not answered"); return
         }
-        try await Task.sleep(for: .milliseconds(600))
+        // The client closes the idle connection (the peer reads its end of file), however long a
+        // busy machine takes to get to it.
+        #expect(try await Self.waitUntil { peer.closedConnections == 1 }, "the idle connection was not closed")
         guard case .answered(let answer) = await client.send(Self.request("/second", method: "GET"), to: "http://127.0.0.1:\(peer.port)") else {
             Issue.record("the second request was not answered"); return
         }
@@ -261,7 +276,8 @@ struct PeerClientTests {
         for index in 0..<5 {
             let outcome = await client.send(Self.request("/\(index)"), to: "http://127.0.0.1:\(peer.port)")
             guard case .answered = outcome else { Issue.record("request \(index): \(outcome)"); return }
-            try await Task.sleep(for: .milliseconds(50))
+            // The peer has closed the connection before the next request is sent.
+            #expect(try await Self.waitUntil { peer.closedConnections == index + 1 }, "the peer did not close connection \(index + 1)")
         }
         // Each request on a connection of its own (counted by the requests they carried: a
         // connection count also took in, once in CI, a connection that sent nothing).

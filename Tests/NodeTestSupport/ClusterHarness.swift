@@ -220,6 +220,18 @@ package final class HTTPPairLoad: Sendable {
 
     package func stop() { state.withLock { $0.stop = true } }
 
+    /// Waits until `count` more operations than `since` were acknowledged — the load has run
+    /// that far, however slow the machine — or throws after `timeout`.
+    package func waitForAcknowledged(_ count: Int, since: Int = 0, timeout: Duration = .seconds(60)) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while acknowledged < since + count {
+            guard ContinuousClock.now < deadline else {
+                throw HarnessError("the load acknowledged \(acknowledged - since) operations of \(count) within \(timeout) (\(statuses))")
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+    }
+
     /// Sends `method` for `pair` to `node` (default: a random one) and records the outcome.
     @discardableResult
     /// Sends a like of `pair` to the node on `port` over a plain socket of its own (a probe that

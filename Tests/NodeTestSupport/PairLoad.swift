@@ -66,6 +66,18 @@ package final class PairLoad: Sendable {
         state.withLock { $0.stop = true }
     }
 
+    /// Waits until `count` more operations than `since` were acknowledged — the load has run
+    /// that far, however slow the machine — or throws after `timeout`.
+    package func waitForAcknowledged(_ count: Int, since: Int = 0, timeout: Duration = .seconds(60)) async throws {
+        let deadline = ContinuousClock.now + timeout
+        while summary.acknowledged < since + count {
+            guard ContinuousClock.now < deadline else {
+                throw HarnessError("the load acknowledged \(summary.acknowledged - since) operations of \(count) within \(timeout) (\(summary.errors))")
+            }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
     package var expected: [Pair: Expected] { state.withLock { $0.expected } }
     package var summary: Summary { state.withLock { $0.summary } }
 

@@ -27,15 +27,28 @@ struct NodeRegistryTests {
         await pool.close()
     }
 
+    /// Waits (up to 30 s) until `id`'s lease has run out by PostgreSQL's clock; whether it has.
+    static func waitForLapse(of id: String, in registry: NodeRegistry) async throws -> Bool {
+        let deadline = ContinuousClock.now + .seconds(30)
+        while ContinuousClock.now < deadline {
+            if try await registry.nodes().first(where: { $0.id == id })?.isLive == false { return true }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return false
+    }
+
     @Test("a lease that runs out (by PostgreSQL's clock) frees the id for a new incarnation; the old one can no longer renew")
     func expiry() async throws {
         let pool = try await TestEnvironment.migratedPool()
         let registry = NodeRegistry(pool: pool, deployment: TestEnvironment.uniqueKeyPrefix("registry"))
         let id = Self.uniqueID()
-        let old = try await registry.register(nodeID: id, advertiseURL: "http://a", lease: .milliseconds(300))
+        // Registered for 30 s, so the renewal finds the lease running however slow the machine
+        // is; the renewal shortens it to 300 ms, which then run out (waited for, by PostgreSQL's
+        // clock, however long a busy machine takes).
+        let old = try await registry.register(nodeID: id, advertiseURL: "http://a", lease: .seconds(30))
         #expect(try await registry.renew(nodeID: id, incarnation: old, lease: .milliseconds(300)))
-        try await Task.sleep(for: .milliseconds(600))
-        #expect(try await registry.nodes().first { $0.id == id }?.isLive == false)
+        #expect(try await registry.nodes().first { $0.id == id }.map { $0.leaseRemainingMilliseconds <= 300 } == true)
+        #expect(try await Self.waitForLapse(of: id, in: registry), "the 300 ms lease never ran out")
         let new = try await registry.register(nodeID: id, advertiseURL: "http://b", lease: .seconds(30))
         #expect(new > old)
         #expect(try await registry.renew(nodeID: id, incarnation: old, lease: .seconds(30)) == false, "the old incarnation is fenced")
@@ -52,7 +65,7 @@ struct NodeRegistryTests {
         // machine is; that renewal shortens it to 400 ms.
         let incarnation = try await registry.register(nodeID: id, advertiseURL: "http://a", lease: .seconds(30))
         #expect(try await registry.renewal(nodeID: id, incarnation: incarnation, lease: .milliseconds(400)) == .renewed)
-        try await Task.sleep(for: .milliseconds(700))
+        #expect(try await Self.waitForLapse(of: id, in: registry), "the 400 ms lease never ran out")
         #expect(try await registry.renewal(nodeID: id, incarnation: incarnation, lease: .seconds(30)) == .renewedAfterLapse)
         #expect(try await registry.renewal(nodeID: id, incarnation: incarnation, lease: .seconds(30)) == .renewed)
         #expect(try await registry.renewal(nodeID: id, incarnation: incarnation + 1, lease: .seconds(30)) == .superseded)

@@ -10,6 +10,9 @@ public final class Gate: Sendable {
     /// Callers that called `wait()` so far.
     public var arrived: Int { state.withLock { $0.arrived } }
 
+    /// Whether `open()` was called: a gate also serves as a flag one task raises and others read.
+    public var isOpen: Bool { state.withLock { $0.open } }
+
     public func wait() async {
         await withCheckedContinuation { continuation in
             let resumeNow = state.withLock { state in

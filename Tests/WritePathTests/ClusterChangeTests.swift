@@ -88,7 +88,7 @@ struct ClusterChangeTests {
             // The hot post and eight more live in the slots that move; the others stay.
             let (harness, load, running) = try await Self.startUnderLoad(on: cluster, hotSlots: 100..<1_100, busy: 8, busySlots: 0..<1_200)
             let (hot, posts) = (load.hotPost, load.posts)
-            try await Task.sleep(for: .milliseconds(500))
+            try await load.waitForAcknowledged(500)
 
             // Slots 0-1199 (the hot post's among them) move from the master that serves slot 0
             // to another master, one key per MIGRATE, so slots are half moved for a while.
@@ -102,7 +102,8 @@ struct ClusterChangeTests {
             try await cluster.redisCLI(["--cluster", "reshard", "127.0.0.1:\(cluster.firstPort)", "--cluster-from", source.id,
                                         "--cluster-to", target.id, "--cluster-slots", "1200", "--cluster-pipeline", "1", "--cluster-yes"])
             let reshardTime = ContinuousClock.now - started
-            try await Task.sleep(for: .milliseconds(500))
+            // The load goes on after the move, on the slots' new master.
+            try await load.waitForAcknowledged(500, since: load.summary.acknowledged)
             load.stop()
             await running.value
 
@@ -143,13 +144,30 @@ struct ClusterChangeTests {
         try await PrivateRedisCluster.with { cluster in
             let (harness, load, running) = try await Self.startUnderLoad(on: cluster, hotSlots: 0..<16_384, busy: 3, acknowledgement: acknowledgement)
             let (hot, posts) = (load.hotPost, load.posts)
-            try await Task.sleep(for: .seconds(1))
+            try await load.waitForAcknowledged(500)
 
             // SIGKILL the master of the hot post's slot; its replica is promoted after the
             // cluster's node timeout (2 s here).
             let slot = Int(HashSlot(post: hot).rawValue)
-            let nodes = try await cluster.nodes(askingPort: cluster.firstPort)
+            // The victim and its replica, once the cluster lists the replica as the victim's (a
+            // replica that has just joined shows for a moment as a master of no slots) and the
+            // replica's link to it is up (its first sync done): "current" is then as current as
+            // replication makes it. The warm-up's fixed second had given both time, untold.
+            var nodes = try await cluster.nodes(askingPort: cluster.firstPort)
             let victim = try #require(nodes.first { $0.isMaster && $0.serves(slot) })
+            let settled = ContinuousClock.now + .seconds(60)
+            var linked = false
+            while !linked && ContinuousClock.now < settled {
+                if let replica = nodes.first(where: { $0.masterID == victim.id }) {
+                    let info = try await cluster.redisCLI(["-p", String(replica.port), "info", "replication"])
+                    linked = info.contains("master_link_status:up") && info.contains("master_sync_in_progress:0")
+                }
+                if !linked {
+                    try await Task.sleep(for: .milliseconds(100))
+                    nodes = try await cluster.nodes(askingPort: cluster.firstPort)
+                }
+            }
+            try #require(linked, "the victim's replica is not listed, or not in sync with it")
             var pausedReplica: pid_t?
             if replicaLag > .zero {
                 let replica = try #require(nodes.first { $0.masterID == victim.id })
@@ -177,7 +195,9 @@ struct ClusterChangeTests {
             let recovery = try #require(followed, "the node did not serve the hot post again within 60 s of the master's death")
             let promoted = harness.service.redisTopology.map.master(of: HashSlot(rawValue: UInt16(slot))!)
             #expect(promoted != nil && promoted?.port != victim.port, "the map should name the promoted replica")
-            try await Task.sleep(for: .seconds(1))
+            // The load goes on once the node follows the promotion (with --ack replicated, only
+            // on the slots whose master still has a replica: the promoted one has none).
+            try await load.waitForAcknowledged(50, since: load.summary.acknowledged)
             load.stop()
             await running.value
 

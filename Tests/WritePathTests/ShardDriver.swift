@@ -46,6 +46,8 @@ final class ShardDriver {
     /// I/O results delivered so far by `run`.
     var steps = 0
     let replies = Replies()
+    /// The events of the log lines the machine wrote, in order.
+    var logged: [String] = []
 
     init(world: ShardWorld, slotRange: Range<Int>, configuration: WritePathConfiguration, isFenced: Bool = true) {
         self.world = world
@@ -64,8 +66,8 @@ final class ShardDriver {
                 for answer in answers { operations[answer.request].answer(answer.result) }
             case .reply(let delivery):
                 delivery.run()
-            case .log:
-                break
+            case .log(let line):
+                logged.append(line.event)
             case .setTimer, .cancelTimer:
                 timers.take(action)
             default:
@@ -91,6 +93,22 @@ final class ShardDriver {
         now = max(now, next.at)
         for timer in timers.fire(at: now) { deliver(.timerFired(timer)) }
         return true
+    }
+
+    /// Performs what the machine asked and what that leads to, oldest first, without time passing
+    /// (a timer already due fires); `false` when it did not settle within `rounds` steps.
+    @discardableResult
+    func settle(rounds: Int = 10_000) -> Bool {
+        for _ in 0..<rounds {
+            if !pending.isEmpty {
+                perform(pending.removeFirst())
+            } else if let next = timers.next, next.at <= now {
+                for timer in timers.fire(at: now) { deliver(.timerFired(timer)) }
+            } else {
+                return true
+            }
+        }
+        return false
     }
 
     /// Performs `action` against the world and delivers its result, if it brings one.

@@ -14,7 +14,7 @@ actor EventWatch {
     }
 
     private let events: LikeEvents
-    private let interval: Duration
+    private var interval: Duration
     /// Rung by this node's flush commits; the polling loop sleeps on it.
     private let wake: LoopAlarm
     /// Starts the polling loop on the API's request tasks; `false` once those have stopped.
@@ -30,6 +30,14 @@ actor EventWatch {
         self.interval = interval
         self.wake = wake
         self.start = start
+    }
+
+    /// Reads the outbox's clock every `interval` from the next turn of the loop on. Only tests
+    /// call it: they set an interval longer than their long polls, so that only a ring of `wake`
+    /// can answer one early — at 20 ms the clock's poll answers as fast, and hides a flush
+    /// commit that never rings.
+    func setInterval(_ interval: Duration) {
+        self.interval = interval
     }
 
     /// Returns once an event after `after` was committed, at `deadline`, or when the node starts
