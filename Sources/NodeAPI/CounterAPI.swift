@@ -61,9 +61,9 @@ public final class CounterAPI: HTTPHandler, Service {
         let forwarder = try member.map { try Forwarder(member: $0, ownerWait: service.configuration.slotMoveWait) }
         self.adminPeers = member == nil ? nil : (quick: try PeerClient(maximumConnectionsPerPeer: 8, timeout: .seconds(15)),
                                                  patient: try PeerClient(maximumConnectionsPerPeer: 8, timeout: .seconds(3_600)))
-        self.inspector = PostInspector(service: service, records: storage.records, keys: storage.keys)
+        self.inspector = PostInspector(service: service)
         self.readiness = ReadinessProbe(servers: storage.servers, member: member, service: service, maxLag: readyMaxLag)
-        self.reconciler = Reconciler(records: storage.records, keys: storage.keys, service: service)
+        self.reconciler = Reconciler(records: storage.records, service: service)
         self.deadLetters = DeadLetters(service: service, stream: storage.deadLetters)
         self.lists = LikeListAnswers(service: service, lists: storage.lists)
         let tasks = RequestTasks()

@@ -12,10 +12,9 @@ public struct NodeStorage: Sendable {
     public let eventFeed: LikeEvents
     /// The lists of likers and of a user's likes.
     public let lists: LikeLists
-    /// Posts' counts and rows, for inspect and reconcile.
+    /// Posts' counts and rows, for reconcile (its pages and repairs; Redis is read by the write
+    /// path, which owns those keys).
     public let records: PostRecords
-    /// What Redis holds of a post, for inspect and reconcile.
-    public let keys: PostKeys
     /// The dead letters.
     public let deadLetters: DeadLetterStream
     /// Whether PostgreSQL and Redis answer, and the Redis nodes' figures.
@@ -31,7 +30,6 @@ public struct NodeStorage: Sendable {
         eventFeed = LikeEvents(pool: eventsPostgres ?? postgres)
         lists = LikeLists(pool: postgres)
         records = PostRecords(pool: postgres)
-        keys = PostKeys(redis: redis, layout: layout)
         deadLetters = DeadLetterStream(redis: redis, layout: layout)
         servers = StorageServers(postgres: postgres, redis: redis)
     }

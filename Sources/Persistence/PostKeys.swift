@@ -5,8 +5,8 @@ import ShardRouter
 /// `/admin/reconcile`): its tier, the count Redis answers with, a user's membership, the changes
 /// its slot's log still holds for it.
 ///
-/// These keys are the write path's: the shard that owns the post's slot writes them, and a read
-/// here races with its writes (the reconciler reads again to tell a change in flight from drift).
+/// These keys are the write path's: only the shard that owns the post's slot reads them this way,
+/// between two of its batches (`PostProbe`), so no write of theirs races the read.
 public struct PostKeys: Sendable {
     /// One post in Redis, as an inspection sees it.
     public struct State: Sendable, Equatable {

@@ -467,6 +467,7 @@ struct BatchLane {
         for item in work + (runningWork.map { [$0] } ?? []) {
             switch item {
             case .resync(_, let reply), .resyncUnloading(_, let reply): actions.append(.reply(reply.with([])))
+            case .probe(_, let reply): actions.append(.reply(reply.with(.failure(ShardStateMachine.stopped))))
             case .publish, .dropDeleted, .evict: break
             }
         }
@@ -495,4 +496,6 @@ enum BetweenBatchesWork {
     /// Delete the keys of posts PostgreSQL has all of (eviction): judged again as it starts,
     /// which gives the epochs the deletion carries.
     case evict([Int64], EvictionReason)
+    /// An operator's look at posts, read while no batch writes them.
+    case probe(PostProbe, ShardReply<Result<PostProbeResult, Error>>)
 }

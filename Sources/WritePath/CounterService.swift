@@ -342,12 +342,6 @@ public final class CounterService: Service {
         for shard in shards { shard.tell(.requestFlushAll) }
     }
 
-    /// Whether changes to `postID`'s slot may still be waiting for PostgreSQL.
-    public func hasPendingChanges(forPost postID: Int64) async -> Bool {
-        let slot = HashSlot(post: postID).rawValue
-        return await shards[shardMap.shard(forPost: postID)].ask { .hasPendingChanges(slot: slot, $0) }
-    }
-
     /// Seconds since the shard of `postID` last committed a flush.
     public func secondsSinceFlush(forPost postID: Int64) async -> Double {
         await shards[shardMap.shard(forPost: postID)].ask { .statistics($0) }.secondsSinceFlush
@@ -374,6 +368,32 @@ public final class CounterService: Service {
         for slot in slots { shards[shardMap.shard(for: HashSlot(rawValue: slot)!)].tell(.logsUncertain([slot])) }
         for shard in shards { _ = await shard.ask { .pendingBySlot($0) } }
     }
+
+    // MARK: - Operators' looks at posts
+
+    /// Posts looked at by the shard that owns them, between two of its batches: Redis and
+    /// PostgreSQL as of one moment, with whether the slot had changes waiting (`PostProbe`).
+    /// Each shard reads at most `probeChunk` posts at a time, so its writes wait at most one
+    /// chunk's reads.
+    /// - Throws: Redis's or PostgreSQL's error; `CounterError` (`shuttingDown`) once stopped.
+    public func probe(_ probe: PostProbe) async throws -> PostProbeResult {
+        switch probe {
+        case .inspect(let post, _), .likers(let post):
+            return try await shards[shardMap.shard(forPost: post)].ask { .probe(probe, $0) }.get()
+        case .counts(let posts):
+            var read: [PostCountsRead] = []
+            for (shard, part) in byShard(posts).sorted(by: { $0.key < $1.key }) {
+                for start in stride(from: 0, to: part.count, by: Self.probeChunk) {
+                    let chunk = PostProbe.counts(Array(part[start..<min(part.count, start + Self.probeChunk)]))
+                    if case .counts(let counts) = try await shards[shard].ask({ .probe(chunk, $0) }).get() { read += counts }
+                }
+            }
+            return .counts(read.sorted { $0.postID < $1.postID })
+        }
+    }
+
+    /// Most posts one shard reads for a probe at a time.
+    static let probeChunk = 500
 
     // MARK: - Posts whose Redis copy is wrong
 

@@ -100,6 +100,8 @@ struct ShardIO: Sendable {
             return .logsTrimmed(removed, fenced: fenced)
         case .readLogLengths(let question):
             return .logLengthsRead(question, await logLengths(Array(question.appendedWhenAsked.keys)))
+        case .probePosts(let probe, let pending):
+            return .postsProbed(await probe.read(keys: PostKeys(redis: batchRedis, layout: layout), records: PostRecords(pool: pool), pending: pending))
         case .unloadPosts(let posts, let epochs, let purpose):
             let (results, fenced) = await SlotWriter.execute(PostHydration.transactions(unloading: posts, layout: layout), epochs: epochs,
                                                              redis: batchRedis, layout: layout, counting: ownership)

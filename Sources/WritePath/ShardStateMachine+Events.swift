@@ -35,11 +35,11 @@ extension ShardStateMachine {
         case resync([Int64], ShardReply<Set<Int64>>)
         /// Forget that these posts were found missing.
         case recheckExistence([Int64])
+        /// Look at posts for an operator (`PostProbe`), between two batches; answers what was read.
+        case probe(PostProbe, ShardReply<Result<PostProbeResult, Error>>)
         /// These slots' logs may hold entries nobody noted (a write's outcome is unknown): read
         /// them again before the next flush.
         case logsUncertain(Set<UInt16>)
-        /// Whether the slot's log may hold changes PostgreSQL does not have yet.
-        case hasPendingChanges(slot: UInt16, ShardReply<Bool>)
         /// The slots with changes waiting, and how many each.
         case pendingBySlot(ShardReply<[UInt16: Int]>)
         /// The changes acknowledged that PostgreSQL may not have yet, of a post or of a user.
@@ -87,6 +87,8 @@ extension ShardStateMachine {
         case logsTrimmed([UInt16: Result<Int, RedisError>], fenced: [FencedSlot])
         /// `.readLogLengths`: each slot's log length (absent: it could not be read).
         case logLengthsRead(LogLengthQuestion, [UInt16: Int])
+        /// `.probePosts` ended.
+        case postsProbed(Result<PostProbeResult, Error>)
         /// `.unloadPosts` ended: the posts whose keys could not be deleted, and the slots fenced.
         case postsUnloaded(UnloadPurpose, failed: Set<Int64>, fenced: [FencedSlot])
         /// A sweep's walk of Redis's hydration markers begins: posts evicted from now on until
@@ -156,6 +158,9 @@ extension ShardStateMachine {
         case trimLogs([UInt16: StreamEntryID], epochs: [UInt16: Int64]?)
         /// Read the logs' lengths → `logLengthsRead`.
         case readLogLengths(LogLengthQuestion)
+        /// Read what an operator's probe asks, `pendingSlots` being the slots with changes waiting
+        /// as it began → `postsProbed`.
+        case probePosts(PostProbe, pendingSlots: Set<UInt16>)
         /// Delete posts' hydration markers and likers sets, fenced by `epochs` → `postsUnloaded`.
         case unloadPosts([Int64], epochs: [UInt16: Int64]?, UnloadPurpose)
     }
@@ -174,16 +179,8 @@ extension ShardStateMachine {
         var entries: [StreamEntryID]?
     }
 
-    /// Why log lengths are read, and what was noted as appended when the question was asked.
+    /// A resync's question of log lengths: what was noted as appended when it was asked.
     struct LogLengthQuestion: Sendable {
-        enum Purpose: Sendable {
-            /// A caller asks whether the slot has changes pending.
-            case pendingQuery(ShardReply<Bool>)
-            /// The resync under way checks its posts' slots.
-            case resync
-        }
-
-        let purpose: Purpose
         /// Per slot, the newest entry noted as appended when asked.
         let appendedWhenAsked: [UInt16: StreamEntryID?]
     }

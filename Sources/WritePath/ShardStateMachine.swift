@@ -118,8 +118,8 @@ struct ShardStateMachine {
             actions.append(.reply(reply.with(())))
         case .resync(let posts, let reply): lane.enqueue(.resync(posts, reply))
         case .recheckExistence(let posts): lane.recheckExistence(posts)
+        case .probe(let probe, let reply): lane.enqueue(.probe(probe, reply))
         case .logsUncertain(let slots): flushes.logsUncertain(slots.filter(ownership.owns))
-        case .hasPendingChanges(let slot, let reply): askPending(slot, reply: reply, into: &actions)
         case .pendingBySlot(let reply): actions.append(.reply(reply.with(flushes.pendingBySlot)))
         case .pendingLikes(let question, let reply): actions.append(.reply(reply.with(pendingAnswer(question))))
         case .statistics(let reply): actions.append(.reply(reply.with(currentStats(now: now))))
@@ -167,6 +167,7 @@ struct ShardStateMachine {
             route(flushes.logsTrimmed(results, now: now, slots: ownership, into: &actions), now: now, into: &actions)
         case .logLengthsRead(let question, let lengths): logLengthsRead(question, lengths, now: now, into: &actions)
         case .postsUnloaded(let purpose, let failed, let fenced): postsUnloaded(purpose, failed: failed, fenced: fenced, now: now, into: &actions)
+        case .postsProbed(let result): postsProbed(result, into: &actions)
         }
         proceed(now: now, into: &actions)
     }
@@ -276,12 +277,10 @@ struct ShardStateMachine {
         case .flushAll(let reply), .recover(let reply), .release(_, let reply): actions.append(.reply(reply.with(.failure(stopped))))
         case .claim(_, let reply): actions.append(.reply(reply.with(.failure(stopped))))
         case .resync(_, let reply): actions.append(.reply(reply.with([])))
-        case .hasPendingChanges(let slot, let reply): actions.append(.reply(reply.with(flushes.hasPendingChanges(inSlot: slot))))
+        case .probe(_, let reply): actions.append(.reply(reply.with(.failure(stopped))))
         case .pendingBySlot(let reply): actions.append(.reply(reply.with(flushes.pendingBySlot)))
         case .pendingLikes(_, let reply): actions.append(.reply(reply.with(.incomplete)))
         case .statistics(let reply): actions.append(.reply(reply.with(countedStats)))
-        case .logLengthsRead(let question, _):
-            if case .pendingQuery(let reply) = question.purpose { actions.append(.reply(reply.with(true))) }
         default: break
         }
     }
@@ -395,6 +394,12 @@ struct ShardStateMachine {
                 guard !posts.isEmpty else { continue }
                 lane.workRuns(.evict(posts, reason))
                 actions.append(.unloadPosts(posts, epochs: epochs, .evicted(reason)))
+            case .probe(let probe, _):
+                // No batch writes the posts while the read runs; a slot with nothing waiting is
+                // not flushed either.
+                let pending = Set(probe.posts.map { HashSlot(post: $0).rawValue }.filter(flushes.hasPendingChanges(inSlot:)))
+                lane.workRuns(work)
+                actions.append(.probePosts(probe, pendingSlots: pending))
             }
         }
     }
@@ -426,7 +431,7 @@ struct ShardStateMachine {
         if asked.isEmpty {
             unloadQuiet(posts, reply: reply, into: &actions)
         } else {
-            actions.append(.readLogLengths(LogLengthQuestion(purpose: .resync, appendedWhenAsked: asked)))
+            actions.append(.readLogLengths(LogLengthQuestion(appendedWhenAsked: asked)))
         }
     }
 
@@ -466,35 +471,27 @@ struct ShardStateMachine {
         }
     }
 
-    // MARK: - Log lengths
-
-    /// Whether `slot`'s log may hold changes PostgreSQL does not have yet (also when a write's
-    /// outcome there is unknown and the log has not been read again). When the books say so,
-    /// the log's length is read.
-    private mutating func askPending(_ slot: UInt16, reply: ShardReply<Bool>, into actions: inout [Action]) {
-        let books = flushes.lengthQuestion(slot: slot)
-        guard books.pending, !books.uncertain else {
-            actions.append(.reply(reply.with(books.pending)))
+    /// An operator's probe was read: the lane is free again.
+    private mutating func postsProbed(_ result: Result<PostProbeResult, Error>, into actions: inout [Action]) {
+        guard case .probe(_, let reply)? = lane.runningWork else {
+            Self.unexpected("posts probed while no probe runs", shard: index, state: "\(String(describing: lane.runningWork))", into: &actions)
             return
         }
-        actions.append(.readLogLengths(LogLengthQuestion(purpose: .pendingQuery(reply), appendedWhenAsked: [slot: books.appended])))
+        lane.workEnded()
+        actions.append(.reply(reply.with(result)))
     }
 
-    /// An empty log holds nothing, whatever the books counted; then the question is answered.
+    // MARK: - Log lengths
+
+    /// An empty log holds nothing, whatever the books counted; then the resync goes on.
     private mutating func logLengthsRead(_ question: LogLengthQuestion, _ lengths: [UInt16: Int], now: ContinuousClock.Instant,
                                          into actions: inout [Action]) {
         route(flushes.logLengthsRead(question, lengths, into: &actions), now: now, into: &actions)
-        switch question.purpose {
-        case .pendingQuery(let reply):
-            let slot = question.appendedWhenAsked.keys.first ?? 0
-            actions.append(.reply(reply.with(flushes.hasPendingChanges(inSlot: slot))))
-        case .resync:
-            guard case .resync(let posts, let reply)? = lane.runningWork else {
-                Self.unexpected("a resync's log lengths while no resync runs", shard: index, state: "\(String(describing: lane.runningWork))",
-                                into: &actions)
-                return
-            }
-            unloadQuiet(posts, reply: reply, into: &actions)
+        guard case .resync(let posts, let reply)? = lane.runningWork else {
+            Self.unexpected("a resync's log lengths while no resync runs", shard: index, state: "\(String(describing: lane.runningWork))",
+                            into: &actions)
+            return
         }
+        unloadQuiet(posts, reply: reply, into: &actions)
     }
 }

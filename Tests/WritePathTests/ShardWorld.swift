@@ -318,6 +318,9 @@ final class ShardWorld {
             }
             return .logLengthsRead(question, lengths)
 
+        case .probePosts:
+            fatalError("the model answers no operator's probe")
+
         case .unloadPosts(let unloading, let epochs, let purpose):
             let hadKeys = unloading.filter { marker($0) != nil }
             let groups = PostHydration.transactions(unloading: unloading, layout: layout)

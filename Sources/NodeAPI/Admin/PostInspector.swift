@@ -17,16 +17,15 @@ enum InspectionVerdict {
     }
 }
 
-/// Gathers a `PostInspection`: what Redis holds of the post (`PostKeys`), then PostgreSQL
-/// (`PostRecords`).
+/// Gathers a `PostInspection`: what Redis and PostgreSQL hold of the post, read by the shard
+/// that owns it between two of its batches (`PostProbe.inspect`), so both are of one moment.
 struct PostInspector: Sendable {
     let service: CounterService
-    let records: PostRecords
-    let keys: PostKeys
 
     func inspect(post: Int64, user: Int64?) async throws -> PostInspection {
-        let redis = try await keys.state(of: post, user: user)
-        let row = try await records.inspect(post: post, user: user)
+        guard case .inspected(let redis, let row) = try await service.probe(.inspect(post: post, user: user)) else {
+            preconditionFailure("an inspection's probe answers an inspection")
+        }
         let redisView = PostInspection.Redis(
             hydrated: redis.hydrated, warm: redis.warm, likesCount: redis.likesCount, pendingChanges: redis.pendingChanges,
             secondsSinceFlush: await service.secondsSinceFlush(forPost: post), isLiked: redis.isLiked)

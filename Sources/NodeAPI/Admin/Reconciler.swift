@@ -7,7 +7,9 @@ import WritePath
 /// count with the rows: a difference while the post's slot has changes waiting for PostgreSQL is
 /// expected (pending), one without is reported as Redis drift —
 /// and repaired by having Redis load the post from PostgreSQL again (the record: a Redis failover
-/// can lose acknowledged writes that were already flushed).
+/// can lose acknowledged writes that were already flushed). Redis is read by the shard that owns
+/// the post, between two of its batches, with the rows and whether changes wait, as of one moment
+/// (`PostProbe`): a change in flight is never taken for drift.
 struct Reconciler: Sendable {
     typealias Drift = ReconcileReport.Drift
     typealias RedisDrift = ReconcileReport.RedisDrift
@@ -17,8 +19,6 @@ struct Reconciler: Sendable {
     static let maximumBatch = 10_000
 
     let records: PostRecords
-    /// Redis's side: the keys the post's shard owns, read here (hence the reads again below).
-    let keys: PostKeys
     let service: CounterService
 
     /// Checks `posts` (or, with `posts == nil`, up to `limit` posts with ids above `after`).
@@ -58,41 +58,27 @@ struct Reconciler: Sendable {
     /// Larger posts are compared by count (reading millions of members per check costs too much).
     static let membershipCheckLimit: Int64 = 100_000
 
-    /// Redis's likers of every checked post Redis holds, against its PostgreSQL rows: the count,
-    /// and for posts up to `membershipCheckLimit` likers the members. A post that differs is
-    /// looked at again in an order that cannot mistake a change in flight for drift: Redis, then
-    /// whether changes wait for the flusher, then the rows — so a change in Redis and not pending
-    /// is in the rows. A change appended and flushed between the last two steps can still show,
-    /// so drift must hold three times in a row.
+    /// Redis's count of every checked post Redis holds, against its rows; and for posts up to
+    /// `membershipCheckLimit` likers whose counts agree, the members. Each look is one moment's
+    /// (`PostProbe`): a difference is drift, or pending when the post's slot had changes waiting.
     private func compareRedis(_ checks: [PostRecords.CountCheck], into report: inout Report) async throws {
-        let checked = checks.map { (post: $0.postID, rows: $0.likesRows) }
-        guard !checked.isEmpty else { return }
-        let counts = try await keys.counts(of: checked.map(\.post))
-        for post in checked {
-            guard let held = counts[post.post] else { continue }
-            // A warm post has no likers set to compare: its count is checked.
-            if held.count == post.rows {
-                guard !held.warm, held.count > 0, held.count <= Self.membershipCheckLimit,
-                      try await keys.likers(of: post.post) != records.likers(of: post.post) else { continue }
+        guard !checks.isEmpty, case .counts(let counts) = try await service.probe(.counts(checks.map(\.postID))) else { return }
+        for read in counts {
+            guard let held = read.redis else { continue }
+            var drift: (redis: Int64, rows: Int64, pending: Bool)?
+            if held.count != read.rows {
+                drift = (held.count, read.rows, read.pending)
+            } else if !held.warm, held.count > 0, held.count <= Self.membershipCheckLimit,
+                      case .likers(let likers) = try await service.probe(.likers(read.postID)),
+                      let members = likers.redis, members != likers.rows {
+                // A failover that lost a like and an unlike leaves the count right and the members wrong.
+                drift = (Int64(members.count), Int64(likers.rows.count), likers.pending)
             }
-            var verdict: (pending: Bool, redis: Int64, rows: Int64)? = nil
-            for attempt in 0..<3 {
-                if attempt > 0 { try await Task.sleep(for: .milliseconds(50)) }
-                guard let held = try await keys.counts(of: [post.post])[post.post] else { verdict = nil; break }
-                let redisCount = held.count
-                let redisSet = !held.warm && redisCount <= Self.membershipCheckLimit ? try await keys.likers(of: post.post) : nil
-                if await service.hasPendingChanges(forPost: post.post) { verdict = (true, redisCount, 0); break }
-                let rowCount = try await records.rowCount(of: post.post)
-                if redisCount == rowCount {
-                    guard let redisSet, try await records.likers(of: post.post) != redisSet else { verdict = nil; break }
-                }
-                verdict = (false, redisCount, rowCount)
-            }
-            guard let verdict else { continue }
-            if verdict.pending {
+            guard let drift else { continue }
+            if drift.pending {
                 report.redisPending += 1
             } else {
-                report.redisDrifted.append(RedisDrift(postID: post.post, redisCount: verdict.redis, likesRows: verdict.rows))
+                report.redisDrifted.append(RedisDrift(postID: read.postID, redisCount: drift.redis, likesRows: drift.rows))
             }
         }
     }
