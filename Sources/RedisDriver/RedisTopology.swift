@@ -13,6 +13,8 @@ public final class RedisTopology: Sendable {
     /// The deployment: one server or a cluster, its seeds, timeouts and limits.
     public let configuration: RedisConfiguration
     private let state: Mutex<State>
+    /// Rung when a read of the map is wanted soon (`requestRefresh`, a `MOVED`).
+    private let refreshAlarm = LoopAlarm()
     private let control: TopologyReader
     private let log: NodeLog
 
@@ -78,19 +80,27 @@ public final class RedisTopology: Sendable {
     /// Asks `run()` to read the map soon, without waiting for it.
     func requestRefresh() {
         state.withLock { $0.refreshWanted = true }
+        refreshAlarm.ring()
     }
 
-    /// Until cancelled: reads the cluster's map every `topologyRefreshPeriod`, and within
-    /// 100 ms of a `requestRefresh()`. Returns at once for one server.
+    /// Until cancelled: reads the cluster's map every `topologyRefreshPeriod`, and at once after a
+    /// `requestRefresh()` (or a `MOVED`); a read that fails while one is wanted is tried again
+    /// every 100 ms. Returns at once for one server.
     public func run() async {
         guard isCluster else { return }
         let period = configuration.topologyRefreshPeriod
         while !Task.isCancelled {
-            try? await Task.sleep(for: .milliseconds(100))
             let due = state.withLock { state in
                 state.refreshWanted || state.lastRefresh.map { ContinuousClock.now - $0 >= period } ?? true
             }
-            if due { await refresh() }
+            if due {
+                await refresh()
+                if state.withLock({ $0.refreshWanted }) {
+                    try? await Task.sleep(for: .milliseconds(100))
+                    continue
+                }
+            }
+            await refreshAlarm.sleep(until: (state.withLock { $0.lastRefresh } ?? .now) + period)
         }
     }
 
@@ -130,6 +140,7 @@ public final class RedisTopology: Sendable {
             state.failedOverSlots += 1
             return state.failoverHandler
         }
+        refreshAlarm.ring()
         handler?([slot.rawValue])
     }
 
