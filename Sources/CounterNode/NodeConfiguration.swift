@@ -149,7 +149,7 @@ public struct NodeConfiguration: Sendable, Equatable {
                 set: { $0.writePath.flushInterval = .milliseconds($1) }),
         integer("--flush-batch-size", "COUNTER_FLUSH_BATCH_SIZE", "changes that trigger a flush at once; also about the most one flush carries", 1...1_000_000,
                 get: { $0.writePath.flushBatchSize }, set: { $0.writePath.flushBatchSize = $1 }),
-        integer("--flush-max-age-ms", "COUNTER_FLUSH_MAX_AGE_MS", "a change waits at most about this long, from when its post first became dirty (milliseconds)", 1...3_600_000,
+        integer("--flush-max-age-ms", "COUNTER_FLUSH_MAX_AGE_MS", "a change waits at most about this long, from when its slot's log first had a change waiting (milliseconds)", 1...3_600_000,
                 get: { Int($0.writePath.flushMaxAge.inMilliseconds) },
                 set: { $0.writePath.flushMaxAge = .milliseconds($1) }),
         Setting(flag: "--listen", environment: "COUNTER_LISTEN", summary: "HTTP address and port (IPv4), host:port",

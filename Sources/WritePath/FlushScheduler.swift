@@ -10,12 +10,12 @@ import RedisDriver
 /// flusher is stopping; and how long to back off after a failure. From that it decides when a
 /// flush is due (`nextAction(now:)`) and what one reads (`flushPlan(now:)`).
 ///
-/// A shard's `ShardStateMachine` holds one and turns what it decides into a `FlushRun`'s steps,
-/// which `Shard` performs (read and trim the logs, apply entries to PostgreSQL, sleep, resume
-/// waiters) and reports back as events. Time comes in as arguments; nothing here reads a clock,
-/// so every rule can be driven step by step.
+/// A shard's `WriteBehind` holds one and turns what it decides into a `FlushRun`'s steps (read and
+/// trim the logs, apply entries to PostgreSQL), actions the shard's shell performs and reports
+/// back as events; its sleeps are the shard's `flush` timer. Time comes in as arguments; nothing
+/// here reads a clock, so every rule can be driven step by step.
 ///
-/// The shard's loop sleeps while nothing is due. Events that happen meanwhile return
+/// The flush loop sleeps while nothing is due. Events that happen meanwhile return
 /// `LoopSignal.wakeLoop` only when they change what the loop should do: a flush became due, a
 /// deadline moved earlier, or the loop must finish. Once a signal is given, later events say
 /// nothing until the loop has asked `nextAction(now:)` again and gone back to sleep, so a stream

@@ -274,6 +274,7 @@ struct SlotOwnership {
                           into actions: inout [ShardStateMachine.Action]) -> [Effect] {
         slotsDraining.remove(slot)
         let state = state(of: slot)
+        // A slot that moved on meanwhile (claimed again, fenced, dropped) is not this drain's.
         guard state == .draining(epoch: epoch) || state == .repairing(epoch: epoch) else { return [] }
         return move(slot, .drained, now: now, into: &actions)
     }
@@ -284,6 +285,7 @@ struct SlotOwnership {
                               into actions: inout [ShardStateMachine.Action]) -> [Effect] {
         slotsDraining.remove(slot)
         if state(of: slot) == .repairing(epoch: epoch) { return move(slot, .drainFailed, now: now, into: &actions) }
+        // A slot that moved on meanwhile is not this drain's.
         guard state(of: slot) == .draining(epoch: epoch) else { return [] }
         recordClaimFailure(slot, error)
         return move(slot, .drainFailed, now: now, into: &actions)
@@ -356,6 +358,7 @@ struct SlotOwnership {
     /// What a slot being handed off wrote is in PostgreSQL: it is ready to change owner.
     mutating func handOffFlushed(_ slot: UInt16, epoch: Int64, now: ContinuousClock.Instant,
                                  into actions: inout [ShardStateMachine.Action]) -> [Effect] {
+        // A hand-off interrupted meanwhile (resumed, fenced, dropped) has nothing left to flush for.
         guard state(of: slot) == .flushing(epoch: epoch) else { return [] }
         return move(slot, .flushed, now: now, into: &actions)
     }
@@ -522,6 +525,7 @@ struct SlotOwnership {
 
     /// The write-behind found these acknowledged changes lost from a repairing slot's log.
     mutating func lostInRepair(_ slot: UInt16, _ lost: [PendingLike]) {
+        // (Counted by the write-behind either way; a repair that ended meanwhile logs nothing more.)
         guard repairs[slot] != nil else { return }
         repairs[slot]?.lost += lost.count
         for change in lost where repairsDone.sample.count < 5 {

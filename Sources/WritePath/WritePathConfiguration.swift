@@ -38,8 +38,8 @@ public struct WritePathConfiguration: Sendable, Equatable {
     /// how fast a backlog drains (in-process, 1,000 or 2,000 left a 2.5–2.7 s backlog at 38k
     /// changes/s where 5,000 left 0.9 s).
     public var flushBatchSize: Int = 5_000
-    /// A change waits at most about this long, counted from when its post first became dirty.
-    /// Defaults to 1 s.
+    /// A change waits at most about this long, counted from when its slot's log first had a change
+    /// waiting (a slot flushed in part keeps its age; posts share their slot's). Defaults to 1 s.
     public var flushMaxAge: Duration = .seconds(1)
     /// How long "this post does not exist" is remembered before PostgreSQL is asked again
     /// (for at most `unknownPostsRemembered` posts per shard; beyond that the oldest are
