@@ -70,15 +70,19 @@ let package = Package(
         // verified-token cache, and the JWKS key set read from a file or URL.
         .target(name: "UserTokens", dependencies: ["COpenSSL", "CounterCore"]),
         // The HTTP API: routes, auth, metrics, the admin answers, on top of the write path.
-        .target(name: "NodeAPI", dependencies: ["CounterCore", "CounterWire", "NodeCluster", "NodeHTTP", "Persistence", "ShardRouter", "UserTokens", "WritePath"]),
+        .target(
+            name: "NodeAPI",
+            dependencies: ["CounterCore", "CounterWire", "NodeCluster", "NodeHTTP", "Persistence", "ShardRouter", "UserTokens", "WritePath"]),
         // The operator subcommands (flush, inspect, stats, reconcile, dead-letters): clients of
         // a running node's admin API through CounterClient.
         .target(name: "OperatorCommands", dependencies: ["CounterClient", "CounterCore", "CounterWire"]),
         // The node's composition root: configuration, command line, `serve` and its lifecycle.
-        .target(name: "CounterNode", dependencies: [
-            "CounterCore", "NodeAPI", "NodeCluster", "NodeHTTP", "OperatorCommands", "Persistence", "PostgresDriver", "RedisDriver", "UserTokens",
-            "WritePath",
-        ]),
+        .target(
+            name: "CounterNode",
+            dependencies: [
+                "CounterCore", "NodeAPI", "NodeCluster", "NodeHTTP", "OperatorCommands", "Persistence", "PostgresDriver", "RedisDriver", "UserTokens",
+                "WritePath",
+            ]),
 
         // The client library apps add: HTTP client, optimistic like state machine, @Observable
         // models. Foundation, Observation, the wire format (with its small core) and the pure slot
@@ -89,10 +93,13 @@ let package = Package(
         .executableTarget(name: "CounterNodeCLI", dependencies: ["CounterNode"]),
         // The change events' consumer a backend copies: follows GET /v1/events with a cursor file.
         .executableTarget(name: "EventsConsumerExample", dependencies: ["CounterClient", "CounterWire"], path: "Examples/EventsConsumer"),
-        .executableTarget(name: "Bench", dependencies: [
-            "BenchKit", "ChildProcesses", "CounterCore", "CounterNode", "CounterWire", "Persistence", "PostgresDriver", "RedisDriver", "ShardRouter",
-            "UserTokens", "WritePath",
-        ]),
+        .executableTarget(
+            name: "Bench",
+            dependencies: [
+                "BenchKit", "ChildProcesses", "CounterCore", "CounterNode", "CounterWire", "Persistence", "PostgresDriver", "RedisDriver",
+                "ShardRouter",
+                "UserTokens", "WritePath",
+            ]),
         // Child processes with a clean signal mask (the bench's chaos run, the tests).
         .target(name: "ChildProcesses"),
         // The bench's parts: histogram, Zipf, correctness check (pure), load generator.
@@ -100,13 +107,17 @@ let package = Package(
 
         // Shared by the test targets: where the test servers are, private servers a test may
         // restart, child processes, services kept running, seeded fuzz input.
-        .target(name: "TestSupport", dependencies: ["ChildProcesses", "CounterCore", "Persistence", "PostgresDriver", "RedisDriver"], path: "Tests/TestSupport"),
+        .target(
+            name: "TestSupport", dependencies: ["ChildProcesses", "CounterCore", "Persistence", "PostgresDriver", "RedisDriver"],
+            path: "Tests/TestSupport"),
         // Harnesses of a node's parts on the test servers (a write path, its HTTP API, several
         // node processes), for the tests of those parts.
-        .target(name: "NodeTestSupport", dependencies: [
-            "CounterCore", "CounterWire", "NodeAPI", "NodeHTTP", "Persistence", "PostgresDriver", "RedisDriver", "ShardRouter", "TestSupport",
-            "WritePath",
-        ], path: "Tests/NodeTestSupport"),
+        .target(
+            name: "NodeTestSupport",
+            dependencies: [
+                "CounterCore", "CounterWire", "NodeAPI", "NodeHTTP", "Persistence", "PostgresDriver", "RedisDriver", "ShardRouter", "TestSupport",
+                "WritePath",
+            ], path: "Tests/NodeTestSupport"),
         // One test target per module tested.
         .testTarget(name: "BenchKitTests", dependencies: ["BenchKit", "CounterWire", "ShardRouter", "TestSupport"]),
         .testTarget(name: "CounterClientTests", dependencies: ["CounterClient", "CounterWire"]),
@@ -116,26 +127,36 @@ let package = Package(
         .testTarget(name: "ShardRouterTests", dependencies: ["ShardRouter", "CounterCore", "Persistence", "TestSupport"]),
         .testTarget(name: "NodeClusterTests", dependencies: ["NodeCluster", "ShardRouter"]),
         .testTarget(name: "DriverTests", dependencies: ["CounterCore", "PostgresDriver", "RedisDriver", "ShardRouter", "TestSupport"]),
-        .testTarget(name: "PersistenceTests", dependencies: ["CounterCore", "Persistence", "PostgresDriver", "RedisDriver", "ShardRouter", "TestSupport"]),
+        .testTarget(
+            name: "PersistenceTests", dependencies: ["CounterCore", "Persistence", "PostgresDriver", "RedisDriver", "ShardRouter", "TestSupport"]),
         // A child process the crash tests kill with SIGKILL mid-stream.
-        .executableTarget(name: "CrashDriver", dependencies: ["CounterCore", "Persistence", "PostgresDriver", "RedisDriver", "WritePath"], path: "Tests/CrashDriver"),
-        .testTarget(name: "WritePathTests", dependencies: [
-            "CounterCore", "NodeAPI", "NodeTestSupport", "Persistence", "PostgresDriver", "RedisDriver", "ShardRouter", "TestSupport", "WritePath",
-            "CrashDriver",
-        ]),
+        .executableTarget(
+            name: "CrashDriver", dependencies: ["CounterCore", "Persistence", "PostgresDriver", "RedisDriver", "WritePath"], path: "Tests/CrashDriver"
+        ),
+        .testTarget(
+            name: "WritePathTests",
+            dependencies: [
+                "CounterCore", "NodeAPI", "NodeTestSupport", "Persistence", "PostgresDriver", "RedisDriver", "ShardRouter", "TestSupport",
+                "WritePath",
+                "CrashDriver",
+            ]),
         .testTarget(name: "NodeHTTPTests", dependencies: ["NodeHTTP", "TestSupport"]),
-        .testTarget(name: "NodeAPITests", dependencies: [
-            "BenchKit", "CounterClient", "CounterCore", "CounterWire", "NodeAPI", "NodeHTTP", "NodeTestSupport", "Persistence",
-            "PostgresDriver", "RedisDriver", "ShardRouter", "TestSupport", "UserTokens", "WritePath",
-        ]),
+        .testTarget(
+            name: "NodeAPITests",
+            dependencies: [
+                "BenchKit", "CounterClient", "CounterCore", "CounterWire", "NodeAPI", "NodeHTTP", "NodeTestSupport", "Persistence",
+                "PostgresDriver", "RedisDriver", "ShardRouter", "TestSupport", "UserTokens", "WritePath",
+            ]),
         // `counter-node serve` whose flushes also fill a test's audit table (`AuditTable`): the
         // several-nodes tests' node.
         .executableTarget(name: "AuditedNode", dependencies: ["CounterNode", "TestSupport"], path: "Tests/AuditedNode"),
         // The node as a process: serve, several nodes, the operator commands, the configuration.
-        .testTarget(name: "CounterNodeTests", dependencies: [
-            "BenchKit", "CounterClient", "CounterNode", "CounterWire", "NodeTestSupport", "Persistence", "PostgresDriver", "RedisDriver",
-            "ShardRouter", "TestSupport", "UserTokens", "CounterNodeCLI", "AuditedNode",
-        ]),
+        .testTarget(
+            name: "CounterNodeTests",
+            dependencies: [
+                "BenchKit", "CounterClient", "CounterNode", "CounterWire", "NodeTestSupport", "Persistence", "PostgresDriver", "RedisDriver",
+                "ShardRouter", "TestSupport", "UserTokens", "CounterNodeCLI", "AuditedNode",
+            ]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -30,8 +30,14 @@ struct Options {
     init(_ arguments: [String]) throws {
         var rest = arguments[...]
         while let flag = rest.popFirst() {
-            if flag == "--help" || flag == "-h" { print(Self.usage); exit(0) }
-            if flag == "--until-caught-up" { untilCaughtUp = true; continue }
+            if flag == "--help" || flag == "-h" {
+                print(Self.usage)
+                exit(0)
+            }
+            if flag == "--until-caught-up" {
+                untilCaughtUp = true
+                continue
+            }
             guard let value = rest.popFirst() else { throw UsageError("\(flag) needs a value") }
             switch flag {
             case "--node":

@@ -8,18 +8,20 @@ let package = Package(
     name: "LikeButtonExample",
     platforms: [.iOS(.v17), .macOS(.v15)],
     products: [
-        .library(name: "LikeButtonUI", targets: ["LikeButtonUI"]),
+        .library(name: "LikeButtonUI", targets: ["LikeButtonUI"])
     ],
     dependencies: [
-        .package(name: "CounterService", path: "../.."),
+        .package(name: "CounterService", path: "../..")
     ],
     targets: [
         // The button and a small feed screen; add this to an app.
         .target(name: "LikeButtonUI", dependencies: [.product(name: "CounterClient", package: "CounterService")]),
         // A runnable demo (`swift run` on a Mac, or as the code of an iOS app target).
-        .executableTarget(name: "LikeButtonExampleApp", dependencies: [
-            "LikeButtonUI", .product(name: "CounterClient", package: "CounterService"),
-        ]),
+        .executableTarget(
+            name: "LikeButtonExampleApp",
+            dependencies: [
+                "LikeButtonUI", .product(name: "CounterClient", package: "CounterService"),
+            ]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -65,19 +65,22 @@ struct ChaosBench {
 
     func run() async throws {
         let minutes = options.minutes
-        say("counter-bench chaos: \(minutes) min, \(options.connections) connections at \(options.rate) requests/s; "
-              + "Redis appendfsync \(options.appendfsync); data in \(options.dataDirectory)")
+        say(
+            "counter-bench chaos: \(minutes) min, \(options.connections) connections at \(options.rate) requests/s; "
+                + "Redis appendfsync \(options.appendfsync); data in \(options.dataDirectory)")
         let services = ChaosServices(script: options.servicesScript, dataDirectory: options.dataDirectory)
         try await services.run("start")
         let postgresURL = "postgresql://counter@127.0.0.1:\(options.postgresPort)/counter"
         let redisURL = "redis://127.0.0.1:\(options.redisPort)"
         let endpoint = Endpoint(host: "127.0.0.1", port: options.port)
         let logFile = URL(fileURLWithPath: options.dataDirectory).appendingPathComponent("node.log")
-        let node = ChaosNode(binary: options.nodeBinary, arguments: [
-            "--listen", "127.0.0.1:\(options.port)", "--postgres-url", postgresURL, "--redis-url", redisURL,
-            "--key-prefix", "chaos", "--node-id", "chaos-1", "--shards", "2", "--backlog-limit", String(options.backlogLimit),
-            "--shutdown-timeout", "20", "--log-level", "info",
-        ] + (options.hotIdle.map { ["--hot-idle", $0] } ?? []), endpoint: endpoint, logFile: logFile)
+        let node = ChaosNode(
+            binary: options.nodeBinary,
+            arguments: [
+                "--listen", "127.0.0.1:\(options.port)", "--postgres-url", postgresURL, "--redis-url", redisURL,
+                "--key-prefix", "chaos", "--node-id", "chaos-1", "--shards", "2", "--backlog-limit", String(options.backlogLimit),
+                "--shutdown-timeout", "20", "--log-level", "info",
+            ] + (options.hotIdle.map { ["--hot-idle", $0] } ?? []), endpoint: endpoint, logFile: logFile)
         try await node.startReady()
         say("node answering on \(endpoint) (log: \(logFile.path))")
 
@@ -109,8 +112,9 @@ struct ChaosBench {
 
         var timeline = ChaosTimeline()
         let schedule = ChaosSchedule(duration: .seconds(minutes * 60))
-        let faults = ChaosFaults(node: node, services: services, pool: pool, poisonCondition: workload.poisonCondition("COALESCE(NEW.user_id, OLD.user_id)"),
-                                 backlogLimit: options.backlogLimit)
+        let faults = ChaosFaults(
+            node: node, services: services, pool: pool, poisonCondition: workload.poisonCondition("COALESCE(NEW.user_id, OLD.user_id)"),
+            backlogLimit: options.backlogLimit)
         // Posts the node evicted, summed over its restarts (each start counts from zero): sampled
         // before each fault, which may be a kill.
         var evictions = EvictionTally()
@@ -143,7 +147,9 @@ struct ChaosBench {
         guard flushStatus == 200 else { throw BenchCheckFailure(message: "POST /admin/flush answered \(flushStatus): \(flushBody)") }
         let rows = try await Self.sql(pool, "SELECT user_id, post_id FROM likes WHERE post_id = ANY($1::bigint[])", [.int64Array(posts)])
         let members = Set(try rows.map { CorrectnessCheck.Pair(user: try $0.int64(0), post: try $0.int64(1)) })
-        let countRows = try await Self.sql(pool, """
+        let countRows = try await Self.sql(
+            pool,
+            """
             SELECT p.id, p.likes_count, (SELECT count(*) FROM likes l WHERE l.post_id = p.id) FROM posts p WHERE p.id = ANY($1::bigint[])
             """, [.int64Array(posts)])
         var counts: [Int64: (likesCount: Int64, rows: Int64)] = [:]
@@ -162,10 +168,13 @@ struct ChaosBench {
         for (kind, count) in result.errors.sorted(by: { $0.value > $1.value }) { say("  \(kind): \(count)") }
         say("pairs: \(report.checkedPairs) checked, \(report.undeterminedPairs) with an unknown last outcome (failed request)")
         say("PostgreSQL after flush: lost \(report.lost.count), phantom \(report.phantom.count), likes_count ≠ rows on \(report.drift.count) post(s)")
-        say("dead letters: \(letters.count), of the poison users \(letters.count - unexpected.count), of others \(unexpected.count); "
-              + "replay: \(replay.map { "\($0.replayed.count) replayed, \($0.superseded.count) superseded, \($0.failed.count) failed" } ?? "answered \(status)")")
-        say("posts evicted from Redis: \(evictions.total) at least (sampled before each fault)"
-              + (options.hotIdle.map { "; --hot-idle \($0)" } ?? ""))
+        say(
+            "dead letters: \(letters.count), of the poison users \(letters.count - unexpected.count), of others \(unexpected.count); "
+                + "replay: \(replay.map { "\($0.replayed.count) replayed, \($0.superseded.count) superseded, \($0.failed.count) failed" } ?? "answered \(status)")"
+        )
+        say(
+            "posts evicted from Redis: \(evictions.total) at least (sampled before each fault)"
+                + (options.hotIdle.map { "; --hot-idle \($0)" } ?? ""))
         say("node exit status after SIGTERM: \(exit.map(String.init) ?? "none (still running)")")
         for pair in report.lost.prefix(10) { say("  lost \(pair)") }
         for pair in report.phantom.prefix(10) { say("  phantom \(pair)") }
@@ -178,7 +187,9 @@ struct ChaosBench {
             throw BenchCheckFailure(message: "chaos: with --hot-idle \(options.hotIdle!) the node evicted no post: eviction was not put to the test")
         }
         guard report.passed, unexpected.isEmpty, replay?.failed.isEmpty == true, exit == 0 else {
-            let window = options.appendfsync == "always" ? "" : " (with appendfsync \(options.appendfsync), kill -9 of Redis may lose what it acknowledged in its last second)"
+            let window =
+                options.appendfsync == "always"
+                ? "" : " (with appendfsync \(options.appendfsync), kill -9 of Redis may lose what it acknowledged in its last second)"
             throw BenchCheckFailure(message: "chaos: the guarantees did not hold\(window)")
         }
         say("chaos: every guarantee held")
@@ -270,14 +281,17 @@ struct ChaosFaults {
             }
             return (reached ?? "the backlog did not reach its limit in 30 s") + "; " + drained
         case .poisonTrigger:
-            try await ChaosBench.sql(pool, """
+            try await ChaosBench.sql(
+                pool,
+                """
                 CREATE OR REPLACE FUNCTION chaos_poison() RETURNS trigger LANGUAGE plpgsql AS $$
                 BEGIN
                     IF \(poisonCondition) THEN RAISE EXCEPTION 'chaos: user % is poison', COALESCE(NEW.user_id, OLD.user_id); END IF;
                     RETURN COALESCE(NEW, OLD);
                 END $$
                 """)
-            try await ChaosBench.sql(pool, "CREATE TRIGGER chaos_poison BEFORE INSERT OR DELETE ON likes FOR EACH ROW EXECUTE FUNCTION chaos_poison()")
+            try await ChaosBench.sql(
+                pool, "CREATE TRIGGER chaos_poison BEFORE INSERT OR DELETE ON likes FOR EACH ROW EXECUTE FUNCTION chaos_poison()")
             try await Task.sleep(for: .seconds(8))
             try await dropPoison()
             return "refused the poison users' rows for \(since())"
@@ -293,14 +307,16 @@ struct ChaosFaults {
     /// answer.
     func evictedPosts() -> Int? {
         guard let (status, body) = try? OneShotHTTP.send(to: node.endpoint, method: "GET", path: "/admin/stats", token: nil, timeoutSeconds: 5),
-              status == 200, let statistics = try? WireDecoder.decode(ServiceStatistics.self, from: Array(body.utf8)) else { return nil }
+            status == 200, let statistics = try? WireDecoder.decode(ServiceStatistics.self, from: Array(body.utf8))
+        else { return nil }
         return statistics.shards.reduce(0) { $0 + $1.evictedPosts }
     }
 
     /// The changes waiting per shard (`/admin/stats`), or `nil` when the node does not answer.
     private func pendingPerShard() -> [Int]? {
         guard let (status, body) = try? OneShotHTTP.send(to: node.endpoint, method: "GET", path: "/admin/stats", token: nil, timeoutSeconds: 5),
-              status == 200, let statistics = try? WireDecoder.decode(ServiceStatistics.self, from: Array(body.utf8)) else { return nil }
+            status == 200, let statistics = try? WireDecoder.decode(ServiceStatistics.self, from: Array(body.utf8))
+        else { return nil }
         return statistics.shards.map(\.pendingChanges)
     }
 }

@@ -99,7 +99,8 @@ struct ChaosServices {
 
     /// Runs `scripts/services <command> [server]` and waits for it.
     func run(_ command: String, _ server: String? = nil) async throws {
-        let status = try await ProcessSpawn.run(["/bin/bash", script, command] + (server.map { [$0] } ?? []), environment: ProcessSpawn.environment())
+        let status = try await ProcessSpawn.run(
+            ["/bin/bash", script, command] + (server.map { [$0] } ?? []), environment: ProcessSpawn.environment())
         guard status == 0 else {
             throw BenchCheckFailure(message: "scripts/services \(command) \(server ?? "") exited with status \(status)")
         }
@@ -108,7 +109,8 @@ struct ChaosServices {
     /// SIGKILL to Redis (by its pid file): what it had not yet written to its AOF is lost.
     func killRedis() throws {
         let pidFile = URL(fileURLWithPath: dataDirectory).appendingPathComponent("redis/redis.pid")
-        guard let text = try? String(contentsOf: pidFile, encoding: .utf8), let pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+        guard let text = try? String(contentsOf: pidFile, encoding: .utf8), let pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines))
+        else {
             throw BenchCheckFailure(message: "no Redis pid in \(pidFile.path)")
         }
         kill(pid, SIGKILL)

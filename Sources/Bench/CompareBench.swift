@@ -25,9 +25,13 @@ struct CompareBench {
     init(arguments: [String], environment: [String: String]) throws {
         var passThrough: [String] = []
         var reader = BenchArguments(arguments)
-        var levels = self.levels, duration = 10, warmup = 2
-        var clusterNode: Endpoint?, severalNodes: Endpoint?
-        var seedAppURL = environment["COUNTER_SEED_APP_URL"], seedAppPostgresURL = environment["COUNTER_SEED_APP_DATABASE_URL"]
+        var levels = self.levels
+        var duration = 10
+        var warmup = 2
+        var clusterNode: Endpoint?
+        var severalNodes: Endpoint?
+        var seedAppURL = environment["COUNTER_SEED_APP_URL"]
+        var seedAppPostgresURL = environment["COUNTER_SEED_APP_DATABASE_URL"]
         try reader.forEachFlag { flag, reader in
             switch flag {
             case "--seed-app-url": seedAppURL = try reader.value(flag)
@@ -71,10 +75,14 @@ struct CompareBench {
                 throw BenchUsageError(message: "--seed-app-url \(error.message)")
             }
             guard let seedAppPostgresURL else {
-                throw BenchUsageError(message: "--seed-app-url: also give the app's database, --seed-app-postgres-url (or COUNTER_SEED_APP_DATABASE_URL; `scripts/seed-app env` prints both)")
+                throw BenchUsageError(
+                    message:
+                        "--seed-app-url: also give the app's database, --seed-app-postgres-url (or COUNTER_SEED_APP_DATABASE_URL; `scripts/seed-app env` prints both)"
+                )
             }
             guard let secret = http.userTokenSecret else {
-                throw BenchUsageError(message: "--seed-app-url: the app verifies user tokens; give their secret, --user-token-secret (or COUNTER_USER_TOKEN_SECRET)")
+                throw BenchUsageError(
+                    message: "--seed-app-url: the app verifies user tokens; give their secret, --user-token-secret (or COUNTER_USER_TOKEN_SECRET)")
             }
             seedApp = SeedAppTarget(endpoint: endpoint, postgresURL: seedAppPostgresURL, signer: TokenSigner(secret: secret))
         }
@@ -88,8 +96,10 @@ struct CompareBench {
         /// What the seed's endpoint answered, by row, for the report.
         var seedAnswers: [(level: Int, scenario: String, load: LoadResult)] = []
         let quiet: @Sendable (Int, Int, Int, UInt64) -> Void = { _, _, _, _ in }
-        var targets = clusterNode == nil ? ["hot", "seed-sql", "sql-upsert", "ceiling"]
-                                         : ["hot", "hot-cluster", "seed-sql", "sql-upsert", "ceiling"]
+        var targets =
+            clusterNode == nil
+            ? ["hot", "seed-sql", "sql-upsert", "ceiling"]
+            : ["hot", "hot-cluster", "seed-sql", "sql-upsert", "ceiling"]
         if http.userTokenSecret != nil {
             // Beside the service token's row: each connection an end user with a token of its own.
             targets.insert("hot-user", at: 1)
@@ -99,7 +109,9 @@ struct CompareBench {
         if seedApp != nil {
             targets.insert("laravel-seed", at: targets.firstIndex(of: "seed-sql")! + 1)
         } else {
-            print("counter-bench compare: no laravel-seed row (no --seed-app-url / COUNTER_SEED_APP_URL; `scripts/seed-app start` serves the seed's endpoint)")
+            print(
+                "counter-bench compare: no laravel-seed row (no --seed-app-url / COUNTER_SEED_APP_URL; `scripts/seed-app start` serves the seed's endpoint)"
+            )
         }
         if let why = RedisLuaPeer.unsupported(http.servers.redisURL) {
             print("counter-bench compare: no redis-lua row: \(why) (\(http.servers.redisURL))")
@@ -115,8 +127,10 @@ struct CompareBench {
                 case "seed-sql", "sql-upsert":
                     let baseline = SQLBaseline(rawValue: target)!
                     let post = try await createPost()
-                    let result = try await baseline.run(postgresURL: http.servers.postgresURL, post: post, clients: level,
-                                                        duration: http.load.duration, warmup: http.load.warmup) { _, _ in }
+                    let result = try await baseline.run(
+                        postgresURL: http.servers.postgresURL, post: post, clients: level,
+                        duration: http.load.duration, warmup: http.load.warmup
+                    ) { _, _ in }
                     summary = Summary(label: target, connections: level, result: result)
                 case "laravel-seed":
                     var options = http.load
@@ -142,11 +156,17 @@ struct CompareBench {
                     if target == "hot-cluster", let clusterNode { options.load.endpoints = [clusterNode] }
                     options.userTokens = target == "hot-user"
                     let (result, check) = try await HTTPBench(options: options).measure(progress: quiet)
-                    let label = ["hot": "node hot (toggle)", "hot-user": "node hot, user tokens", "hot-cluster": "node hot, Redis Cluster"][target] ?? target
-                    summary = Summary(label: label, connections: level,
-                                      result: result.load, nodeCPU: result.nodeCPU, lag: result.lag)
+                    let label =
+                        ["hot": "node hot (toggle)", "hot-user": "node hot, user tokens", "hot-cluster": "node hot, Redis Cluster"][target] ?? target
+                    summary = Summary(
+                        label: label, connections: level,
+                        result: result.load, nodeCPU: result.nodeCPU, lag: result.lag)
                     verdict = check.map { $0.passed ? "check passed" : "CHECK FAILED" }
-                    if check?.passed == false { rows.append((summary, verdict)); report(rows, throughput, cpu, seedAnswers); throw BenchCheckFailure(message: "correctness check FAILED") }
+                    if check?.passed == false {
+                        rows.append((summary, verdict))
+                        report(rows, throughput, cpu, seedAnswers)
+                        throw BenchCheckFailure(message: "correctness check FAILED")
+                    }
                 }
                 summary.series = target
                 throughput["\(target)@\(level)"] = summary.result.throughput
@@ -164,9 +184,13 @@ struct CompareBench {
             options.load.connections = level
             options.load.rate = rate
             let (result, check) = try await HTTPBench(options: options).measure(progress: quiet)
-            let summary = Summary(label: "node hot, open loop \(Int(rate))/s", connections: level, result: result.load, nodeCPU: result.nodeCPU, lag: result.lag)
+            let summary = Summary(
+                label: "node hot, open loop \(Int(rate))/s", connections: level, result: result.load, nodeCPU: result.nodeCPU, lag: result.lag)
             rows.append((summary, check.map { $0.passed ? "check passed" : "CHECK FAILED" }))
-            if check?.passed == false { report(rows, throughput, cpu, seedAnswers); throw BenchCheckFailure(message: "correctness check FAILED") }
+            if check?.passed == false {
+                report(rows, throughput, cpu, seedAnswers)
+                throw BenchCheckFailure(message: "correctness check FAILED")
+            }
         }
         for scenario in ["zipf", "feed", "storm", "mixed", "lists"] {
             let level = severalNodesLevel
@@ -180,11 +204,17 @@ struct CompareBench {
             // The lists row pages the run's own posts and users (small lists: `counter-bench lists`
             // measures a post with a million likers and a user with 100,000 likes).
             let label = scenario == "lists" ? "node lists (likers and users' likes, first pages)" : "node \(scenario)\(hits)"
-            rows.append((Summary(label: label, connections: level, result: result.load, nodeCPU: result.nodeCPU, lag: result.lag),
-                         check.map { $0.passed ? "check passed" : "CHECK FAILED" }))
+            rows.append(
+                (
+                    Summary(label: label, connections: level, result: result.load, nodeCPU: result.nodeCPU, lag: result.lag),
+                    check.map { $0.passed ? "check passed" : "CHECK FAILED" }
+                ))
             throughput["\(scenario)@\(level)"] = result.load.throughput
             if let nodeCPU = result.nodeCPU { cpu["\(scenario)@\(level)"] = nodeCPU }
-            if check?.passed == false { report(rows, throughput, cpu, seedAnswers); throw BenchCheckFailure(message: "correctness check FAILED") }
+            if check?.passed == false {
+                report(rows, throughput, cpu, seedAnswers)
+                throw BenchCheckFailure(message: "correctness check FAILED")
+            }
         }
         if let seedApp {
             // The same users toggling the same posts from several connections at once: the
@@ -197,10 +227,16 @@ struct CompareBench {
             options.load.connections = level
             options.sharedStormUsers = users
             let (result, check) = try await HTTPBench(options: options).measure(progress: quiet)
-            rows.append((Summary(label: "node storm, shared users", connections: level, result: result.load, nodeCPU: result.nodeCPU, lag: result.lag),
-                         check.map { $0.passed ? "check passed" : "CHECK FAILED" }))
+            rows.append(
+                (
+                    Summary(label: "node storm, shared users", connections: level, result: result.load, nodeCPU: result.nodeCPU, lag: result.lag),
+                    check.map { $0.passed ? "check passed" : "CHECK FAILED" }
+                ))
             throughput["storm-shared@\(level)"] = result.load.throughput
-            if check?.passed == false { report(rows, throughput, cpu, seedAnswers); throw BenchCheckFailure(message: "correctness check FAILED") }
+            if check?.passed == false {
+                report(rows, throughput, cpu, seedAnswers)
+                throw BenchCheckFailure(message: "correctness check FAILED")
+            }
             var load = http.load
             load.connections = level
             let measured = try await seedApp.measure(.storm, load: load, sharedUsers: users)
@@ -223,11 +259,17 @@ struct CompareBench {
                     options.slotAware = shape == "slot-aware"
                     let (result, check) = try await HTTPBench(options: options).measure(progress: quiet)
                     let label = "nodes \(scenario), " + (shape == "spread" ? "spread (forwarding)" : "slot-aware")
-                    rows.append((Summary(label: label, connections: level, result: result.load, nodeCPU: result.nodeCPU, lag: result.lag),
-                                 check.map { $0.passed ? "check passed" : "CHECK FAILED" }))
+                    rows.append(
+                        (
+                            Summary(label: label, connections: level, result: result.load, nodeCPU: result.nodeCPU, lag: result.lag),
+                            check.map { $0.passed ? "check passed" : "CHECK FAILED" }
+                        ))
                     throughput["\(scenario)-\(shape)@\(level)"] = result.load.throughput
                     if let nodeCPU = result.nodeCPU { cpu["\(scenario)-\(shape)@\(level)"] = nodeCPU }
-                    if check?.passed == false { report(rows, throughput, cpu, seedAnswers); throw BenchCheckFailure(message: "correctness check FAILED") }
+                    if check?.passed == false {
+                        report(rows, throughput, cpu, seedAnswers)
+                        throw BenchCheckFailure(message: "correctness check FAILED")
+                    }
                 }
             }
         }
@@ -244,19 +286,36 @@ struct CompareBench {
         for level in levels {
             guard let node = throughput["hot@\(level)"], node > 0 else { continue }
             var parts: [String] = []
-            if let laravel = throughput["laravel-seed@\(level)"], laravel > 0 { parts.append(String(format: "%@× the seed's own Laravel endpoint (%@/s)", Self.ratio(node / laravel), Self.count(laravel))) }
-            if let seed = throughput["seed-sql@\(level)"], seed > 0 { parts.append(String(format: "%@× the seed's transaction with its row lock (%@/s)", Self.ratio(node / seed), Self.count(seed))) }
-            if let upsert = throughput["sql-upsert@\(level)"], upsert > 0 { parts.append(String(format: "%@× the best single SQL statement", Self.ratio(node / upsert))) }
-            if let ceiling = throughput["ceiling@\(level)"], ceiling > 0 { parts.append(String(format: "%.0f%% of what the HTTP server answers with no work at all", node / ceiling * 100)) }
-            if let lua = throughput["redis-lua@\(level)"], lua > 0 { parts.append(String(format: "%.0f%% of a bare Redis Lua toggle with neither HTTP nor PostgreSQL", node / lua * 100)) }
+            if let laravel = throughput["laravel-seed@\(level)"], laravel > 0 {
+                parts.append(String(format: "%@× the seed's own Laravel endpoint (%@/s)", Self.ratio(node / laravel), Self.count(laravel)))
+            }
+            if let seed = throughput["seed-sql@\(level)"], seed > 0 {
+                parts.append(String(format: "%@× the seed's transaction with its row lock (%@/s)", Self.ratio(node / seed), Self.count(seed)))
+            }
+            if let upsert = throughput["sql-upsert@\(level)"], upsert > 0 {
+                parts.append(String(format: "%@× the best single SQL statement", Self.ratio(node / upsert)))
+            }
+            if let ceiling = throughput["ceiling@\(level)"], ceiling > 0 {
+                parts.append(String(format: "%.0f%% of what the HTTP server answers with no work at all", node / ceiling * 100))
+            }
+            if let lua = throughput["redis-lua@\(level)"], lua > 0 {
+                parts.append(String(format: "%.0f%% of a bare Redis Lua toggle with neither HTTP nor PostgreSQL", node / lua * 100))
+            }
             lines.append("At \(level) connections the node answers \(Self.count(node)) toggles/s: " + parts.joined(separator: ", ") + ".")
         }
         if let level = levels.max(), let node = throughput["hot@\(level)"], let user = throughput["hot-user@\(level)"], node > 0 {
-            lines.append(String(format: "With end users' tokens (one per connection, verified by the node) it answers %.2f× as many at %d connections%@.", user / node, level,
-                                cpu["hot-user@\(level)"].map { String(format: ", at %.1f µs of node CPU per request", $0) } ?? ""))
+            lines.append(
+                String(
+                    format: "With end users' tokens (one per connection, verified by the node) it answers %.2f× as many at %d connections%@.",
+                    user / node, level,
+                    cpu["hot-user@\(level)"].map { String(format: ", at %.1f µs of node CPU per request", $0) } ?? ""))
         }
-        if let (key, node) = throughput.first(where: { $0.key.hasPrefix("storm-shared@") }), let laravel = throughput["laravel-seed-storm@" + key.dropFirst("storm-shared@".count)], laravel > 0 {
-            lines.append("The same users toggling the same posts from several connections at once: the node answers \(Self.ratio(node / laravel))× the seed's endpoint (\(Self.count(node))/s against \(Self.count(laravel))/s).")
+        if let (key, node) = throughput.first(where: { $0.key.hasPrefix("storm-shared@") }),
+            let laravel = throughput["laravel-seed-storm@" + key.dropFirst("storm-shared@".count)], laravel > 0
+        {
+            lines.append(
+                "The same users toggling the same posts from several connections at once: the node answers \(Self.ratio(node / laravel))× the seed's endpoint (\(Self.count(node))/s against \(Self.count(laravel))/s)."
+            )
         }
         if let level = levels.max(), let node = throughput["hot@\(level)"], let cluster = throughput["hot-cluster@\(level)"], node > 0 {
             lines.append(String(format: "On a Redis Cluster it answers %.2f× what it answers on one Redis at %d connections.", cluster / node, level))
@@ -272,21 +331,26 @@ struct CompareBench {
         return formatter.string(from: NSNumber(value: value.rounded())) ?? String(Int(value))
     }
 
-    private func report(_ rows: [(Summary, String?)], _ throughput: [String: Double], _ cpu: [String: Double],
-                        _ seedAnswers: [(level: Int, scenario: String, load: LoadResult)]) {
+    private func report(
+        _ rows: [(Summary, String?)], _ throughput: [String: Double], _ cpu: [String: Double],
+        _ seedAnswers: [(level: Int, scenario: String, load: LoadResult)]
+    ) {
         if let path = http.htmlPath {
             let reportRows = rows.map { summary, verdict in
                 let h = summary.result.histogram
-                return ComparisonReport.Row(series: summary.series, label: summary.label, connections: summary.connections,
-                                            throughput: summary.result.throughput,
-                                            latency: (Double(h.percentile(0.5)) / 1_000, Double(h.percentile(0.9)) / 1_000, Double(h.percentile(0.99)) / 1_000),
-                                            failures: summary.result.failures, nodeCPU: summary.nodeCPU, lag: summary.lag, verdict: verdict)
+                return ComparisonReport.Row(
+                    series: summary.series, label: summary.label, connections: summary.connections,
+                    throughput: summary.result.throughput,
+                    latency: (Double(h.percentile(0.5)) / 1_000, Double(h.percentile(0.9)) / 1_000, Double(h.percentile(0.99)) / 1_000),
+                    failures: summary.result.failures, nodeCPU: summary.nodeCPU, lag: summary.lag, verdict: verdict)
             }
-            let context = "counter-bench compare, \(Date().ISO8601Format()), \(ProcessInfo.processInfo.activeProcessorCount) cores; "
+            let context =
+                "counter-bench compare, \(Date().ISO8601Format()), \(ProcessInfo.processInfo.activeProcessorCount) cores; "
                 + "each row \(Int(http.load.duration.inSeconds)) s after \(Int(http.load.warmup.inSeconds)) s of warm-up, over keep-alive connections on loopback; "
                 + "write rows checked against PostgreSQL afterwards"
-            let page = ComparisonReport.render(title: "CounterService against a transaction per like", context: context,
-                                               rows: reportRows, ratios: sentences(throughput, cpu))
+            let page = ComparisonReport.render(
+                title: "CounterService against a transaction per like", context: context,
+                rows: reportRows, ratios: sentences(throughput, cpu))
             do {
                 try Data(page.utf8).write(to: URL(fileURLWithPath: path))
                 print("  report written to \(path)")
@@ -318,7 +382,9 @@ struct CompareBench {
             }
             print(line)
         }
-        if let (key, node) = throughput.first(where: { $0.key.hasPrefix("storm-shared@") }), let laravel = throughput["laravel-seed-storm@" + key.dropFirst("storm-shared@".count)], laravel > 0 {
+        if let (key, node) = throughput.first(where: { $0.key.hasPrefix("storm-shared@") }),
+            let laravel = throughput["laravel-seed-storm@" + key.dropFirst("storm-shared@".count)], laravel > 0
+        {
             print(String(format: "    storm of shared users: node ÷ laravel-seed %.1f×", node / laravel))
         }
         if !seedAnswers.isEmpty {
@@ -326,7 +392,9 @@ struct CompareBench {
             for answer in seedAnswers {
                 let statuses = answer.load.statusesText
                 let errors = answer.load.errorsText
-                print("    \(answer.scenario) at \(answer.level) connections: \(statuses.isEmpty ? "nothing" : statuses)\(errors.isEmpty ? "" : "; without an answer: " + errors)")
+                print(
+                    "    \(answer.scenario) at \(answer.level) connections: \(statuses.isEmpty ? "nothing" : statuses)\(errors.isEmpty ? "" : "; without an answer: " + errors)"
+                )
             }
         }
         if severalNodes != nil {

@@ -5,8 +5,9 @@ import Foundation
 @main
 enum CounterBench {
     static func main() async {
-        let status = await BenchCommand.run(arguments: Array(CommandLine.arguments.dropFirst()),
-                                            environment: ProcessInfo.processInfo.environment)
+        let status = await BenchCommand.run(
+            arguments: Array(CommandLine.arguments.dropFirst()),
+            environment: ProcessInfo.processInfo.environment)
         exit(status)
     }
 }

@@ -48,8 +48,9 @@ struct EventsBench {
         let post = Int64.random(in: 1_000_000_000...4_000_000_000_000_000)
         let pool = PostgresPool(configuration: PostgresConfiguration(url: options.servers.postgresURL))
         try await pool.query("INSERT INTO posts (id) VALUES ($1)", [.int64(post)])
-        print("counter-bench events: hot toggles at \(options.load.connections) connections for \(Int(options.load.duration.inSeconds)) s, "
-              + "one consumer long-polling from event \(start)")
+        print(
+            "counter-bench events: hot toggles at \(options.load.connections) connections for \(Int(options.load.duration.inSeconds)) s, "
+                + "one consumer long-polling from event \(start)")
         var failure: Error?
         do {
             try await followLive(post: post, from: start)
@@ -81,14 +82,17 @@ struct EventsBench {
             }
             return (delays, read)
         }
-        let hot = ScenarioWorkload(scenario: .hot, operation: .toggle, posts: [post], zipfExponent: 0.99, readRatio: 0,
-                                   token: node.apiToken, userBase: Int64.random(in: 1...1_000_000) * 1_000_000_000)
+        let hot = ScenarioWorkload(
+            scenario: .hot, operation: .toggle, posts: [post], zipfExponent: 0.99, readRatio: 0,
+            token: node.apiToken, userBase: Int64.random(in: 1...1_000_000) * 1_000_000_000)
         let result = await LoadGenerator(options: options.load, workload: hot).run { _, _, _, _ in }
         try node.flush()
         let (delays, liveRead) = try await consumer.value
         print(String(format: "  hot: %.0f toggles/s, %d acknowledged, failures %d", result.throughput, result.successes, result.failures))
-        print(String(format: "  long poll: %d events seen live; commit to consumer p50 %.0f ms, p99 %.0f ms, max %.0f ms",
-                     liveRead, Double(delays.percentile(0.5)) / 1_000, Double(delays.percentile(0.99)) / 1_000, Double(delays.maximum) / 1_000))
+        print(
+            String(
+                format: "  long poll: %d events seen live; commit to consumer p50 %.0f ms, p99 %.0f ms, max %.0f ms",
+                liveRead, Double(delays.percentile(0.5)) / 1_000, Double(delays.percentile(0.99)) / 1_000, Double(delays.maximum) / 1_000))
     }
 
     /// Every event after `start`, read again in pages: in id order with no gap, and `post`'s
@@ -117,14 +121,18 @@ struct EventsBench {
             count += page.events.count
         }
         let seconds = (ContinuousClock.now - readStarted).inSeconds
-        print(String(format: "  read back: %d events in id order with no gap in %.1f s (%.0f events/s); %d of them this run's post's",
-                     count, seconds, Double(count) / max(seconds, 0.001), ofThisPost))
+        print(
+            String(
+                format: "  read back: %d events in id order with no gap in %.1f s (%.0f events/s); %d of them this run's post's",
+                count, seconds, Double(count) / max(seconds, 0.001), ofThisPost))
         let (_, countBody) = try OneShotHTTP.send(to: node.endpoint, method: "GET", path: "/v1/posts/\(post)", token: node.apiToken)
         guard let likesCount = try? JSONDecoder().decode(PostCount.self, from: Data(countBody.utf8)).likesCount else {
             throw BenchCheckFailure(message: "GET /v1/posts/\(post) answered \(countBody.prefix(200))")
         }
         guard repeated == 0, Int64(liked.count) == likesCount else {
-            throw BenchCheckFailure(message: "the events say \(liked.count) users like post \(post) (\(repeated) events repeat the one before), its count is \(likesCount)")
+            throw BenchCheckFailure(
+                message:
+                    "the events say \(liked.count) users like post \(post) (\(repeated) events repeat the one before), its count is \(likesCount)")
         }
         print("  check: every user's events alternate from a like, and the \(liked.count) users they leave liking the post are its count: PASSED")
     }
@@ -137,8 +145,9 @@ struct EventsBench {
     /// consumer does with it after is its own time).
     private func timedPage(after: Int64, limit: Int, wait: Int) throws -> (EventsPage, Int64) {
         let node = options.node
-        let (status, body) = try OneShotHTTP.send(to: node.endpoint, method: "GET", path: "/v1/events?after=\(after)&limit=\(limit)&wait=\(wait)",
-                                                  token: node.adminToken, timeoutSeconds: wait + 30)
+        let (status, body) = try OneShotHTTP.send(
+            to: node.endpoint, method: "GET", path: "/v1/events?after=\(after)&limit=\(limit)&wait=\(wait)",
+            token: node.adminToken, timeoutSeconds: wait + 30)
         let received = Int64(Date().timeIntervalSince1970 * 1_000)
         guard status == 200 else { throw BenchCheckFailure(message: "GET /v1/events answered \(status): \(body.prefix(300))") }
         return (try JSONDecoder().decode(EventsPage.self, from: Data(body.utf8)), received)

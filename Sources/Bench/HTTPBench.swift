@@ -50,7 +50,9 @@ struct HTTPBenchOptions {
                 }
             case "--operation":
                 let text = try reader.value(flag)
-                guard let value = WriteOperation(rawValue: text) else { throw BenchUsageError(message: "--operation \(text): must be toggle, like or unlike") }
+                guard let value = WriteOperation(rawValue: text) else {
+                    throw BenchUsageError(message: "--operation \(text): must be toggle, like or unlike")
+                }
                 operation = value
             case "--connections": load.connections = try reader.number(flag, 1...20_000)
             case "--threads": load.threads = try reader.number(flag, 1...64)
@@ -61,12 +63,16 @@ struct HTTPBenchOptions {
             case "--posts": posts = try reader.number(flag, 1...1_000_000)
             case "--zipf-exponent":
                 let text = try reader.value(flag)
-                guard let value = Double(text), (0...5).contains(value) else { throw BenchUsageError(message: "--zipf-exponent \(text): must be from 0 to 5") }
+                guard let value = Double(text), (0...5).contains(value) else {
+                    throw BenchUsageError(message: "--zipf-exponent \(text): must be from 0 to 5")
+                }
                 zipfExponent = value
             case "--feed-size": feedSize = try reader.number(flag, 1...1_000)
             case "--read-ratio":
                 let text = try reader.value(flag)
-                guard let value = Double(text), (0...1).contains(value) else { throw BenchUsageError(message: "--read-ratio \(text): must be from 0 to 1") }
+                guard let value = Double(text), (0...1).contains(value) else {
+                    throw BenchUsageError(message: "--read-ratio \(text): must be from 0 to 1")
+                }
                 readRatio = value
             case "--url":
                 do {
@@ -91,7 +97,8 @@ struct HTTPBenchOptions {
         }
         if slotAware && spread { throw BenchUsageError(message: "--slot-aware and --spread: choose one") }
         if userTokens && userTokenSecret.map(HMACSecret.init) == nil {
-            throw BenchUsageError(message: "--user-tokens signs with --user-token-secret (or COUNTER_USER_TOKEN_SECRET), the node's secret of at least 32 bytes")
+            throw BenchUsageError(
+                message: "--user-tokens signs with --user-token-secret (or COUNTER_USER_TOKEN_SECRET), the node's secret of at least 32 bytes")
         }
     }
 }
@@ -117,15 +124,18 @@ struct HTTPBench {
         let statuses = result.load.statusesText
         let errors = result.load.errorsText
         print("  answers by status: \(statuses.isEmpty ? "none" : statuses); errors: \(errors.isEmpty ? "none" : errors)")
-        if let ratio = result.readHitRatio { print(String(format: "  reads answered from Redis: %.1f %% (the rest from PostgreSQL: cold posts)", ratio * 100)) }
+        if let ratio = result.readHitRatio {
+            print(String(format: "  reads answered from Redis: %.1f %% (the rest from PostgreSQL: cold posts)", ratio * 100))
+        }
         if let path = options.jsonPath {
             try Data(summary.json(check: check).utf8).write(to: URL(fileURLWithPath: path))
             print("  result written to \(path)")
         }
         if let path = options.htmlPath {
             let verdict = check.map { $0.passed ? "check passed" : "CHECK FAILED" }
-            let page = HTMLReport.render(title: "counter-bench: \(label)",
-                                         runs: [HTMLReport.Run(label: label, connections: options.load.connections, result: result.load, verdict: verdict)])
+            let page = HTMLReport.render(
+                title: "counter-bench: \(label)",
+                runs: [HTMLReport.Run(label: label, connections: options.load.connections, result: result.load, verdict: verdict)])
             try Data(page.utf8).write(to: URL(fileURLWithPath: path))
             print("  report written to \(path)")
         }
@@ -191,9 +201,10 @@ struct HTTPBench {
             let base = Int64.random(in: 1_000_000_000...4_000_000_000_000_000)
             posts = (0..<Int64(count)).map { base + $0 }
             try await pool.query("INSERT INTO posts (id) SELECT unnest($1::bigint[])", [.int64Array(posts)])
-            var scenarioWorkload = ScenarioWorkload(scenario: scenario, operation: options.operation, posts: posts,
-                                                    zipfExponent: options.zipfExponent, readRatio: options.readRatio, token: options.apiToken,
-                                                    userBase: Int64.random(in: 1...1_000_000) * 1_000_000_000)
+            var scenarioWorkload = ScenarioWorkload(
+                scenario: scenario, operation: options.operation, posts: posts,
+                zipfExponent: options.zipfExponent, readRatio: options.readRatio, token: options.apiToken,
+                userBase: Int64.random(in: 1...1_000_000) * 1_000_000_000)
             scenarioWorkload.routing = routing
             scenarioWorkload.feedSize = options.feedSize
             scenarioWorkload.sharedStormUsers = scenario == .storm ? options.sharedStormUsers : nil
@@ -208,11 +219,14 @@ struct HTTPBench {
             workload = FixedPathWorkload(path: options.path, token: options.apiToken)
         }
         let mode = options.load.rate.map { "open loop at \(Int($0)) req/s" } ?? "closed loop"
-        print("counter-bench http: \(label), \(options.load.connections) connections, \(mode), \(Int(options.load.duration.inSeconds)) s after \(Int(options.load.warmup.inSeconds)) s warm-up")
+        print(
+            "counter-bench http: \(label), \(options.load.connections) connections, \(mode), \(Int(options.load.duration.inSeconds)) s after \(Int(options.load.warmup.inSeconds)) s warm-up"
+        )
         // The nodes' counters at the end of the warm-up, at the end of the run (CPU) and after
         // the flush that follows it (lag).
         let metrics = NodeMetricsWindow(cluster: cluster, token: options.adminToken ?? options.apiToken)
-        let warmupSeconds = Int(load.warmup.inSeconds), lastSecond = warmupSeconds + Int(load.duration.inSeconds)
+        let warmupSeconds = Int(load.warmup.inSeconds)
+        let lastSecond = warmupSeconds + Int(load.duration.inSeconds)
         if warmupSeconds == 0 { metrics.mark(.start) }
         let result = await LoadGenerator(options: load, workload: workload).run { second, count, failures, p99 in
             if second == warmupSeconds { metrics.mark(.start) }
@@ -221,7 +235,8 @@ struct HTTPBench {
         }
         var check: CorrectnessCheck.Report?
         if options.check, let scenario, scenario.writes {
-            check = try await verify(posts: posts, result: result, byParity: scenario == .storm && options.sharedStormUsers != nil, pool: pool, cluster: cluster)
+            check = try await verify(
+                posts: posts, result: result, byParity: scenario == .storm && options.sharedStormUsers != nil, pool: pool, cluster: cluster)
         }
         if !posts.isEmpty {
             // Flushed first (the check did already): deleting posts whose changes a node is still
@@ -230,20 +245,28 @@ struct HTTPBench {
             if scenario?.writes == true { metrics.mark(.afterFlush) }
             try await pool.query("DELETE FROM posts p USING unnest($1::bigint[]) AS gone(id) WHERE p.id = gone.id", [.int64Array(posts)])
         }
-        return (Measured(load: result, nodeCPU: metrics.microsecondsPerRequest(throughput: result.throughput),
-                         lag: metrics.lagMilliseconds(), readHitRatio: metrics.readHitRatio()), check)
+        return (
+            Measured(
+                load: result, nodeCPU: metrics.microsecondsPerRequest(throughput: result.throughput),
+                lag: metrics.lagMilliseconds(), readHitRatio: metrics.readHitRatio()), check
+        )
     }
 
-    private func verify(posts: [Int64], result: LoadResult, byParity: Bool,
-                        pool: PostgresPool, cluster: ClusterView) async throws -> CorrectnessCheck.Report {
+    private func verify(
+        posts: [Int64], result: LoadResult, byParity: Bool,
+        pool: PostgresPool, cluster: ClusterView
+    ) async throws -> CorrectnessCheck.Report {
         try cluster.flushAll(token: options.adminToken)
         let likes = try await PostgresLikes.read(posts, pool: pool)
         let members = Set(likes.pairs)
-        let report = byParity
+        let report =
+            byParity
             ? CorrectnessCheck.runByParity(toggles: result.toggles, members: members, counts: likes.counts)
             : CorrectnessCheck.run(expected: result.expectations, baseline: [], members: members, counts: likes.counts)
-        print("  correctness: \(report.checkedPairs) pairs (\(report.undeterminedPairs) undetermined), \(members.count) likes rows, \(posts.count) posts — "
-              + (report.passed ? "PASSED" : "FAILED: \(report.lost.count) lost, \(report.phantom.count) phantom, \(report.drift.count) count drifts"))
+        print(
+            "  correctness: \(report.checkedPairs) pairs (\(report.undeterminedPairs) undetermined), \(members.count) likes rows, \(posts.count) posts — "
+                + (report.passed
+                    ? "PASSED" : "FAILED: \(report.lost.count) lost, \(report.phantom.count) phantom, \(report.drift.count) count drifts"))
         for pair in report.lost.prefix(5) { print("    lost \(pair)") }
         for pair in report.phantom.prefix(5) { print("    phantom \(pair)") }
         for drift in report.drift.prefix(5) { print("    drift post \(drift.post): likes_count \(drift.likesCount), rows \(drift.rows)") }
@@ -263,7 +286,8 @@ struct Summary {
     /// Which line of the comparison the row belongs to across levels (`hot`, `seed-sql`, …).
     var series = ""
 
-    static let header = "  " + pad("target", 34) + pad("conns", 7, left: true) + pad("req/s", 10, left: true)
+    static let header =
+        "  " + pad("target", 34) + pad("conns", 7, left: true) + pad("req/s", 10, left: true)
         + ["p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms"].map { pad($0, 10, left: true) }.joined() + pad("failures", 10, left: true)
         + pad("node µs/req", 13, left: true) + pad("lag p50/p99 ms", 16, left: true)
 
@@ -303,7 +327,9 @@ struct Summary {
         fields.append("\"failure_timeline\":[\(result.failureTimeline.map(String.init).joined(separator: ","))]")
         fields.append("\"errors\":{\(result.errors.map { "\"\($0.key)\":\($0.value)" }.joined(separator: ","))}")
         if let check {
-            fields.append("\"check\":{\"passed\":\(check.passed),\"lost\":\(check.lost.count),\"phantom\":\(check.phantom.count),\"drift\":\(check.drift.count)}")
+            fields.append(
+                "\"check\":{\"passed\":\(check.passed),\"lost\":\(check.lost.count),\"phantom\":\(check.phantom.count),\"drift\":\(check.drift.count)}"
+            )
         }
         return "{" + fields.joined(separator: ",") + "}\n"
     }

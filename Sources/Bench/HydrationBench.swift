@@ -54,10 +54,13 @@ struct HydrationBench {
             if HashSlot(post: candidate) == slot { others.append(candidate) }
         }
         let userBase = Int64.random(in: 1...1_000_000) * 1_000_000_000
-        print("counter-bench hydration: post \(post) (slot \(slot.rawValue)) with \(options.likers) likers in PostgreSQL; \(others.count) other posts of its slot under \(options.load.connections) connections")
+        print(
+            "counter-bench hydration: post \(post) (slot \(slot.rawValue)) with \(options.likers) likers in PostgreSQL; \(others.count) other posts of its slot under \(options.load.connections) connections"
+        )
         let created = ContinuousClock.now
         try await pool.query("INSERT INTO posts (id) SELECT unnest($1::bigint[])", [.int64Array([post] + others)])
-        try await pool.query("""
+        try await pool.query(
+            """
             INSERT INTO likes (user_id, post_id, created_at, updated_at)
             SELECT $2 + g, $1, now(), now() FROM generate_series(1, $3::bigint) g
             """, [.int64(post), .int64(userBase), .int64(Int64(options.likers))])
@@ -83,7 +86,8 @@ struct HydrationBench {
     private func measure(node: NodeTarget, post: Int64, others: [Int64], userBase: Int64) async throws {
         // The other posts are loaded before the measurement.
         for other in others {
-            let (status, body) = try OneShotHTTP.send(to: node.endpoint, method: "POST", path: "/v1/posts/\(other)/likes/1/toggle", token: node.apiToken)
+            let (status, body) = try OneShotHTTP.send(
+                to: node.endpoint, method: "POST", path: "/v1/posts/\(other)/likes/1/toggle", token: node.apiToken)
             guard status == 200 else { throw BenchCheckFailure(message: "toggle on post \(other) answered \(status): \(body)") }
         }
 
@@ -97,16 +101,19 @@ struct HydrationBench {
             }
         }
         sampler.start()
-        var workload = ScenarioWorkload(scenario: .zipf, operation: .toggle, posts: others, zipfExponent: 0.99, readRatio: 0,
-                                        token: node.apiToken, userBase: userBase + 1_000_000_000_000)
+        var workload = ScenarioWorkload(
+            scenario: .zipf, operation: .toggle, posts: others, zipfExponent: 0.99, readRatio: 0,
+            token: node.apiToken, userBase: userBase + 1_000_000_000_000)
         workload.routing = .first
         let generator = LoadGenerator(options: options.load, workload: workload)
         // The first request on the large post, sent as the measured seconds begin.
         let first = Task.detached { [options] () -> (Double, Int, String) in
             try? await Task.sleep(for: options.load.warmup)
             let started = ContinuousClock.now
-            let (status, body) = (try? OneShotHTTP.send(to: node.endpoint, method: "POST", path: "/v1/posts/\(post)/likes/\(userBase)/toggle",
-                                                         token: node.apiToken)) ?? (0, "no answer")
+            let (status, body) =
+                (try? OneShotHTTP.send(
+                    to: node.endpoint, method: "POST", path: "/v1/posts/\(post)/likes/\(userBase)/toggle",
+                    token: node.apiToken)) ?? (0, "no answer")
             return ((ContinuousClock.now - started).inSeconds, status, body)
         }
         let result = await generator.run { _, _, _, _ in }
@@ -116,11 +123,15 @@ struct HydrationBench {
         let peakBytes = peak.withLock { $0 }
         let h = result.histogram
         print("  first request on the large post: \(String(format: "%.0f", seconds * 1_000)) ms, status \(status): \(body)")
-        print(String(format: "  node resident memory: %.1f MB before, %.1f MB at the peak (+%.1f MB), %.1f MB after",
-                     Double(rssBefore) / 1e6, Double(peakBytes) / 1e6, Double(peakBytes - rssBefore) / 1e6, Double(rssAfter) / 1e6))
-        print(String(format: "  other posts of the slot meanwhile: %.0f toggles/s, p50 %.2f ms, p99 %.2f ms, max %.2f ms, failures %d",
-                     result.throughput, Double(h.percentile(0.5)) / 1_000, Double(h.percentile(0.99)) / 1_000,
-                     Double(h.maximum) / 1_000, result.failures))
+        print(
+            String(
+                format: "  node resident memory: %.1f MB before, %.1f MB at the peak (+%.1f MB), %.1f MB after",
+                Double(rssBefore) / 1e6, Double(peakBytes) / 1e6, Double(peakBytes - rssBefore) / 1e6, Double(rssAfter) / 1e6))
+        print(
+            String(
+                format: "  other posts of the slot meanwhile: %.0f toggles/s, p50 %.2f ms, p99 %.2f ms, max %.2f ms, failures %d",
+                result.throughput, Double(h.percentile(0.5)) / 1_000, Double(h.percentile(0.99)) / 1_000,
+                Double(h.maximum) / 1_000, result.failures))
         print("  p99 per second (ms): " + result.p99Timeline.map { String(format: "%.1f", Double($0) / 1_000) }.joined(separator: " "))
         let expected = #""likes_count":\#(options.likers + 1)"#
         guard status == 200, body.contains(expected) else {

@@ -57,7 +57,8 @@ final class NodeMetricsWindow: Sendable {
     func readHitRatio() -> Double? {
         readings.withLock { readings in
             guard let start = readings.start, let end = readings.cpuEnd else { return nil }
-            let hot = end.hotReads - start.hotReads, cold = end.coldReads - start.coldReads
+            let hot = end.hotReads - start.hotReads
+            let cold = end.coldReads - start.coldReads
             return hot + cold > 0 ? hot / (hot + cold) : nil
         }
     }
@@ -78,7 +79,8 @@ final class NodeMetricsWindow: Sendable {
         var reading = Reading()
         for node in cluster.nodes {
             guard let (status, body) = try? OneShotHTTP.send(to: node, method: "GET", path: "/metrics", token: token, timeoutSeconds: 10),
-                  status == 200 else { return nil }
+                status == 200
+            else { return nil }
             let figures = NodeMetricsText(parsing: body)
             guard let cpu = figures.cpuSeconds else { return nil }
             reading.cpuSeconds += cpu

@@ -39,7 +39,8 @@ struct NodeTarget {
     func residentBytes() throws -> Int {
         let (status, body) = try OneShotHTTP.send(to: endpoint, method: "GET", path: "/metrics", token: apiToken, timeoutSeconds: 10)
         guard status == 200, let line = body.split(separator: "\n").first(where: { $0.hasPrefix("process_resident_memory_bytes ") }),
-              let value = Double(line.dropFirst("process_resident_memory_bytes ".count)) else {
+            let value = Double(line.dropFirst("process_resident_memory_bytes ".count))
+        else {
             throw BenchCheckFailure(message: "GET /metrics on \(endpoint) did not give process_resident_memory_bytes")
         }
         return Int(value)

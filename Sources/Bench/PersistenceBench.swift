@@ -68,38 +68,51 @@ struct PersistenceBench {
             _ = try await LikeBatchApplier.apply(changes, pool: pool)
         }
         // On a Redis Cluster the pipeline is split by master, one pipeline to each at once.
-        let plain = try await time("Redis pipeline, SADD/SREM only", prepare: {
-            batch().map { change -> SlotCommands in
-                let key = layout.likers(ofPost: change.postID)
-                return SlotCommands(slot: HashSlot(post: change.postID),
-                                    commands: [change.liked ? .sadd(key, [change.userID]) : .srem(key, [change.userID])])
+        let plain = try await time(
+            "Redis pipeline, SADD/SREM only",
+            prepare: {
+                batch().map { change -> SlotCommands in
+                    let key = layout.likers(ofPost: change.postID)
+                    return SlotCommands(
+                        slot: HashSlot(post: change.postID),
+                        commands: [change.liked ? .sadd(key, [change.userID]) : .srem(key, [change.userID])])
+                }
             }
-        }) { groups in
+        ) { groups in
             _ = try await redis.executeAll(groups)
         }
         // As the shards write: one MULTI/EXEC per slot, in one pipeline (per master).
-        let logged = try await time("Redis MULTI/EXEC per slot, SADD/SREM per change + one packed XADD per slot", prepare: {
-            Dictionary(grouping: batch()) { HashSlot(post: $0.postID) }.map { slot, changes in
-                SlotCommands(slot: slot, commands: changes.map { change -> RedisCommand in
-                    let key = layout.likers(ofPost: change.postID)
-                    return change.liked ? .sadd(key, [change.userID]) : .srem(key, [change.userID])
-                } + [ChangeLogEntry.append(changes, to: layout.changeLog(of: slot))], atomic: true)
+        let logged = try await time(
+            "Redis MULTI/EXEC per slot, SADD/SREM per change + one packed XADD per slot",
+            prepare: {
+                Dictionary(grouping: batch()) { HashSlot(post: $0.postID) }.map { slot, changes in
+                    SlotCommands(
+                        slot: slot,
+                        commands: changes.map { change -> RedisCommand in
+                            let key = layout.likers(ofPost: change.postID)
+                            return change.liked ? .sadd(key, [change.userID]) : .srem(key, [change.userID])
+                        } + [ChangeLogEntry.append(changes, to: layout.changeLog(of: slot))], atomic: true)
+                }
             }
-        }) { groups in
+        ) { groups in
             _ = try await redis.executeAll(groups)
         }
-        print(String(format: "per change: batch apply %.2f µs, pipeline %.2f µs, logged transaction %.2f µs (medians)",
-                     apply * 1e6 / Double(options.changes), plain * 1e6 / Double(options.changes),
-                     logged * 1e6 / Double(options.changes)))
+        print(
+            String(
+                format: "per change: batch apply %.2f µs, pipeline %.2f µs, logged transaction %.2f µs (medians)",
+                apply * 1e6 / Double(options.changes), plain * 1e6 / Double(options.changes),
+                logged * 1e6 / Double(options.changes)))
 
     }
 
     /// Removes the run's posts (their likes go with them) and Redis keys.
     private func cleanUp(posts: [Int64], layout: RedisKeyLayout, pool: PostgresPool, redis: RedisClient) async throws {
         try await pool.query("DELETE FROM posts WHERE id = ANY($1::bigint[])", [.int64Array(posts)])
-        _ = try await redis.executeAll(posts.map { post in
-            SlotCommands(slot: HashSlot(post: post), commands: [.del([layout.likers(ofPost: post)]), .del([layout.changeLog(of: HashSlot(post: post))])])
-        })
+        _ = try await redis.executeAll(
+            posts.map { post in
+                SlotCommands(
+                    slot: HashSlot(post: post), commands: [.del([layout.likers(ofPost: post)]), .del([layout.changeLog(of: HashSlot(post: post))])])
+            })
     }
 
     /// Runs `work` once to warm up, then `repetitions` times, each on a fresh input from
@@ -120,4 +133,3 @@ struct PersistenceBench {
         return median
     }
 }
-

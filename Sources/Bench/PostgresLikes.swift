@@ -13,7 +13,8 @@ struct PostgresLikes {
     /// posts, a plan that filters a scan by `= ANY` compares every row with every id (seen:
     /// minutes instead of seconds).
     static func pairs(of posts: [Int64], pool: PostgresPool) async throws -> [CorrectnessCheck.Pair] {
-        let rows = try await pool.query("""
+        let rows = try await pool.query(
+            """
             SELECT l.user_id, l.post_id FROM unnest($1::bigint[]) AS wanted(id) JOIN likes l ON l.post_id = wanted.id
             """, [.int64Array(posts)])
         return try rows.map { CorrectnessCheck.Pair(user: try $0.int64(0), post: try $0.int64(1)) }
@@ -25,7 +26,8 @@ struct PostgresLikes {
     /// read, not by a `count(*)` subquery per post: for a million posts PostgreSQL once planned
     /// that subquery as a scan of `likes` per post (seen: over 7 minutes instead of seconds).
     static func read(_ posts: [Int64], pool: PostgresPool) async throws -> PostgresLikes {
-        let rows = try await pool.query("""
+        let rows = try await pool.query(
+            """
             SELECT true, l.user_id, l.post_id FROM unnest($1::bigint[]) AS wanted(id) JOIN likes l ON l.post_id = wanted.id
             UNION ALL
             SELECT false, p.likes_count, p.id FROM unnest($1::bigint[]) AS wanted(id) JOIN posts p ON p.id = wanted.id

@@ -64,11 +64,15 @@ struct ScaleBench {
         let posts = Int64(options.posts)
         let firstPost = Int64.random(in: 1_000_000_000...4_000_000_000_000_000)
         let total = posts * Int64(options.likesPerPost)
-        print("counter-bench scale: \(total) likes over \(posts) posts (\(options.likesPerPost) each) through \(node.endpoint), \(options.load.connections) connections")
-        try await pool.query("INSERT INTO posts (id) SELECT generate_series($1::bigint, $1::bigint + $2::bigint - 1)",
-                             [.int64(firstPost), .int64(posts)])
-        let workload = SpreadLikesWorkload(firstPost: firstPost, posts: posts, userBase: Int64.random(in: 1...1_000_000) * 1_000_000_000,
-                                           token: node.apiToken)
+        print(
+            "counter-bench scale: \(total) likes over \(posts) posts (\(options.likesPerPost) each) through \(node.endpoint), \(options.load.connections) connections"
+        )
+        try await pool.query(
+            "INSERT INTO posts (id) SELECT generate_series($1::bigint, $1::bigint + $2::bigint - 1)",
+            [.int64(firstPost), .int64(posts)])
+        let workload = SpreadLikesWorkload(
+            firstPost: firstPost, posts: posts, userBase: Int64.random(in: 1...1_000_000) * 1_000_000_000,
+            token: node.apiToken)
         do {
             try node.flush()
             let nodeBefore = try node.residentBytes()
@@ -81,19 +85,25 @@ struct ScaleBench {
             try node.flush()
             let nodeAfter = try node.residentBytes()
             let redisAfter = try await usedMemory(redis)
-            let rows = try await pool.query("SELECT count(*) FROM likes WHERE post_id BETWEEN $1 AND $1 + $2 - 1", [.int64(firstPost), .int64(posts)])
+            let rows = try await pool.query(
+                "SELECT count(*) FROM likes WHERE post_id BETWEEN $1 AND $1 + $2 - 1", [.int64(firstPost), .int64(posts)])
             let likes = try rows.first?.int64(0) ?? 0
             let perLiker = Double(redisAfter - redisOneEach) / Double(max(1, likes - posts))
             let perPost = Double(redisOneEach - redisBefore) / Double(posts) - perLiker
-            print(String(format: "  after %d likes in PostgreSQL (%d sent): node %.1f MB resident (%+.1f MB); Redis %.1f MB (%+.1f MB)",
-                         likes, workload.sent, Double(nodeAfter) / 1e6, Double(nodeAfter - nodeBefore) / 1e6,
-                         Double(redisAfter) / 1e6, Double(redisAfter - redisBefore) / 1e6))
-            print(String(format: "  Redis: %.0f bytes per liker (a post's likers set grown from 1 to %d), %.0f bytes per post (its marker and set)",
-                         perLiker, options.likesPerPost, perPost))
+            print(
+                String(
+                    format: "  after %d likes in PostgreSQL (%d sent): node %.1f MB resident (%+.1f MB); Redis %.1f MB (%+.1f MB)",
+                    likes, workload.sent, Double(nodeAfter) / 1e6, Double(nodeAfter - nodeBefore) / 1e6,
+                    Double(redisAfter) / 1e6, Double(redisAfter - redisBefore) / 1e6))
+            print(
+                String(
+                    format: "  Redis: %.0f bytes per liker (a post's likers set grown from 1 to %d), %.0f bytes per post (its marker and set)",
+                    perLiker, options.likesPerPost, perPost))
             try await logCosts(redis)
             if options.hotPhase > 0 {
-                try await hotPhase(node: node, pool: pool, redis: redis, firstPost: firstPost, posts: posts,
-                                   redisBefore: redisBefore, redisAfterLikes: redisAfter)
+                try await hotPhase(
+                    node: node, pool: pool, redis: redis, firstPost: firstPost, posts: posts,
+                    redisBefore: redisBefore, redisAfterLikes: redisAfter)
             }
         } catch {
             await cleanUp(node: node, pool: pool, firstPost: firstPost, posts: posts)
@@ -108,15 +118,20 @@ struct ScaleBench {
     /// Zipf toggles on the first 1 % of the posts for `--hot-phase` seconds, a minute at a time;
     /// then Redis's memory above `redisBefore`, against what it was after the likes, and the
     /// correctness of every pair toggled.
-    private func hotPhase(node: NodeTarget, pool: PostgresPool, redis: RedisConnection, firstPost: Int64, posts: Int64,
-                          redisBefore: Int64, redisAfterLikes: Int64) async throws {
+    private func hotPhase(
+        node: NodeTarget, pool: PostgresPool, redis: RedisConnection, firstPost: Int64, posts: Int64,
+        redisBefore: Int64, redisAfterLikes: Int64
+    ) async throws {
         let hot = (0..<max(1, posts / 100)).map { firstPost + $0 }
         let usersPerConnection = max(1, options.hotUsers / options.load.connections)
-        print("  hot phase: zipf toggles on \(hot.count) posts (1 %) by \(usersPerConnection * options.load.connections) users for \(options.hotPhase) s")
+        print(
+            "  hot phase: zipf toggles on \(hot.count) posts (1 %) by \(usersPerConnection * options.load.connections) users for \(options.hotPhase) s"
+        )
         let baseline = Set(try await PostgresLikes.pairs(of: hot, pool: pool))
-        let workload = ScenarioWorkload(scenario: .zipf, operation: .toggle, posts: hot, zipfExponent: 0.99, readRatio: 0,
-                                        token: node.apiToken, userBase: Int64.random(in: 1...1_000_000) * 1_000_000_000 + 500_000_000,
-                                        usersPerConnection: Int64(usersPerConnection))
+        let workload = ScenarioWorkload(
+            scenario: .zipf, operation: .toggle, posts: hot, zipfExponent: 0.99, readRatio: 0,
+            token: node.apiToken, userBase: Int64.random(in: 1...1_000_000) * 1_000_000_000 + 500_000_000,
+            usersPerConnection: Int64(usersPerConnection))
         var expectations: [CorrectnessCheck.Pair: CorrectnessCheck.Expectation] = [:]
         var left = options.hotPhase
         while left > 0 {
@@ -126,19 +141,25 @@ struct ScaleBench {
             let result = await LoadGenerator(options: load, workload: workload).run { _, _, _, _ in }
             expectations.merge(result.expectations) { _, later in later }
             let used = try await usedMemory(redis)
-            print(String(format: "  hot phase: %.0f toggles/s, %d failures, %d s left; Redis %.1f MB above the baseline",
-                         result.throughput, result.failures, left, Double(used - redisBefore) / 1e6))
+            print(
+                String(
+                    format: "  hot phase: %.0f toggles/s, %d failures, %d s left; Redis %.1f MB above the baseline",
+                    result.throughput, result.failures, left, Double(used - redisBefore) / 1e6))
             if result.successes == 0 { throw BenchCheckFailure(message: "the node answered nothing: \(result.statuses) \(result.errors)") }
         }
         let used = try await usedMemory(redis)
-        print(String(format: "  after the hot phase: Redis %.1f MB above the empty baseline, %.1f %% of the %.1f MB after the likes",
-                     Double(used - redisBefore) / 1e6, Double(used - redisBefore) / Double(max(1, redisAfterLikes - redisBefore)) * 100,
-                     Double(redisAfterLikes - redisBefore) / 1e6))
+        print(
+            String(
+                format: "  after the hot phase: Redis %.1f MB above the empty baseline, %.1f %% of the %.1f MB after the likes",
+                Double(used - redisBefore) / 1e6, Double(used - redisBefore) / Double(max(1, redisAfterLikes - redisBefore)) * 100,
+                Double(redisAfterLikes - redisBefore) / 1e6))
         try node.flush()
         let likes = try await PostgresLikes.read(hot, pool: pool)
         let report = CorrectnessCheck.run(expected: expectations, baseline: baseline, members: Set(likes.pairs), counts: likes.counts)
-        print("  hot phase correctness: \(report.checkedPairs) pairs (\(report.undeterminedPairs) undetermined) — "
-              + (report.passed ? "PASSED" : "FAILED: \(report.lost.count) lost, \(report.phantom.count) phantom, \(report.drift.count) count drifts"))
+        print(
+            "  hot phase correctness: \(report.checkedPairs) pairs (\(report.undeterminedPairs) undetermined) — "
+                + (report.passed
+                    ? "PASSED" : "FAILED: \(report.lost.count) lost, \(report.phantom.count) phantom, \(report.drift.count) count drifts"))
         guard report.passed else { throw BenchCheckFailure(message: "the hot phase lost or invented likes") }
     }
 
@@ -160,7 +181,8 @@ struct ScaleBench {
     private func usedMemory(_ redis: RedisConnection) async throws -> Int64 {
         let text = try await redis.send(RedisCommand("INFO", "memory")).string ?? ""
         guard let line = text.split(whereSeparator: \.isNewline).first(where: { $0.hasPrefix("used_memory:") }),
-              let value = Int64(line.dropFirst("used_memory:".count)) else {
+            let value = Int64(line.dropFirst("used_memory:".count))
+        else {
             throw BenchCheckFailure(message: "INFO memory did not give used_memory")
         }
         return value
@@ -172,13 +194,18 @@ struct ScaleBench {
     private func logCosts(_ redis: RedisConnection) async throws {
         let key = "bench-log:\(UInt64.random(in: 1...UInt64.max))"
         var parts: [String] = []
-        for (label, perEntry, packed) in [("1 change per entry", 1, true), ("100 per entry", 100, true), ("format 1 (u, p, l per change)", 1, false)] {
+        for (label, perEntry, packed) in [("1 change per entry", 1, true), ("100 per entry", 100, true), ("format 1 (u, p, l per change)", 1, false)]
+        {
             _ = try await redis.send(.del([key]))
             var commands: [RedisCommand] = []
             for entry in 0..<(10_000 / perEntry) {
-                let changes = (0..<perEntry).map { LikeChange(userID: 4_000_000_000_000 + Int64(entry * perEntry + $0), postID: 3_000_000_000_000 + Int64($0 % 7), liked: true) }
-                commands.append(packed ? ChangeLogEntry.append(changes, to: key)
-                                       : .xadd(key, fields: ChangeLogEntry.fields(of: changes[0])))
+                let changes = (0..<perEntry).map {
+                    LikeChange(userID: 4_000_000_000_000 + Int64(entry * perEntry + $0), postID: 3_000_000_000_000 + Int64($0 % 7), liked: true)
+                }
+                commands.append(
+                    packed
+                        ? ChangeLogEntry.append(changes, to: key)
+                        : .xadd(key, fields: ChangeLogEntry.fields(of: changes[0])))
             }
             _ = try await redis.pipeline(commands)
             let bytes = try await redis.send(RedisCommand("MEMORY", "USAGE", key, "SAMPLES", "0")).integer ?? 0

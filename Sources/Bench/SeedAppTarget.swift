@@ -31,8 +31,9 @@ struct SeedAppTarget {
         let base = Int64.random(in: 1_000_000_000...4_000_000_000_000_000)
         let posts = (0..<Int64(scenario == .hot ? 1 : 4)).map { base + $0 }
         try await pool.query("INSERT INTO posts (id) SELECT unnest($1::bigint[])", [.int64Array(posts)])
-        var workload = ScenarioWorkload(scenario: scenario, operation: .toggle, posts: posts, zipfExponent: 0.99, readRatio: 0,
-                                        token: nil, userBase: Int64.random(in: 1...1_000_000) * 1_000_000_000)
+        var workload = ScenarioWorkload(
+            scenario: scenario, operation: .toggle, posts: posts, zipfExponent: 0.99, readRatio: 0,
+            token: nil, userBase: Int64.random(in: 1...1_000_000) * 1_000_000_000)
         let signer = self.signer
         workload.seedRouteToken = { user in signer.token(user: user, lifetime: 3_600) }
         workload.sharedStormUsers = scenario == .storm ? sharedUsers : nil
@@ -45,11 +46,13 @@ struct SeedAppTarget {
         try await waitUntilIdle(pool)
         let likes = try await PostgresLikes.read(posts, pool: pool)
         let members = Set(likes.pairs)
-        let check = workload.sharedStormUsers == nil
+        let check =
+            workload.sharedStormUsers == nil
             ? CorrectnessCheck.run(expected: result.expectations, baseline: [], members: members, counts: likes.counts)
             : CorrectnessCheck.runByParity(toggles: result.toggles, members: members, counts: likes.counts)
-        print("  correctness (the seed app's database): \(check.checkedPairs) pairs (\(check.undeterminedPairs) undetermined), \(members.count) likes rows — "
-              + (check.passed ? "PASSED" : "FAILED: \(check.lost.count) lost, \(check.phantom.count) phantom, \(check.drift.count) count drifts"))
+        print(
+            "  correctness (the seed app's database): \(check.checkedPairs) pairs (\(check.undeterminedPairs) undetermined), \(members.count) likes rows — "
+                + (check.passed ? "PASSED" : "FAILED: \(check.lost.count) lost, \(check.phantom.count) phantom, \(check.drift.count) count drifts"))
         let statuses = result.statusesText
         let errors = result.errorsText
         print("  the seed's endpoint answered: \(statuses.isEmpty ? "nothing" : statuses); without an answer: \(errors.isEmpty ? "none" : errors)")
@@ -62,7 +65,8 @@ struct SeedAppTarget {
     /// a transaction.
     private func waitUntilIdle(_ pool: PostgresPool) async throws {
         for _ in 0..<100 {
-            let busy = try await pool.query("""
+            let busy = try await pool.query(
+                """
                 SELECT count(*) FROM pg_stat_activity
                 WHERE datname = current_database() AND pid <> pg_backend_pid() AND state IS NOT NULL AND state <> 'idle'
                 """)

@@ -12,7 +12,8 @@ struct TokenBench {
 
     init(arguments: [String]) throws {
         var reader = BenchArguments(arguments)
-        var tokens = 1_000, rounds = 200
+        var tokens = 1_000
+        var rounds = 200
         try reader.forEachFlag { flag, reader in
             switch flag {
             case "--tokens": tokens = try reader.number(flag, 1...1_000_000)

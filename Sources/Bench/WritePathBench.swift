@@ -41,7 +41,9 @@ struct WritePathBench {
         let pool = PostgresPool(configuration: PostgresConfiguration(url: options.servers.postgresURL))
         _ = try await SchemaMigrator.migrate(pool)
         let redis = try RedisConfiguration(url: options.servers.redisURL)
-        print("counter-bench writepath: \(options.callers) concurrent callers, \(Int(options.seconds)) s per run, \(options.shards) shards, release build expected")
+        print(
+            "counter-bench writepath: \(options.callers) concurrent callers, \(Int(options.seconds)) s per run, \(options.shards) shards, release build expected"
+        )
         try await scenario("hot: one post (one shard)", posts: 1, pool: pool, redis: redis)
         try await scenario("spread: \(options.spreadPosts) posts (all shards)", posts: options.spreadPosts, pool: pool, redis: redis)
         await pool.close()
@@ -108,18 +110,26 @@ struct WritePathBench {
         let busiest = zip(after, before).map { $0.groupCommittedChanges - $1.groupCommittedChanges }.max() ?? 0
 
         // Sanity: PostgreSQL agrees with what was acknowledged.
-        let check = try await pool.query("""
+        let check = try await pool.query(
+            """
             SELECT coalesce(sum(likes_count), 0), (SELECT count(*) FROM likes WHERE post_id = ANY($1::bigint[]))
             FROM posts WHERE id = ANY($1::bigint[])
             """, [.int64Array(posts)])
         let (countSum, rowSum) = (try check.first!.int64(0), try check.first!.int64(1))
 
         print("  \(title)")
-        print(String(format: "    %d changes in %.2f s: %.0f changes/s (busiest shard %d changes)", completed, elapsed, Double(completed) / elapsed, busiest))
+        print(
+            String(
+                format: "    %d changes in %.2f s: %.0f changes/s (busiest shard %d changes)", completed, elapsed, Double(completed) / elapsed,
+                busiest))
         print(String(format: "    group commits: %d, average %.1f changes each", commits, commits == 0 ? 0 : Double(changes) / Double(commits)))
-        print(String(format: "    PostgreSQL transactions: %d, %.1f per 10,000 changes; final flush %.2f s", transactions,
-                     changes == 0 ? 0 : Double(transactions) * 10_000 / Double(changes), flushSeconds))
-        print("    check: likes_count sum \(countSum), likes rows \(rowSum), acknowledged \(completed) — \(countSum == rowSum && rowSum == completed ? "agree" : "DISAGREE")")
+        print(
+            String(
+                format: "    PostgreSQL transactions: %d, %.1f per 10,000 changes; final flush %.2f s", transactions,
+                changes == 0 ? 0 : Double(transactions) * 10_000 / Double(changes), flushSeconds))
+        print(
+            "    check: likes_count sum \(countSum), likes rows \(rowSum), acknowledged \(completed) — \(countSum == rowSum && rowSum == completed ? "agree" : "DISAGREE")"
+        )
 
         guard countSum == rowSum && rowSum == completed else {
             throw BenchCheckFailure(message: "correctness check failed: counts and acknowledgements disagree")

@@ -26,8 +26,10 @@ public struct ChaosSchedule: Sendable, Equatable {
 
     /// Faults every `spacing` from `start` on, each kind in turn, as long as one still begins
     /// `quietEnd` before `duration` ends (the last stretch lets everything settle before the check).
-    public init(duration: Duration, start: Duration = .seconds(8), spacing: Duration = .seconds(17),
-                quietEnd: Duration = .seconds(12)) {
+    public init(
+        duration: Duration, start: Duration = .seconds(8), spacing: Duration = .seconds(17),
+        quietEnd: Duration = .seconds(12)
+    ) {
         var entries: [Entry] = []
         var at = start
         var kind = 0
@@ -78,11 +80,14 @@ public struct ChaosTimeline: Sendable {
             let bad = failed[start..<min(end, failed.count)].reduce(0, +)
             let faults = events.filter { $0.began >= Double(start) && $0.began < Double(end) }.map(\.fault.rawValue)
             let bar = String(repeating: "#", count: min(40, Int((Double(ok) / span) / Double(max(1, peak)) * 40)))
-            lines.append(Self.pad("\(start)-\(end)", 10) + Self.pad(String(Int(Double(ok) / span)), 7) + Self.pad(String(Int(Double(bad) / span)), 10)
-                         + "  " + bar + String(repeating: " ", count: 41 - bar.count) + faults.joined(separator: ", "))
+            lines.append(
+                Self.pad("\(start)-\(end)", 10) + Self.pad(String(Int(Double(ok) / span)), 7) + Self.pad(String(Int(Double(bad) / span)), 10)
+                    + "  " + bar + String(repeating: " ", count: 41 - bar.count) + faults.joined(separator: ", "))
         }
         for event in events {
-            lines.append("  \(event.fault.rawValue) at \(String(format: "%.1f", event.began)) s, over at \(String(format: "%.1f", event.ended)) s: \(event.note)")
+            lines.append(
+                "  \(event.fault.rawValue) at \(String(format: "%.1f", event.began)) s, over at \(String(format: "%.1f", event.ended)) s: \(event.note)"
+            )
         }
         return lines.joined(separator: "\n")
     }

@@ -33,20 +33,25 @@ public struct ChaosWorkload: Workload {
         let firstUser = userBase + Int64(connection) * usersPerConnection + 1
         // A fifth of the writes are the connection's poison user's, so the poison trigger meets
         // changes whenever it is in place.
-        let user = Int.random(in: 0..<5, using: &random) == 0 ? firstUser
+        let user =
+            Int.random(in: 0..<5, using: &random) == 0
+            ? firstUser
             : firstUser + Int64.random(in: 0..<usersPerConnection, using: &random)
         let post = posts[zipf.sample(using: &random)]
         let roll = Int.random(in: 0..<100, using: &random)
         switch roll {
         case 0..<25:
-            return PlannedRequest(bytes: ScenarioWorkload.http("POST", "/v1/posts/\(post)/likes/\(user)/toggle", token: token, body: nil),
-                                  pair: CorrectnessCheck.Pair(user: user, post: post))
+            return PlannedRequest(
+                bytes: ScenarioWorkload.http("POST", "/v1/posts/\(post)/likes/\(user)/toggle", token: token, body: nil),
+                pair: CorrectnessCheck.Pair(user: user, post: post))
         case 25..<45:
-            return PlannedRequest(bytes: ScenarioWorkload.http("PUT", "/v1/posts/\(post)/likes/\(user)", token: token, body: nil),
-                                  pair: CorrectnessCheck.Pair(user: user, post: post))
+            return PlannedRequest(
+                bytes: ScenarioWorkload.http("PUT", "/v1/posts/\(post)/likes/\(user)", token: token, body: nil),
+                pair: CorrectnessCheck.Pair(user: user, post: post))
         case 45..<60:
-            return PlannedRequest(bytes: ScenarioWorkload.http("DELETE", "/v1/posts/\(post)/likes/\(user)", token: token, body: nil),
-                                  pair: CorrectnessCheck.Pair(user: user, post: post))
+            return PlannedRequest(
+                bytes: ScenarioWorkload.http("DELETE", "/v1/posts/\(post)/likes/\(user)", token: token, body: nil),
+                pair: CorrectnessCheck.Pair(user: user, post: post))
         case 60..<80:
             // A read changes nothing, so it does not touch what is expected of the pair (a read
             // that fails during a fault must not make an acknowledged state unknown).
@@ -54,8 +59,10 @@ public struct ChaosWorkload: Workload {
         default:
             var ids: [Int64] = []
             for _ in 0..<20 { ids.append(posts[zipf.sample(using: &random)]) }
-            return PlannedRequest(bytes: ScenarioWorkload.http("POST", "/v1/posts/query", token: token,
-                                                               body: ScenarioWorkload.feedBody(ids, user: firstUser)))
+            return PlannedRequest(
+                bytes: ScenarioWorkload.http(
+                    "POST", "/v1/posts/query", token: token,
+                    body: ScenarioWorkload.feedBody(ids, user: firstUser)))
         }
     }
 }

@@ -21,8 +21,10 @@ public enum ComparisonReport {
         public let lag: (p50: Double, p99: Double)?
         public let verdict: String?
 
-        public init(series: String, label: String, connections: Int, throughput: Double, latency: (p50: Double, p90: Double, p99: Double),
-                    failures: Int, nodeCPU: Double?, lag: (p50: Double, p99: Double)?, verdict: String?) {
+        public init(
+            series: String, label: String, connections: Int, throughput: Double, latency: (p50: Double, p90: Double, p99: Double),
+            failures: Int, nodeCPU: Double?, lag: (p50: Double, p99: Double)?, verdict: String?
+        ) {
             self.series = series
             self.label = label
             self.connections = connections
@@ -70,19 +72,23 @@ public enum ComparisonReport {
         html += "</div>\n"
         let lagRows = rows.filter { $0.lag != nil }
         if !lagRows.isEmpty {
-            html += "<h2>Write-behind lag: acknowledgement to PostgreSQL commit (ms)</h2>\n"
+            html +=
+                "<h2>Write-behind lag: acknowledgement to PostgreSQL commit (ms)</h2>\n"
                 + horizontalBars(lagRows.map { ("\($0.label), \($0.connections)", [$0.lag!.p50, $0.lag!.p99]) }, legend: ["p50", "p99"], unit: "ms")
         }
         let cpuRows = rows.filter { $0.nodeCPU != nil }
         if !cpuRows.isEmpty {
-            html += "<h2>Node CPU per request (µs; all nodes of the target summed)</h2>\n"
+            html +=
+                "<h2>Node CPU per request (µs; all nodes of the target summed)</h2>\n"
                 + horizontalBars(cpuRows.map { ("\($0.label), \($0.connections)", [$0.nodeCPU!]) }, legend: ["node"], unit: "µs")
                 + "<p class=\"context\">Redis's and PostgreSQL's CPU per request by process: scripts/bench-cpu.</p>\n"
         }
-        html += "<h2>Every row</h2><table><tr><th>target</th><th>conns</th><th>req/s</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th>"
+        html +=
+            "<h2>Every row</h2><table><tr><th>target</th><th>conns</th><th>req/s</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th>"
             + "<th>failures</th><th>node µs/req</th><th>lag p50/p99 ms</th><th>check</th></tr>\n"
         for row in rows {
-            html += "<tr><td>\(escape(row.label))</td><td>\(row.connections)</td><td>\(Int(row.throughput.rounded()))</td>"
+            html +=
+                "<tr><td>\(escape(row.label))</td><td>\(row.connections)</td><td>\(Int(row.throughput.rounded()))</td>"
                 + [row.latency.p50, row.latency.p90, row.latency.p99].map { String(format: "<td>%.2f</td>", $0) }.joined()
                 + "<td>\(row.failures)</td><td>\(row.nodeCPU.map { String(format: "%.1f", $0) } ?? "–")</td>"
                 + "<td>\(row.lag.map { String(format: "%.0f/%.0f", $0.p50, $0.p99) } ?? "–")</td><td>\(escape(row.verdict ?? ""))</td></tr>\n"
@@ -99,12 +105,18 @@ public enum ComparisonReport {
     }
 
     static func throughputChart(_ rows: [Row]) -> String {
-        let width = 1100.0, height = 420.0, left = 70.0, right = 330.0, top = 20.0, bottom = 40.0
+        let width = 1100.0
+        let height = 420.0
+        let left = 70.0
+        let right = 330.0
+        let top = 20.0
+        let bottom = 40.0
         let shown = rows.filter { row in lines.contains { $0.series == row.series } }
         let levels = Array(Set(shown.map(\.connections))).sorted()
         guard !levels.isEmpty else { return "" }
         let (low, high) = decades(shown.map(\.throughput))
-        let plotWidth = width - left - right, plotHeight = height - top - bottom
+        let plotWidth = width - left - right
+        let plotHeight = height - top - bottom
         func x(_ level: Int) -> Double {
             levels.count == 1 ? left + plotWidth / 2 : left + Double(levels.firstIndex(of: level)!) / Double(levels.count - 1) * plotWidth
         }
@@ -112,7 +124,8 @@ public enum ComparisonReport {
         var svg = "<svg width=\"\(Int(width))\" height=\"\(Int(height))\" xmlns=\"http://www.w3.org/2000/svg\" font-size=\"12\">"
         for decade in Int(low)...Int(high) {
             let value = pow(10, Double(decade))
-            svg += String(format: "<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" stroke=\"#d1d9e0\"/>", left, y(value), left + plotWidth, y(value))
+            svg += String(
+                format: "<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" stroke=\"#d1d9e0\"/>", left, y(value), left + plotWidth, y(value))
             svg += String(format: "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">%@</text>", left - 8, y(value) + 4, grouped(value) as NSString)
         }
         for level in levels {
@@ -127,17 +140,25 @@ public enum ComparisonReport {
             let path = points.map { String(format: "%.1f,%.1f", x($0.connections), y($0.throughput)) }.joined(separator: " ")
             svg += "<polyline fill=\"none\" stroke=\"\(line.colour)\" stroke-width=\"3\" points=\"\(path)\"/>"
             for point in points {
-                svg += String(format: "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%@\"/>", x(point.connections), y(point.throughput), line.colour as NSString)
+                svg += String(
+                    format: "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%@\"/>", x(point.connections), y(point.throughput),
+                    line.colour as NSString)
             }
             let legendY = top + 16 + Double(index) * 22
-            svg += String(format: "<rect x=\"%.0f\" y=\"%.0f\" width=\"18\" height=\"4\" fill=\"%@\"/>", width - right + 20, legendY - 5, line.colour as NSString)
+            svg += String(
+                format: "<rect x=\"%.0f\" y=\"%.0f\" width=\"18\" height=\"4\" fill=\"%@\"/>", width - right + 20, legendY - 5,
+                line.colour as NSString)
             svg += String(format: "<text x=\"%.0f\" y=\"%.0f\">", width - right + 44, legendY) + escape(line.name) + "</text>"
         }
         return svg + "</svg>\n"
     }
 
     static func latencyChart(_ entries: [((series: String, name: String, short: String, colour: String), Row)]) -> String {
-        let width = 560.0, height = 250.0, left = 56.0, top = 12.0, bottom = 56.0
+        let width = 560.0
+        let height = 250.0
+        let left = 56.0
+        let top = 12.0
+        let bottom = 56.0
         let (low, high) = decades(entries.flatMap { [$0.1.latency.p50, $0.1.latency.p99] })
         let plotHeight = height - top - bottom
         let group = (width - left - 10) / Double(max(entries.count, 1))
@@ -153,10 +174,12 @@ public enum ComparisonReport {
             let bar = (group - 12) / 3
             for (offset, (value, opacity)) in [(row.latency.p50, 1.0), (row.latency.p90, 0.7), (row.latency.p99, 0.45)].enumerated() {
                 let x = x0 + 6 + Double(offset) * bar
-                svg += String(format: "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%@\" fill-opacity=\"%.2f\"/>",
-                              x, y(value), bar - 1, top + plotHeight - y(value), line.colour as NSString, opacity)
+                svg += String(
+                    format: "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%@\" fill-opacity=\"%.2f\"/>",
+                    x, y(value), bar - 1, top + plotHeight - y(value), line.colour as NSString, opacity)
             }
-            svg += String(format: "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">", x0 + group / 2, top + plotHeight + 16)
+            svg +=
+                String(format: "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">", x0 + group / 2, top + plotHeight + 16)
                 + escape(line.short) + "</text>"
         }
         svg += String(format: "<text x=\"%.0f\" y=\"%.0f\" fill=\"#59636e\">bars of each target: p50, p90, p99 (lighter)</text>", left, height - 8)
@@ -164,7 +187,9 @@ public enum ComparisonReport {
     }
 
     static func horizontalBars(_ bars: [(String, [Double])], legend: [String], unit: String) -> String {
-        let width = 1100.0, label = 330.0, rowHeight = 20.0
+        let width = 1100.0
+        let label = 330.0
+        let rowHeight = 20.0
         let top = max(bars.flatMap(\.1).max() ?? 1, 0.001)
         let height = Double(bars.count) * rowHeight + 30
         var svg = "<svg width=\"\(Int(width))\" height=\"\(Int(height))\" xmlns=\"http://www.w3.org/2000/svg\" font-size=\"11\">"
@@ -175,13 +200,16 @@ public enum ComparisonReport {
             // The larger value first, so the smaller one stays visible on top of it.
             for (offset, value) in values.enumerated().sorted(by: { $0.element > $1.element }) {
                 let length = value / top * (width - label - 120)
-                svg += String(format: "<rect x=\"%.0f\" y=\"%.1f\" width=\"%.1f\" height=\"14\" fill=\"%@\"/>", label, y, max(1, length),
-                              colours[offset % colours.count] as NSString)
+                svg += String(
+                    format: "<rect x=\"%.0f\" y=\"%.1f\" width=\"%.1f\" height=\"14\" fill=\"%@\"/>", label, y, max(1, length),
+                    colours[offset % colours.count] as NSString)
             }
-            svg += String(format: "<text x=\"%.1f\" y=\"%.1f\">", label + (values.max() ?? 0) / top * (width - label - 120) + 6, y + 12)
+            svg +=
+                String(format: "<text x=\"%.1f\" y=\"%.1f\">", label + (values.max() ?? 0) / top * (width - label - 120) + 6, y + 12)
                 + values.map { String(format: "%.1f", $0) }.joined(separator: " / ") + " \(unit)</text>"
         }
-        let legendText = legend.enumerated().map { "<tspan fill=\"\(colours[$0.offset % colours.count])\">■</tspan> \($0.element)" }.joined(separator: "  ")
+        let legendText = legend.enumerated().map { "<tspan fill=\"\(colours[$0.offset % colours.count])\">■</tspan> \($0.element)" }.joined(
+            separator: "  ")
         svg += String(format: "<text x=\"%.0f\" y=\"%.0f\">", label, height - 4) + legendText + "</text>"
         return svg + "</svg>\n"
     }

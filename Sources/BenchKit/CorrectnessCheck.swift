@@ -6,7 +6,10 @@ public struct CorrectnessCheck: Sendable {
     public struct Pair: Hashable, Sendable, CustomStringConvertible {
         public let user: Int64
         public let post: Int64
-        public init(user: Int64, post: Int64) { self.user = user; self.post = post }
+        public init(user: Int64, post: Int64) {
+            self.user = user
+            self.post = post
+        }
         public var description: String { "(user \(user), post \(post))" }
     }
 
@@ -25,7 +28,10 @@ public struct CorrectnessCheck: Sendable {
     public struct ToggleTally: Equatable, Sendable {
         public var successes = 0
         public var uncertain = false
-        public init(successes: Int = 0, uncertain: Bool = false) { self.successes = successes; self.uncertain = uncertain }
+        public init(successes: Int = 0, uncertain: Bool = false) {
+            self.successes = successes
+            self.uncertain = uncertain
+        }
 
         mutating func record(expectation: Expectation, status: Int?) {
             switch (expectation, status) {
@@ -58,8 +64,10 @@ public struct CorrectnessCheck: Sendable {
     ///   - baseline: pairs that were liked before the run (allowed to stay if never touched).
     ///   - members: pairs liked in PostgreSQL after the run, for the touched posts.
     ///   - counts: `likes_count` and the number of `likes` rows per touched post.
-    public static func run(expected: [Pair: Expectation], baseline: Set<Pair>, members: Set<Pair>,
-                           counts: [Int64: (likesCount: Int64, rows: Int64)]) -> Report {
+    public static func run(
+        expected: [Pair: Expectation], baseline: Set<Pair>, members: Set<Pair>,
+        counts: [Int64: (likesCount: Int64, rows: Int64)]
+    ) -> Report {
         var report = Report()
         for (pair, expectation) in expected {
             report.checkedPairs += 1
@@ -81,12 +89,17 @@ public struct CorrectnessCheck: Sendable {
     /// The check for toggles of the same pairs by several connections at once (pairs no one
     /// liked before the run): a pair ends liked exactly when an odd number of its toggles
     /// succeeded; an undetermined pair may end either way. Counts must equal rows as always.
-    public static func runByParity(toggles: [Pair: ToggleTally], members: Set<Pair>,
-                                   counts: [Int64: (likesCount: Int64, rows: Int64)]) -> Report {
+    public static func runByParity(
+        toggles: [Pair: ToggleTally], members: Set<Pair>,
+        counts: [Int64: (likesCount: Int64, rows: Int64)]
+    ) -> Report {
         var report = Report()
         for (pair, tally) in toggles {
             report.checkedPairs += 1
-            if tally.uncertain { report.undeterminedPairs += 1; continue }
+            if tally.uncertain {
+                report.undeterminedPairs += 1
+                continue
+            }
             let liked = tally.successes % 2 == 1
             if liked && !members.contains(pair) { report.lost.append(pair) }
             if !liked && members.contains(pair) { report.phantom.append(pair) }

@@ -18,7 +18,8 @@ public struct Endpoint: Sendable, Hashable, CustomStringConvertible {
         guard url.hasPrefix("http://") else { throw Invalid(message: "\(url): must be http://host:port") }
         let authority = url.dropFirst(7).prefix { $0 != "/" }
         guard let colon = authority.lastIndex(of: ":"), let port = Int(authority[authority.index(after: colon)...]),
-              (1...65_535).contains(port), colon > authority.startIndex else {
+            (1...65_535).contains(port), colon > authority.startIndex
+        else {
             throw Invalid(message: "\(url): must be http://host:port")
         }
         self.host = try Self.resolve(String(authority[..<colon]), in: url)

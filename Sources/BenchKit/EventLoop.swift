@@ -190,7 +190,10 @@ final class EventLoop {
             let written = connections[slot].output[connections[slot].written...].withUnsafeBytes {
                 Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
             }
-            if written > 0 { connections[slot].written += written; continue }
+            if written > 0 {
+                connections[slot].written += written
+                continue
+            }
             if written < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
                 watchWrites(slot, endpoint: endpoint, true)
                 return
@@ -210,7 +213,8 @@ final class EventLoop {
             // opened again when a request goes there.
             var discarded: [UInt8] = []
             if events & Int16(POLLIN | POLLHUP | POLLERR) != 0, !connections[slot].sockets[endpoint].connecting,
-               Self.drain(connections[slot].sockets[endpoint].descriptor, into: &discarded) {
+                Self.drain(connections[slot].sockets[endpoint].descriptor, into: &discarded)
+            {
                 closeSocket(slot, endpoint: endpoint)
             }
             return
@@ -362,7 +366,10 @@ final class EventLoop {
         var headerEnd: Int?
         var index = 3
         while index < bytes.count {
-            if bytes[index] == 10 && bytes[index - 1] == 13 && bytes[index - 2] == 10 && bytes[index - 3] == 13 { headerEnd = index + 1; break }
+            if bytes[index] == 10 && bytes[index - 1] == 13 && bytes[index - 2] == 10 && bytes[index - 3] == 13 {
+                headerEnd = index + 1
+                break
+            }
             index += 1
         }
         guard let headerEnd else { return nil }

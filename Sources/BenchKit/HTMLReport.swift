@@ -1,3 +1,5 @@
+import Foundation
+
 /// A self-contained HTML page (inline SVG, no scripts, no outside files) with the results of one
 /// or more runs: a table, requests per second over time, and latency percentiles.
 public enum HTMLReport {
@@ -30,21 +32,26 @@ public enum HTMLReport {
             let h = run.result.histogram
             let cells = [h.percentile(0.5), h.percentile(0.9), h.percentile(0.99), h.percentile(0.999), h.maximum]
                 .map { milliseconds($0) }
-            html += "<tr><td>\(escape(run.label))</td><td>\(run.connections)</td><td>\(Int(run.result.throughput.rounded()))</td>"
+            html +=
+                "<tr><td>\(escape(run.label))</td><td>\(run.connections)</td><td>\(Int(run.result.throughput.rounded()))</td>"
                 + cells.map { "<td>\($0)</td>" }.joined()
                 + "<td>\(run.result.failures)</td><td>\(escape(run.verdict ?? ""))</td></tr>\n"
         }
         html += "</table>\n<h2>Requests per second over time</h2><div class=\"charts\">\n"
         for run in runs {
-            html += "<figure>\(lineChart(run.result.throughputTimeline.map(Double.init), unit: "req/s"))"
+            html +=
+                "<figure>\(lineChart(run.result.throughputTimeline.map(Double.init), unit: "req/s"))"
                 + "<figcaption>\(escape(run.label)), \(run.connections) connections</figcaption></figure>\n"
         }
         html += "</div>\n<h2>Latency percentiles (ms)</h2><div class=\"charts\">\n"
         for run in runs {
             let h = run.result.histogram
-            let values = [("p50", h.percentile(0.5)), ("p90", h.percentile(0.9)), ("p99", h.percentile(0.99)),
-                          ("p99.9", h.percentile(0.999)), ("max", h.maximum)]
-            html += "<figure>\(barChart(values.map { ($0.0, Double($0.1) / 1_000) }))"
+            let values = [
+                ("p50", h.percentile(0.5)), ("p90", h.percentile(0.9)), ("p99", h.percentile(0.99)),
+                ("p99.9", h.percentile(0.999)), ("max", h.maximum),
+            ]
+            html +=
+                "<figure>\(barChart(values.map { ($0.0, Double($0.1) / 1_000) }))"
                 + "<figcaption>\(escape(run.label)), \(run.connections) connections</figcaption></figure>\n"
         }
         html += "</div></body></html>\n"
@@ -70,11 +77,14 @@ public enum HTMLReport {
     static func barChart(_ bars: [(String, Double)], width: Double = 360, height: Double = 160) -> String {
         let top = max(bars.map(\.1).max() ?? 1, 0.001)
         let slot = (width - 20) / Double(max(bars.count, 1))
-        var svg = "<svg width=\"\(Int(width))\" height=\"\(Int(height))\" viewBox=\"0 0 \(Int(width)) \(Int(height))\" xmlns=\"http://www.w3.org/2000/svg\">"
+        var svg =
+            "<svg width=\"\(Int(width))\" height=\"\(Int(height))\" viewBox=\"0 0 \(Int(width)) \(Int(height))\" xmlns=\"http://www.w3.org/2000/svg\">"
         for (index, (name, value)) in bars.enumerated() {
             let barHeight = max(1, value / top * (height - 50))
             let x = 10 + Double(index) * slot
-            svg += String(format: "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#e07a2f\"/>", x + 6, height - 25 - barHeight, slot - 12, barHeight)
+            svg += String(
+                format: "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#e07a2f\"/>", x + 6, height - 25 - barHeight, slot - 12,
+                barHeight)
             svg += String(format: "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\">", x + 6, height - 10) + escape(name) + "</text>"
             svg += String(format: "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\">%.2f</text>", x + 6, height - 28 - barHeight, value)
         }
@@ -90,5 +100,3 @@ public enum HTMLReport {
             .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
     }
 }
-
-import Foundation

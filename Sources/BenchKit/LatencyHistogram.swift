@@ -53,7 +53,7 @@ public struct LatencyHistogram: Sendable, Equatable {
     static func index(of value: UInt64) -> Int {
         if value < exactBelow { return Int(value) }
         let shift = (64 - value.leadingZeroBitCount) - 7
-        let top = value >> UInt64(shift)          // 64…127
+        let top = value >> UInt64(shift) // 64…127
         let index = 128 + (shift - 1) * 64 + Int(top - 64)
         return Swift.min(index, bucketCount - 1)
     }

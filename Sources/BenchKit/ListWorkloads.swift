@@ -46,8 +46,9 @@ public struct ListPagesWorkload: Workload {
             path += "&cursor=" + Self.cursor("\(tag).\(owner).\(at).1")
         }
         let post: Int64? = if case .likers(let post) = target { post } else { nil }
-        return PlannedRequest(bytes: ScenarioWorkload.http("GET", path, token: token, body: nil),
-                              endpoint: routing.endpoint(post: post, connection: connection))
+        return PlannedRequest(
+            bytes: ScenarioWorkload.http("GET", path, token: token, body: nil),
+            endpoint: routing.endpoint(post: post, connection: connection))
     }
 
     /// `text` in base64url without padding, as the node's cursors are.

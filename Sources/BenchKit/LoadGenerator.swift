@@ -106,8 +106,10 @@ public final class LoadGenerator: Sendable {
         for thread in 0..<threadCount {
             let connections = Array(stride(from: thread, to: options.connections, by: threadCount))
             let worker = Thread {
-                EventLoop(generator: self, connections: connections, measureFrom: measureFrom, end: end,
-                          rateShare: self.options.rate.map { $0 / Double(threadCount) }).run()
+                EventLoop(
+                    generator: self, connections: connections, measureFrom: measureFrom, end: end,
+                    rateShare: self.options.rate.map { $0 / Double(threadCount) }
+                ).run()
                 finished.done()
             }
             worker.stackSize = 1 << 20

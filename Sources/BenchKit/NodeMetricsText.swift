@@ -30,7 +30,8 @@ public struct NodeMetricsText: Sendable, Equatable {
             } else if line.hasPrefix(bucketPrefix) {
                 let rest = line.dropFirst(bucketPrefix.count)
                 guard let quote = rest.firstIndex(of: "\""), let space = rest.lastIndex(of: " "),
-                      let count = Double(rest[rest.index(after: space)...]) else { continue }
+                    let count = Double(rest[rest.index(after: space)...])
+                else { continue }
                 let bound = rest[..<quote] == "+Inf" ? Double.infinity : Double(rest[..<quote])
                 if let bound { lagBuckets[bound] = count }
             }
@@ -45,7 +46,8 @@ public struct NodeMetricsText: Sendable, Equatable {
         let bounds = buckets.keys.sorted()
         guard let total = bounds.last.flatMap({ buckets[$0] }), total > 0 else { return nil }
         let rank = q * total
-        var lower = 0.0, below = 0.0
+        var lower = 0.0
+        var below = 0.0
         for bound in bounds {
             let count = buckets[bound]!
             if count >= rank {

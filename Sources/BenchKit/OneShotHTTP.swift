@@ -9,8 +9,10 @@ public enum OneShotHTTP {
     }
 
     /// Sends the request and returns (status, body).
-    public static func send(to endpoint: Endpoint, method: String, path: String, token: String?,
-                            timeoutSeconds: Int = 300) throws -> (Int, String) {
+    public static func send(
+        to endpoint: Endpoint, method: String, path: String, token: String?,
+        timeoutSeconds: Int = 300
+    ) throws -> (Int, String) {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else { throw Failure(message: "socket() failed") }
         defer { close(descriptor) }

@@ -32,8 +32,10 @@ public enum SQLBaseline: String, CaseIterable, Sendable {
     }
 
     /// Runs `clients` connections for `warmup + duration`, toggling new users on `post`.
-    public func run(postgresURL: String, post: Int64, clients: Int, duration: Duration, warmup: Duration,
-                    progress: @escaping @Sendable (Int, Int) -> Void) async throws -> LoadResult {
+    public func run(
+        postgresURL: String, post: Int64, clients: Int, duration: Duration, warmup: Duration,
+        progress: @escaping @Sendable (Int, Int) -> Void
+    ) async throws -> LoadResult {
         let started = ContinuousClock.now
         let measureFrom = started + warmup
         let end = measureFrom + duration
@@ -44,8 +46,9 @@ public enum SQLBaseline: String, CaseIterable, Sendable {
         // Requests still waiting for a lock when the run ends are cut off rather than waited for.
         let limit = Int((warmup + duration).inSeconds * 1_000) + 2_000
         for connection in connections {
-            try await connection.query("SELECT set_config('statement_timeout', $1, false), set_config('lock_timeout', $1, false)",
-                                       [.text(String(limit))])
+            try await connection.query(
+                "SELECT set_config('statement_timeout', $1, false), set_config('lock_timeout', $1, false)",
+                [.text(String(limit))])
         }
         let baseline = self
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -73,7 +76,9 @@ public enum SQLBaseline: String, CaseIterable, Sendable {
                             if sent >= measureFrom { errors["\(error)".prefix(60).description, default: 0] += 1 }
                         }
                     }
-                    let histogram = local, answered = statuses, failed = errors
+                    let histogram = local
+                    let answered = statuses
+                    let failed = errors
                     collector.result.withLock { result in
                         result.histogram.merge(histogram)
                         result.statuses.merge(answered, uniquingKeysWith: +)
@@ -118,8 +123,9 @@ extension PostgresConnection {
             }
             let existing = try query("SELECT 1 FROM likes WHERE user_id = $1 AND post_id = $2 FOR UPDATE", [.int64(user), .int64(post)])
             if existing.isEmpty {
-                try query("INSERT INTO likes (user_id, post_id, created_at, updated_at) VALUES ($1, $2, now(), now())",
-                          [.int64(user), .int64(post)])
+                try query(
+                    "INSERT INTO likes (user_id, post_id, created_at, updated_at) VALUES ($1, $2, now(), now())",
+                    [.int64(user), .int64(post)])
                 try query("UPDATE posts SET likes_count = likes_count + 1 WHERE id = $1", [.int64(post)])
             } else {
                 try query("DELETE FROM likes WHERE user_id = $1 AND post_id = $2", [.int64(user), .int64(post)])

@@ -83,8 +83,10 @@ public struct ScenarioWorkload: Workload {
         }
     }
 
-    public init(scenario: Scenario, operation: WriteOperation, posts: [Int64], zipfExponent: Double, readRatio: Double,
-                token: String?, userBase: Int64, usersPerConnection: Int64 = 1_000_000) {
+    public init(
+        scenario: Scenario, operation: WriteOperation, posts: [Int64], zipfExponent: Double, readRatio: Double,
+        token: String?, userBase: Int64, usersPerConnection: Int64 = 1_000_000
+    ) {
         self.scenario = scenario
         self.operation = operation
         self.posts = posts
@@ -101,7 +103,9 @@ public struct ScenarioWorkload: Workload {
         case .hot:
             return write(post: posts[0], user: firstUser + Int64(sequence) % usersPerConnection, connection: connection)
         case .zipf:
-            return write(post: posts[zipf.sample(using: &random)], user: firstUser + Int64.random(in: 0..<min(usersPerConnection, 1_000), using: &random), connection: connection)
+            return write(
+                post: posts[zipf.sample(using: &random)], user: firstUser + Int64.random(in: 0..<min(usersPerConnection, 1_000), using: &random),
+                connection: connection)
         case .storm:
             let post = posts[Int.random(in: 0..<min(posts.count, 4), using: &random)]
             if let sharedStormUsers {
@@ -113,23 +117,27 @@ public struct ScenarioWorkload: Workload {
             var ids: [Int64] = []
             ids.reserveCapacity(size)
             for _ in 0..<size { ids.append(posts[zipf.sample(using: &random)]) }
-            return PlannedRequest(bytes: Self.http("POST", "/v1/posts/query", token: token, body: Self.feedBody(ids, user: firstUser)),
-                                  endpoint: routing.endpoint(post: nil, connection: connection))
+            return PlannedRequest(
+                bytes: Self.http("POST", "/v1/posts/query", token: token, body: Self.feedBody(ids, user: firstUser)),
+                endpoint: routing.endpoint(post: nil, connection: connection))
         case .lists:
             if sequence % 2 == 0 {
                 let post = posts[zipf.sample(using: &random)]
-                return PlannedRequest(bytes: Self.http("GET", "/v1/posts/\(post)/likers?limit=20", token: token, body: nil),
-                                      endpoint: routing.endpoint(post: post, connection: connection))
+                return PlannedRequest(
+                    bytes: Self.http("GET", "/v1/posts/\(post)/likers?limit=20", token: token, body: nil),
+                    endpoint: routing.endpoint(post: post, connection: connection))
             }
             let user = firstUser + Int64.random(in: 0..<min(usersPerConnection, 1_000), using: &random)
-            return PlannedRequest(bytes: Self.http("GET", "/v1/users/\(user)/likes?limit=20", token: token, body: nil),
-                                  endpoint: routing.endpoint(post: nil, connection: connection))
+            return PlannedRequest(
+                bytes: Self.http("GET", "/v1/users/\(user)/likes?limit=20", token: token, body: nil),
+                endpoint: routing.endpoint(post: nil, connection: connection))
         case .mixed:
             let post = posts[zipf.sample(using: &random)]
             let user = firstUser + Int64.random(in: 0..<min(usersPerConnection, 1_000), using: &random)
             if Double.random(in: 0..<1, using: &random) < readRatio {
-                return PlannedRequest(bytes: Self.http("GET", "/v1/posts/\(post)/likes/\(user)", token: token, body: nil),
-                                      endpoint: routing.endpoint(post: post, connection: connection))
+                return PlannedRequest(
+                    bytes: Self.http("GET", "/v1/posts/\(post)/likes/\(user)", token: token, body: nil),
+                    endpoint: routing.endpoint(post: post, connection: connection))
             }
             return write(post: post, user: user, connection: connection)
         }
@@ -139,7 +147,8 @@ public struct ScenarioWorkload: Workload {
         let bytes: [UInt8]
         if let seedRouteToken {
             bytes = Self.http("POST", "/api/posts/\(post)/like", token: seedRouteToken(user), body: nil)
-            return PlannedRequest(bytes: bytes, pair: CorrectnessCheck.Pair(user: user, post: post), endpoint: routing.endpoint(post: post, connection: connection))
+            return PlannedRequest(
+                bytes: bytes, pair: CorrectnessCheck.Pair(user: user, post: post), endpoint: routing.endpoint(post: post, connection: connection))
         }
         if let userTokens, !userTokens.isEmpty {
             let token = userTokens[connection % userTokens.count]
@@ -149,14 +158,16 @@ public struct ScenarioWorkload: Workload {
             case .unlike: bytes = Self.http("DELETE", "/v1/posts/\(post)/like", token: token, body: nil)
             }
             let user = tokenUser(ofConnection: connection)
-            return PlannedRequest(bytes: bytes, pair: CorrectnessCheck.Pair(user: user, post: post), endpoint: routing.endpoint(post: post, connection: connection))
+            return PlannedRequest(
+                bytes: bytes, pair: CorrectnessCheck.Pair(user: user, post: post), endpoint: routing.endpoint(post: post, connection: connection))
         }
         switch operation {
         case .toggle: bytes = Self.http("POST", "/v1/posts/\(post)/likes/\(user)/toggle", token: token, body: nil)
         case .like: bytes = Self.http("PUT", "/v1/posts/\(post)/likes/\(user)", token: token, body: nil)
         case .unlike: bytes = Self.http("DELETE", "/v1/posts/\(post)/likes/\(user)", token: token, body: nil)
         }
-        return PlannedRequest(bytes: bytes, pair: CorrectnessCheck.Pair(user: user, post: post), endpoint: routing.endpoint(post: post, connection: connection))
+        return PlannedRequest(
+            bytes: bytes, pair: CorrectnessCheck.Pair(user: user, post: post), endpoint: routing.endpoint(post: post, connection: connection))
     }
 
     /// A `FeedQuery` body, written with `JSONWriter` (the load generator shares the machine

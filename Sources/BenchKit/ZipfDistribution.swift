@@ -28,7 +28,8 @@ public struct ZipfDistribution: Sendable {
     /// One rank.
     public func sample<G: RandomNumberGenerator>(using generator: inout G) -> Int {
         let u = Double.random(in: 0..<1, using: &generator)
-        var low = 0, high = count - 1
+        var low = 0
+        var high = count - 1
         while low < high {
             let middle = (low + high) / 2
             if cumulative[middle] > u { high = middle } else { low = middle + 1 }
@@ -44,5 +45,5 @@ extension Double {
 }
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif

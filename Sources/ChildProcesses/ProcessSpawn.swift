@@ -12,8 +12,10 @@ public enum ProcessSpawn {
 
     /// Starts `arguments[0]` (a path) with `environment` (`NAME=value`); `fileActions` may
     /// redirect its descriptors.
-    public static func spawn(_ arguments: [String], environment: [String],
-                             fileActions: (inout posix_spawn_file_actions_t) -> Void = { _ in }) throws -> pid_t {
+    public static func spawn(
+        _ arguments: [String], environment: [String],
+        fileActions: (inout posix_spawn_file_actions_t) -> Void = { _ in }
+    ) throws -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -31,7 +33,7 @@ public enum ProcessSpawn {
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         let argv = arguments.map { strdup($0) } + [nil]
         let envp = environment.map { strdup($0) } + [nil]
-        defer { (argv + envp).forEach { free($0) } }
+        defer { for pointer in argv + envp { free(pointer) } }
         var pid = pid_t()
         let spawned = posix_spawn(&pid, arguments[0], &actions, &attributes, argv, envp)
         guard spawned == 0 else { throw Failure(message: "cannot start \(arguments[0]): \(String(cString: strerror(spawned)))") }
@@ -48,14 +50,15 @@ public enum ProcessSpawn {
     public static func run(_ arguments: [String], environment: [String]) async throws -> Int32 {
         try await withCheckedThrowingContinuation { continuation in
             Thread {
-                continuation.resume(with: Result {
-                    let pid = try spawn(arguments, environment: environment) { actions in
-                        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-                    }
-                    var status: Int32 = 0
-                    while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
-                    return exitStatus(status)
-                })
+                continuation.resume(
+                    with: Result {
+                        let pid = try spawn(arguments, environment: environment) { actions in
+                            posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+                        }
+                        var status: Int32 = 0
+                        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+                        return exitStatus(status)
+                    })
             }.start()
         }
     }

@@ -19,9 +19,12 @@ extension CounterServiceClient {
 
     /// `POST /admin/cluster/reconcile`: `posts`, or a page of all posts after `after`, each
     /// checked (and with `repair`, repaired) by the owner of its slot.
-    public func clusterReconcile(posts: [Int64]? = nil, after: Int64 = 0, limit: Int = 1_000,
-                                 repair: Bool = false) async throws(CounterClientError) -> ClusterReconcileReport {
-        let request = posts.map { ReconcileRequest(postIDs: $0, repair: repair) }
+    public func clusterReconcile(
+        posts: [Int64]? = nil, after: Int64 = 0, limit: Int = 1_000,
+        repair: Bool = false
+    ) async throws(CounterClientError) -> ClusterReconcileReport {
+        let request =
+            posts.map { ReconcileRequest(postIDs: $0, repair: repair) }
             ?? ReconcileRequest(after: after, limit: limit, repair: repair)
         return try await call("POST", "/admin/cluster/reconcile", body: try Self.encode(request), admin: true, idempotent: !repair)
     }

@@ -1,7 +1,8 @@
 import CounterCore
 import Foundation
+
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// An async client for CounterService's HTTP API: likes, counts, feed pages, health, metrics and
@@ -197,7 +198,9 @@ public struct CounterServiceClient: Sendable {
         var path = path + "?limit=\(limit)"
         if let cursor {
             // The node's cursors are base64url: nothing to escape. Anything else is not one.
-            guard !cursor.isEmpty, cursor.utf8.allSatisfy({ $0 == 45 || $0 == 95 || (48...57).contains($0) || (65...90).contains($0) || (97...122).contains($0) }) else {
+            guard !cursor.isEmpty,
+                cursor.utf8.allSatisfy({ $0 == 45 || $0 == 95 || (48...57).contains($0) || (65...90).contains($0) || (97...122).contains($0) })
+            else {
                 throw .invalidArgument("\"\(cursor)\" is not a cursor the service gave")
             }
             path += "&cursor=\(cursor)"
@@ -272,8 +275,9 @@ public struct CounterServiceClient: Sendable {
     /// Marks node `nodeID` as draining (its slots go to the other nodes), or, with
     /// `draining: false`, lets it take slots again.
     public func drainNode(_ nodeID: String, draining: Bool = true) async throws(CounterClientError) -> DrainResult {
-        try await call("POST", "/admin/cluster/drain", body: try Self.encode(DrainRequest(nodeID: nodeID, draining: draining)),
-                       admin: true, idempotent: true)
+        try await call(
+            "POST", "/admin/cluster/drain", body: try Self.encode(DrainRequest(nodeID: nodeID, draining: draining)),
+            admin: true, idempotent: true)
     }
 
     /// Per shard and in total: backlog, flushes, group commits, retries, dead letters; the Redis nodes.
@@ -289,8 +293,11 @@ public struct CounterServiceClient: Sendable {
     }
 
     /// Recounts `posts` (or a page of all posts after `after`) and, with `repair`, fixes drift.
-    public func reconcile(posts: [Int64]? = nil, after: Int64 = 0, limit: Int = 1_000, repair: Bool = false) async throws(CounterClientError) -> ReconcileReport {
-        let request = posts.map { ReconcileRequest(postIDs: $0, repair: repair) }
+    public func reconcile(posts: [Int64]? = nil, after: Int64 = 0, limit: Int = 1_000, repair: Bool = false) async throws(CounterClientError)
+        -> ReconcileReport
+    {
+        let request =
+            posts.map { ReconcileRequest(postIDs: $0, repair: repair) }
             ?? ReconcileRequest(after: after, limit: limit, repair: repair)
         return try await call("POST", "/admin/reconcile", body: try Self.encode(request), admin: true, idempotent: !repair)
     }
@@ -337,15 +344,18 @@ public struct CounterServiceClient: Sendable {
 
     /// - Parameter post: the post the call is about: a slot-aware client sends it to the post's
     ///   owner; any client follows a `421` (the node did nothing) to the owner it names, once.
-    func call<Answer: Decodable>(_ method: String, _ path: String, body: Data? = nil, admin: Bool = false,
-                                         credential: Credential? = nil, idempotent: Bool,
-                                         post: Int64? = nil) async throws(CounterClientError) -> Answer {
+    func call<Answer: Decodable>(
+        _ method: String, _ path: String, body: Data? = nil, admin: Bool = false,
+        credential: Credential? = nil, idempotent: Bool,
+        post: Int64? = nil
+    ) async throws(CounterClientError) -> Answer {
         let data: Data
         if credential == .user {
             data = try await asUser(method, path, body: body, idempotent: idempotent, post: post)
         } else {
-            data = try await raw(method, path, body: body, token: admin ? configuration.adminToken : configuration.apiToken,
-                                 idempotent: idempotent, post: post)
+            data = try await raw(
+                method, path, body: body, token: admin ? configuration.adminToken : configuration.apiToken,
+                idempotent: idempotent, post: post)
         }
         do {
             return try WireDecoder.decode(Answer.self, from: data)
@@ -380,8 +390,10 @@ public struct CounterServiceClient: Sendable {
     }
 
     /// Sends with retries (idempotent calls only) and returns the body of a 2xx answer.
-    private func raw(_ method: String, _ path: String, body: Data? = nil, token: String?,
-                     idempotent: Bool, post: Int64? = nil) async throws(CounterClientError) -> Data {
+    private func raw(
+        _ method: String, _ path: String, body: Data? = nil, token: String?,
+        idempotent: Bool, post: Int64? = nil
+    ) async throws(CounterClientError) -> Data {
         var base = configuration.baseURL
         if configuration.slotAware, let post {
             if !routes.isKnown { await readRoutes() }
@@ -407,9 +419,11 @@ public struct CounterServiceClient: Sendable {
 
     /// Reads the cluster's map from `baseURL` for slot-aware routing (kept as it was if that fails).
     private func readRoutes() async {
-        if case .answer(let data)? = try? await send("GET", "/v1/cluster", base: configuration.baseURL, body: nil,
-                                                     token: configuration.apiToken ?? configuration.adminToken, idempotent: true),
-           let map = try? WireDecoder.decode(ClusterMapBody.self, from: data) {
+        if case .answer(let data)? = try? await send(
+            "GET", "/v1/cluster", base: configuration.baseURL, body: nil,
+            token: configuration.apiToken ?? configuration.adminToken, idempotent: true),
+            let map = try? WireDecoder.decode(ClusterMapBody.self, from: data)
+        {
             routes.update(map)
         }
     }
@@ -421,8 +435,10 @@ public struct CounterServiceClient: Sendable {
     }
 
     /// Sends to `base` with retries (idempotent calls only).
-    private func send(_ method: String, _ path: String, base: URL, body: Data?, token: String?,
-                      idempotent: Bool) async throws(CounterClientError) -> Sent {
+    private func send(
+        _ method: String, _ path: String, base: URL, body: Data?, token: String?,
+        idempotent: Bool
+    ) async throws(CounterClientError) -> Sent {
         guard let url = URL(string: path, relativeTo: base) else {
             throw .invalidArgument("\(path) does not make a URL with \(base)")
         }
@@ -443,7 +459,8 @@ public struct CounterServiceClient: Sendable {
             }
             // A cancelled caller (a view that went away) gets its failure at once, not retries.
             guard !Task.isCancelled,
-                  let delay = configuration.retry.delay(after: failure, attempt: attempt, idempotent: idempotent) else {
+                let delay = configuration.retry.delay(after: failure, attempt: attempt, idempotent: idempotent)
+            else {
                 throw failure
             }
             try? await Task.sleep(for: delay)
@@ -461,8 +478,9 @@ public struct CounterServiceClient: Sendable {
             if let error = try? WireDecoder.decode(ErrorBody.self, from: data) {
                 throw .server(status: response.statusCode, code: error.error.code, message: error.error.message, retryAfterSeconds: retryAfter)
             }
-            throw .server(status: response.statusCode, code: "http_\(response.statusCode)",
-                          message: String(decoding: data.prefix(200), as: UTF8.self), retryAfterSeconds: retryAfter)
+            throw .server(
+                status: response.statusCode, code: "http_\(response.statusCode)",
+                message: String(decoding: data.prefix(200), as: UTF8.self), retryAfterSeconds: retryAfter)
         }
         return .answer(data)
     }

@@ -1,6 +1,7 @@
 import Foundation
+
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// Sends one HTTP request and returns the answer. `URLSessionTransport` is the real one; tests of
@@ -29,15 +30,16 @@ public struct URLSessionTransport: HTTPTransport {
         let pending = PendingDataTask()
         let outcome: Result<(Data, URLResponse), any Error> = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                pending.start(session.dataTask(with: request) { data, response, error in
-                    if let error {
-                        continuation.resume(returning: .failure(error))
-                    } else if let response {
-                        continuation.resume(returning: .success((data ?? Data(), response)))
-                    } else {
-                        continuation.resume(returning: .failure(URLError(.badServerResponse)))
-                    }
-                })
+                pending.start(
+                    session.dataTask(with: request) { data, response, error in
+                        if let error {
+                            continuation.resume(returning: .failure(error))
+                        } else if let response {
+                            continuation.resume(returning: .success((data ?? Data(), response)))
+                        } else {
+                            continuation.resume(returning: .failure(URLError(.badServerResponse)))
+                        }
+                    })
             }
         } onCancel: {
             pending.cancel()

@@ -143,8 +143,9 @@ public final class LikeFeedModel {
                 existing.apply(entry)
                 result.append(existing)
             } else {
-                let button = LikeButtonModel(post: entry.postID, user: userID, isLiked: entry.isLiked,
-                                             likesCount: entry.likesCount, client: client)
+                let button = LikeButtonModel(
+                    post: entry.postID, user: userID, isLiked: entry.isLiked,
+                    likesCount: entry.likesCount, client: client)
                 buttons[entry.postID] = button
                 result.append(button)
             }

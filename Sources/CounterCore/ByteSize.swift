@@ -4,8 +4,10 @@ public enum ByteSize {
     /// The bytes `text` names, or `nil` for anything else (fractions, negative numbers).
     public static func parse(_ text: String) -> Int? {
         let lower = text.lowercased()
-        let units: [(suffix: String, factor: Int)] = [("kb", 1 << 10), ("mb", 1 << 20), ("gb", 1 << 30), ("k", 1 << 10), ("m", 1 << 20),
-                                                      ("g", 1 << 30), ("b", 1)]
+        let units: [(suffix: String, factor: Int)] = [
+            ("kb", 1 << 10), ("mb", 1 << 20), ("gb", 1 << 30), ("k", 1 << 10), ("m", 1 << 20),
+            ("g", 1 << 30), ("b", 1),
+        ]
         var digits = Substring(lower)
         var factor = 1
         for (suffix, unitFactor) in units where lower.hasSuffix(suffix) {

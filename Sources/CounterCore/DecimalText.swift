@@ -6,7 +6,10 @@ public enum DecimalText {
     public static func digitCount(_ value: UInt64) -> Int {
         var count = 1
         var rest = value
-        while rest >= 10 { rest /= 10; count += 1 }
+        while rest >= 10 {
+            rest /= 10
+            count += 1
+        }
         return count
     }
 
@@ -44,8 +47,10 @@ public enum DecimalText {
         for byte in digits {
             guard byte >= 48 && byte <= 57 else { return nil }
             let (times10, overflow1) = value.multipliedReportingOverflow(by: 10)
-            let (sum, overflow2) = negative ? times10.subtractingReportingOverflow(Int64(byte - 48))
-                                            : times10.addingReportingOverflow(Int64(byte - 48))
+            let (sum, overflow2) =
+                negative
+                ? times10.subtractingReportingOverflow(Int64(byte - 48))
+                : times10.addingReportingOverflow(Int64(byte - 48))
             guard !overflow1 && !overflow2 else { return nil }
             value = sum
         }

@@ -54,13 +54,16 @@ public struct NodeLog: Sendable {
     }
 
     /// One line, as `log` writes it. Pure.
-    public static func line(_ format: LogFormat, time: String, _ level: LogLevel, _ event: String,
-                            _ fields: [(key: String, value: String)]) -> String {
+    public static func line(
+        _ format: LogFormat, time: String, _ level: LogLevel, _ event: String,
+        _ fields: [(key: String, value: String)]
+    ) -> String {
         switch format {
         case .text:
             var line = "time=\(time) level=\(level.rawValue) event=\(event)"
             for (key, value) in fields {
-                let quoted = value.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" })
+                let quoted =
+                    value.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" })
                     ? "\"" + value.replacingOccurrences(of: "\"", with: "\\\"") + "\"" : value
                 line += " \(key)=\(quoted)"
             }

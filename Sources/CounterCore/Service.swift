@@ -86,8 +86,10 @@ public final class ServiceLifecycle: Sendable {
 public enum ServiceGroup {
     /// - Parameter whenStarted: called once every service has started.
     /// - Throws: the first failure of a service, after every started one has stopped.
-    public static func run(_ services: [any Service], whenStarted: @escaping @Sendable () -> Void = {},
-                           until: @escaping @Sendable () async -> Void) async throws {
+    public static func run(
+        _ services: [any Service], whenStarted: @escaping @Sendable () -> Void = {},
+        until: @escaping @Sendable () async -> Void
+    ) async throws {
         enum Report: Sendable {
             case started(Int)
             case ended(Int, (any Error)?)

@@ -48,8 +48,9 @@ public enum NodeCommand {
         if OperatorCommand.subcommands.contains(subcommand) {
             let command: OperatorCommand
             do {
-                command = try OperatorCommand(subcommand: subcommand, operands: operands, nodeURL: configuration.nodeURL,
-                                              adminToken: configuration.tokens.admin, output: output)
+                command = try OperatorCommand(
+                    subcommand: subcommand, operands: operands, nodeURL: configuration.nodeURL,
+                    adminToken: configuration.tokens.admin, output: output)
             } catch {
                 printError("\(error.message)\n(see counter-node --help)")
                 return .usage
@@ -72,15 +73,18 @@ public enum NodeCommand {
             if report.applied.isEmpty {
                 output.standard("schema is current (version \(report.currentVersion)); nothing to do")
             } else {
-                output.standard("applied migrations \(report.applied.map(String.init).joined(separator: ", ")); schema is at version \(report.currentVersion)")
+                output.standard(
+                    "applied migrations \(report.applied.map(String.init).joined(separator: ", ")); schema is at version \(report.currentVersion)")
             }
             if eventsPublication {
                 let publication = try await LikeEvents(pool: pool).createPublication()
-                output.standard(publication.created
-                    ? "created the publication \(LikeEvents.publication) (inserts into counter_like_events) for logical replication"
-                    : "the publication \(LikeEvents.publication) exists already; nothing to do")
+                output.standard(
+                    publication.created
+                        ? "created the publication \(LikeEvents.publication) (inserts into counter_like_events) for logical replication"
+                        : "the publication \(LikeEvents.publication) exists already; nothing to do")
                 if publication.walLevel != "logical" {
-                    output.error("note: wal_level is \(publication.walLevel): a replication slot needs wal_level = logical (postgresql.conf, then a restart)")
+                    output.error(
+                        "note: wal_level is \(publication.walLevel): a replication slot needs wal_level = logical (postgresql.conf, then a restart)")
                 }
             }
             await pool.close()

@@ -71,290 +71,382 @@ public struct NodeConfiguration: Sendable, Equatable {
         public let environment: String
         public let summary: String
         let defaultValue: @Sendable (NodeConfiguration) -> String
-        let apply: @Sendable (inout NodeConfiguration, String) -> String?  // nil on success, else why not
+        let apply: @Sendable (inout NodeConfiguration, String) -> String? // nil on success, else why not
     }
 
     /// Every setting, in the order `--help` shows them.
     public static let settings: [Setting] = [
-        Setting(flag: "--postgres-url", environment: "COUNTER_POSTGRES_URL",
-                summary: "PostgreSQL connection URL (libpq syntax)",
-                defaultValue: { $0.postgresURL }, apply: { $0.postgresURL = $1; return nil }),
-        Setting(flag: "--redis-url", environment: "COUNTER_REDIS_URL",
-                summary: "Redis URL: redis://[:password@]host[:port][/database] for one server, or redis-cluster://[:password@]host:port[,host:port…] for a Redis Cluster's seed nodes",
-                defaultValue: { $0.redisURL },
-                apply: { configuration, value in
-                    do { _ = try RedisConfiguration(url: value) } catch let error as RedisError { return error.message } catch { return "\(error)" }
-                    configuration.redisURL = value
+        Setting(
+            flag: "--postgres-url", environment: "COUNTER_POSTGRES_URL",
+            summary: "PostgreSQL connection URL (libpq syntax)",
+            defaultValue: { $0.postgresURL },
+            apply: {
+                $0.postgresURL = $1
+                return nil
+            }),
+        Setting(
+            flag: "--redis-url", environment: "COUNTER_REDIS_URL",
+            summary:
+                "Redis URL: redis://[:password@]host[:port][/database] for one server, or redis-cluster://[:password@]host:port[,host:port…] for a Redis Cluster's seed nodes",
+            defaultValue: { $0.redisURL },
+            apply: { configuration, value in
+                do { _ = try RedisConfiguration(url: value) } catch let error as RedisError { return error.message } catch { return "\(error)" }
+                configuration.redisURL = value
+                return nil
+            }),
+        Setting(
+            flag: "--postgres-pool-size", environment: "COUNTER_POSTGRES_POOL_SIZE",
+            summary: "PostgreSQL connections the node opens at most (1-256)",
+            defaultValue: { String($0.postgresPoolSize) },
+            apply: { configuration, value in
+                guard let size = Int(value), (1...256).contains(size) else { return "must be a whole number from 1 to 256" }
+                configuration.postgresPoolSize = size
+                return nil
+            }),
+        integer(
+            "--shards", "COUNTER_SHARDS", "shards, each the single owner of its posts and slots, with its own Redis connection and write-behind",
+            1...256,
+            get: { $0.writePath.shardCount }, set: { $0.writePath.shardCount = $1 }),
+        Setting(
+            flag: "--ack", environment: "COUNTER_ACK",
+            summary:
+                "when writes are answered: redis (after the Redis write), memory (before it; may lose the newest changes), postgres (after the flush commits), replicated (after the Redis write reached --ack-replicas replicas; a Redis failover loses none; not confirmed in time: 503 not_replicated)",
+            defaultValue: { $0.writePath.acknowledgement.rawValue },
+            apply: { configuration, value in
+                guard let mode = AcknowledgementMode(rawValue: value) else { return "must be redis, memory, postgres or replicated" }
+                configuration.writePath.acknowledgement = mode
+                return nil
+            }),
+        integer(
+            "--ack-replicas", "COUNTER_ACK_REPLICAS", "with --ack replicated: replicas of each master a write must reach before it is answered",
+            1...16,
+            get: { $0.writePath.acknowledgementReplicas }, set: { $0.writePath.acknowledgementReplicas = $1 }),
+        integer(
+            "--ack-replica-timeout-ms", "COUNTER_ACK_REPLICA_TIMEOUT_MS",
+            "with --ack replicated: how long a write waits for its replicas before it is answered 503 not_replicated (milliseconds)", 1...60_000,
+            get: { Int($0.writePath.acknowledgementReplicaTimeout.inMilliseconds) },
+            set: { $0.writePath.acknowledgementReplicaTimeout = .milliseconds($1) }),
+        integer(
+            "--backlog-limit", "COUNTER_BACKLOG_LIMIT", "changes a shard lets wait for PostgreSQL before refusing writes with 503", 1...1_000_000_000,
+            get: { $0.writePath.backlogLimitPerShard }, set: { $0.writePath.backlogLimitPerShard = $1 }),
+        integer(
+            "--backlog-max-age", "COUNTER_BACKLOG_MAX_AGE",
+            "how long a shard's oldest change may wait for PostgreSQL before the shard refuses writes with 503 backlog_full (seconds; 0: no limit)",
+            0...86_400,
+            get: { Int(($0.writePath.backlogMaximumAge ?? .zero).inSeconds) },
+            set: { $0.writePath.backlogMaximumAge = $1 == 0 ? nil : .seconds($1) }),
+        Setting(
+            flag: "--hot-idle", environment: "COUNTER_HOT_IDLE",
+            summary:
+                "a post untouched this long leaves Redis once PostgreSQL has all of it; its reads are then answered from PostgreSQL (500ms, 60s, 10m, 2h; off: never)",
+            defaultValue: { $0.writePath.hotIdle?.settingText ?? "off" },
+            apply: { configuration, value in
+                if value == "off" || value == "0" {
+                    configuration.writePath.hotIdle = nil
                     return nil
-                }),
-        Setting(flag: "--postgres-pool-size", environment: "COUNTER_POSTGRES_POOL_SIZE",
-                summary: "PostgreSQL connections the node opens at most (1-256)",
-                defaultValue: { String($0.postgresPoolSize) },
-                apply: { configuration, value in
-                    guard let size = Int(value), (1...256).contains(size) else { return "must be a whole number from 1 to 256" }
-                    configuration.postgresPoolSize = size
+                }
+                guard let idle = Duration.parsingSetting(value), idle >= .milliseconds(100) else {
+                    return "must be a duration of at least 100ms, like 60s or 10m, or off"
+                }
+                configuration.writePath.hotIdle = idle
+                return nil
+            }),
+        Setting(
+            flag: "--hot-memory-target", environment: "COUNTER_HOT_MEMORY_TARGET",
+            summary:
+                "Redis used_memory per master above which the least recently touched posts are evicted before they are idle (256mb, 4gb; off: idle time only)",
+            defaultValue: { $0.writePath.hotMemoryTarget.map(ByteSize.text) ?? "off" },
+            apply: { configuration, value in
+                if value == "off" {
+                    configuration.writePath.hotMemoryTarget = nil
                     return nil
-                }),
-        integer("--shards", "COUNTER_SHARDS", "shards, each the single owner of its posts and slots, with its own Redis connection and write-behind", 1...256,
-                get: { $0.writePath.shardCount }, set: { $0.writePath.shardCount = $1 }),
-        Setting(flag: "--ack", environment: "COUNTER_ACK",
-                summary: "when writes are answered: redis (after the Redis write), memory (before it; may lose the newest changes), postgres (after the flush commits), replicated (after the Redis write reached --ack-replicas replicas; a Redis failover loses none; not confirmed in time: 503 not_replicated)",
-                defaultValue: { $0.writePath.acknowledgement.rawValue },
-                apply: { configuration, value in
-                    guard let mode = AcknowledgementMode(rawValue: value) else { return "must be redis, memory, postgres or replicated" }
-                    configuration.writePath.acknowledgement = mode
-                    return nil
-                }),
-        integer("--ack-replicas", "COUNTER_ACK_REPLICAS", "with --ack replicated: replicas of each master a write must reach before it is answered", 1...16,
-                get: { $0.writePath.acknowledgementReplicas }, set: { $0.writePath.acknowledgementReplicas = $1 }),
-        integer("--ack-replica-timeout-ms", "COUNTER_ACK_REPLICA_TIMEOUT_MS", "with --ack replicated: how long a write waits for its replicas before it is answered 503 not_replicated (milliseconds)", 1...60_000,
-                get: { Int($0.writePath.acknowledgementReplicaTimeout.inMilliseconds) }, set: { $0.writePath.acknowledgementReplicaTimeout = .milliseconds($1) }),
-        integer("--backlog-limit", "COUNTER_BACKLOG_LIMIT", "changes a shard lets wait for PostgreSQL before refusing writes with 503", 1...1_000_000_000,
-                get: { $0.writePath.backlogLimitPerShard }, set: { $0.writePath.backlogLimitPerShard = $1 }),
-        integer("--backlog-max-age", "COUNTER_BACKLOG_MAX_AGE", "how long a shard's oldest change may wait for PostgreSQL before the shard refuses writes with 503 backlog_full (seconds; 0: no limit)", 0...86_400,
-                get: { Int(($0.writePath.backlogMaximumAge ?? .zero).inSeconds) },
-                set: { $0.writePath.backlogMaximumAge = $1 == 0 ? nil : .seconds($1) }),
-        Setting(flag: "--hot-idle", environment: "COUNTER_HOT_IDLE",
-                summary: "a post untouched this long leaves Redis once PostgreSQL has all of it; its reads are then answered from PostgreSQL (500ms, 60s, 10m, 2h; off: never)",
-                defaultValue: { $0.writePath.hotIdle?.settingText ?? "off" },
-                apply: { configuration, value in
-                    if value == "off" || value == "0" {
-                        configuration.writePath.hotIdle = nil
-                        return nil
-                    }
-                    guard let idle = Duration.parsingSetting(value), idle >= .milliseconds(100) else {
-                        return "must be a duration of at least 100ms, like 60s or 10m, or off"
-                    }
-                    configuration.writePath.hotIdle = idle
-                    return nil
-                }),
-        Setting(flag: "--hot-memory-target", environment: "COUNTER_HOT_MEMORY_TARGET",
-                summary: "Redis used_memory per master above which the least recently touched posts are evicted before they are idle (256mb, 4gb; off: idle time only)",
-                defaultValue: { $0.writePath.hotMemoryTarget.map(ByteSize.text) ?? "off" },
-                apply: { configuration, value in
-                    if value == "off" {
-                        configuration.writePath.hotMemoryTarget = nil
-                        return nil
-                    }
-                    guard let bytes = ByteSize.parse(value), bytes >= 1 << 20 else { return "must be a size of at least 1mb, like 256mb or 4gb, or off" }
-                    configuration.writePath.hotMemoryTarget = bytes
-                    return nil
-                }),
-        integer("--max-queued-operations", "COUNTER_MAX_QUEUED_OPERATIONS", "operations a shard holds waiting to be decided (about 200 bytes each); more get 503 overloaded", 1...100_000_000,
-                get: { $0.writePath.maximumQueuedOperationsPerShard }, set: { $0.writePath.maximumQueuedOperationsPerShard = $1 }),
-        integer("--unknown-posts-remembered", "COUNTER_UNKNOWN_POSTS_REMEMBERED", "posts a shard remembers as not existing for 5 s, so PostgreSQL is not asked again (about 100 bytes each; the oldest go first)", 1...10_000_000,
-                get: { $0.writePath.unknownPostsRemembered }, set: { $0.writePath.unknownPostsRemembered = $1 }),
-        integer("--flush-interval-ms", "COUNTER_FLUSH_INTERVAL_MS", "a flush runs at least this often while changes wait (milliseconds)", 1...3_600_000,
-                get: { Int($0.writePath.flushInterval.inMilliseconds) },
-                set: { $0.writePath.flushInterval = .milliseconds($1) }),
-        integer("--flush-batch-size", "COUNTER_FLUSH_BATCH_SIZE", "changes that trigger a flush at once; also about the most one flush carries", 1...1_000_000,
-                get: { $0.writePath.flushBatchSize }, set: { $0.writePath.flushBatchSize = $1 }),
-        integer("--flush-max-age-ms", "COUNTER_FLUSH_MAX_AGE_MS", "a change waits at most about this long, from when its slot's log first had a change waiting (milliseconds)", 1...3_600_000,
-                get: { Int($0.writePath.flushMaxAge.inMilliseconds) },
-                set: { $0.writePath.flushMaxAge = .milliseconds($1) }),
-        Setting(flag: "--listen", environment: "COUNTER_LISTEN", summary: "HTTP address and port (IPv4), host:port",
-                defaultValue: { "\($0.http.host):\($0.http.port)" },
-                apply: { configuration, value in
-                    guard let colon = value.lastIndex(of: ":"), let port = Int(value[value.index(after: colon)...]),
-                          (0...65535).contains(port), !value[..<colon].isEmpty else { return "must be host:port, like 127.0.0.1:8080" }
-                    configuration.http.host = String(value[..<colon])
-                    configuration.http.port = port
-                    return nil
-                }),
+                }
+                guard let bytes = ByteSize.parse(value), bytes >= 1 << 20 else { return "must be a size of at least 1mb, like 256mb or 4gb, or off" }
+                configuration.writePath.hotMemoryTarget = bytes
+                return nil
+            }),
+        integer(
+            "--max-queued-operations", "COUNTER_MAX_QUEUED_OPERATIONS",
+            "operations a shard holds waiting to be decided (about 200 bytes each); more get 503 overloaded", 1...100_000_000,
+            get: { $0.writePath.maximumQueuedOperationsPerShard }, set: { $0.writePath.maximumQueuedOperationsPerShard = $1 }),
+        integer(
+            "--unknown-posts-remembered", "COUNTER_UNKNOWN_POSTS_REMEMBERED",
+            "posts a shard remembers as not existing for 5 s, so PostgreSQL is not asked again (about 100 bytes each; the oldest go first)",
+            1...10_000_000,
+            get: { $0.writePath.unknownPostsRemembered }, set: { $0.writePath.unknownPostsRemembered = $1 }),
+        integer(
+            "--flush-interval-ms", "COUNTER_FLUSH_INTERVAL_MS", "a flush runs at least this often while changes wait (milliseconds)", 1...3_600_000,
+            get: { Int($0.writePath.flushInterval.inMilliseconds) },
+            set: { $0.writePath.flushInterval = .milliseconds($1) }),
+        integer(
+            "--flush-batch-size", "COUNTER_FLUSH_BATCH_SIZE", "changes that trigger a flush at once; also about the most one flush carries",
+            1...1_000_000,
+            get: { $0.writePath.flushBatchSize }, set: { $0.writePath.flushBatchSize = $1 }),
+        integer(
+            "--flush-max-age-ms", "COUNTER_FLUSH_MAX_AGE_MS",
+            "a change waits at most about this long, from when its slot's log first had a change waiting (milliseconds)", 1...3_600_000,
+            get: { Int($0.writePath.flushMaxAge.inMilliseconds) },
+            set: { $0.writePath.flushMaxAge = .milliseconds($1) }),
+        Setting(
+            flag: "--listen", environment: "COUNTER_LISTEN", summary: "HTTP address and port (IPv4), host:port",
+            defaultValue: { "\($0.http.host):\($0.http.port)" },
+            apply: { configuration, value in
+                guard let colon = value.lastIndex(of: ":"), let port = Int(value[value.index(after: colon)...]),
+                    (0...65535).contains(port), !value[..<colon].isEmpty
+                else { return "must be host:port, like 127.0.0.1:8080" }
+                configuration.http.host = String(value[..<colon])
+                configuration.http.port = port
+                return nil
+            }),
         bearerToken("--api-token", "COUNTER_API_TOKEN", "bearer token for /v1 and /metrics (required unless listening on loopback)", \.api),
         bearerToken("--admin-token", "COUNTER_ADMIN_TOKEN", "bearer token for /admin and /metrics (required unless listening on loopback)", \.admin),
-        boolean("--events", "COUNTER_EVENTS",
-                "whether every flush also writes a change event for each like and unlike it commits (the outbox read by GET /v1/events or logical replication); set it the same on every node",
-                get: { $0.writePath.events }, set: { $0.writePath.events = $1 }),
-        Setting(flag: "--event-retention", environment: "COUNTER_EVENT_RETENTION",
-                summary: "change events older than this are pruned, oldest first, in small batches (1h, 7d; off: kept until deleted by hand)",
-                defaultValue: { $0.eventRetention?.settingText ?? "off" },
-                apply: { configuration, value in
-                    if value == "off" {
-                        configuration.eventRetention = nil
-                        return nil
-                    }
-                    guard let age = Duration.parsingSetting(value), age >= .seconds(60) else {
-                        return "must be a duration of at least 60s, like 24h or 7d, or off"
-                    }
-                    configuration.eventRetention = age
+        boolean(
+            "--events", "COUNTER_EVENTS",
+            "whether every flush also writes a change event for each like and unlike it commits (the outbox read by GET /v1/events or logical replication); set it the same on every node",
+            get: { $0.writePath.events }, set: { $0.writePath.events = $1 }),
+        Setting(
+            flag: "--event-retention", environment: "COUNTER_EVENT_RETENTION",
+            summary: "change events older than this are pruned, oldest first, in small batches (1h, 7d; off: kept until deleted by hand)",
+            defaultValue: { $0.eventRetention?.settingText ?? "off" },
+            apply: { configuration, value in
+                if value == "off" {
+                    configuration.eventRetention = nil
                     return nil
-                }),
+                }
+                guard let age = Duration.parsingSetting(value), age >= .seconds(60) else {
+                    return "must be a duration of at least 60s, like 24h or 7d, or off"
+                }
+                configuration.eventRetention = age
+                return nil
+            }),
         bearerToken("--events-token", "COUNTER_EVENTS_TOKEN", "bearer token for GET /v1/events only (the admin token is taken there too)", \.events),
-        Setting(flag: "--user-token-secret", environment: "COUNTER_USER_TOKEN_SECRET",
-                summary: "HS256 shared secret of the app's identity provider (at least 32 bytes): end users' tokens signed with it are accepted on the user routes",
-                defaultValue: { $0.users.secret == nil ? "(none)" : "(set)" },
-                apply: { configuration, value in
-                    guard HMACSecret(value) != nil else { return "must be at least \(HMACSecret.minimumBytes) bytes" }
-                    configuration.users.secret = value
-                    return nil
-                }),
-        Setting(flag: "--user-token-jwks", environment: "COUNTER_USER_TOKEN_JWKS",
-                summary: "JWKS file path or http(s):// URL with the identity provider's RS256/ES256 public keys; read at start and every --user-token-jwks-refresh seconds",
-                defaultValue: { $0.users.keySetLocation ?? "(none)" },
-                apply: { configuration, value in
-                    guard !value.isEmpty else { return "must be a file path or an http(s):// URL" }
-                    if value.contains("://") {
-                        guard (value.hasPrefix("http://") || value.hasPrefix("https://")), URL(string: value)?.host != nil else {
-                            return "must be a file path or an http(s):// URL"
-                        }
+        Setting(
+            flag: "--user-token-secret", environment: "COUNTER_USER_TOKEN_SECRET",
+            summary:
+                "HS256 shared secret of the app's identity provider (at least 32 bytes): end users' tokens signed with it are accepted on the user routes",
+            defaultValue: { $0.users.secret == nil ? "(none)" : "(set)" },
+            apply: { configuration, value in
+                guard HMACSecret(value) != nil else { return "must be at least \(HMACSecret.minimumBytes) bytes" }
+                configuration.users.secret = value
+                return nil
+            }),
+        Setting(
+            flag: "--user-token-jwks", environment: "COUNTER_USER_TOKEN_JWKS",
+            summary:
+                "JWKS file path or http(s):// URL with the identity provider's RS256/ES256 public keys; read at start and every --user-token-jwks-refresh seconds",
+            defaultValue: { $0.users.keySetLocation ?? "(none)" },
+            apply: { configuration, value in
+                guard !value.isEmpty else { return "must be a file path or an http(s):// URL" }
+                if value.contains("://") {
+                    guard value.hasPrefix("http://") || value.hasPrefix("https://"), URL(string: value)?.host != nil else {
+                        return "must be a file path or an http(s):// URL"
                     }
-                    configuration.users.keySetLocation = value
-                    return nil
-                }),
-        integer("--user-token-jwks-refresh", "COUNTER_USER_TOKEN_JWKS_REFRESH", "seconds between reads of the JWKS (a rotated key is picked up without a restart)", 1...86_400,
-                get: { Int($0.users.keySetRefresh.components.seconds) }, set: { $0.users.keySetRefresh = .seconds($1) }),
-        optionalText("--user-token-issuer", "COUNTER_USER_TOKEN_ISSUER", "when set, end users' tokens must carry this \"iss\"",
-                     get: { $0.users.rules.issuer }, set: { $0.users.rules.issuer = $1 }),
-        optionalText("--user-token-audience", "COUNTER_USER_TOKEN_AUDIENCE", "when set, end users' tokens must name this in \"aud\"",
-                     get: { $0.users.rules.audience }, set: { $0.users.rules.audience = $1 }),
-        Setting(flag: "--user-token-claim", environment: "COUNTER_USER_TOKEN_CLAIM",
-                summary: "the claim holding the user id (a positive 64-bit integer in digits)",
-                defaultValue: { $0.users.rules.userClaim },
-                apply: { configuration, value in
-                    guard !value.isEmpty, value.count <= 64 else { return "must be a claim name (1-64 characters)" }
-                    configuration.users.rules.userClaim = value
-                    return nil
-                }),
-        integer("--user-token-leeway", "COUNTER_USER_TOKEN_LEEWAY", "seconds a token's exp and nbf may be off, for clocks that differ", 0...600,
-                get: { Int($0.users.rules.leewaySeconds) }, set: { $0.users.rules.leewaySeconds = Int64($1) }),
-        boolean("--api-token-on-user-routes", "COUNTER_API_TOKEN_ON_USER_ROUTES",
-                "whether the user routes also take the API token, with the user named in a Counter-User header (for a gateway that authenticated the user itself)",
-                get: { $0.users.apiTokenOnUserRoutes }, set: { $0.users.apiTokenOnUserRoutes = $1 }),
-        boolean("--seed-route", "COUNTER_SEED_ROUTE",
-                "whether POST /api/posts/{id}/like answers, toggling the token's user's like in the seed's shape {\"is_liked\",\"likes_count\"}",
-                get: { $0.users.seedRoute }, set: { $0.users.seedRoute = $1 }),
-        integer("--user-write-rate", "COUNTER_USER_WRITE_RATE", "writes per second each end user may make on the user routes; more are answered 429 (0: no limit)", 0...1_000_000,
-                get: { $0.users.writesPerSecond }, set: { $0.users.writesPerSecond = $1 }),
-        integer("--user-write-burst", "COUNTER_USER_WRITE_BURST", "writes an end user may make at once after a pause", 1...1_000_000,
-                get: { $0.users.burst }, set: { $0.users.burst = $1 }),
-        integer("--user-limit-users", "COUNTER_USER_LIMIT_USERS", "end users whose write limits are kept at most (about 100 bytes each; idle ones go first)", 16...100_000_000,
-                get: { $0.users.trackedUsers }, set: { $0.users.trackedUsers = $1 }),
-        integer("--max-connections", "COUNTER_MAX_CONNECTIONS", "open HTTP connections at most; more are closed at once (each holds a file descriptor and, while a request is read, up to 10 KiB of headers and 64 KiB of body)", 1...1_000_000,
-                get: { $0.http.maximumConnections }, set: { $0.http.maximumConnections = $1 }),
-        Setting(flag: "--node", environment: "COUNTER_NODE_URL",
-                summary: "the running node that flush, inspect, stats, reconcile and dead-letters talk to",
-                defaultValue: { $0.nodeURL },
-                apply: { configuration, value in
-                    guard value.hasPrefix("http://") || value.hasPrefix("https://"),
-                          let components = URLComponents(string: value), let host = components.host, !host.isEmpty,
-                          components.url != nil else {
-                        return "must be a URL like http://127.0.0.1:8080"
-                    }
-                    configuration.nodeURLSetting = value.hasSuffix("/") ? String(value.dropLast()) : value
-                    return nil
-                }),
-        integer("--idle-timeout", "COUNTER_IDLE_TIMEOUT", "seconds an idle or slow HTTP connection is kept", 1...3_600,
-                get: { Int($0.http.idleTimeout.components.seconds) }, set: { $0.http.idleTimeout = .seconds($1) }),
-        boolean("--migrate", "COUNTER_MIGRATE", "whether serve runs migrate first",
-                get: { $0.migrateOnStart }, set: { $0.migrateOnStart = $1 }),
-        integer("--demo-posts", "COUNTER_DEMO_POSTS", "serve creates posts 1..N if missing, for trying the node out", 0...1_000_000,
-                get: { $0.demoPosts }, set: { $0.demoPosts = $1 }),
-        Setting(flag: "--log-level", environment: "COUNTER_LOG_LEVEL", summary: "least important log level written: debug, info, warn, error",
-                defaultValue: { $0.logLevel.rawValue },
-                apply: { configuration, value in
-                    guard let level = LogLevel(rawValue: value) else { return "must be debug, info, warn or error" }
-                    configuration.logLevel = level
-                    return nil
-                }),
-        Setting(flag: "--log-format", environment: "COUNTER_LOG_FORMAT",
-                summary: "how log lines are written: text (time=… level=… event=… key=value) or json (one object per line, the same fields)",
-                defaultValue: { $0.logFormat.rawValue },
-                apply: { configuration, value in
-                    guard let format = LogFormat(rawValue: value) else { return "must be text or json" }
-                    configuration.logFormat = format
-                    return nil
-                }),
-        Setting(flag: "--node-id", environment: "COUNTER_NODE_ID",
-                summary: "this node's id in its cluster, stable across restarts (letters, digits, - _ .; at most 64)",
-                defaultValue: { $0.nodeID },
-                apply: { configuration, value in
-                    guard !value.isEmpty, value.count <= 64,
-                          value.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == ".") }) else {
-                        return "must be 1-64 ASCII letters, digits, -, _ and ."
-                    }
-                    configuration.nodeID = value
-                    return nil
-                }),
-        Setting(flag: "--advertise-url", environment: "COUNTER_ADVERTISE_URL",
-                summary: "where other nodes and slot-aware clients reach this node (default: http://<listen host>:<port>)",
-                defaultValue: { $0.advertiseURLSetting ?? "(from --listen)" },
-                apply: { configuration, value in
-                    guard value.hasPrefix("http://"), let components = URLComponents(string: value), let host = components.host,
-                          !host.isEmpty, components.port != nil, components.path.isEmpty || components.path == "/" else {
-                        return "must be a URL like http://10.0.0.5:8080 (scheme, host and port; no path)"
-                    }
-                    configuration.advertiseURLSetting = value.hasSuffix("/") ? String(value.dropLast()) : value
-                    return nil
-                }),
-        integer("--lease-ms", "COUNTER_LEASE_MS", "how long the node's lease lasts without renewal; a node silent this long loses its slots (milliseconds)", 600...600_000,
-                get: { Int($0.lease.inMilliseconds) }, set: { $0.lease = .milliseconds($1) }),
-        integer("--ready-max-lag", "COUNTER_READY_MAX_LAG", "/readyz fails while the oldest change waiting for PostgreSQL is older than this (seconds; 0: never)", 0...86_400,
-                get: { Int($0.readyMaxLagSeconds) }, set: { $0.readyMaxLagSeconds = $1 }),
-        integer("--shutdown-timeout", "COUNTER_SHUTDOWN_TIMEOUT", "a shutdown that has not flushed everything this long after the first signal exits 0 and leaves the rest in the Redis logs for the next start, saying what it left (seconds; 0: no limit)", 0...86_400,
-                get: { $0.shutdownTimeoutSeconds }, set: { $0.shutdownTimeoutSeconds = $1 }),
-        integer("--max-moving-slots", "COUNTER_MAX_MOVING_SLOTS", "slots handed between live nodes at once (takeovers of dead nodes' slots are not limited)", 1...16_384,
-                get: { $0.maximumMoves }, set: { $0.maximumMoves = $1 }),
-        Setting(flag: "--key-prefix", environment: "COUNTER_KEY_PREFIX", summary: "prefix of every Redis key (letters, digits, - and _)",
-                defaultValue: { $0.writePath.keyPrefix },
-                apply: { configuration, value in
-                    guard !value.isEmpty, value.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) else {
-                        return "must be letters, digits, - and _"
-                    }
-                    configuration.writePath.keyPrefix = value
-                    return nil
-                }),
+                }
+                configuration.users.keySetLocation = value
+                return nil
+            }),
+        integer(
+            "--user-token-jwks-refresh", "COUNTER_USER_TOKEN_JWKS_REFRESH",
+            "seconds between reads of the JWKS (a rotated key is picked up without a restart)", 1...86_400,
+            get: { Int($0.users.keySetRefresh.components.seconds) }, set: { $0.users.keySetRefresh = .seconds($1) }),
+        optionalText(
+            "--user-token-issuer", "COUNTER_USER_TOKEN_ISSUER", "when set, end users' tokens must carry this \"iss\"",
+            get: { $0.users.rules.issuer }, set: { $0.users.rules.issuer = $1 }),
+        optionalText(
+            "--user-token-audience", "COUNTER_USER_TOKEN_AUDIENCE", "when set, end users' tokens must name this in \"aud\"",
+            get: { $0.users.rules.audience }, set: { $0.users.rules.audience = $1 }),
+        Setting(
+            flag: "--user-token-claim", environment: "COUNTER_USER_TOKEN_CLAIM",
+            summary: "the claim holding the user id (a positive 64-bit integer in digits)",
+            defaultValue: { $0.users.rules.userClaim },
+            apply: { configuration, value in
+                guard !value.isEmpty, value.count <= 64 else { return "must be a claim name (1-64 characters)" }
+                configuration.users.rules.userClaim = value
+                return nil
+            }),
+        integer(
+            "--user-token-leeway", "COUNTER_USER_TOKEN_LEEWAY", "seconds a token's exp and nbf may be off, for clocks that differ", 0...600,
+            get: { Int($0.users.rules.leewaySeconds) }, set: { $0.users.rules.leewaySeconds = Int64($1) }),
+        boolean(
+            "--api-token-on-user-routes", "COUNTER_API_TOKEN_ON_USER_ROUTES",
+            "whether the user routes also take the API token, with the user named in a Counter-User header (for a gateway that authenticated the user itself)",
+            get: { $0.users.apiTokenOnUserRoutes }, set: { $0.users.apiTokenOnUserRoutes = $1 }),
+        boolean(
+            "--seed-route", "COUNTER_SEED_ROUTE",
+            "whether POST /api/posts/{id}/like answers, toggling the token's user's like in the seed's shape {\"is_liked\",\"likes_count\"}",
+            get: { $0.users.seedRoute }, set: { $0.users.seedRoute = $1 }),
+        integer(
+            "--user-write-rate", "COUNTER_USER_WRITE_RATE",
+            "writes per second each end user may make on the user routes; more are answered 429 (0: no limit)", 0...1_000_000,
+            get: { $0.users.writesPerSecond }, set: { $0.users.writesPerSecond = $1 }),
+        integer(
+            "--user-write-burst", "COUNTER_USER_WRITE_BURST", "writes an end user may make at once after a pause", 1...1_000_000,
+            get: { $0.users.burst }, set: { $0.users.burst = $1 }),
+        integer(
+            "--user-limit-users", "COUNTER_USER_LIMIT_USERS",
+            "end users whose write limits are kept at most (about 100 bytes each; idle ones go first)", 16...100_000_000,
+            get: { $0.users.trackedUsers }, set: { $0.users.trackedUsers = $1 }),
+        integer(
+            "--max-connections", "COUNTER_MAX_CONNECTIONS",
+            "open HTTP connections at most; more are closed at once (each holds a file descriptor and, while a request is read, up to 10 KiB of headers and 64 KiB of body)",
+            1...1_000_000,
+            get: { $0.http.maximumConnections }, set: { $0.http.maximumConnections = $1 }),
+        Setting(
+            flag: "--node", environment: "COUNTER_NODE_URL",
+            summary: "the running node that flush, inspect, stats, reconcile and dead-letters talk to",
+            defaultValue: { $0.nodeURL },
+            apply: { configuration, value in
+                guard value.hasPrefix("http://") || value.hasPrefix("https://"),
+                    let components = URLComponents(string: value), let host = components.host, !host.isEmpty,
+                    components.url != nil
+                else {
+                    return "must be a URL like http://127.0.0.1:8080"
+                }
+                configuration.nodeURLSetting = value.hasSuffix("/") ? String(value.dropLast()) : value
+                return nil
+            }),
+        integer(
+            "--idle-timeout", "COUNTER_IDLE_TIMEOUT", "seconds an idle or slow HTTP connection is kept", 1...3_600,
+            get: { Int($0.http.idleTimeout.components.seconds) }, set: { $0.http.idleTimeout = .seconds($1) }),
+        boolean(
+            "--migrate", "COUNTER_MIGRATE", "whether serve runs migrate first",
+            get: { $0.migrateOnStart }, set: { $0.migrateOnStart = $1 }),
+        integer(
+            "--demo-posts", "COUNTER_DEMO_POSTS", "serve creates posts 1..N if missing, for trying the node out", 0...1_000_000,
+            get: { $0.demoPosts }, set: { $0.demoPosts = $1 }),
+        Setting(
+            flag: "--log-level", environment: "COUNTER_LOG_LEVEL", summary: "least important log level written: debug, info, warn, error",
+            defaultValue: { $0.logLevel.rawValue },
+            apply: { configuration, value in
+                guard let level = LogLevel(rawValue: value) else { return "must be debug, info, warn or error" }
+                configuration.logLevel = level
+                return nil
+            }),
+        Setting(
+            flag: "--log-format", environment: "COUNTER_LOG_FORMAT",
+            summary: "how log lines are written: text (time=… level=… event=… key=value) or json (one object per line, the same fields)",
+            defaultValue: { $0.logFormat.rawValue },
+            apply: { configuration, value in
+                guard let format = LogFormat(rawValue: value) else { return "must be text or json" }
+                configuration.logFormat = format
+                return nil
+            }),
+        Setting(
+            flag: "--node-id", environment: "COUNTER_NODE_ID",
+            summary: "this node's id in its cluster, stable across restarts (letters, digits, - _ .; at most 64)",
+            defaultValue: { $0.nodeID },
+            apply: { configuration, value in
+                guard !value.isEmpty, value.count <= 64,
+                    value.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == ".") })
+                else {
+                    return "must be 1-64 ASCII letters, digits, -, _ and ."
+                }
+                configuration.nodeID = value
+                return nil
+            }),
+        Setting(
+            flag: "--advertise-url", environment: "COUNTER_ADVERTISE_URL",
+            summary: "where other nodes and slot-aware clients reach this node (default: http://<listen host>:<port>)",
+            defaultValue: { $0.advertiseURLSetting ?? "(from --listen)" },
+            apply: { configuration, value in
+                guard value.hasPrefix("http://"), let components = URLComponents(string: value), let host = components.host,
+                    !host.isEmpty, components.port != nil, components.path.isEmpty || components.path == "/"
+                else {
+                    return "must be a URL like http://10.0.0.5:8080 (scheme, host and port; no path)"
+                }
+                configuration.advertiseURLSetting = value.hasSuffix("/") ? String(value.dropLast()) : value
+                return nil
+            }),
+        integer(
+            "--lease-ms", "COUNTER_LEASE_MS",
+            "how long the node's lease lasts without renewal; a node silent this long loses its slots (milliseconds)", 600...600_000,
+            get: { Int($0.lease.inMilliseconds) }, set: { $0.lease = .milliseconds($1) }),
+        integer(
+            "--ready-max-lag", "COUNTER_READY_MAX_LAG",
+            "/readyz fails while the oldest change waiting for PostgreSQL is older than this (seconds; 0: never)", 0...86_400,
+            get: { Int($0.readyMaxLagSeconds) }, set: { $0.readyMaxLagSeconds = $1 }),
+        integer(
+            "--shutdown-timeout", "COUNTER_SHUTDOWN_TIMEOUT",
+            "a shutdown that has not flushed everything this long after the first signal exits 0 and leaves the rest in the Redis logs for the next start, saying what it left (seconds; 0: no limit)",
+            0...86_400,
+            get: { $0.shutdownTimeoutSeconds }, set: { $0.shutdownTimeoutSeconds = $1 }),
+        integer(
+            "--max-moving-slots", "COUNTER_MAX_MOVING_SLOTS",
+            "slots handed between live nodes at once (takeovers of dead nodes' slots are not limited)", 1...16_384,
+            get: { $0.maximumMoves }, set: { $0.maximumMoves = $1 }),
+        Setting(
+            flag: "--key-prefix", environment: "COUNTER_KEY_PREFIX", summary: "prefix of every Redis key (letters, digits, - and _)",
+            defaultValue: { $0.writePath.keyPrefix },
+            apply: { configuration, value in
+                guard !value.isEmpty, value.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) else {
+                    return "must be letters, digits, - and _"
+                }
+                configuration.writePath.keyPrefix = value
+                return nil
+            }),
     ]
 
-    private static func integer(_ flag: String, _ environment: String, _ summary: String, _ range: ClosedRange<Int>,
-                                get: @escaping @Sendable (NodeConfiguration) -> Int,
-                                set: @escaping @Sendable (inout NodeConfiguration, Int) -> Void) -> Setting {
-        Setting(flag: flag, environment: environment, summary: "\(summary) (\(range.lowerBound)-\(range.upperBound))",
-                defaultValue: { String(get($0)) },
-                apply: { configuration, value in
-                    guard let number = Int(value), range.contains(number) else {
-                        return "must be a whole number from \(range.lowerBound) to \(range.upperBound)"
-                    }
-                    set(&configuration, number)
-                    return nil
-                })
+    private static func integer(
+        _ flag: String, _ environment: String, _ summary: String, _ range: ClosedRange<Int>,
+        get: @escaping @Sendable (NodeConfiguration) -> Int,
+        set: @escaping @Sendable (inout NodeConfiguration, Int) -> Void
+    ) -> Setting {
+        Setting(
+            flag: flag, environment: environment, summary: "\(summary) (\(range.lowerBound)-\(range.upperBound))",
+            defaultValue: { String(get($0)) },
+            apply: { configuration, value in
+                guard let number = Int(value), range.contains(number) else {
+                    return "must be a whole number from \(range.lowerBound) to \(range.upperBound)"
+                }
+                set(&configuration, number)
+                return nil
+            })
     }
 
     /// A bearer token of `tokens` (at least 16 characters; shown as set or not, never itself).
-    private static func bearerToken(_ flag: String, _ environment: String, _ summary: String,
-                                    _ token: WritableKeyPath<AccessTokens, String?> & Sendable) -> Setting {
-        Setting(flag: flag, environment: environment, summary: summary,
-                defaultValue: { $0.tokens[keyPath: token] == nil ? "(none)" : "(set)" },
-                apply: { configuration, value in
-                    guard value.count >= 16 else { return "must be at least 16 characters" }
-                    configuration.tokens[keyPath: token] = value
-                    return nil
-                })
+    private static func bearerToken(
+        _ flag: String, _ environment: String, _ summary: String,
+        _ token: WritableKeyPath<AccessTokens, String?> & Sendable
+    ) -> Setting {
+        Setting(
+            flag: flag, environment: environment, summary: summary,
+            defaultValue: { $0.tokens[keyPath: token] == nil ? "(none)" : "(set)" },
+            apply: { configuration, value in
+                guard value.count >= 16 else { return "must be at least 16 characters" }
+                configuration.tokens[keyPath: token] = value
+                return nil
+            })
     }
 
     /// A setting that is off until given a non-empty text.
-    private static func optionalText(_ flag: String, _ environment: String, _ summary: String,
-                                     get: @escaping @Sendable (NodeConfiguration) -> String?,
-                                     set: @escaping @Sendable (inout NodeConfiguration, String) -> Void) -> Setting {
-        Setting(flag: flag, environment: environment, summary: summary,
-                defaultValue: { get($0) ?? "(any)" },
-                apply: { configuration, value in
-                    guard !value.isEmpty else { return "must not be empty" }
-                    set(&configuration, value)
-                    return nil
-                })
+    private static func optionalText(
+        _ flag: String, _ environment: String, _ summary: String,
+        get: @escaping @Sendable (NodeConfiguration) -> String?,
+        set: @escaping @Sendable (inout NodeConfiguration, String) -> Void
+    ) -> Setting {
+        Setting(
+            flag: flag, environment: environment, summary: summary,
+            defaultValue: { get($0) ?? "(any)" },
+            apply: { configuration, value in
+                guard !value.isEmpty else { return "must not be empty" }
+                set(&configuration, value)
+                return nil
+            })
     }
 
-    private static func boolean(_ flag: String, _ environment: String, _ summary: String,
-                                get: @escaping @Sendable (NodeConfiguration) -> Bool,
-                                set: @escaping @Sendable (inout NodeConfiguration, Bool) -> Void) -> Setting {
-        Setting(flag: flag, environment: environment, summary: "\(summary): true or false",
-                defaultValue: { String(get($0)) },
-                apply: { configuration, value in
-                    guard let flag = Bool(value) else { return "must be true or false" }
-                    set(&configuration, flag)
-                    return nil
-                })
+    private static func boolean(
+        _ flag: String, _ environment: String, _ summary: String,
+        get: @escaping @Sendable (NodeConfiguration) -> Bool,
+        set: @escaping @Sendable (inout NodeConfiguration, Bool) -> Void
+    ) -> Setting {
+        Setting(
+            flag: flag, environment: environment, summary: "\(summary): true or false",
+            defaultValue: { String(get($0)) },
+            apply: { configuration, value in
+                guard let flag = Bool(value) else { return "must be true or false" }
+                set(&configuration, flag)
+                return nil
+            })
     }
 
     /// Reads the environment, then `arguments` (`--flag value` or `--flag=value`); flags win.

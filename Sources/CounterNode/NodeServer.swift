@@ -44,8 +44,12 @@ public enum NodeServer {
             // second signal exits at once.
             group.addTask {
                 guard let first = await signals.next() else { return }
-                log.log(.info, "shutting_down", ["signal": first == SIGINT ? "SIGINT" : "SIGTERM",
-                                                 "timeout_s": String(configuration.shutdownTimeoutSeconds)])
+                log.log(
+                    .info, "shutting_down",
+                    [
+                        "signal": first == SIGINT ? "SIGINT" : "SIGTERM",
+                        "timeout_s": String(configuration.shutdownTimeoutSeconds),
+                    ])
                 // Load balancers stop sending here while the slots are handed off.
                 parts.api.markShuttingDown()
                 signalled.finish()
@@ -111,8 +115,9 @@ struct NodeParts {
         let users = configuration.users.isEnabled ? try UserAccess(configuration: configuration.users) : nil
         let pool = PostgresPool(configuration: configuration.postgres)
         // A node of a cluster (possibly of one): it serves only the slots it wins.
-        let service = try CounterService(configuration: configuration.writePath, postgres: pool, redis: redis,
-                                         ownership: OwnedSlots(), log: log)
+        let service = try CounterService(
+            configuration: configuration.writePath, postgres: pool, redis: redis,
+            ownership: OwnedSlots(), log: log)
         let adminRedis = RedisClient(topology: service.redisTopology)
         // The membership has connections of its own: a lease renewal must never wait behind
         // flushes (or behind a claim waiting for a paused node's locks) for a pooled connection.
@@ -123,16 +128,20 @@ struct NodeParts {
         var leaseConfiguration = configuration.membershipPostgres(connections: 1)
         leaseConfiguration.asynchronousCommit = true
         let leasePool = PostgresPool(configuration: leaseConfiguration)
-        let member = ClusterMember(configuration: configuration.membership(advertiseURL: configuration.advertiseURLSetting ?? ""),
-                                   service: service, postgres: membershipPool, leasePostgres: leasePool, log: log)
+        let member = ClusterMember(
+            configuration: configuration.membership(advertiseURL: configuration.advertiseURLSetting ?? ""),
+            service: service, postgres: membershipPool, leasePostgres: leasePool, log: log)
         // With events on, every node prunes the outbox (taking turns) to --event-retention.
-        let retention = configuration.writePath.events
+        let retention =
+            configuration.writePath.events
             ? configuration.eventRetention.map { EventRetention(retention: $0, events: LikeEvents(pool: pool), log: log) } : nil
         let eventsPool = PostgresPool(configuration: configuration.eventsPostgres(connections: 2))
-        let storage = NodeStorage(postgres: pool, redis: adminRedis, layout: RedisKeyLayout(prefix: configuration.writePath.keyPrefix),
-                                  eventsPostgres: eventsPool)
-        let api = try CounterAPI(service: service, tokens: configuration.tokens, storage: storage, member: member,
-                                 readyMaxLag: configuration.readyMaxLag, users: users, retention: retention, log: log)
+        let storage = NodeStorage(
+            postgres: pool, redis: adminRedis, layout: RedisKeyLayout(prefix: configuration.writePath.keyPrefix),
+            eventsPostgres: eventsPool)
+        let api = try CounterAPI(
+            service: service, tokens: configuration.tokens, storage: storage, member: member,
+            readyMaxLag: configuration.readyMaxLag, users: users, retention: retention, log: log)
         let server = try HTTPServer(configuration: configuration.http, handler: api)
 
         // Started in this order, stopped in reverse: the membership hands the slots to the other
@@ -142,8 +151,13 @@ struct NodeParts {
         // first service, which stops last: whatever they wait for has answered by then.
         var services: [(String, any Service)] = [("requests", api)]
         if let users, let source = users.keySetSource {
-            services.append(("user_keys", UserKeySetService(source: source, verifier: users.verifier,
-                                                            interval: configuration.users.keySetRefresh, log: log)))
+            services.append(
+                (
+                    "user_keys",
+                    UserKeySetService(
+                        source: source, verifier: users.verifier,
+                        interval: configuration.users.keySetRefresh, log: log)
+                ))
         }
         services += [
             ("write_path", service),

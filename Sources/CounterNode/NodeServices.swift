@@ -21,8 +21,12 @@ struct UserKeySetService: Service {
     func run(_ lifecycle: ServiceLifecycle) async throws {
         let (keys, skipped) = try await source.load()
         verifier.replaceKeys(keys)
-        log.log(.info, "user_token_keys", ["source": source.location, "kids": verifier.keyIDs.joined(separator: ","),
-                                           "skipped": skipped.joined(separator: "; ")])
+        log.log(
+            .info, "user_token_keys",
+            [
+                "source": source.location, "kids": verifier.keyIDs.joined(separator: ","),
+                "skipped": skipped.joined(separator: "; "),
+            ])
         lifecycle.started()
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await source.refresh(verifier, every: interval, log: log) }
@@ -44,12 +48,17 @@ struct SchemaPreparation: Service {
         if migrate {
             let log = self.log
             let report = try await SchemaMigrator.migrate(pool, progress: { log.log(.info, "migrating", ["step": $0]) })
-            log.log(.info, "migrated", ["applied": report.applied.map(String.init).joined(separator: ","),
-                                        "version": String(report.currentVersion)])
+            log.log(
+                .info, "migrated",
+                [
+                    "applied": report.applied.map(String.init).joined(separator: ","),
+                    "version": String(report.currentVersion),
+                ])
         }
         if demoPosts > 0 {
-            try await pool.query("INSERT INTO posts (id) SELECT generate_series(1, $1::bigint) ON CONFLICT DO NOTHING",
-                                 [.int64(Int64(demoPosts))])
+            try await pool.query(
+                "INSERT INTO posts (id) SELECT generate_series(1, $1::bigint) ON CONFLICT DO NOTHING",
+                [.int64(Int64(demoPosts))])
             log.log(.info, "demo_posts", ["ids": "1-\(demoPosts)"])
         }
         lifecycle.started()
@@ -79,8 +88,12 @@ struct ListeningAnnouncement: Service {
 
     func run(_ lifecycle: ServiceLifecycle) async throws {
         let url = "http://\(configuration.http.host):\(server.port)"
-        log.log(.info, "listening", ["url": url, "shards": String(configuration.writePath.shardCount),
-                                     "ack": configuration.writePath.acknowledgement.rawValue])
+        log.log(
+            .info, "listening",
+            [
+                "url": url, "shards": String(configuration.writePath.shardCount),
+                "ack": configuration.writePath.acknowledgement.rawValue,
+            ])
         let auth = configuration.tokens.api == nil ? "" : " -H 'Authorization: Bearer $COUNTER_API_TOKEN'"
         output.standard("counter-node listening on \(url)")
         output.standard("try: curl -s -X POST\(auth) \(url)/v1/posts/1/likes/7/toggle")

@@ -32,13 +32,21 @@ final class ShutdownDeadline: Sendable {
         do { try await Task.sleep(for: timeout) } catch { return }
         expired.store(true, ordering: .releasing)
         let left = Self.summary(await service.pendingBySlot())
-        log.log(.warn, "shutdown_timeout", ["timeout_s": String(Int(timeout.inSeconds)), "left_changes": left.changes,
-                                            "left_slots": left.slotCount, "slots": left.slots,
-                                            "action": "stopping without flushing the rest; the next start flushes it"])
+        log.log(
+            .warn, "shutdown_timeout",
+            [
+                "timeout_s": String(Int(timeout.inSeconds)), "left_changes": left.changes,
+                "left_slots": left.slotCount, "slots": left.slots,
+                "action": "stopping without flushing the rest; the next start flushes it",
+            ])
         await service.abandonDrain()
         do { try await Task.sleep(for: grace) } catch { return }
-        log.log(.warn, "exiting_now", ["reason": "the shutdown did not end \(Int(grace.inSeconds)) s after its timeout",
-                                       "left_changes": left.changes, "left_slots": left.slotCount])
+        log.log(
+            .warn, "exiting_now",
+            [
+                "reason": "the shutdown did not end \(Int(grace.inSeconds)) s after its timeout",
+                "left_changes": left.changes, "left_slots": left.slotCount,
+            ])
         exit(0)
     }
 

@@ -11,7 +11,10 @@ public struct FlushResult: Sendable, Equatable, Codable {
         self.pendingChanges = pendingChanges
     }
 
-    enum CodingKeys: String, CodingKey { case flushed, pendingChanges = "pending_changes" }
+    enum CodingKeys: String, CodingKey {
+        case flushed
+        case pendingChanges = "pending_changes"
+    }
 }
 
 /// The body of `POST /admin/reconcile`: some posts (`{"post_ids":[1,2]}`) or a page of all
@@ -31,7 +34,10 @@ public struct ReconcileRequest: Sendable, Equatable, Codable {
         self.repair = repair
     }
 
-    enum CodingKeys: String, CodingKey, CaseIterable { case postIDs = "post_ids", after, limit, repair }
+    enum CodingKeys: String, CodingKey, CaseIterable {
+        case postIDs = "post_ids"
+        case after, limit, repair
+    }
 
     public init(from decoder: any Decoder) throws {
         try UnknownMembers.refuse(in: decoder, allowed: CodingKeys.allCases)
@@ -66,7 +72,11 @@ public struct ReconcileReport: Sendable, Equatable, Codable {
             self.likesRows = likesRows
         }
 
-        enum CodingKeys: String, CodingKey { case postID = "post_id", likesCount = "likes_count", likesRows = "likes_rows" }
+        enum CodingKeys: String, CodingKey {
+            case postID = "post_id"
+            case likesCount = "likes_count"
+            case likesRows = "likes_rows"
+        }
     }
 
     /// A post whose Redis count differs from its `likes` rows with nothing pending.
@@ -81,7 +91,11 @@ public struct ReconcileReport: Sendable, Equatable, Codable {
             self.likesRows = likesRows
         }
 
-        enum CodingKeys: String, CodingKey { case postID = "post_id", redisCount = "redis_count", likesRows = "likes_rows" }
+        enum CodingKeys: String, CodingKey {
+            case postID = "post_id"
+            case redisCount = "redis_count"
+            case likesRows = "likes_rows"
+        }
     }
 
     public var checked = 0
@@ -99,8 +113,13 @@ public struct ReconcileReport: Sendable, Equatable, Codable {
     public init() {}
 
     enum CodingKeys: String, CodingKey {
-        case checked, drifted, redisDrifted = "redis_drifted", redisPending = "redis_pending", repaired,
-             redisRepaired = "redis_repaired", nextAfter = "next_after"
+        case checked, drifted
+        case redisDrifted = "redis_drifted"
+        case redisPending = "redis_pending"
+        case repaired
+        case
+            redisRepaired = "redis_repaired"
+        case nextAfter = "next_after"
     }
 }
 
@@ -157,8 +176,12 @@ public struct PostInspection: Sendable, Equatable, Codable {
         }
 
         enum CodingKeys: String, CodingKey {
-            case tier, hydrated, likesCount = "likes_count", pendingChanges = "pending_changes",
-                 secondsSinceFlush = "seconds_since_flush", isLiked = "is_liked"
+            case tier, hydrated
+            case likesCount = "likes_count"
+            case pendingChanges = "pending_changes"
+            case
+                secondsSinceFlush = "seconds_since_flush"
+            case isLiked = "is_liked"
         }
     }
 
@@ -179,7 +202,12 @@ public struct PostInspection: Sendable, Equatable, Codable {
             self.isLiked = isLiked
         }
 
-        enum CodingKeys: String, CodingKey { case exists, likesCount = "likes_count", likesRows = "likes_rows", isLiked = "is_liked" }
+        enum CodingKeys: String, CodingKey {
+            case exists
+            case likesCount = "likes_count"
+            case likesRows = "likes_rows"
+            case isLiked = "is_liked"
+        }
     }
 
     public var postID: Int64
@@ -198,5 +226,9 @@ public struct PostInspection: Sendable, Equatable, Codable {
         self.userID = userID
     }
 
-    enum CodingKeys: String, CodingKey { case postID = "post_id", verdict, redis, postgres, userID = "user_id" }
+    enum CodingKeys: String, CodingKey {
+        case postID = "post_id"
+        case verdict, redis, postgres
+        case userID = "user_id"
+    }
 }

@@ -13,7 +13,10 @@ public struct ClusterNodeAnswer<Answer: Sendable & Equatable & Codable>: Sendabl
         self.error = error
     }
 
-    enum CodingKeys: String, CodingKey { case nodeID = "node_id", url, answer, error }
+    enum CodingKeys: String, CodingKey {
+        case nodeID = "node_id"
+        case url, answer, error
+    }
 }
 
 /// What every cluster-wide answer says of itself: whether it is whole — every live node
@@ -47,7 +50,11 @@ public struct ClusterFlushResult: ClusterAnswer {
     }
 
     enum CodingKeys: String, CodingKey {
-        case flushed, pendingChanges = "pending_changes", complete, unservedSlots = "unserved_slots", nodes
+        case flushed
+        case pendingChanges = "pending_changes"
+        case complete
+        case unservedSlots = "unserved_slots"
+        case nodes
     }
 }
 
@@ -66,7 +73,11 @@ public struct ClusterStatistics: ClusterAnswer {
         self.nodes = nodes
     }
 
-    enum CodingKeys: String, CodingKey { case total, complete, unservedSlots = "unserved_slots", nodes }
+    enum CodingKeys: String, CodingKey {
+        case total, complete
+        case unservedSlots = "unserved_slots"
+        case nodes
+    }
 }
 
 /// The answer of `POST /admin/cluster/reconcile`: the posts asked (or a page of all posts),
@@ -80,7 +91,8 @@ public struct ClusterReconcileReport: ClusterAnswer {
     public var unservedSlots: [[Int]]
     public var nodes: [ClusterNodeAnswer<ReconcileReport>]
 
-    public init(report: ReconcileReport, uncheckedPosts: [Int64], complete: Bool, unservedSlots: [[Int]], nodes: [ClusterNodeAnswer<ReconcileReport>]) {
+    public init(report: ReconcileReport, uncheckedPosts: [Int64], complete: Bool, unservedSlots: [[Int]], nodes: [ClusterNodeAnswer<ReconcileReport>])
+    {
         self.report = report
         self.uncheckedPosts = uncheckedPosts
         self.complete = complete
@@ -88,7 +100,13 @@ public struct ClusterReconcileReport: ClusterAnswer {
         self.nodes = nodes
     }
 
-    enum CodingKeys: String, CodingKey { case report, uncheckedPosts = "unchecked_posts", complete, unservedSlots = "unserved_slots", nodes }
+    enum CodingKeys: String, CodingKey {
+        case report
+        case uncheckedPosts = "unchecked_posts"
+        case complete
+        case unservedSlots = "unserved_slots"
+        case nodes
+    }
 }
 
 /// The answer of `POST /admin/cluster/dead-letters/replay`: each letter replayed by the node
@@ -107,5 +125,9 @@ public struct ClusterReplayResult: ClusterAnswer {
         self.nodes = nodes
     }
 
-    enum CodingKeys: String, CodingKey { case result, complete, unservedSlots = "unserved_slots", nodes }
+    enum CodingKeys: String, CodingKey {
+        case result, complete
+        case unservedSlots = "unserved_slots"
+        case nodes
+    }
 }

@@ -19,7 +19,12 @@ public struct ClusterMapBody: Sendable, Equatable, Codable {
         self.movesPending = movesPending
     }
 
-    enum CodingKeys: String, CodingKey { case version, answeredBy = "answered_by", nodes, movesPending = "moves_pending" }
+    enum CodingKeys: String, CodingKey {
+        case version
+        case answeredBy = "answered_by"
+        case nodes
+        case movesPending = "moves_pending"
+    }
 
     /// The URL of the live node that owns `slot` (0…16383), if the map names one.
     public func ownerURL(ofSlot slot: Int) -> String? {
@@ -47,8 +52,10 @@ public struct ClusterNodeBody: Sendable, Equatable, Codable {
     public var lowestEpoch: Int64
     public var highestEpoch: Int64
 
-    public init(id: String, url: String, incarnation: Int64, live: Bool, draining: Bool, leaseRemainingMs: Int64,
-                ownedSlots: Int, slots: [[Int]], lowestEpoch: Int64, highestEpoch: Int64) {
+    public init(
+        id: String, url: String, incarnation: Int64, live: Bool, draining: Bool, leaseRemainingMs: Int64,
+        ownedSlots: Int, slots: [[Int]], lowestEpoch: Int64, highestEpoch: Int64
+    ) {
         self.id = id
         self.url = url
         self.incarnation = incarnation
@@ -62,8 +69,13 @@ public struct ClusterNodeBody: Sendable, Equatable, Codable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case id, url, incarnation, live, draining, leaseRemainingMs = "lease_remaining_ms", ownedSlots = "owned_slots", slots,
-             lowestEpoch = "lowest_epoch", highestEpoch = "highest_epoch"
+        case id, url, incarnation, live, draining
+        case leaseRemainingMs = "lease_remaining_ms"
+        case ownedSlots = "owned_slots"
+        case slots
+        case
+            lowestEpoch = "lowest_epoch"
+        case highestEpoch = "highest_epoch"
     }
 }
 
@@ -78,7 +90,10 @@ public struct DrainRequest: Sendable, Equatable, Codable {
         self.draining = draining
     }
 
-    enum CodingKeys: String, CodingKey, CaseIterable { case nodeID = "node_id", draining }
+    enum CodingKeys: String, CodingKey, CaseIterable {
+        case nodeID = "node_id"
+        case draining
+    }
 
     public init(from decoder: any Decoder) throws {
         try UnknownMembers.refuse(in: decoder, allowed: CodingKeys.allCases)
@@ -98,5 +113,8 @@ public struct DrainResult: Sendable, Equatable, Codable {
         self.draining = draining
     }
 
-    enum CodingKeys: String, CodingKey { case nodeID = "node_id", draining }
+    enum CodingKeys: String, CodingKey {
+        case nodeID = "node_id"
+        case draining
+    }
 }

@@ -45,9 +45,10 @@ public enum DeadLetterID {
     /// Whether `text` has that shape.
     public static func isValid(_ text: String) -> Bool {
         let parts = text.split(separator: "-", omittingEmptySubsequences: false)
-        return parts.count == 2 && parts.allSatisfy { part in
-            !part.isEmpty && part.count <= 20 && part.utf8.allSatisfy { $0 >= 48 && $0 <= 57 } && UInt64(part) != nil
-        }
+        return parts.count == 2
+            && parts.allSatisfy { part in
+                !part.isEmpty && part.count <= 20 && part.utf8.allSatisfy { $0 >= 48 && $0 <= 57 } && UInt64(part) != nil
+            }
     }
 }
 

@@ -21,7 +21,12 @@ public struct ChangeEvent: Sendable, Hashable, Codable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case id, postID = "post_id", userID = "user_id", liked, likedAt = "liked_at", committedAt = "committed_at"
+        case id
+        case postID = "post_id"
+        case userID = "user_id"
+        case liked
+        case likedAt = "liked_at"
+        case committedAt = "committed_at"
     }
 }
 
@@ -40,5 +45,9 @@ public struct EventsPage: Sendable, Hashable, Codable {
         self.newestID = newestID
     }
 
-    enum CodingKeys: String, CodingKey { case events, nextAfter = "next_after", newestID = "newest_id" }
+    enum CodingKeys: String, CodingKey {
+        case events
+        case nextAfter = "next_after"
+        case newestID = "newest_id"
+    }
 }

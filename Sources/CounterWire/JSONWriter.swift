@@ -1,4 +1,3 @@
-
 import CounterCore
 
 /// Writes compact JSON straight into bytes. The node's hot answers (likes, counts, feed pages,
@@ -14,10 +13,24 @@ public struct JSONWriter {
         storage.reserveCapacity(capacity)
     }
 
-    @inlinable public mutating func objectStart() { separator(); storage.append(UInt8(ascii: "{")); needsComma = false }
-    @inlinable public mutating func objectEnd() { storage.append(UInt8(ascii: "}")); needsComma = true }
-    @inlinable public mutating func arrayStart() { separator(); storage.append(UInt8(ascii: "[")); needsComma = false }
-    @inlinable public mutating func arrayEnd() { storage.append(UInt8(ascii: "]")); needsComma = true }
+    @inlinable public mutating func objectStart() {
+        separator()
+        storage.append(UInt8(ascii: "{"))
+        needsComma = false
+    }
+    @inlinable public mutating func objectEnd() {
+        storage.append(UInt8(ascii: "}"))
+        needsComma = true
+    }
+    @inlinable public mutating func arrayStart() {
+        separator()
+        storage.append(UInt8(ascii: "["))
+        needsComma = false
+    }
+    @inlinable public mutating func arrayEnd() {
+        storage.append(UInt8(ascii: "]"))
+        needsComma = true
+    }
 
     @inlinable public mutating func key(_ name: String) {
         separator()
@@ -26,17 +39,38 @@ public struct JSONWriter {
         needsComma = false
     }
 
-    @inlinable public mutating func field(_ name: String, _ value: String) { key(name); separator(); appendString(value); needsComma = true }
-    @inlinable public mutating func field(_ name: String, _ number: Int64) { key(name); value(number) }
-    @inlinable public mutating func field(_ name: String, _ value: Int) { key(name); self.value(Int64(value)) }
-    @inlinable public mutating func field(_ name: String, _ value: Bool) { key(name); separator(); storage.append(contentsOf: (value ? "true" : "false").utf8); needsComma = true }
+    @inlinable public mutating func field(_ name: String, _ value: String) {
+        key(name)
+        separator()
+        appendString(value)
+        needsComma = true
+    }
+    @inlinable public mutating func field(_ name: String, _ number: Int64) {
+        key(name)
+        value(number)
+    }
+    @inlinable public mutating func field(_ name: String, _ value: Int) {
+        key(name)
+        self.value(Int64(value))
+    }
+    @inlinable public mutating func field(_ name: String, _ value: Bool) {
+        key(name)
+        separator()
+        storage.append(contentsOf: (value ? "true" : "false").utf8)
+        needsComma = true
+    }
     @inlinable public mutating func field(_ name: String, _ value: Double) {
         key(name)
         separator()
         storage.append(contentsOf: (value.isFinite ? String(value) : "null").utf8)
         needsComma = true
     }
-    @inlinable public mutating func nullField(_ name: String) { key(name); separator(); storage.append(contentsOf: "null".utf8); needsComma = true }
+    @inlinable public mutating func nullField(_ name: String) {
+        key(name)
+        separator()
+        storage.append(contentsOf: "null".utf8)
+        needsComma = true
+    }
 
     @inlinable public mutating func value(_ value: Int64) {
         separator()
@@ -44,7 +78,11 @@ public struct JSONWriter {
         needsComma = true
     }
 
-    @inlinable public mutating func value(_ value: String) { separator(); appendString(value); needsComma = true }
+    @inlinable public mutating func value(_ value: String) {
+        separator()
+        appendString(value)
+        needsComma = true
+    }
 
     @inlinable public mutating func value(_ value: UInt64) {
         separator()
@@ -52,7 +90,11 @@ public struct JSONWriter {
         needsComma = true
     }
 
-    @inlinable public mutating func value(_ value: Bool) { separator(); storage.append(contentsOf: (value ? "true" : "false").utf8); needsComma = true }
+    @inlinable public mutating func value(_ value: Bool) {
+        separator()
+        storage.append(contentsOf: (value ? "true" : "false").utf8)
+        needsComma = true
+    }
 
     @inlinable public mutating func value(_ value: Double) {
         separator()
@@ -60,7 +102,11 @@ public struct JSONWriter {
         needsComma = true
     }
 
-    @inlinable public mutating func nullValue() { separator(); storage.append(contentsOf: "null".utf8); needsComma = true }
+    @inlinable public mutating func nullValue() {
+        separator()
+        storage.append(contentsOf: "null".utf8)
+        needsComma = true
+    }
 
     @usableFromInline mutating func separator() {
         if needsComma { storage.append(UInt8(ascii: ",")) }

@@ -16,7 +16,10 @@ public struct LikeStatus: Sendable, Hashable, Codable, CustomStringConvertible {
     public var description: String { "post \(postID) user \(userID): liked \(isLiked), count \(likesCount)" }
 
     enum CodingKeys: String, CodingKey {
-        case postID = "post_id", userID = "user_id", isLiked = "is_liked", likesCount = "likes_count"
+        case postID = "post_id"
+        case userID = "user_id"
+        case isLiked = "is_liked"
+        case likesCount = "likes_count"
     }
 }
 
@@ -30,7 +33,10 @@ public struct PostCount: Sendable, Equatable, Codable {
         self.likesCount = likesCount
     }
 
-    enum CodingKeys: String, CodingKey { case postID = "post_id", likesCount = "likes_count" }
+    enum CodingKeys: String, CodingKey {
+        case postID = "post_id"
+        case likesCount = "likes_count"
+    }
 }
 
 /// The body of `POST /v1/posts/query`: up to `maximumPosts` posts and the user whose likes to
@@ -55,7 +61,11 @@ public struct FeedQuery: Sendable, Equatable, Codable {
         self.include = include
     }
 
-    enum CodingKeys: String, CodingKey, CaseIterable { case postIDs = "post_ids", userID = "user_id", include }
+    enum CodingKeys: String, CodingKey, CaseIterable {
+        case postIDs = "post_ids"
+        case userID = "user_id"
+        case include
+    }
 
     public init(from decoder: any Decoder) throws {
         try UnknownMembers.refuse(in: decoder, allowed: CodingKeys.allCases)
@@ -90,7 +100,11 @@ public struct OwnFeedQuery: Sendable, Equatable, Codable {
         self.include = include
     }
 
-    enum CodingKeys: String, CodingKey, CaseIterable { case postIDs = "post_ids", userID = "user_id", include }
+    enum CodingKeys: String, CodingKey, CaseIterable {
+        case postIDs = "post_ids"
+        case userID = "user_id"
+        case include
+    }
 
     public init(from decoder: any Decoder) throws {
         try UnknownMembers.refuse(in: decoder, allowed: CodingKeys.allCases)
@@ -119,7 +133,10 @@ public struct SeedLikeStatus: Sendable, Equatable, Codable {
         self.likesCount = likesCount
     }
 
-    enum CodingKeys: String, CodingKey { case isLiked = "is_liked", likesCount = "likes_count" }
+    enum CodingKeys: String, CodingKey {
+        case isLiked = "is_liked"
+        case likesCount = "likes_count"
+    }
 }
 
 /// One post of a feed page: its count and whether the user likes it; with
@@ -139,7 +156,12 @@ public struct FeedEntry: Sendable, Equatable, Codable {
         self.recentLikers = recentLikers
     }
 
-    enum CodingKeys: String, CodingKey { case postID = "post_id", likesCount = "likes_count", isLiked = "is_liked", recentLikers = "recent_likers" }
+    enum CodingKeys: String, CodingKey {
+        case postID = "post_id"
+        case likesCount = "likes_count"
+        case isLiked = "is_liked"
+        case recentLikers = "recent_likers"
+    }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)

@@ -9,7 +9,10 @@ public struct Liker: Sendable, Hashable, Codable {
         self.likedAt = likedAt
     }
 
-    enum CodingKeys: String, CodingKey { case userID = "user_id", likedAt = "liked_at" }
+    enum CodingKeys: String, CodingKey {
+        case userID = "user_id"
+        case likedAt = "liked_at"
+    }
 }
 
 /// A page of a post's likers, newest first: the answer of `GET /v1/posts/{post}/likers`
@@ -29,7 +32,10 @@ public struct LikersPage: Sendable, Hashable, Codable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case postID = "post_id", likesCount = "likes_count", likers, nextCursor = "next_cursor"
+        case postID = "post_id"
+        case likesCount = "likes_count"
+        case likers
+        case nextCursor = "next_cursor"
     }
 }
 
@@ -44,7 +50,10 @@ public struct LikedPost: Sendable, Hashable, Codable {
         self.likedAt = likedAt
     }
 
-    enum CodingKeys: String, CodingKey { case postID = "post_id", likedAt = "liked_at" }
+    enum CodingKeys: String, CodingKey {
+        case postID = "post_id"
+        case likedAt = "liked_at"
+    }
 }
 
 /// A page of the posts a user liked, newest first: the answer of `GET /v1/users/{user}/likes`
@@ -60,7 +69,11 @@ public struct UserLikesPage: Sendable, Hashable, Codable {
         self.nextCursor = nextCursor
     }
 
-    enum CodingKeys: String, CodingKey { case userID = "user_id", likes, nextCursor = "next_cursor" }
+    enum CodingKeys: String, CodingKey {
+        case userID = "user_id"
+        case likes
+        case nextCursor = "next_cursor"
+    }
 }
 
 /// The times of the lists: RFC 3339 in UTC with milliseconds (`2026-12-04T05:12:33.123Z`), to
@@ -70,7 +83,10 @@ public enum LikeTime {
     public static func text(milliseconds: Int64) -> String {
         let (days, inDay) = floorDivision(milliseconds, 86_400_000)
         let (year, month, day) = civil(fromDays: days)
-        let hours = inDay / 3_600_000, minutes = inDay / 60_000 % 60, seconds = inDay / 1000 % 60, millis = inDay % 1000
+        let hours = inDay / 3_600_000
+        let minutes = inDay / 60_000 % 60
+        let seconds = inDay / 1000 % 60
+        let millis = inDay % 1000
         return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(hours, 2)):\(pad(minutes, 2)):\(pad(seconds, 2)).\(pad(millis, 3))Z"
     }
 
@@ -78,7 +94,8 @@ public enum LikeTime {
     public static func milliseconds(_ text: String) -> Int64? {
         let bytes = Array(text.utf8)
         guard bytes.count == 24, bytes[4] == 45, bytes[7] == 45, bytes[10] == 84, bytes[13] == 58, bytes[16] == 58,
-              bytes[19] == 46, bytes[23] == 90 else { return nil }
+            bytes[19] == 46, bytes[23] == 90
+        else { return nil }
         func number(_ range: Range<Int>) -> Int64? {
             var value: Int64 = 0
             for byte in bytes[range] {
@@ -88,8 +105,9 @@ public enum LikeTime {
             return value
         }
         guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10), let hours = number(11..<13),
-              let minutes = number(14..<16), let seconds = number(17..<19), let millis = number(20..<23),
-              (1...12).contains(month), day >= 1, hours < 24, minutes < 60, seconds < 60 else { return nil }
+            let minutes = number(14..<16), let seconds = number(17..<19), let millis = number(20..<23),
+            (1...12).contains(month), day >= 1, hours < 24, minutes < 60, seconds < 60
+        else { return nil }
         let days = daysFromCivil(year: year, month: month, day: day)
         guard civil(fromDays: days) == (year, month, day) else { return nil }
         return ((days * 24 + hours) * 60 + minutes) * 60_000 + seconds * 1000 + millis
@@ -147,7 +165,11 @@ public struct PendingLikesBody: Sendable, Hashable, Codable {
             self.atMilliseconds = atMilliseconds
         }
 
-        enum CodingKeys: String, CodingKey { case postID = "post_id", liked, atMilliseconds = "at_ms" }
+        enum CodingKeys: String, CodingKey {
+            case postID = "post_id"
+            case liked
+            case atMilliseconds = "at_ms"
+        }
     }
 
     public let userID: Int64
@@ -161,5 +183,8 @@ public struct PendingLikesBody: Sendable, Hashable, Codable {
         self.slots = slots
     }
 
-    enum CodingKeys: String, CodingKey { case userID = "user_id", pending, slots }
+    enum CodingKeys: String, CodingKey {
+        case userID = "user_id"
+        case pending, slots
+    }
 }

@@ -15,7 +15,10 @@ public struct ServiceStatistics: Sendable, Equatable, Codable {
         self.residentMemoryBytes = residentMemoryBytes
     }
 
-    enum CodingKeys: String, CodingKey { case shards, total, redis, residentMemoryBytes = "resident_memory_bytes" }
+    enum CodingKeys: String, CodingKey {
+        case shards, total, redis
+        case residentMemoryBytes = "resident_memory_bytes"
+    }
 }
 
 /// What one shard and its flusher have done (or all of them, in `ServiceStatistics.total`).
@@ -78,18 +81,45 @@ public struct ShardStatistics: Sendable, Equatable, Codable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case shard, operations, groupCommits = "group_commits", groupCommittedChanges = "group_committed_changes",
-             averageGroupCommit = "average_group_commit", largestGroupCommit = "largest_group_commit",
-             pendingChanges = "pending_changes", oldestPendingAgeSeconds = "oldest_pending_age_seconds",
-             secondsSinceFlush = "seconds_since_flush", flushTransactions = "flush_transactions",
-             flushedEntries = "flushed_entries", largestFlush = "largest_flush", flushRetries = "flush_retries",
-             lastFlushError = "last_flush_error", deadLetters = "dead_letters", redisErrors = "redis_errors",
-             postgresErrors = "postgres_errors", lostMemoryAcknowledgements = "lost_memory_acknowledgements",
-             unreplicatedWrites = "unreplicated_writes", failoverRepairs = "failover_repairs",
-             failoverLostChanges = "failover_lost_changes",
-             hotReads = "hot_reads", coldReads = "cold_reads", hotPosts = "hot_posts", evictedPosts = "evicted_posts",
-             evictedForMemory = "evicted_for_memory", coldWrites = "cold_writes", turnedWarm = "turned_warm",
-             promotedPosts = "promoted_posts"
+        case shard, operations
+        case groupCommits = "group_commits"
+        case groupCommittedChanges = "group_committed_changes"
+        case
+            averageGroupCommit = "average_group_commit"
+        case largestGroupCommit = "largest_group_commit"
+        case
+            pendingChanges = "pending_changes"
+        case oldestPendingAgeSeconds = "oldest_pending_age_seconds"
+        case
+            secondsSinceFlush = "seconds_since_flush"
+        case flushTransactions = "flush_transactions"
+        case
+            flushedEntries = "flushed_entries"
+        case largestFlush = "largest_flush"
+        case flushRetries = "flush_retries"
+        case
+            lastFlushError = "last_flush_error"
+        case deadLetters = "dead_letters"
+        case redisErrors = "redis_errors"
+        case
+            postgresErrors = "postgres_errors"
+        case lostMemoryAcknowledgements = "lost_memory_acknowledgements"
+        case
+            unreplicatedWrites = "unreplicated_writes"
+        case failoverRepairs = "failover_repairs"
+        case
+            failoverLostChanges = "failover_lost_changes"
+        case
+            hotReads = "hot_reads"
+        case coldReads = "cold_reads"
+        case hotPosts = "hot_posts"
+        case evictedPosts = "evicted_posts"
+        case
+            evictedForMemory = "evicted_for_memory"
+        case coldWrites = "cold_writes"
+        case turnedWarm = "turned_warm"
+        case
+            promotedPosts = "promoted_posts"
     }
 }
 
@@ -113,8 +143,12 @@ public struct RedisStatistics: Sendable, Equatable, Codable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case mode, mapRefreshes = "map_refreshes", secondsSinceMapRefresh = "seconds_since_map_refresh",
-             lastMapError = "last_map_error", nodes
+        case mode
+        case mapRefreshes = "map_refreshes"
+        case secondsSinceMapRefresh = "seconds_since_map_refresh"
+        case
+            lastMapError = "last_map_error"
+        case nodes
     }
 }
 
@@ -131,8 +165,10 @@ public struct RedisNodeStatistics: Sendable, Equatable, Codable {
     public var clusterDown: Int
     public var lastError: String?
 
-    public init(endpoint: String, slots: Int, connected: Bool, pipelines: Int, errors: Int, moved: Int, ask: Int,
-                tryAgain: Int, clusterDown: Int, lastError: String?) {
+    public init(
+        endpoint: String, slots: Int, connected: Bool, pipelines: Int, errors: Int, moved: Int, ask: Int,
+        tryAgain: Int, clusterDown: Int, lastError: String?
+    ) {
         self.endpoint = endpoint
         self.slots = slots
         self.connected = connected
@@ -146,7 +182,10 @@ public struct RedisNodeStatistics: Sendable, Equatable, Codable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case endpoint, slots, connected, pipelines, errors, moved, ask, tryAgain = "try_again",
-             clusterDown = "cluster_down", lastError = "last_error"
+        case endpoint, slots, connected, pipelines, errors, moved, ask
+        case tryAgain = "try_again"
+        case
+            clusterDown = "cluster_down"
+        case lastError = "last_error"
     }
 }

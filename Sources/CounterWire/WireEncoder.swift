@@ -42,7 +42,7 @@ private final class Node {
     func member(_ key: String) -> Node {
         let child = Node()
         if case .object(var members) = content {
-            content = .empty   // keeps the array uniquely referenced while it grows
+            content = .empty // keeps the array uniquely referenced while it grows
             members.append((key, child))
             content = .object(members)
         } else {

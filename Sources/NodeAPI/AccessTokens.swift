@@ -19,10 +19,18 @@ public struct AccessTokens: Sendable, Equatable {
         let accepted: [String]
         switch access {
         case .open: return nil
-        case .api, .apiOrUser: accepted = [api, admin].compactMap { $0 }; if api == nil { return nil }
-        case .admin: accepted = [admin].compactMap { $0 }; if admin == nil { return nil }
-        case .any: accepted = [api, admin].compactMap { $0 }; if accepted.isEmpty { return nil }
-        case .events: accepted = [events, admin].compactMap { $0 }; if accepted.isEmpty { return nil }
+        case .api, .apiOrUser:
+            accepted = [api, admin].compactMap { $0 }
+            if api == nil { return nil }
+        case .admin:
+            accepted = [admin].compactMap { $0 }
+            if admin == nil { return nil }
+        case .any:
+            accepted = [api, admin].compactMap { $0 }
+            if accepted.isEmpty { return nil }
+        case .events:
+            accepted = [events, admin].compactMap { $0 }
+            if accepted.isEmpty { return nil }
         case .user: return "the user routes take an end user's token"
         }
         guard let authorization, authorization.hasPrefix("Bearer ") else {

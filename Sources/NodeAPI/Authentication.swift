@@ -40,10 +40,13 @@ struct Authentication: Sendable {
             }
             guard let token = Self.bearer(request.authorization) else { return .refused(Self.missingToken) }
             if users.configuration.apiTokenOnUserRoutes, let api = tokens.api,
-               AccessTokens.constantTimeEqual(Array(token), Array(api.utf8)) {
+                AccessTokens.constantTimeEqual(Array(token), Array(api.utf8))
+            {
                 guard let text = request.actingUser, let user = EntityID.parse(text) else {
-                    return .refused(.error(.invalidID,
-                                           message: "with the API token, the user routes need a Counter-User header with the user id (a positive 64-bit integer)"))
+                    return .refused(
+                        .error(
+                            .invalidID,
+                            message: "with the API token, the user routes need a Counter-User header with the user id (a positive 64-bit integer)"))
                 }
                 return .caller(.user(user))
             }
@@ -51,7 +54,8 @@ struct Authentication: Sendable {
         case .apiOrUser:
             // A backend's token first; anything else that is presented must be a user's.
             if let users, users.configuration.isEnabled, let token = Self.bearer(request.authorization),
-               !tokens.isServiceToken(Array(token)) {
+                !tokens.isServiceToken(Array(token))
+            {
                 return userCaller(token, users)
             }
             return serviceCaller(.api, request)
@@ -70,13 +74,16 @@ struct Authentication: Sendable {
             return .caller(.user(try users.verifier.user(of: Array(token))))
         } catch {
             users.countRefusal(error.code)
-            return .refused(.error(ErrorCode(error.code), message: error.message,
-                                   headers: ["WWW-Authenticate": #"Bearer error="invalid_token""#]))
+            return .refused(
+                .error(
+                    ErrorCode(error.code), message: error.message,
+                    headers: ["WWW-Authenticate": #"Bearer error="invalid_token""#]))
         }
     }
 
-    static let missingToken = HTTPResponse.error(.unauthorized, message: "missing bearer token: send Authorization: Bearer <token>",
-                                                 headers: ["WWW-Authenticate": "Bearer"])
+    static let missingToken = HTTPResponse.error(
+        .unauthorized, message: "missing bearer token: send Authorization: Bearer <token>",
+        headers: ["WWW-Authenticate": "Bearer"])
 
     /// The token of an `Authorization: Bearer <token>` header.
     static func bearer(_ authorization: String?) -> Substring.UTF8View? {

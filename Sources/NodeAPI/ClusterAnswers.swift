@@ -21,10 +21,11 @@ enum ClusterAnswers {
         for slot in 0..<HashSlot.count where target.owners[slot] != nil && target.owners[slot] != current.owners[slot] { pending += 1 }
         let nodes = map.nodes.enumerated().map { index, node in
             let ranges = current.ranges(of: node.id)
-            return ClusterNodeBody(id: node.id, url: node.advertiseURL, incarnation: node.incarnation, live: node.isLive,
-                                   draining: node.isDraining, leaseRemainingMs: node.leaseRemainingMilliseconds,
-                                   ownedSlots: ranges.reduce(0) { $0 + $1.count }, slots: ranges.map { [$0.lowerBound, $0.upperBound] },
-                                   lowestEpoch: lowest[index] ?? 0, highestEpoch: highest[index] ?? 0)
+            return ClusterNodeBody(
+                id: node.id, url: node.advertiseURL, incarnation: node.incarnation, live: node.isLive,
+                draining: node.isDraining, leaseRemainingMs: node.leaseRemainingMilliseconds,
+                ownedSlots: ranges.reduce(0) { $0 + $1.count }, slots: ranges.map { [$0.lowerBound, $0.upperBound] },
+                lowestEpoch: lowest[index] ?? 0, highestEpoch: highest[index] ?? 0)
         }
         return ClusterMapBody(version: map.version, answeredBy: answeredBy, nodes: nodes, movesPending: pending)
     }

@@ -19,24 +19,41 @@ enum ClusterMetrics {
         let counters = member.statistics
         single("counter_owned_slots", "gauge", "Slots this node serves.", "\(owned)")
         single("counter_moving_slots", "gauge", "Slots this node is taking over or handing off right now.", "\(moving)")
-        single("counter_fenced_writes_total", "counter", "Writes refused because this node no longer held the slot's epoch (by Redis, by PostgreSQL, or before sending).", "\(ownership.fencedWrites)")
+        single(
+            "counter_fenced_writes_total", "counter",
+            "Writes refused because this node no longer held the slot's epoch (by Redis, by PostgreSQL, or before sending).",
+            "\(ownership.fencedWrites)")
         single("counter_takeovers_total", "counter", "Rounds that took slots over from a node whose lease ran out.", "\(counters.takeovers)")
         single("counter_taken_over_slots_total", "counter", "Slots taken over from nodes whose lease ran out.", "\(counters.takenOverSlots)")
-        single("counter_takeover_seconds_total", "counter", "Time from claiming slots to serving them (their logs drained), over all takeovers.", "\(counters.takeoverSecondsTotal)")
-        single("counter_last_takeover_seconds", "gauge", "Time from claiming slots to serving them, of the last takeover.", "\(counters.lastTakeoverSeconds)")
+        single(
+            "counter_takeover_seconds_total", "counter", "Time from claiming slots to serving them (their logs drained), over all takeovers.",
+            "\(counters.takeoverSecondsTotal)")
+        single(
+            "counter_last_takeover_seconds", "gauge", "Time from claiming slots to serving them, of the last takeover.",
+            "\(counters.lastTakeoverSeconds)")
         single("counter_handed_off_slots_total", "counter", "Slots this node handed to other nodes.", "\(counters.handedOffSlots)")
         single("counter_adopted_slots_total", "counter", "Slots other nodes handed to this one.", "\(counters.adoptedSlots)")
-        single("counter_dropped_slots_total", "counter", "Slots this node stopped serving because PostgreSQL gave them to another owner or epoch.", "\(counters.droppedSlots)")
-        single("counter_membership_rounds_failed_total", "counter", "Membership rounds that failed (PostgreSQL or Redis unreachable).", "\(counters.failedRounds)")
+        single(
+            "counter_dropped_slots_total", "counter", "Slots this node stopped serving because PostgreSQL gave them to another owner or epoch.",
+            "\(counters.droppedSlots)")
+        single(
+            "counter_membership_rounds_failed_total", "counter", "Membership rounds that failed (PostgreSQL or Redis unreachable).",
+            "\(counters.failedRounds)")
         let lease = member.lease
-        single("counter_deciding", "gauge", "1 while this node's lease, as its own clock counts it, lets it decide for its slots; 0 once no renewal got through in time.",
-               lease.isValid(at: .now) ? "1" : "0")
-        text += "# HELP counter_lease_renewal_seconds Round trip of each lease renewal (and the registration), from sending it to PostgreSQL's answer.\n"
+        single(
+            "counter_deciding", "gauge",
+            "1 while this node's lease, as its own clock counts it, lets it decide for its slots; 0 once no renewal got through in time.",
+            lease.isValid(at: .now) ? "1" : "0")
+        text +=
+            "# HELP counter_lease_renewal_seconds Round trip of each lease renewal (and the registration), from sending it to PostgreSQL's answer.\n"
         text += "# TYPE counter_lease_renewal_seconds histogram\n"
-        MetricsText.histogramSamples("counter_lease_renewal_seconds", labels: "", bounds: LeaseValidity.bucketBounds,
-                                     buckets: Array(lease.buckets.prefix(LeaseValidity.bucketBounds.count)), count: lease.count,
-                                     sum: lease.sumSeconds, into: &text)
+        MetricsText.histogramSamples(
+            "counter_lease_renewal_seconds", labels: "", bounds: LeaseValidity.bucketBounds,
+            buckets: Array(lease.buckets.prefix(LeaseValidity.bucketBounds.count)), count: lease.count,
+            sum: lease.sumSeconds, into: &text)
         single("counter_forwarded_requests_total", "counter", "Requests sent on to the node that owns their slot.", "\(forwarder.forwarded)")
-        single("counter_misdirected_requests_total", "counter", "Forwarded requests answered 421 here (this node did not own the slot).", "\(forwarder.misdirected)")
+        single(
+            "counter_misdirected_requests_total", "counter", "Forwarded requests answered 421 here (this node did not own the slot).",
+            "\(forwarder.misdirected)")
     }
 }

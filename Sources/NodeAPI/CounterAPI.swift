@@ -51,29 +51,40 @@ public final class CounterAPI: HTTPHandler, Service {
     ///     kept (or off).
     /// - Throws: `HTTPServerError` when a node of a cluster cannot make its connections to the
     ///   other nodes (their epoll loops); nothing is left running then.
-    public init(service: CounterService, tokens: AccessTokens, storage: NodeStorage, member: ClusterMember? = nil,
-                readyMaxLag: Duration? = nil, users: UserAccess? = nil, retention: EventRetention? = nil, log: NodeLog = .silent) throws {
+    public init(
+        service: CounterService, tokens: AccessTokens, storage: NodeStorage, member: ClusterMember? = nil,
+        readyMaxLag: Duration? = nil, users: UserAccess? = nil, retention: EventRetention? = nil, log: NodeLog = .silent
+    ) throws {
         self.retention = retention
         self.storage = storage
         self.service = service
         self.users = users
         self.member = member
         let forwarder = try member.map { try Forwarder(member: $0, ownerWait: service.configuration.slotMoveWait) }
-        self.adminPeers = member == nil ? nil : (quick: try PeerClient(maximumConnectionsPerPeer: 8, timeout: .seconds(15)),
-                                                 patient: try PeerClient(maximumConnectionsPerPeer: 8, timeout: .seconds(3_600)))
+        self.adminPeers =
+            member == nil
+            ? nil
+            : (
+                quick: try PeerClient(maximumConnectionsPerPeer: 8, timeout: .seconds(15)),
+                patient: try PeerClient(maximumConnectionsPerPeer: 8, timeout: .seconds(3_600))
+            )
         self.inspector = PostInspector(service: service)
         self.readiness = ReadinessProbe(servers: storage.servers, member: member, service: service, maxLag: readyMaxLag)
         self.reconciler = Reconciler(records: storage.records, service: service)
         self.deadLetters = DeadLetters(service: service, stream: storage.deadLetters)
         self.lists = LikeListAnswers(service: service, lists: storage.lists)
         let tasks = RequestTasks()
-        self.events = EventFeedAnswers(events: storage.eventFeed, watch: EventWatch(events: storage.eventFeed, wake: service.flushCommits,
-                                                                                    start: { tasks.start($0) }))
+        self.events = EventFeedAnswers(
+            events: storage.eventFeed,
+            watch: EventWatch(
+                events: storage.eventFeed, wake: service.flushCommits,
+                start: { tasks.start($0) }))
         let errors = ErrorAnswers(failures: FailureLog(log: log))
-        self.chain = RequestChain(admission: Admission(authentication: Authentication(tokens: tokens, users: users)),
-                                  writeLimit: UserWriteLimit(limiter: users?.limiter, ownership: service.ownership, forwards: forwarder != nil),
-                                  forwarding: SlotForwarding(forwarder: forwarder, member: member, errors: errors),
-                                  errors: errors, service: service, tasks: tasks)
+        self.chain = RequestChain(
+            admission: Admission(authentication: Authentication(tokens: tokens, users: users)),
+            writeLimit: UserWriteLimit(limiter: users?.limiter, ownership: service.ownership, forwards: forwarder != nil),
+            forwarding: SlotForwarding(forwarder: forwarder, member: member, errors: errors),
+            errors: errors, service: service, tasks: tasks)
     }
 
     /// Sends requests for slots other nodes serve on to them (in a cluster).

@@ -58,7 +58,8 @@ enum ErrorCode: String, CaseIterable, Sendable {
         switch self {
         case .invalidID, .invalidJSON, .invalidBody, .invalidArgument, .invalidCursor, .badRequest: return 400
         case .unauthorized, .tokenMalformed, .tokenAlgorithm, .tokenSignature, .tokenExpired, .tokenNotYetValid, .tokenIssuer,
-             .tokenAudience, .tokenUserClaim: return 401
+            .tokenAudience, .tokenUserClaim:
+            return 401
         case .forbidden: return 403
         case .notFound, .postNotFound, .notClustered, .nodeNotFound: return 404
         case .methodNotAllowed: return 405
@@ -80,8 +81,10 @@ enum ErrorCode: String, CaseIterable, Sendable {
 
     /// What the write path may refuse an operation with (`HTTPResponse.error(for:)`), but
     /// `post_not_found`, which only the routes on one post answer.
-    static let writePath: [ErrorCode] = [.invalidArgument, .backlogFull, .overloaded, .shuttingDown, .slotMoving, .noOwner, .notReplicated,
-                                         .unavailable]
+    static let writePath: [ErrorCode] = [
+        .invalidArgument, .backlogFull, .overloaded, .shuttingDown, .slotMoving, .noOwner, .notReplicated,
+        .unavailable,
+    ]
 
     /// What checking a JSON body may refuse (`RequestBody`).
     static let body: [ErrorCode] = [.invalidJSON, .invalidBody, .invalidID]

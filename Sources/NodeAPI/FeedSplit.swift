@@ -14,8 +14,10 @@ enum FeedSplit {
         var recentLikers: [Int64: [Liker]] = [:]
     }
 
-    static func ask(_ posts: [Int64], user: Int64?, include: [String]?, like request: HTTPRequest, map: ClusterMap?,
-                    forwarder: Forwarder) async throws -> Answers {
+    static func ask(
+        _ posts: [Int64], user: Int64?, include: [String]?, like request: HTTPRequest, map: ClusterMap?,
+        forwarder: Forwarder
+    ) async throws -> Answers {
         var byOwner: [String: [Int64]] = [:]
         for post in posts {
             let owner = map?.owner(of: HashSlot(post: post).rawValue)?.id ?? ""
@@ -36,14 +38,19 @@ enum FeedSplit {
 
     /// Forwards a feed query for `posts` (each group to its owner) and returns their states;
     /// `user` `nil` asks for a logged-out viewer's page.
-    private static func forward(_ posts: [Int64], user: Int64?, include: [String]?, like request: HTTPRequest,
-                                forwarder: Forwarder) async throws -> Answers {
+    private static func forward(
+        _ posts: [Int64], user: Int64?, include: [String]?, like request: HTTPRequest,
+        forwarder: Forwarder
+    ) async throws -> Answers {
         let body = try WireEncoder.encode(OwnFeedQuery(postIDs: posts, userID: user, include: include))
         let forwarded = HTTPRequest(method: "POST", path: "/v1/posts/query", authorization: request.authorization, body: body)
         let response = await forwarder.forward(forwarded, slot: HashSlot(post: posts[0]).rawValue, mayRepeat: true)
         guard response.status == 200 else {
-            throw CounterError(code: .unavailable, message: "the owner of posts \(posts.prefix(3).map(String.init).joined(separator: ",")) answered \(response.status): \(String(decoding: response.body, as: UTF8.self))",
-                               retryAfterSeconds: 1)
+            throw CounterError(
+                code: .unavailable,
+                message:
+                    "the owner of posts \(posts.prefix(3).map(String.init).joined(separator: ",")) answered \(response.status): \(String(decoding: response.body, as: UTF8.self))",
+                retryAfterSeconds: 1)
         }
         let page = try WireDecoder.decode(FeedPage.self, from: response.body)
         var answers = Answers()

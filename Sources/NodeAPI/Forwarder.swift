@@ -38,19 +38,23 @@ final class Forwarder: Sendable {
     func misdirectedResponse(slot: UInt16) -> HTTPResponse {
         misdirectedCount.add(1, ordering: .relaxed)
         guard let owner = member.map.owner(of: slot), owner.id != member.configuration.nodeID else {
-            return .error(.noOwner, message: "no live node owns slot \(slot) now (a takeover is under way); retry",
-                          retryAfterSeconds: 1)
+            return .error(
+                .noOwner, message: "no live node owns slot \(slot) now (a takeover is under way); retry",
+                retryAfterSeconds: 1)
         }
-        return .error(.notOwner, message: "slot \(slot) is owned by node \(owner.id) at \(owner.advertiseURL); nothing was done here",
-                      headers: ["Counter-Owner": owner.advertiseURL])
+        return .error(
+            .notOwner, message: "slot \(slot) is owned by node \(owner.id) at \(owner.advertiseURL); nothing was done here",
+            headers: ["Counter-Owner": owner.advertiseURL])
     }
 
     /// `request`'s answer from the owner of `slot`. `mayRepeat`: whether running it twice is
     /// harmless (everything but a toggle). `locally` runs it on this node, for when the map comes
     /// to name this node as the owner (it took the slot over meanwhile); it answers `nil` when
     /// the slot is not served here after all.
-    func forward(_ request: HTTPRequest, slot: UInt16, mayRepeat: Bool,
-                 locally: @Sendable () async -> HTTPResponse? = { nil }) async -> HTTPResponse {
+    func forward(
+        _ request: HTTPRequest, slot: UInt16, mayRepeat: Bool,
+        locally: @Sendable () async -> HTTPResponse? = { nil }
+    ) async -> HTTPResponse {
         let me = member.configuration.nodeID
         var attempt = 0
         let deadline = ContinuousClock.now + ownerWait
@@ -64,8 +68,9 @@ final class Forwarder: Sendable {
                     try? await member.refreshMapUnlessFresh()
                     continue
                 }
-                return .error(.noOwner, message: "no other live node owned slot \(slot) within \(ownerWait) (a move or takeover is under way); retry",
-                              retryAfterSeconds: 1)
+                return .error(
+                    .noOwner, message: "no other live node owned slot \(slot) within \(ownerWait) (a move or takeover is under way); retry",
+                    retryAfterSeconds: 1)
             }
             attempt += 1
             forwardedCount.add(1, ordering: .relaxed)
@@ -81,15 +86,17 @@ final class Forwarder: Sendable {
                     try? await member.refreshMap()
                     continue
                 }
-                return .error(.unavailable, message: "the owner of slot \(slot) (\(owner.id)) cannot be reached: \(why)",
-                              retryAfterSeconds: 1)
+                return .error(
+                    .unavailable, message: "the owner of slot \(slot) (\(owner.id)) cannot be reached: \(why)",
+                    retryAfterSeconds: 1)
             case .broken(let why):
                 if mayRepeat && attempt == 1 { continue }
-                return .error(mayRepeat ? .unavailable : .outcomeUnknown,
-                              message: mayRepeat
-                                ? "the owner of slot \(slot) (\(owner.id)) did not answer: \(why)"
-                                : "the connection to the owner of slot \(slot) (\(owner.id)) broke after the toggle was sent: it may or may not have run; read the state before toggling again (\(why))",
-                              retryAfterSeconds: 1)
+                return .error(
+                    mayRepeat ? .unavailable : .outcomeUnknown,
+                    message: mayRepeat
+                        ? "the owner of slot \(slot) (\(owner.id)) did not answer: \(why)"
+                        : "the connection to the owner of slot \(slot) (\(owner.id)) broke after the toggle was sent: it may or may not have run; read the state before toggling again (\(why))",
+                    retryAfterSeconds: 1)
             }
         }
     }
@@ -97,8 +104,9 @@ final class Forwarder: Sendable {
     /// `GET target` on the node listening at `base`, with the credentials of `request` (the
     /// caller's), marked as sent by this node: its answer, or why there is none.
     func get(_ target: String, credentialsOf request: HTTPRequest, from base: String) async -> Result<HTTPResponse, PeerFailure> {
-        let asked = HTTPRequest(method: "GET", path: target, authorization: request.authorization,
-                                headers: request.actingUser.map { ["counter-user": $0] } ?? [:])
+        let asked = HTTPRequest(
+            method: "GET", path: target, authorization: request.authorization,
+            headers: request.actingUser.map { ["counter-user": $0] } ?? [:])
         switch await send(asked, to: base, from: member.configuration.nodeID) {
         case .answered(let response): return .success(response)
         case .notSent(let why), .broken(let why): return .failure(PeerFailure(why: why))
@@ -123,15 +131,18 @@ final class Forwarder: Sendable {
         if let authorization = request.authorization { headers.append(("Authorization", authorization)) }
         if let actingUser = request.actingUser { headers.append(("Counter-User", actingUser)) }
         if !request.body.isEmpty { headers.append(("Content-Type", "application/json")) }
-        let outgoing = PeerClient.Request(method: request.method, target: request.path + (request.rawQuery.isEmpty ? "" : "?" + request.rawQuery),
-                                          headers: headers, body: request.body)
+        let outgoing = PeerClient.Request(
+            method: request.method, target: request.path + (request.rawQuery.isEmpty ? "" : "?" + request.rawQuery),
+            headers: headers, body: request.body)
         switch await peers.send(outgoing, to: base) {
         case .answered(let answer):
             var passed: [String: String] = [:]
             if let value = answer.headers["retry-after"] { passed["Retry-After"] = value }
             if let value = answer.headers["counter-owner"] { passed["Counter-Owner"] = value }
-            return .answered(HTTPResponse(status: answer.status, contentType: answer.headers["content-type"] ?? "application/json",
-                                          headers: passed, body: answer.body))
+            return .answered(
+                HTTPResponse(
+                    status: answer.status, contentType: answer.headers["content-type"] ?? "application/json",
+                    headers: passed, body: answer.body))
         case .notSent(let why): return .notSent(why)
         case .broken(let why): return .broken(why)
         }

@@ -52,9 +52,10 @@ final class HTTPMetrics: Sendable {
         text += "# HELP counter_http_request_duration_seconds Time from a complete request to its answer, by route.\n"
         text += "# TYPE counter_http_request_duration_seconds histogram\n"
         for (route, histogram) in snapshot.latency.sorted(by: { $0.key < $1.key }) {
-            MetricsText.histogramSamples("counter_http_request_duration_seconds", labels: "route=\"\(route)\"",
-                                         bounds: HTTPMetrics.bucketBounds, buckets: histogram.buckets,
-                                         count: histogram.count, sum: histogram.sum, into: &text)
+            MetricsText.histogramSamples(
+                "counter_http_request_duration_seconds", labels: "route=\"\(route)\"",
+                bounds: HTTPMetrics.bucketBounds, buckets: histogram.buckets,
+                count: histogram.count, sum: histogram.sum, into: &text)
         }
     }
 }

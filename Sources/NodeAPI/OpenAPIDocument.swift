@@ -1,3 +1,4 @@
+// swift-format-ignore-file
 // Generated from docs/openapi.yaml by scripts/check-openapi --write; do not edit.
 /// The API's OpenAPI 3.1 document (`docs/openapi.yaml`), as `GET /openapi.json` serves it.
 enum OpenAPIDocument {

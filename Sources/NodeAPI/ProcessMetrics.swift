@@ -7,10 +7,12 @@ enum ProcessMetrics {
     static func render(into text: inout String) {
         var usage = rusage()
         getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
-        let cpu = Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
+        let cpu =
+            Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
             + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
-        MetricsText.single("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.",
-                           String(format: "%.6f", cpu), into: &text)
+        MetricsText.single(
+            "process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.",
+            String(format: "%.6f", cpu), into: &text)
         MetricsText.single("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", "\(residentBytes())", into: &text)
     }
 

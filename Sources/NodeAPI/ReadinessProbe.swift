@@ -44,8 +44,10 @@ actor ReadinessProbe {
         if let maxLag {
             let oldest = await service.stats().map(\.oldestPendingAgeSeconds).max() ?? 0
             if oldest > maxLag.inSeconds {
-                problems.append(String(format: "write-behind: the oldest change waiting for PostgreSQL is %.1f s old (limit %.0f s)",
-                                       oldest, maxLag.inSeconds))
+                problems.append(
+                    String(
+                        format: "write-behind: the oldest change waiting for PostgreSQL is %.1f s old (limit %.0f s)",
+                        oldest, maxLag.inSeconds))
             }
         }
         if let member {

@@ -14,9 +14,11 @@ enum RequestBody {
     /// id of the user whose likes the page shows — or none, for a logged-out viewer's page
     /// (counts only; `is_liked` is `false`), also when it says `"user_id":null`.
     static func feedQuery(_ body: [UInt8]) throws -> OwnFeedQuery {
-        let query = try HotRequests.ownFeedQuery(body)
-            ?? decode(OwnFeedQuery.self, body, idMembers: ["post_ids", "user_id"], shape: #"expected an object {"post_ids":[…],"user_id":…}"#,
-                      fractionCode: .invalidID)
+        let query =
+            try HotRequests.ownFeedQuery(body)
+            ?? decode(
+                OwnFeedQuery.self, body, idMembers: ["post_ids", "user_id"], shape: #"expected an object {"post_ids":[…],"user_id":…}"#,
+                fractionCode: .invalidID)
         guard !query.postIDs.isEmpty, query.postIDs.count <= FeedQuery.maximumPosts else {
             throw RequestError(code: .invalidBody, message: "post_ids must hold 1 to \(FeedQuery.maximumPosts) ids, not \(query.postIDs.count)")
         }
@@ -46,8 +48,10 @@ enum RequestBody {
     /// Decodes `body`; failures become `RequestError`s. A value of the wrong kind inside one of
     /// `idMembers` (a string or a fraction where an id goes) is `invalid_id`.
     /// - Parameter fractionCode: the code for a number with a fraction (`1.5`).
-    static func decode<Body: Decodable>(_ type: Body.Type, _ body: [UInt8], idMembers: Set<String> = [],
-                                        shape: String = "expected a JSON object", fractionCode: ErrorCode = .invalidBody) throws -> Body {
+    static func decode<Body: Decodable>(
+        _ type: Body.Type, _ body: [UInt8], idMembers: Set<String> = [],
+        shape: String = "expected a JSON object", fractionCode: ErrorCode = .invalidBody
+    ) throws -> Body {
         // Ids and counts are integers, and a whole number is one however it is written (`7.0`,
         // `7e0`: JSON Schema's `integer`); rewritten as plain digits here, as Foundation's decoder
         // would read them through a Double and could change a large id.
@@ -87,16 +91,16 @@ enum RequestBody {
     }
 }
 
-private extension DecodingError {
+extension DecodingError {
     /// Whether an array was expected and something else (or null) found (`"post_ids":"1"`).
-    var expectsArray: Bool {
+    fileprivate var expectsArray: Bool {
         switch self {
         case .typeMismatch(let type, _), .valueNotFound(let type, _): return String(describing: type).hasPrefix("Array")
         default: return false
         }
     }
 
-    var isKeyNotFound: Bool {
+    fileprivate var isKeyNotFound: Bool {
         if case .keyNotFound = self { return true }
         return false
     }

@@ -50,9 +50,11 @@ public final class UserAccess: Sendable {
             secret = parsed
         }
         verifier = TokenVerifier(secret: secret, keySet: configuration.keySetLocation != nil, rules: configuration.rules)
-        limiter = configuration.writesPerSecond > 0
-            ? UserRateLimiter(writesPerSecond: Double(configuration.writesPerSecond), burst: configuration.burst,
-                              trackedUsers: configuration.trackedUsers, clock: clock)
+        limiter =
+            configuration.writesPerSecond > 0
+            ? UserRateLimiter(
+                writesPerSecond: Double(configuration.writesPerSecond), burst: configuration.burst,
+                trackedUsers: configuration.trackedUsers, clock: clock)
             : nil
         refusals = Mutex([Int](repeating: 0, count: TokenRefusal.Code.allCases.count))
     }

@@ -55,8 +55,10 @@ public final class UserRateLimiter: Sendable {
     ///   - burst: writes a user may make at once after a pause.
     ///   - trackedUsers: buckets kept at most.
     ///   - clock: monotonic nanoseconds (for tests).
-    public init(writesPerSecond: Double, burst: Int, trackedUsers: Int,
-                clock: (@Sendable () -> UInt64)? = nil) {
+    public init(
+        writesPerSecond: Double, burst: Int, trackedUsers: Int,
+        clock: (@Sendable () -> UInt64)? = nil
+    ) {
         precondition(writesPerSecond > 0 && burst >= 1)
         self.writesPerSecond = writesPerSecond
         self.burst = burst
@@ -101,7 +103,7 @@ public final class UserRateLimiter: Sendable {
 /// Nanoseconds on the continuous clock since the process first asked.
 enum MonotonicNanoseconds {
     static func now() -> UInt64 {
-        let start = origin  // set on first use: before reading the time
+        let start = origin // set on first use: before reading the time
         let elapsed = ContinuousClock.now - start
         return UInt64(elapsed.components.seconds) * 1_000_000_000 + UInt64(elapsed.components.attoseconds / 1_000_000_000)
     }

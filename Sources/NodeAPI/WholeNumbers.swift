@@ -19,11 +19,18 @@ enum WholeNumbers {
     static func normalized(_ body: [UInt8]) -> Outcome {
         var output: [UInt8]?
         var index = 0
-        var inString = false, escaped = false
+        var inString = false
+        var escaped = false
         while index < body.count {
             let byte = body[index]
             if inString {
-                if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") { inString = false }
+                if escaped {
+                    escaped = false
+                } else if byte == UInt8(ascii: "\\") {
+                    escaped = true
+                } else if byte == UInt8(ascii: "\"") {
+                    inString = false
+                }
                 output?.append(byte)
                 index += 1
                 continue

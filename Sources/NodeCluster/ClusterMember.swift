@@ -99,8 +99,10 @@ public actor ClusterMember: Service {
     /// - Parameters:
     ///   - postgres: the connections of the rounds and map reads (two suffice).
     ///   - leasePostgres: a connection for lease renewals only.
-    public init(configuration: Configuration, service: CounterService, postgres: PostgresPool, leasePostgres: PostgresPool,
-                log: NodeLog = .silent) {
+    public init(
+        configuration: Configuration, service: CounterService, postgres: PostgresPool, leasePostgres: PostgresPool,
+        log: NodeLog = .silent
+    ) {
         self.configuration = configuration
         self.service = service
         self.registry = NodeRegistry(pool: postgres, deployment: service.configuration.keyPrefix)
@@ -135,8 +137,12 @@ public actor ClusterMember: Service {
         incarnationNumber = try await register()
         updateLease { $0.granted(sentAt: sent, answeredAt: .now) }
         try await table.createRows()
-        log.log(.info, "joined", ["node": configuration.nodeID, "incarnation": String(incarnationNumber),
-                                  "advertise_url": advertised])
+        log.log(
+            .info, "joined",
+            [
+                "node": configuration.nodeID, "incarnation": String(incarnationNumber),
+                "advertise_url": advertised,
+            ])
         try await round()
     }
 
@@ -144,15 +150,21 @@ public actor ClusterMember: Service {
     /// holds the id until then, while a live one renews it meanwhile and is refused.
     private func register() async throws -> Int64 {
         do {
-            return try await registry.register(nodeID: configuration.nodeID, advertiseURL: advertised,
-                                               lease: configuration.lease)
+            return try await registry.register(
+                nodeID: configuration.nodeID, advertiseURL: advertised,
+                lease: configuration.lease)
         } catch let holder as NodeRegistry.IDInUse {
             let wait = max(0, holder.leaseRemainingMilliseconds) + 200
-            log.log(.info, "waiting_for_node_id", ["node": configuration.nodeID, "held_by_incarnation": String(holder.incarnation),
-                                                   "lease_remaining_ms": String(holder.leaseRemainingMilliseconds)])
+            log.log(
+                .info, "waiting_for_node_id",
+                [
+                    "node": configuration.nodeID, "held_by_incarnation": String(holder.incarnation),
+                    "lease_remaining_ms": String(holder.leaseRemainingMilliseconds),
+                ])
             try await Task.sleep(for: .milliseconds(wait))
-            return try await registry.register(nodeID: configuration.nodeID, advertiseURL: advertised,
-                                               lease: configuration.lease)
+            return try await registry.register(
+                nodeID: configuration.nodeID, advertiseURL: advertised,
+                lease: configuration.lease)
         }
     }
 
@@ -234,8 +246,9 @@ public actor ClusterMember: Service {
             let reachable = await Self.reachesRedis(redisPing)
             if reachable == withholding {
                 withholding = !reachable
-                log.log(reachable ? .info : .warn, reachable ? "lease_renewals_resumed" : "lease_withheld",
-                        ["node": configuration.nodeID, "reason": reachable ? "Redis answers again" : "no Redis master answers"])
+                log.log(
+                    reachable ? .info : .warn, reachable ? "lease_renewals_resumed" : "lease_withheld",
+                    ["node": configuration.nodeID, "reason": reachable ? "Redis answers again" : "no Redis master answers"])
             }
             if withholding {
                 try? await Task.sleep(for: configuration.renewInterval)
@@ -243,8 +256,9 @@ public actor ClusterMember: Service {
             }
             do {
                 let asked = ContinuousClock.now
-                let renewal = try await leaseRegistry.renewal(nodeID: configuration.nodeID, incarnation: incarnation,
-                                                              lease: configuration.lease)
+                let renewal = try await leaseRegistry.renewal(
+                    nodeID: configuration.nodeID, incarnation: incarnation,
+                    lease: configuration.lease)
                 if renewal == .superseded { throw Superseded(nodeID: configuration.nodeID) }
                 let now = ContinuousClock.now
                 updateLease {
@@ -253,14 +267,22 @@ public actor ClusterMember: Service {
                     if renewal == .renewedAfterLapse { $0.lapsed(at: asked) }
                 }
                 if renewal == .renewedAfterLapse {
-                    log.log(.warn, "lease_renewed_after_lapse", ["node": configuration.nodeID,
-                                                                 "deciding": "after the next round"])
+                    log.log(
+                        .warn, "lease_renewed_after_lapse",
+                        [
+                            "node": configuration.nodeID,
+                            "deciding": "after the next round",
+                        ])
                     roundSoon()
                 }
                 if now - lastRenewal > configuration.lease / 2 {
-                    log.log(.warn, "lease_renewed_late", ["node": configuration.nodeID,
-                                                          "ms_since_last": String((now - lastRenewal).inMilliseconds),
-                                                          "renewal_ms": String((now - asked).inMilliseconds)])
+                    log.log(
+                        .warn, "lease_renewed_late",
+                        [
+                            "node": configuration.nodeID,
+                            "ms_since_last": String((now - lastRenewal).inMilliseconds),
+                            "renewal_ms": String((now - asked).inMilliseconds),
+                        ])
                 }
                 lastRenewal = now
             } catch let error as Superseded {
@@ -308,8 +330,9 @@ public actor ClusterMember: Service {
                     continue
                 }
                 deciding = valid
-                log.log(valid ? .info : .warn, valid ? "lease_regained" : "lease_lapsed",
-                        ["node": configuration.nodeID, "deciding": String(valid)])
+                log.log(
+                    valid ? .info : .warn, valid ? "lease_regained" : "lease_lapsed",
+                    ["node": configuration.nodeID, "deciding": String(valid)])
                 await service.setDeciding(valid)
             }
             await leaseChanged.sleep(until: valid ? validUntil : nil)
@@ -376,13 +399,18 @@ public actor ClusterMember: Service {
         if !plan.drop.isEmpty {
             await service.drop(plan.drop)
             counters.withLock { $0.droppedSlots += plan.drop.count }
-            log.log(.warn, "slots_dropped", ["node": configuration.nodeID, "slots": SlotList.describe(plan.drop),
-                                             "why": "PostgreSQL gives them to another owner or epoch"])
+            log.log(
+                .warn, "slots_dropped",
+                [
+                    "node": configuration.nodeID, "slots": SlotList.describe(plan.drop),
+                    "why": "PostgreSQL gives them to another owner or epoch",
+                ])
         }
         if !plan.claims.isEmpty {
             let started = ContinuousClock.now
-            let won = try await table.assign(plan.claims,
-                                             to: configuration.nodeID, incarnation: incarnationNumber)
+            let won = try await table.assign(
+                plan.claims,
+                to: configuration.nodeID, incarnation: incarnationNumber)
             if !won.isEmpty {
                 try await acquire(won)
                 let seconds = (ContinuousClock.now - started).inSeconds
@@ -392,15 +420,23 @@ public actor ClusterMember: Service {
                     $0.lastTakeoverSeconds = seconds
                     $0.takeoverSecondsTotal += seconds
                 }
-                log.log(.info, "slots_taken_over", ["node": configuration.nodeID, "slots": SlotList.describe(Set(won.keys)),
-                                                    "count": String(won.count), "ms": String(Int(seconds * 1_000))])
+                log.log(
+                    .info, "slots_taken_over",
+                    [
+                        "node": configuration.nodeID, "slots": SlotList.describe(Set(won.keys)),
+                        "count": String(won.count), "ms": String(Int(seconds * 1_000)),
+                    ])
             }
         }
         if !plan.adopt.isEmpty {
             try await acquire(plan.adopt)
             counters.withLock { $0.adoptedSlots += plan.adopt.count }
-            log.log(.info, "slots_adopted", ["node": configuration.nodeID, "slots": SlotList.describe(Set(plan.adopt.keys)),
-                                             "count": String(plan.adopt.count)])
+            log.log(
+                .info, "slots_adopted",
+                [
+                    "node": configuration.nodeID, "slots": SlotList.describe(Set(plan.adopt.keys)),
+                    "count": String(plan.adopt.count),
+                ])
         }
         if !plan.handOffs.isEmpty { try await handOff(plan.handOffs) }
         // The map routing and `/v1/cluster` read shows what this round changed.
@@ -428,15 +464,20 @@ public actor ClusterMember: Service {
                 service.resumeServing(slots)
                 throw error
             }
-            let assigned = try await table.assign(moves.map { SlotTable.Claim(slot: $0.slot, expectedEpoch: $0.epoch) },
-                                                  to: target, incarnation: moves[0].toIncarnation)
+            let assigned = try await table.assign(
+                moves.map { SlotTable.Claim(slot: $0.slot, expectedEpoch: $0.epoch) },
+                to: target, incarnation: moves[0].toIncarnation)
             // The map names the new owner before the slots are dropped, so their requests are
             // forwarded there at once.
             try? await refreshMap()
             await service.handedOff(assigned, alsoDropping: slots)
             counters.withLock { $0.handedOffSlots += assigned.count }
-            log.log(.info, "slots_handed_off", ["node": configuration.nodeID, "to": target, "slots": SlotList.describe(Set(assigned.keys)),
-                                                "count": String(assigned.count)])
+            log.log(
+                .info, "slots_handed_off",
+                [
+                    "node": configuration.nodeID, "to": target, "slots": SlotList.describe(Set(assigned.keys)),
+                    "count": String(assigned.count),
+                ])
         }
     }
 

@@ -59,8 +59,10 @@ public struct MembershipRound: Sendable, Equatable {
     ///     still being acquired; empty: as `held` says.
     ///   - leaving: this node is stopping: the target leaves it out, and its hand-offs are not
     ///     rate-limited.
-    public static func plan(me: String, incarnation: Int64, nodes: [Node], slots: [Slot], held: [Int64?], ready: [Bool] = [],
-                            maximumMoves: Int, leaving: Bool = false) -> MembershipRound {
+    public static func plan(
+        me: String, incarnation: Int64, nodes: [Node], slots: [Slot], held: [Int64?], ready: [Bool] = [],
+        maximumMoves: Int, leaving: Bool = false
+    ) -> MembershipRound {
         var round = MembershipRound()
         let live = nodes.filter(\.isLive)
         let liveIncarnation = Dictionary(live.map { ($0.id, $0.incarnation) }, uniquingKeysWith: max)
@@ -68,12 +70,14 @@ public struct MembershipRound: Sendable, Equatable {
         if leaving { members.remove(me) }
         let target = SlotOwnership.target(liveNodes: members)
         // The current owners, with gone ones (dead, or an older incarnation of a live id) as none.
-        let current = SlotOwnership(owners: slots.map { slot in
-            guard let owner = slot.owner, let incarnation = slot.incarnation, liveIncarnation[owner] == incarnation else { return nil }
-            return owner
-        })
-        let moves = current.nextMoves(toward: target, liveNodes: Set(liveIncarnation.keys),
-                                      maximumMoves: leaving ? HashSlot.count : maximumMoves)
+        let current = SlotOwnership(
+            owners: slots.map { slot in
+                guard let owner = slot.owner, let incarnation = slot.incarnation, liveIncarnation[owner] == incarnation else { return nil }
+                return owner
+            })
+        let moves = current.nextMoves(
+            toward: target, liveNodes: Set(liveIncarnation.keys),
+            maximumMoves: leaving ? HashSlot.count : maximumMoves)
         for move in moves {
             let slot = move.slot.rawValue
             if move.to == me && move.from == nil {

@@ -100,18 +100,25 @@ final class EventLoopThread: Sendable {
     }
 
     private func run(daemon: DaemonHandle, epollDescriptor: Int32) {
-        var descriptors = [pollfd(fd: epollDescriptor, events: Int16(POLLIN), revents: 0),
-                           pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
+        var descriptors = [
+            pollfd(fd: epollDescriptor, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0),
+        ]
         var drain = [UInt8](repeating: 0, count: 64)
         var resumesSeen = 0
         while running.load(ordering: .sequentiallyConsistent) {
             if quiesceRequested.load(ordering: .acquiring),
-               let quiesce = requests.withLock({ requests in defer { requests.quiesce = nil }; return requests.quiesce }) {
+                let quiesce = requests.withLock({ requests in
+                    defer { requests.quiesce = nil }
+                    return requests.quiesce
+                })
+            {
                 quiesceRequested.store(false, ordering: .relaxed)
                 quiesce.resume(returning: MHD_quiesce_daemon(daemon.pointer))
             }
             var timeout: CUnsignedLongLong = 0
-            let wait = MHD_get_timeout(daemon.pointer, &timeout) == .YES
+            let wait =
+                MHD_get_timeout(daemon.pointer, &timeout) == .YES
                 ? min(UInt64(timeout), Self.longestWaitMilliseconds) : Self.longestWaitMilliseconds
             if wait > 0 {
                 sleeping.store(true, ordering: .sequentiallyConsistent)
@@ -130,7 +137,10 @@ final class EventLoopThread: Sendable {
         }
         let (stopped, quiesce) = requests.withLock { requests in
             requests.ended = true
-            defer { requests.stopped = nil; requests.quiesce = nil }
+            defer {
+                requests.stopped = nil
+                requests.quiesce = nil
+            }
             return (requests.stopped, requests.quiesce)
         }
         quiesce?.resume(returning: -1)

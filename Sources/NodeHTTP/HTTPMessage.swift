@@ -14,15 +14,19 @@ public struct HTTPRequest: Sendable {
     public let headers: [String: String]
     public let body: [UInt8]
 
-    public init(method: String, path: String, query: [String: String] = [:], rawQuery: String = "", authorization: String? = nil,
-                headers: [String: String] = [:], body: [UInt8] = []) {
+    public init(
+        method: String, path: String, query: [String: String] = [:], rawQuery: String = "", authorization: String? = nil,
+        headers: [String: String] = [:], body: [UInt8] = []
+    ) {
         self.method = method
         self.path = path
         self.query = query
         self.rawQuery = rawQuery
         self.authorization = authorization
         // The server passes lower-case keys already; others (tests, the forwarder) may not.
-        self.headers = headers.keys.allSatisfy { !$0.contains(where: \.isUppercase) } ? headers
+        self.headers =
+            headers.keys.allSatisfy { !$0.contains(where: \.isUppercase) }
+            ? headers
             : Dictionary(headers.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { first, _ in first })
         self.body = body
     }

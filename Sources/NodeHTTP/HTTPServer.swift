@@ -86,12 +86,14 @@ public final class HTTPServer: Service {
         let boundPort = Self.boundPort(socket)
         // External epoll mode: our own thread waits on the library's epoll descriptor and calls
         // MHD_run, which never blocks (see `EventLoopThread`).
-        let flags = MHD_USE_EPOLL.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
+        let flags =
+            MHD_USE_EPOLL.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
             | MHD_USE_SUPPRESS_DATE_NO_CLOCK.rawValue
         let context = Unmanaged.passUnretained(self).toOpaque()
         let completed: MHD_RequestCompletedCallback = requestCompleted
         let handler: MHD_AccessHandlerCallback = accessHandler
-        let targetReceived: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CChar>?, OpaquePointer?) -> UnsafeMutableRawPointer? = requestTargetReceived
+        let targetReceived: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CChar>?, OpaquePointer?) -> UnsafeMutableRawPointer? =
+            requestTargetReceived
         let keepEscaped: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafeMutablePointer<CChar>?) -> Int = counter_mhd_keep_escaped
         let options: [CVarArg] = [
             MHD_OPTION.LISTEN_SOCKET.rawValue, socket,
@@ -100,9 +102,11 @@ public final class HTTPServer: Service {
             MHD_OPTION.CONNECTION_MEMORY_LIMIT.rawValue, UInt(configuration.maximumHeaderBytes + 2_048),
             MHD_OPTION.NOTIFY_COMPLETED.rawValue, OpaquePointer(unsafeBitCast(completed, to: UnsafeMutableRawPointer.self)), OpaquePointer(context),
             // The raw target, before the library splits and decodes it: it starts each request's state.
-            MHD_OPTION.URI_LOG_CALLBACK.rawValue, OpaquePointer(unsafeBitCast(targetReceived, to: UnsafeMutableRawPointer.self)), OpaquePointer(context),
+            MHD_OPTION.URI_LOG_CALLBACK.rawValue, OpaquePointer(unsafeBitCast(targetReceived, to: UnsafeMutableRawPointer.self)),
+            OpaquePointer(context),
             // Nothing is percent-decoded (the library's own copies of path and arguments included).
-            MHD_OPTION.UNESCAPE_CALLBACK.rawValue, OpaquePointer(unsafeBitCast(keepEscaped, to: UnsafeMutableRawPointer.self)), OpaquePointer(context),
+            MHD_OPTION.UNESCAPE_CALLBACK.rawValue, OpaquePointer(unsafeBitCast(keepEscaped, to: UnsafeMutableRawPointer.self)),
+            OpaquePointer(context),
             MHD_OPTION.END.rawValue,
         ]
         let daemon: OpaquePointer? = withVaList(options) { arguments in
@@ -114,7 +118,7 @@ public final class HTTPServer: Service {
         }
         let epollDescriptor = counter_mhd_epoll_fd(daemon)
         guard epollDescriptor >= 0 else {
-            MHD_stop_daemon(daemon)   // closes the listening socket too
+            MHD_stop_daemon(daemon) // closes the listening socket too
             throw HTTPServerError(message: "libmicrohttpd started without an epoll descriptor")
         }
         let handle = DaemonHandle(pointer: daemon)
@@ -139,7 +143,12 @@ public final class HTTPServer: Service {
     /// answered, answers whatever is still waiting with 503, then stops the server. Safe to call
     /// more than once; later calls return at once.
     public func stop(timeout: Duration = .seconds(10)) async {
-        guard let daemon = state.withLock({ state in defer { state.daemon = nil }; return state.daemon }) else { return }
+        guard
+            let daemon = state.withLock({ state in
+                defer { state.daemon = nil }
+                return state.daemon
+            })
+        else { return }
         suspended.withLock { $0.closed = true }
         stopping.store(true, ordering: .releasing)
         let socket = await loop.quiesce()
@@ -345,8 +354,10 @@ private final class RequestState: Sendable {
 
 /// The library calls this once per request with the request target as sent, before it splits
 /// and decodes it; what it returns is the request's context in the calls that follow.
-private func requestTargetReceived(_ context: UnsafeMutableRawPointer?, _ target: UnsafePointer<CChar>?,
-                                   _ connection: OpaquePointer?) -> UnsafeMutableRawPointer? {
+private func requestTargetReceived(
+    _ context: UnsafeMutableRawPointer?, _ target: UnsafePointer<CChar>?,
+    _ connection: OpaquePointer?
+) -> UnsafeMutableRawPointer? {
     Unmanaged.passRetained(RequestState(target: target)).toOpaque()
 }
 

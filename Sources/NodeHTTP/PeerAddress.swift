@@ -1,7 +1,7 @@
+internal import CLinuxEvents
 // <sys/socket.h>'s names (SOCK_STREAM, …) are seen through the module that includes it first in
 // this target, libmicrohttpd's.
 internal import CMicroHTTPD
-internal import CLinuxEvents
 import Foundation
 
 /// Where a peer node listens, from its advertised URL (`http://host:port`), resolved to a socket
@@ -39,7 +39,7 @@ struct PeerAddress: Sendable {
     static func resolve(_ url: String) throws(Failure) -> PeerAddress {
         guard let (host, port) = split(url) else { throw Failure(message: "\(url) is not an http://host:port URL") }
         var hints = addrinfo()
-        hints.ai_family = AF_INET  // nodes listen on IPv4
+        hints.ai_family = AF_INET // nodes listen on IPv4
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         hints.ai_flags = AI_NUMERICSERV
         var found: UnsafeMutablePointer<addrinfo>?

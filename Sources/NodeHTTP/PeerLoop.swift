@@ -1,7 +1,7 @@
+internal import CLinuxEvents
 // <sys/socket.h>'s names (SOCK_STREAM, …) are seen through the module that includes it first in
 // this target, libmicrohttpd's.
 internal import CMicroHTTPD
-internal import CLinuxEvents
 import Foundation
 import Synchronization
 
@@ -107,7 +107,10 @@ final class PeerLoop: @unchecked Sendable {
             var woken = false
             if ready > 0 {
                 for event in events[0..<Int(ready)] {
-                    if event.data.u64 == Self.wakeToken { woken = true; continue }
+                    if event.data.u64 == Self.wakeToken {
+                        woken = true
+                        continue
+                    }
                     handle(Int(event.data.u64), events: event.events)
                 }
             }
@@ -152,8 +155,9 @@ final class PeerLoop: @unchecked Sendable {
         }
         for id in Array(connections.keys) {
             if let job = connections[id]?.job {
-                job.continuation.resume(returning: (connections[id]?.written ?? 0) < job.bytes.count
-                    ? .notSent("the node is shutting down") : .broken("the node shut down before the answer came"))
+                job.continuation.resume(
+                    returning: (connections[id]?.written ?? 0) < job.bytes.count
+                        ? .notSent("the node is shutting down") : .broken("the node shut down before the answer came"))
             }
             connections[id]?.job = nil
             closeConnection(id)
@@ -229,10 +233,14 @@ final class PeerLoop: @unchecked Sendable {
         var written = connection.written
         while written < job.bytes.count {
             let count = job.bytes[written...].withUnsafeBytes { Glibc.send(connection.descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if count > 0 { written += count; continue }
+            if count > 0 {
+                written += count
+                continue
+            }
             if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { break }
             // The peer cannot have a whole request: nothing ran.
-            return finish(id, .notSent("the connection to \(job.address.authority) failed while sending: \(String(cString: strerror(errno)))"), reusable: false)
+            return finish(
+                id, .notSent("the connection to \(job.address.authority) failed while sending: \(String(cString: strerror(errno)))"), reusable: false)
         }
         connections[id]!.written = written
         watchWrites(id, written < job.bytes.count)
@@ -275,7 +283,10 @@ final class PeerLoop: @unchecked Sendable {
         var buffer = [UInt8](repeating: 0, count: 16_384)
         while true {
             let count = recv(connection.descriptor, &buffer, buffer.count, 0)
-            if count > 0 { connection.input.append(contentsOf: buffer[0..<count]); continue }
+            if count > 0 {
+                connection.input.append(contentsOf: buffer[0..<count])
+                continue
+            }
             if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { break }
             closed = true
             break
@@ -293,15 +304,19 @@ final class PeerLoop: @unchecked Sendable {
             finish(id, .answered(PeerClient.Answer(status: status, headers: headers, body: body)), reusable: clean)
         case .untilClose(let status, let headers, let bodyStart):
             if closed {
-                finish(id, .answered(PeerClient.Answer(status: status, headers: headers, body: Array(connection.input[bodyStart...]))), reusable: false)
+                finish(
+                    id, .answered(PeerClient.Answer(status: status, headers: headers, body: Array(connection.input[bodyStart...]))), reusable: false)
             }
         case .malformed(let why):
             finish(id, .broken("\(job.address.authority) sent an answer that cannot be read: \(why)"), reusable: false)
         case .incomplete:
             if closed {
                 let sentAll = connection.written >= job.bytes.count
-                finish(id, sentAll ? .broken("\(job.address.authority) closed the connection before answering")
-                                   : .notSent("\(job.address.authority) closed the connection before the request was sent"), reusable: false)
+                finish(
+                    id,
+                    sentAll
+                        ? .broken("\(job.address.authority) closed the connection before answering")
+                        : .notSent("\(job.address.authority) closed the connection before the request was sent"), reusable: false)
             }
         }
     }
@@ -358,8 +373,11 @@ final class PeerLoop: @unchecked Sendable {
             if let job = connection.job {
                 guard now > job.deadline else { continue }
                 let sentAll = connection.written >= job.bytes.count
-                finish(id, sentAll ? .broken("\(job.address.authority) did not answer within \(timeout)")
-                                   : .notSent("\(job.address.authority) did not take the request within \(timeout)"), reusable: false)
+                finish(
+                    id,
+                    sentAll
+                        ? .broken("\(job.address.authority) did not answer within \(timeout)")
+                        : .notSent("\(job.address.authority) did not take the request within \(timeout)"), reusable: false)
             } else if now - connection.idleSince > idleLimit {
                 closeConnection(id)
             }

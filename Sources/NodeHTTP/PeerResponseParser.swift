@@ -61,7 +61,8 @@ enum PeerResponseParser {
         guard let length = Int(lengthText), length >= 0 else { return .malformed("bad Content-Length \"\(lengthText.prefix(40))\"") }
         guard length <= maximumBodyLength else { return .malformed("Content-Length \(length) is beyond \(maximumBodyLength) bytes") }
         guard bytes.count - headEnd >= length else { return .incomplete }
-        return .complete(status: status, headers: headers, body: Array(bytes[headEnd..<headEnd + length]), used: headEnd + length, keepAlive: keepAlive)
+        return .complete(
+            status: status, headers: headers, body: Array(bytes[headEnd..<headEnd + length]), used: headEnd + length, keepAlive: keepAlive)
     }
 
     /// The index just past the blank line that ends the head.
@@ -77,8 +78,8 @@ enum PeerResponseParser {
     }
 }
 
-private extension Substring {
-    var trimmingSpaces: String {
+extension Substring {
+    fileprivate var trimmingSpaces: String {
         String(drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed())
     }
 }

@@ -12,19 +12,24 @@ extension OperatorCommand {
             let answer = try await client.call("POST /admin/cluster/flush?wait=false") { client throws(CounterClientError) in
                 try await client.clusterFlush(wait: false)
             }
-            output.standard(json ? Self.json(answer)
-                : "flush started on \(answer.nodes.count) node(s); \(answer.pendingChanges) change(s) were waiting for PostgreSQL (use --wait to wait for them)")
+            output.standard(
+                json
+                    ? Self.json(answer)
+                    : "flush started on \(answer.nodes.count) node(s); \(answer.pendingChanges) change(s) were waiting for PostgreSQL (use --wait to wait for them)"
+            )
             return reportIncomplete(answer)
         }
         let started = ContinuousClock.now
-        let answer = try await waitingForFlush(client, "POST /admin/cluster/flush", { client throws(CounterClientError) in try await client.clusterFlush() },
-                                               backlog: { client throws(CounterClientError) in try await client.clusterStatistics().total.pendingChanges })
+        let answer = try await waitingForFlush(
+            client, "POST /admin/cluster/flush", { client throws(CounterClientError) in try await client.clusterFlush() },
+            backlog: { client throws(CounterClientError) in try await client.clusterStatistics().total.pendingChanges })
         guard let answer else { return .timedOut }
         let elapsed = ContinuousClock.now - started
         if json {
             output.standard(Self.json(answer))
         } else {
-            var text = answer.flushed
+            var text =
+                answer.flushed
                 ? "flushed: PostgreSQL has every change the cluster's \(answer.nodes.count) node(s) acknowledged before the flush"
                 : "NOT flushed everywhere: PostgreSQL may lack changes acknowledged before the flush (see below)"
             text += " (\(String(format: "%.1f", elapsed.inSeconds)) s); \(answer.pendingChanges) newer change(s) waiting"
@@ -46,13 +51,15 @@ extension OperatorCommand {
 
     func clusterReconcile(_ client: AdminClient) async throws(AdminClient.Failure) -> ExitStatus {
         let repair = self.repair
-        let (totals, answers) = try await reconcilePages(client, "POST /admin/cluster/reconcile", report: { $0.report }) { client, posts, after throws(CounterClientError) in
+        let (totals, answers) = try await reconcilePages(client, "POST /admin/cluster/reconcile", report: { $0.report }) {
+            client, posts, after throws(CounterClientError) in
             try await client.clusterReconcile(posts: posts, after: after, limit: 1_000, repair: repair)
         }
         let unchecked = answers.flatMap(\.uncheckedPosts)
         var text = OperatorReport.reconcile(totals, repair: repair)
         if !unchecked.isEmpty {
-            text += "\nNOT checked: \(unchecked.count) post(s) whose owner did not answer or whose slot had no live owner: "
+            text +=
+                "\nNOT checked: \(unchecked.count) post(s) whose owner did not answer or whose slot had no live owner: "
                 + unchecked.prefix(50).map(String.init).joined(separator: ", ") + (unchecked.count > 50 ? ", …" : "")
         }
         output.standard(json ? Self.json(answers) : text)

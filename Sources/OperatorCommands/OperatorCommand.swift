@@ -88,7 +88,7 @@ public struct OperatorCommand: Sendable {
                 if argument.hasPrefix("-") && Int64(argument) == nil {
                     throw UsageError(message: "unknown option \(argument) for \(subcommand)")
                 }
-                positional.append(argument)   // a negative number is refused below as an id
+                positional.append(argument) // a negative number is refused below as an id
             }
             index += 1
         }
@@ -110,7 +110,9 @@ public struct OperatorCommand: Sendable {
         case "cluster":
             switch positional.first {
             case "status" where positional.count == 1 && !undo: verb = "status"
-            case "drain" where positional.count == 2: verb = "drain"; node = positional[1]
+            case "drain" where positional.count == 2:
+                verb = "drain"
+                node = positional[1]
             default: throw UsageError(message: "cluster needs status, or drain NODE [--undo]")
             }
         default:
@@ -122,8 +124,9 @@ public struct OperatorCommand: Sendable {
     public func run() async -> ExitStatus {
         do {
             // flush --wait's deadline is its client's timeout; other calls get 30 s.
-            let client = try AdminClient(baseURL: nodeURL, token: adminToken,
-                                         timeout: subcommand == "flush" && wait ? flushTimeout : .seconds(30))
+            let client = try AdminClient(
+                baseURL: nodeURL, token: adminToken,
+                timeout: subcommand == "flush" && wait ? flushTimeout : .seconds(30))
             switch subcommand {
             case "flush": return thisNode ? try await flush(client) : try await clusterFlush(client)
             case "inspect": return try await inspect(client)
@@ -157,24 +160,36 @@ public struct OperatorCommand: Sendable {
 
     private func flush(_ client: AdminClient) async throws(AdminClient.Failure) -> ExitStatus {
         guard wait else {
-            let answer = try await client.call("POST /admin/flush?wait=false") { client throws(CounterClientError) in try await client.flush(wait: false) }
-            output.standard(json ? Self.json(answer) : "flush started on this node; \(answer.pendingChanges) change(s) were waiting for PostgreSQL (use --wait to wait for them)")
+            let answer = try await client.call("POST /admin/flush?wait=false") { client throws(CounterClientError) in
+                try await client.flush(wait: false)
+            }
+            output.standard(
+                json
+                    ? Self.json(answer)
+                    : "flush started on this node; \(answer.pendingChanges) change(s) were waiting for PostgreSQL (use --wait to wait for them)")
             return .success
         }
         let started = ContinuousClock.now
-        let answer = try await waitingForFlush(client, "POST /admin/flush", { client throws(CounterClientError) in try await client.flush(wait: true) },
-                                               backlog: { client throws(CounterClientError) in try await client.statistics().total.pendingChanges })
+        let answer = try await waitingForFlush(
+            client, "POST /admin/flush", { client throws(CounterClientError) in try await client.flush(wait: true) },
+            backlog: { client throws(CounterClientError) in try await client.statistics().total.pendingChanges })
         guard let answer else { return .timedOut }
         let elapsed = ContinuousClock.now - started
-        output.standard(json ? Self.json(answer) : "flushed this node: PostgreSQL has every change it acknowledged before the flush (\(String(format: "%.1f", elapsed.inSeconds)) s); \(answer.pendingChanges) newer change(s) waiting")
+        output.standard(
+            json
+                ? Self.json(answer)
+                : "flushed this node: PostgreSQL has every change it acknowledged before the flush (\(String(format: "%.1f", elapsed.inSeconds)) s); \(answer.pendingChanges) newer change(s) waiting"
+        )
         return .success
     }
 
     /// Runs a flush call that waits, with the backlog on standard error every half second; `nil`
     /// when it did not finish within `--timeout` (said on standard error).
-    func waitingForFlush<Answer: Sendable>(_ client: AdminClient, _ what: String,
-                                           _ flush: @escaping @Sendable (CounterServiceClient) async throws(CounterClientError) -> Answer,
-                                           backlog: @escaping @Sendable (CounterServiceClient) async throws(CounterClientError) -> Int) async throws(AdminClient.Failure) -> Answer? {
+    func waitingForFlush<Answer: Sendable>(
+        _ client: AdminClient, _ what: String,
+        _ flush: @escaping @Sendable (CounterServiceClient) async throws(CounterClientError) -> Answer,
+        backlog: @escaping @Sendable (CounterServiceClient) async throws(CounterClientError) -> Int
+    ) async throws(AdminClient.Failure) -> Answer? {
         let progressClient = try AdminClient(baseURL: nodeURL, token: adminToken, timeout: .seconds(5))
         let output = self.output
         let outcome = await withTaskGroup(of: Void.self) { group -> Result<Answer, AdminClient.Failure> in
@@ -206,8 +221,11 @@ public struct OperatorCommand: Sendable {
     }
 
     private func inspect(_ client: AdminClient) async throws(AdminClient.Failure) -> ExitStatus {
-        let post = self.post!, user = self.user
-        let answer = try await client.call("GET /admin/posts/\(post)") { client throws(CounterClientError) in try await client.inspect(post: post, user: user) }
+        let post = self.post!
+        let user = self.user
+        let answer = try await client.call("GET /admin/posts/\(post)") { client throws(CounterClientError) in
+            try await client.inspect(post: post, user: user)
+        }
         output.standard(json ? Self.json(answer) : OperatorReport.inspection(answer))
         return answer.verdict == PostInspection.Verdict.drift ? .driftFound : .success
     }
@@ -220,7 +238,8 @@ public struct OperatorCommand: Sendable {
 
     private func reconcile(_ client: AdminClient) async throws(AdminClient.Failure) -> ExitStatus {
         let repair = self.repair
-        let (totals, answers) = try await reconcilePages(client, "POST /admin/reconcile", report: { $0 }) { client, posts, after throws(CounterClientError) in
+        let (totals, answers) = try await reconcilePages(client, "POST /admin/reconcile", report: { $0 }) {
+            client, posts, after throws(CounterClientError) in
             try await client.reconcile(posts: posts, after: after, limit: 1_000, repair: repair)
         }
         output.standard(json ? Self.json(answers) : OperatorReport.reconcile(totals, repair: repair))
@@ -229,9 +248,12 @@ public struct OperatorCommand: Sendable {
 
     /// Runs reconcile calls: one for `--post`, or pages of 1,000 through every post (`--all`)
     /// with progress on standard error, each answer's report added to the totals.
-    func reconcilePages<Answer: Sendable>(_ client: AdminClient, _ what: String, report: (Answer) -> ReconcileReport,
-                                          _ call: @escaping @Sendable (CounterServiceClient, [Int64]?, Int64) async throws(CounterClientError) -> Answer)
-        async throws(AdminClient.Failure) -> (OperatorReport.ReconcileTotals, [Answer]) {
+    func reconcilePages<Answer: Sendable>(
+        _ client: AdminClient, _ what: String, report: (Answer) -> ReconcileReport,
+        _ call: @escaping @Sendable (CounterServiceClient, [Int64]?, Int64) async throws(CounterClientError) -> Answer
+    )
+        async throws(AdminClient.Failure) -> (OperatorReport.ReconcileTotals, [Answer])
+    {
         var totals = OperatorReport.ReconcileTotals()
         var answers: [Answer] = []
         var after: Int64 = 0
@@ -254,7 +276,9 @@ public struct OperatorCommand: Sendable {
         let ids = self.ids
         switch verb {
         case "list":
-            let letters = try await client.call("GET /admin/dead-letters") { client throws(CounterClientError) in try await client.deadLetters(count: 1_000) }
+            let letters = try await client.call("GET /admin/dead-letters") { client throws(CounterClientError) in
+                try await client.deadLetters(count: 1_000)
+            }
             output.standard(json ? Self.json(DeadLetterList(deadLetters: letters)) : OperatorReport.deadLetters(letters))
             return .success
         case "replay" where !thisNode:
@@ -266,7 +290,9 @@ public struct OperatorCommand: Sendable {
             output.standard(json ? Self.json(answer) : OperatorReport.replay(answer))
             return answer.failed.isEmpty ? .success : .failure
         default:
-            let dropped = try await client.call("POST /admin/dead-letters/drop") { client throws(CounterClientError) in try await client.dropDeadLetters(ids: ids) }
+            let dropped = try await client.call("POST /admin/dead-letters/drop") { client throws(CounterClientError) in
+                try await client.dropDeadLetters(ids: ids)
+            }
             output.standard(json ? Self.json(DropResult(dropped: dropped)) : "dropped \(dropped) dead letter(s)")
             return .success
         }
@@ -278,13 +304,17 @@ public struct OperatorCommand: Sendable {
             output.standard(json ? Self.json(map) : OperatorReport.cluster(map))
             return .success
         }
-        let node = self.node!, draining = !undo
+        let node = self.node!
+        let draining = !undo
         let answer = try await client.call("POST /admin/cluster/drain") { client throws(CounterClientError) in
             try await client.drainNode(node, draining: draining)
         }
-        output.standard(json ? Self.json(answer) : answer.draining
-            ? "node \(answer.nodeID) is draining: its slots go to the other nodes (see counter-node cluster status)"
-            : "node \(answer.nodeID) takes slots again")
+        output.standard(
+            json
+                ? Self.json(answer)
+                : answer.draining
+                    ? "node \(answer.nodeID) is draining: its slots go to the other nodes (see counter-node cluster status)"
+                    : "node \(answer.nodeID) takes slots again")
         return .success
     }
 

@@ -6,14 +6,18 @@ import Foundation
 enum OperatorReport {
     /// `stats`: one row per shard and a total row; the Redis nodes; the node's memory.
     static func stats(_ statistics: ServiceStatistics) -> String {
-        let columns = ["shard", "pending", "oldest s", "since flush s", "commits", "avg commit", "max commit",
-                       "flushes", "flushed", "max flush", "retries", "dead"]
+        let columns = [
+            "shard", "pending", "oldest s", "since flush s", "commits", "avg commit", "max commit",
+            "flushes", "flushed", "max flush", "retries", "dead",
+        ]
         func row(_ name: String, _ value: ShardStatistics) -> [String] {
-            [name, String(value.pendingChanges), decimal(value.oldestPendingAgeSeconds),
-             decimal(value.secondsSinceFlush), String(value.groupCommits),
-             decimal(value.averageGroupCommit), String(value.largestGroupCommit), String(value.flushTransactions),
-             String(value.flushedEntries), String(value.largestFlush), String(value.flushRetries),
-             String(value.deadLetters)]
+            [
+                name, String(value.pendingChanges), decimal(value.oldestPendingAgeSeconds),
+                decimal(value.secondsSinceFlush), String(value.groupCommits),
+                decimal(value.averageGroupCommit), String(value.largestGroupCommit), String(value.flushTransactions),
+                String(value.flushedEntries), String(value.largestFlush), String(value.flushRetries),
+                String(value.deadLetters),
+            ]
         }
         var rows = statistics.shards.map { row($0.shard.map(String.init) ?? "-", $0) }
         rows.append(row("total", statistics.total))
@@ -24,8 +28,10 @@ enum OperatorReport {
         let redis = statistics.redis
         if !redis.nodes.isEmpty {
             let rows = redis.nodes.map { node -> [String] in
-                [node.endpoint, String(node.slots), node.connected ? "yes" : "no", String(node.pipelines), String(node.errors),
-                 String(node.moved), String(node.ask), String(node.tryAgain), String(node.clusterDown)]
+                [
+                    node.endpoint, String(node.slots), node.connected ? "yes" : "no", String(node.pipelines), String(node.errors),
+                    String(node.moved), String(node.ask), String(node.tryAgain), String(node.clusterDown),
+                ]
             }
             text += "\n\nredis (\(redis.mode))\n"
             text += table(["node", "slots", "connected", "pipelines", "errors", "moved", "ask", "tryagain", "clusterdown"], rows)
@@ -43,13 +49,17 @@ enum OperatorReport {
     /// `stats` of a cluster: a row per node (its shards' total) and the cluster's total; the
     /// nodes' last flush errors; the nodes that did not answer.
     static func clusterStats(_ statistics: ClusterStatistics) -> String {
-        let columns = ["node", "pending", "oldest s", "since flush s", "commits", "avg commit", "flushes", "flushed",
-                       "retries", "dead", "redis errors", "pg errors", "memory MiB"]
+        let columns = [
+            "node", "pending", "oldest s", "since flush s", "commits", "avg commit", "flushes", "flushed",
+            "retries", "dead", "redis errors", "pg errors", "memory MiB",
+        ]
         func row(_ name: String, _ value: ShardStatistics, memory: Int64?) -> [String] {
-            [name, String(value.pendingChanges), decimal(value.oldestPendingAgeSeconds), decimal(value.secondsSinceFlush),
-             String(value.groupCommits), decimal(value.averageGroupCommit), String(value.flushTransactions),
-             String(value.flushedEntries), String(value.flushRetries), String(value.deadLetters), String(value.redisErrors),
-             String(value.postgresErrors), memory.map { decimal(Double($0) / 1_048_576) } ?? "-"]
+            [
+                name, String(value.pendingChanges), decimal(value.oldestPendingAgeSeconds), decimal(value.secondsSinceFlush),
+                String(value.groupCommits), decimal(value.averageGroupCommit), String(value.flushTransactions),
+                String(value.flushedEntries), String(value.flushRetries), String(value.deadLetters), String(value.redisErrors),
+                String(value.postgresErrors), memory.map { decimal(Double($0) / 1_048_576) } ?? "-",
+            ]
         }
         var rows: [[String]] = []
         var notes: [String] = []
@@ -70,7 +80,8 @@ enum OperatorReport {
     static func replay(_ answer: ReplayResult) -> String {
         var text = "replayed \(answer.replayed.count) change(s) into the write path"
         if !answer.superseded.isEmpty {
-            text += "\nsuperseded \(answer.superseded.count) (a later change of the same user and post stands; removed): "
+            text +=
+                "\nsuperseded \(answer.superseded.count) (a later change of the same user and post stands; removed): "
                 + answer.superseded.joined(separator: ", ")
         }
         for failure in answer.failed { text += "\nnot replayed \(failure.id): \(failure.reason)" }
@@ -79,10 +90,13 @@ enum OperatorReport {
 
     /// `inspect`: Redis and PostgreSQL side by side, then the verdict and what it means.
     static func inspection(_ inspection: PostInspection) -> String {
-        let redis = inspection.redis, postgres = inspection.postgres
+        let redis = inspection.redis
+        let postgres = inspection.postgres
         var rows: [[String]] = [
-            ["likes_count", redis.hydrated ? String(redis.likesCount) : "not loaded",
-             postgres.exists ? (postgres.likesCount.map(String.init) ?? "-") : "no such post"],
+            [
+                "likes_count", redis.hydrated ? String(redis.likesCount) : "not loaded",
+                postgres.exists ? (postgres.likesCount.map(String.init) ?? "-") : "no such post",
+            ],
             ["likes rows", "", String(postgres.likesRows)],
         ]
         if let user = inspection.userID {
@@ -101,11 +115,14 @@ enum OperatorReport {
         case PostInspection.Verdict.agree:
             return "in agreement — Redis and PostgreSQL show the same count and membership"
         case PostInspection.Verdict.pending:
-            return "pending — they differ only by \(inspection.redis.pendingChanges) change(s) waiting for the flusher; PostgreSQL catches up at the next flush (counter-node flush --wait)"
+            return
+                "pending — they differ only by \(inspection.redis.pendingChanges) change(s) waiting for the flusher; PostgreSQL catches up at the next flush (counter-node flush --wait)"
         case PostInspection.Verdict.drift:
-            let count = inspection.postgres.likesCount, rows = inspection.postgres.likesRows
+            let count = inspection.postgres.likesCount
+            let rows = inspection.postgres.likesRows
             if let count, count != rows {
-                return "DRIFT — posts.likes_count is \(count) but likes holds \(rows) rows; repair with: counter-node reconcile --post \(post) --repair"
+                return
+                    "DRIFT — posts.likes_count is \(count) but likes holds \(rows) rows; repair with: counter-node reconcile --post \(post) --repair"
             }
             return "DRIFT — Redis and PostgreSQL differ with nothing pending; check with: counter-node reconcile --post \(post)"
         case PostInspection.Verdict.unknownPost:
@@ -121,21 +138,30 @@ enum OperatorReport {
     static func reconcile(_ totals: ReconcileTotals, repair: Bool) -> String {
         var text = "checked \(totals.checked) post(s): \(totals.drifted.count) with likes_count ≠ likes rows"
         if !totals.drifted.isEmpty {
-            text += "\n" + table(["post", "likes_count", "likes rows"], totals.drifted.map {
-                [String($0.postID), String($0.likesCount), String($0.likesRows)]
-            })
+            text +=
+                "\n"
+                + table(
+                    ["post", "likes_count", "likes rows"],
+                    totals.drifted.map {
+                        [String($0.postID), String($0.likesCount), String($0.likesRows)]
+                    })
         }
         text += "\nRedis: \(totals.redisDrifted.count) post(s) differ from the rows with nothing pending"
         if totals.redisPending > 0 { text += ", \(totals.redisPending) differ only by changes waiting for the flusher" }
         if !totals.redisDrifted.isEmpty {
-            text += "\n" + table(["post", "redis count", "likes rows"], totals.redisDrifted.map {
-                [String($0.postID), String($0.redisCount), String($0.likesRows)]
-            })
+            text +=
+                "\n"
+                + table(
+                    ["post", "redis count", "likes rows"],
+                    totals.redisDrifted.map {
+                        [String($0.postID), String($0.redisCount), String($0.likesRows)]
+                    })
         }
         if repair {
             text += "\nrepaired \(totals.repaired) post(s): likes_count now equals the likes rows"
             if !totals.redisDrifted.isEmpty {
-                text += "\nRedis: \(totals.redisRepaired) of \(totals.redisDrifted.count) post(s) reset; Redis loads them from PostgreSQL on their next touch"
+                text +=
+                    "\nRedis: \(totals.redisRepaired) of \(totals.redisDrifted.count) post(s) reset; Redis loads them from PostgreSQL on their next touch"
             }
         } else if !totals.drifted.isEmpty || !totals.redisDrifted.isEmpty {
             text += "\nnothing changed; run again with --repair to set likes_count from the rows and reload drifted posts into Redis"
@@ -170,12 +196,17 @@ enum OperatorReport {
     /// `dead-letters list`.
     static func deadLetters(_ letters: [DeadLetter]) -> String {
         guard !letters.isEmpty else { return "no dead letters" }
-        return "\(letters.count) dead letter(s)\n" + table(["id", "user", "post", "liked", "reason", "from log entry"], letters.map {
-            [$0.id, $0.fields["u"] ?? "", $0.fields["p"] ?? "",
-             $0.fields["l"].map { $0 == "1" ? "yes" : "no" } ?? ($0.fields["raw"] ?? ""),
-             Self.reason(of: $0),
-             ($0.fields["log"] ?? "") + " " + ($0.fields["entry"] ?? "")]
-        })
+        return "\(letters.count) dead letter(s)\n"
+            + table(
+                ["id", "user", "post", "liked", "reason", "from log entry"],
+                letters.map {
+                    [
+                        $0.id, $0.fields["u"] ?? "", $0.fields["p"] ?? "",
+                        $0.fields["l"].map { $0 == "1" ? "yes" : "no" } ?? ($0.fields["raw"] ?? ""),
+                        Self.reason(of: $0),
+                        ($0.fields["log"] ?? "") + " " + ($0.fields["entry"] ?? ""),
+                    ]
+                })
     }
 
     /// A letter's reason, with PostgreSQL's SQLSTATE and message for a refused change.
@@ -188,10 +219,12 @@ enum OperatorReport {
     static func cluster(_ map: ClusterMapBody) -> String {
         let rows = map.nodes.map { node -> [String] in
             let ranges = node.slots.map { $0.count == 2 && $0[0] != $0[1] ? "\($0[0])-\($0[1])" : "\($0.first ?? 0)" }
-            return [node.id, node.url, String(node.incarnation), node.live ? "yes" : "no", node.draining ? "yes" : "no",
-                    node.live ? String(node.leaseRemainingMs) : "-", String(node.ownedSlots),
-                    ranges.count > 4 ? ranges.prefix(4).joined(separator: ",") + ",…" : (ranges.isEmpty ? "-" : ranges.joined(separator: ",")),
-                    node.ownedSlots == 0 ? "-" : "\(node.lowestEpoch)-\(node.highestEpoch)"]
+            return [
+                node.id, node.url, String(node.incarnation), node.live ? "yes" : "no", node.draining ? "yes" : "no",
+                node.live ? String(node.leaseRemainingMs) : "-", String(node.ownedSlots),
+                ranges.count > 4 ? ranges.prefix(4).joined(separator: ",") + ",…" : (ranges.isEmpty ? "-" : ranges.joined(separator: ",")),
+                node.ownedSlots == 0 ? "-" : "\(node.lowestEpoch)-\(node.highestEpoch)",
+            ]
         }
         var text = table(["node", "url", "incarnation", "live", "draining", "lease ms", "slots", "ranges", "epochs"], rows)
         text += "\nmap version \(map.version) (read by \(map.answeredBy)); "
@@ -205,8 +238,9 @@ enum OperatorReport {
         let widths = header.indices.map { column in all.map { $0.indices.contains(column) ? $0[column].count : 0 }.max() ?? 0 }
         return all.map { row in
             row.enumerated().map { column, cell in
-                column == 0 ? cell.padding(toLength: widths[column], withPad: " ", startingAt: 0)
-                            : String(repeating: " ", count: widths[column] - cell.count) + cell
+                column == 0
+                    ? cell.padding(toLength: widths[column], withPad: " ", startingAt: 0)
+                    : String(repeating: " ", count: widths[column] - cell.count) + cell
             }.joined(separator: "  ")
         }.joined(separator: "\n")
     }

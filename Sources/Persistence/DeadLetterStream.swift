@@ -44,8 +44,9 @@ public struct DeadLetterStream: Sendable {
     public func list(count: Int) async throws -> [Letter] {
         let entries = try await redis.send(.xrange(layout.deadLetters, count: count), slot: layout.deadLettersSlot).streamEntries()
         return entries.map { entry in
-            Letter(id: entry.id, fields: entry.fields.mapValues { String(decoding: $0, as: UTF8.self) },
-                   change: ChangeLogEntry.change(from: entry))
+            Letter(
+                id: entry.id, fields: entry.fields.mapValues { String(decoding: $0, as: UTF8.self) },
+                change: ChangeLogEntry.change(from: entry))
         }
     }
 

@@ -157,34 +157,41 @@ public enum LikeBatchApplier {
     /// - Throws: `PostgresError(.invalidArgument)` for an empty or oversized batch or an id that
     ///   is not a positive 64-bit integer (nothing is sent); PostgreSQL's errors otherwise (with
     ///   `isolatingRefusals`, only the transient ones and those of the savepoints themselves).
-    public static func apply(_ changes: [LikeChange], on connection: isolated PostgresConnection,
-                             skipping: Set<LikePair> = [], isolatingRefusals: Bool = false,
-                             events: Bool = false) throws(PostgresError) -> LikeBatchOutcome {
+    public static func apply(
+        _ changes: [LikeChange], on connection: isolated PostgresConnection,
+        skipping: Set<LikePair> = [], isolatingRefusals: Bool = false,
+        events: Bool = false
+    ) throws(PostgresError) -> LikeBatchOutcome {
         try validate(changes)
         var last = lastChanges(changes)
         if !skipping.isEmpty { last.removeAll { skipping.contains(LikePair($0)) } }
         guard !last.isEmpty else { return .empty }
-        return isolatingRefusals ? try applyIsolating(last, events: events, on: connection)
+        return isolatingRefusals
+            ? try applyIsolating(last, events: events, on: connection)
             : try applyInSavepoint(last, events: events, on: connection)
     }
 
     /// Applies `last` in a savepoint, first without `ON CONFLICT`, then (after a unique
     /// violation) with it. A failure leaves the savepoint to roll back to.
-    private static func applyInSavepoint(_ last: [LikeChange], events: Bool, on connection: isolated PostgresConnection) throws(PostgresError) -> LikeBatchOutcome {
+    private static func applyInSavepoint(_ last: [LikeChange], events: Bool, on connection: isolated PostgresConnection) throws(PostgresError)
+        -> LikeBatchOutcome
+    {
         try connection.query("SAVEPOINT counter_batch_apply")
         do {
             return try apply(last: last, onConflict: false, events: events, on: connection)
-        } catch where error.isUniqueViolation {
+        } catch  where error.isUniqueViolation {
             try connection.query("ROLLBACK TO SAVEPOINT counter_batch_apply")
             return try apply(last: last, onConflict: true, events: events, on: connection)
         }
     }
 
     /// `applyInSavepoint`, bisecting what PostgreSQL refuses down to the single changes refused.
-    private static func applyIsolating(_ last: [LikeChange], events: Bool, on connection: isolated PostgresConnection) throws(PostgresError) -> LikeBatchOutcome {
+    private static func applyIsolating(_ last: [LikeChange], events: Bool, on connection: isolated PostgresConnection) throws(PostgresError)
+        -> LikeBatchOutcome
+    {
         do {
             return try applyInSavepoint(last, events: events, on: connection)
-        } catch where error.isRefusal {
+        } catch  where error.isRefusal {
             // The savepoint taken last is this attempt's: rolling back to it keeps what earlier
             // parts applied and makes the transaction usable again.
             try connection.query("ROLLBACK TO SAVEPOINT counter_batch_apply")
@@ -202,8 +209,10 @@ public enum LikeBatchApplier {
 
     /// Locks and finds the posts of `last` (one change per pair, by post), then applies the
     /// changes of those that exist.
-    private static func apply(last: [LikeChange], onConflict: Bool, events: Bool,
-                              on connection: isolated PostgresConnection) throws(PostgresError) -> LikeBatchOutcome {
+    private static func apply(
+        last: [LikeChange], onConflict: Bool, events: Bool,
+        on connection: isolated PostgresConnection
+    ) throws(PostgresError) -> LikeBatchOutcome {
         var posts: [Int64] = []
         for change in last where posts.last != change.postID { posts.append(change.postID) }
         var present: Set<Int64> = []
@@ -260,9 +269,11 @@ public enum LikeBatchApplier {
     ///     caller keeps those elsewhere, as dead letters, before it commits). The progress is
     ///     written before the changes, so that with `events` the event clock's lock, taken by
     ///     the changes' statement, is held through as little as possible before the commit.
-    package static func apply(_ entries: [LoggedLikeChange], on connection: isolated PostgresConnection,
-                              audit: FlushAudit? = nil, skipping: Set<LikePair> = [],
-                              isolatingRefusals: Bool = false, events: Bool = false) throws(PostgresError) -> LikeBatchOutcome {
+    package static func apply(
+        _ entries: [LoggedLikeChange], on connection: isolated PostgresConnection,
+        audit: FlushAudit? = nil, skipping: Set<LikePair> = [],
+        isolatingRefusals: Bool = false, events: Bool = false
+    ) throws(PostgresError) -> LikeBatchOutcome {
         try validate(entries.map(\.change))
         let logs = Array(Set(entries.map(\.log))).sorted()
         let progress = try connection.query(
@@ -283,7 +294,8 @@ public enum LikeBatchApplier {
             newest[entry.log] = (max(current?.id ?? entry.entryID, entry.entryID), (current?.count ?? 0) + 1)
         }
         let updated = newest.sorted { $0.key < $1.key }
-        try connection.query("""
+        try connection.query(
+            """
             INSERT INTO counter_flush_progress AS p (log, last_entry_ms, last_entry_seq, applied_changes, applied_batches)
             SELECT log, ms, seq, n, 1 FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[]) AS u(log, ms, seq, n)
             ON CONFLICT (log) DO UPDATE SET
@@ -291,16 +303,21 @@ public enum LikeBatchApplier {
                 applied_changes = p.applied_changes + excluded.applied_changes,
                 applied_batches = p.applied_batches + 1, updated_at = now()
             WHERE (excluded.last_entry_ms, excluded.last_entry_seq) > (p.last_entry_ms, p.last_entry_seq)
-            """, [.textArray(updated.map(\.key)),
-                  .int64Array(updated.map { Int64($0.value.id.milliseconds) }),
-                  .int64Array(updated.map { Int64($0.value.id.sequence) }),
-                  .int64Array(updated.map(\.value.count))])
+            """,
+            [
+                .textArray(updated.map(\.key)),
+                .int64Array(updated.map { Int64($0.value.id.milliseconds) }),
+                .int64Array(updated.map { Int64($0.value.id.sequence) }),
+                .int64Array(updated.map(\.value.count)),
+            ])
         // A change's time is its acknowledgement: its own, or else its entry's (the stream id).
-        let outcome = try apply(fresh.map(\.timedChange), on: connection, skipping: skipping, isolatingRefusals: isolatingRefusals,
-                                events: events)
+        let outcome = try apply(
+            fresh.map(\.timedChange), on: connection, skipping: skipping, isolatingRefusals: isolatingRefusals,
+            events: events)
         try audit?.check(fresh, on: connection)
-        var result = LikeBatchOutcome(movements: outcome.movements, missingPosts: outcome.missingPosts,
-                                      coalescedChanges: outcome.coalescedChanges, alreadyApplied: skipped)
+        var result = LikeBatchOutcome(
+            movements: outcome.movements, missingPosts: outcome.missingPosts,
+            coalescedChanges: outcome.coalescedChanges, alreadyApplied: skipped)
         result.appliedThrough = newest.mapValues(\.id)
         result.rejected = outcome.rejected
         return result
@@ -319,13 +336,15 @@ public enum LikeBatchApplier {
             throw PostgresError(code: .invalidArgument, message: "empty batch: give at least one change")
         }
         guard changes.count <= maximumBatchSize else {
-            throw PostgresError(code: .invalidArgument,
-                                message: "batch of \(changes.count) changes exceeds the limit of \(maximumBatchSize); split it")
+            throw PostgresError(
+                code: .invalidArgument,
+                message: "batch of \(changes.count) changes exceeds the limit of \(maximumBatchSize); split it")
         }
         if let index = changes.firstIndex(where: { $0.userID <= 0 || $0.postID <= 0 }) {
             let change = changes[index]
-            throw PostgresError(code: .invalidArgument,
-                                message: "change \(index) has user \(change.userID), post \(change.postID): ids must be positive 64-bit integers")
+            throw PostgresError(
+                code: .invalidArgument,
+                message: "change \(index) has user \(change.userID), post \(change.postID): ids must be positive 64-bit integers")
         }
     }
 }

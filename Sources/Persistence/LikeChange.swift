@@ -55,7 +55,8 @@ public struct LoggedLikeChange: Sendable, Hashable {
 
     /// The change with that time: what the flusher applies and a dead letter keeps.
     public var timedChange: LikeChange {
-        change.acknowledgedAt != nil ? change
+        change.acknowledgedAt != nil
+            ? change
             : LikeChange(userID: change.userID, postID: change.postID, liked: change.liked, acknowledgedAt: acknowledgedAt)
     }
 }
@@ -136,10 +137,11 @@ public struct LikeBatchOutcome: Sendable, Equatable {
             let delta = (movements[post]?.delta ?? 0) + movement.delta
             movements[post] = CountMovement(delta: delta, likesCount: movement.likesCount)
         }
-        var result = LikeBatchOutcome(movements: movements.filter { $0.value.delta != 0 },
-                                      missingPosts: missingPosts.merging(later.missingPosts, uniquingKeysWith: +),
-                                      coalescedChanges: coalescedChanges + later.coalescedChanges,
-                                      alreadyApplied: alreadyApplied + later.alreadyApplied)
+        var result = LikeBatchOutcome(
+            movements: movements.filter { $0.value.delta != 0 },
+            missingPosts: missingPosts.merging(later.missingPosts, uniquingKeysWith: +),
+            coalescedChanges: coalescedChanges + later.coalescedChanges,
+            alreadyApplied: alreadyApplied + later.alreadyApplied)
         result.rejected = rejected + later.rejected
         return result
     }

@@ -75,14 +75,16 @@ public struct LikeEvents: Sendable {
 
     /// The events after `after`, oldest first, at most `limit`.
     public func read(after: Int64, limit: Int) async throws -> [Event] {
-        let rows = try await pool.query("""
+        let rows = try await pool.query(
+            """
             SELECT id, post_id, user_id, liked,
                    (extract(epoch FROM liked_at) * 1000000)::bigint, (extract(epoch FROM committed_at) * 1000000)::bigint
             FROM counter_like_events WHERE id > $1 ORDER BY id LIMIT $2
             """, [.int64(after), .int64(Int64(limit))])
         return try rows.map { row in
-            Event(id: try row.int64(0), postID: try row.int64(1), userID: try row.int64(2), liked: try row.bool(3),
-                  likedAtMicroseconds: try row.int64(4), committedAtMicroseconds: try row.int64(5))
+            Event(
+                id: try row.int64(0), postID: try row.int64(1), userID: try row.int64(2), liked: try row.bool(3),
+                likedAtMicroseconds: try row.int64(4), committedAtMicroseconds: try row.int64(5))
         }
     }
 
@@ -95,7 +97,8 @@ public struct LikeEvents: Sendable {
 
     /// When the oldest event stored was committed (Unix microseconds), or `nil` when none is.
     public func oldestCommittedAt() async throws -> Int64? {
-        let rows = try await pool.query("""
+        let rows = try await pool.query(
+            """
             SELECT (extract(epoch FROM committed_at) * 1000000)::bigint FROM counter_like_events
             WHERE id > (SELECT pruned_through FROM counter_event_clock) ORDER BY id LIMIT 1
             """)
@@ -105,7 +108,8 @@ public struct LikeEvents: Sendable {
     /// How long ago, by PostgreSQL's clock, the oldest event stored was committed (seconds; 0
     /// when none is).
     public func oldestAge() async throws -> Double {
-        let rows = try await pool.query("""
+        let rows = try await pool.query(
+            """
             SELECT coalesce(extract(epoch FROM now() - (
                 SELECT committed_at FROM counter_like_events
                 WHERE id > (SELECT pruned_through FROM counter_event_clock) ORDER BY id LIMIT 1)), 0)::float8
@@ -125,7 +129,8 @@ public struct LikeEvents: Sendable {
             // One pruner at a time among the nodes; the others find the lock taken and skip a turn.
             let turn = try connection.query("SELECT pg_try_advisory_xact_lock($1)", [.int64(Self.pruningLockKey)])
             guard try turn.first?.bool(0) == true else { return 0 }
-            let rows = try connection.query("""
+            let rows = try connection.query(
+                """
                 WITH oldest AS (
                     SELECT id, committed_at FROM counter_like_events
                     WHERE id > (SELECT pruned_through FROM counter_event_clock)

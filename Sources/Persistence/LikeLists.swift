@@ -67,36 +67,43 @@ public struct LikeLists: Sendable {
         let after: PreparedStatement
 
         init(owner: String, listed: String, name: String) {
-        // Served by `likes_post_id_created_at_index` or `likes_user_id_created_at_index`.
-        // Whole seconds, then the microseconds within: an interval times a number goes through a
-        // double, exact for each part up to year 9999 (a product of all the microseconds would
-        // round from 2⁵³ µs, in year 2255, on).
-        let cursorTime = "('epoch'::timestamptz + ($2::bigint / 1000000) * interval '1 second' + ($2::bigint % 1000000) * interval '1 microsecond')"
-        first = PreparedStatement(name: name, sql: """
-            SELECT \(listed), (extract(epoch FROM created_at) * 1000000)::bigint FROM likes
-            WHERE \(owner) = $1 AND created_at IS NOT NULL ORDER BY created_at DESC, \(listed) LIMIT $2
-            """)
-        // The order mixes directions (time descending, id ascending), so the index bounds the
-        // time and the filter takes the ties of the cursor's own microsecond.
-        after = PreparedStatement(name: name + "_after", sql: """
-            SELECT \(listed), (extract(epoch FROM created_at) * 1000000)::bigint FROM likes
-            WHERE \(owner) = $1 AND created_at <= \(cursorTime)
-                AND (created_at < \(cursorTime) OR \(listed) > $3)
-            ORDER BY created_at DESC, \(listed) LIMIT $4
-            """)
+            // Served by `likes_post_id_created_at_index` or `likes_user_id_created_at_index`.
+            // Whole seconds, then the microseconds within: an interval times a number goes through a
+            // double, exact for each part up to year 9999 (a product of all the microseconds would
+            // round from 2⁵³ µs, in year 2255, on).
+            let cursorTime =
+                "('epoch'::timestamptz + ($2::bigint / 1000000) * interval '1 second' + ($2::bigint % 1000000) * interval '1 microsecond')"
+            first = PreparedStatement(
+                name: name,
+                sql: """
+                    SELECT \(listed), (extract(epoch FROM created_at) * 1000000)::bigint FROM likes
+                    WHERE \(owner) = $1 AND created_at IS NOT NULL ORDER BY created_at DESC, \(listed) LIMIT $2
+                    """)
+            // The order mixes directions (time descending, id ascending), so the index bounds the
+            // time and the filter takes the ties of the cursor's own microsecond.
+            after = PreparedStatement(
+                name: name + "_after",
+                sql: """
+                    SELECT \(listed), (extract(epoch FROM created_at) * 1000000)::bigint FROM likes
+                    WHERE \(owner) = $1 AND created_at <= \(cursorTime)
+                        AND (created_at < \(cursorTime) OR \(listed) > $3)
+                    ORDER BY created_at DESC, \(listed) LIMIT $4
+                    """)
         }
     }
 
     /// A feed page's previews: per post (`$1`), its first `$2` likers.
-    private static let firstLikersStatement = PreparedStatement(name: "counter_first_likers", sql: """
-        SELECT p.id, l.user_id, (extract(epoch FROM l.created_at) * 1000000)::bigint
-        FROM unnest($1::bigint[], $2::bigint[]) AS p(id, n)
-        CROSS JOIN LATERAL (
-            SELECT user_id, created_at FROM likes
-            WHERE post_id = p.id AND created_at IS NOT NULL ORDER BY created_at DESC, user_id LIMIT p.n
-        ) l
-        ORDER BY p.id, l.created_at DESC, l.user_id
-        """)
+    private static let firstLikersStatement = PreparedStatement(
+        name: "counter_first_likers",
+        sql: """
+            SELECT p.id, l.user_id, (extract(epoch FROM l.created_at) * 1000000)::bigint
+            FROM unnest($1::bigint[], $2::bigint[]) AS p(id, n)
+            CROSS JOIN LATERAL (
+                SELECT user_id, created_at FROM likes
+                WHERE post_id = p.id AND created_at IS NOT NULL ORDER BY created_at DESC, user_id LIMIT p.n
+            ) l
+            ORDER BY p.id, l.created_at DESC, l.user_id
+            """)
 
     /// The first likers of each post of `limits`, as many as its limit, in order, in one
     /// statement (a feed page's previews): by post, posts without likers absent.

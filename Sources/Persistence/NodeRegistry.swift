@@ -19,8 +19,10 @@ public struct NodeRegistry: Sendable {
         /// Milliseconds until its lease runs out, by PostgreSQL's clock (negative: ran out).
         public let leaseRemainingMilliseconds: Int64
 
-        public init(id: String, incarnation: Int64, advertiseURL: String, isLive: Bool, isDraining: Bool = false,
-                    leaseRemainingMilliseconds: Int64 = 0) {
+        public init(
+            id: String, incarnation: Int64, advertiseURL: String, isLive: Bool, isDraining: Bool = false,
+            leaseRemainingMilliseconds: Int64 = 0
+        ) {
             self.id = id
             self.incarnation = incarnation
             self.advertiseURL = advertiseURL
@@ -58,7 +60,8 @@ public struct NodeRegistry: Sendable {
     /// - Returns: the incarnation.
     /// - Throws: `IDInUse` when another process holds the id under a lease still running.
     public func register(nodeID: String, advertiseURL: String, lease: Duration) async throws -> Int64 {
-        let rows = try await pool.query("""
+        let rows = try await pool.query(
+            """
             INSERT INTO counter_nodes (deployment, id, incarnation, advertise_url, lease_expires_at)
             VALUES ($4, $1, nextval('counter_node_incarnations'), $2, now() + $3::bigint * interval '1 millisecond')
             ON CONFLICT (deployment, id) DO UPDATE
@@ -68,13 +71,15 @@ public struct NodeRegistry: Sendable {
             RETURNING incarnation
             """, [.text(nodeID), .text(advertiseURL), .int64(lease.inMilliseconds), .text(deployment)])
         if let row = rows.first { return try row.int64(0) }
-        let holder = try await pool.query("""
+        let holder = try await pool.query(
+            """
             SELECT advertise_url, incarnation, (extract(epoch FROM lease_expires_at - now()) * 1000)::bigint
             FROM counter_nodes WHERE deployment = $2 AND id = $1
             """, [.text(nodeID), .text(deployment)])
-        throw IDInUse(nodeID: nodeID, advertiseURL: holder.first?.string(0) ?? "?",
-                      incarnation: (try? holder.first?.int64(1)) ?? 0,
-                      leaseRemainingMilliseconds: (try? holder.first?.int64(2)) ?? 0)
+        throw IDInUse(
+            nodeID: nodeID, advertiseURL: holder.first?.string(0) ?? "?",
+            incarnation: (try? holder.first?.int64(1)) ?? 0,
+            leaseRemainingMilliseconds: (try? holder.first?.int64(2)) ?? 0)
     }
 
     /// Extends the lease of `incarnation` by `lease` from now (PostgreSQL's now).
@@ -98,7 +103,8 @@ public struct NodeRegistry: Sendable {
 
     /// `renew`, telling whether the lease had run out before it.
     public func renewal(nodeID: String, incarnation: Int64, lease: Duration) async throws -> Renewal {
-        let rows = try await pool.query("""
+        let rows = try await pool.query(
+            """
             UPDATE counter_nodes n SET lease_expires_at = now() + $3::bigint * interval '1 millisecond'
             FROM (SELECT lease_expires_at FROM counter_nodes WHERE deployment = $4 AND id = $1 AND incarnation = $2 FOR UPDATE) before
             WHERE n.deployment = $4 AND n.id = $1 AND n.incarnation = $2
@@ -111,28 +117,32 @@ public struct NodeRegistry: Sendable {
     /// Ends the lease of `incarnation` now (a node leaving in good order), so its slots can be
     /// taken without waiting for the lease to run out.
     public func release(nodeID: String, incarnation: Int64) async throws {
-        try await pool.query("UPDATE counter_nodes SET lease_expires_at = now() WHERE deployment = $3 AND id = $1 AND incarnation = $2",
-                             [.text(nodeID), .int64(incarnation), .text(deployment)])
+        try await pool.query(
+            "UPDATE counter_nodes SET lease_expires_at = now() WHERE deployment = $3 AND id = $1 AND incarnation = $2",
+            [.text(nodeID), .int64(incarnation), .text(deployment)])
     }
 
     /// Every registered node, live or not, by id.
     public func nodes() async throws -> [Node] {
-        let rows = try await pool.query("""
+        let rows = try await pool.query(
+            """
             SELECT id, incarnation, advertise_url, lease_expires_at > now(), draining,
                    (extract(epoch FROM lease_expires_at - now()) * 1000)::bigint
             FROM counter_nodes WHERE deployment = $1 ORDER BY id
             """, [.text(deployment)])
         return try rows.map { row in
-            Node(id: row.string(0) ?? "", incarnation: try row.int64(1), advertiseURL: row.string(2) ?? "", isLive: try row.bool(3),
-                 isDraining: try row.bool(4), leaseRemainingMilliseconds: try row.int64(5))
+            Node(
+                id: row.string(0) ?? "", incarnation: try row.int64(1), advertiseURL: row.string(2) ?? "", isLive: try row.bool(3),
+                isDraining: try row.bool(4), leaseRemainingMilliseconds: try row.int64(5))
         }
     }
 
     /// Marks `nodeID` as draining (it gives up its slots to the others and takes none) or not.
     /// - Returns: `false` when no node has that id.
     public func setDraining(nodeID: String, _ draining: Bool) async throws -> Bool {
-        let rows = try await pool.query("UPDATE counter_nodes SET draining = $2 WHERE deployment = $3 AND id = $1 RETURNING 1",
-                                        [.text(nodeID), .bool(draining), .text(deployment)])
+        let rows = try await pool.query(
+            "UPDATE counter_nodes SET draining = $2 WHERE deployment = $3 AND id = $1 RETURNING 1",
+            [.text(nodeID), .bool(draining), .text(deployment)])
         return !rows.isEmpty
     }
 }

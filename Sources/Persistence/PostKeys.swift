@@ -75,20 +75,27 @@ public struct PostKeys: Sendable {
         }
         // A warm post's count and the user's membership are in its hash (a user it does not
         // know has no change waiting: PostgreSQL's row is the membership).
-        let isLiked: Bool? = user == nil ? nil
+        let isLiked: Bool? =
+            user == nil
+            ? nil
             : warm ? warmValues.dropFirst().first.flatMap { $0.string.map { $0 == "1" } } : replies[4].integer == 1
-        return State(hydrated: marker != .null, warm: warm, likesCount: (warm ? warmValues.first?.integer : replies[1].integer) ?? 0,
-                     pendingChanges: pending, isLiked: isLiked)
+        return State(
+            hydrated: marker != .null, warm: warm, likesCount: (warm ? warmValues.first?.integer : replies[1].integer) ?? 0,
+            pendingChanges: pending, isLiked: isLiked)
     }
 
     /// The count Redis holds for each of `posts` it holds: `SCARD` of a hot post's likers set, the
     /// count field of a warm post's hash; cold posts are left out.
     public func counts(of posts: [Int64]) async throws -> [Int64: Count] {
-        let replies = try await redis.executeAll(posts.map { post in
-            SlotCommands(slot: HashSlot(post: post),
-                         commands: [.get(layout.hydratedMarker(ofPost: post)), .scard(layout.likers(ofPost: post)),
-                                    RedisCommand("HGET", layout.warmMembers(ofPost: post), RedisKeyLayout.warmCountField)])
-        })
+        let replies = try await redis.executeAll(
+            posts.map { post in
+                SlotCommands(
+                    slot: HashSlot(post: post),
+                    commands: [
+                        .get(layout.hydratedMarker(ofPost: post)), .scard(layout.likers(ofPost: post)),
+                        RedisCommand("HGET", layout.warmMembers(ofPost: post), RedisKeyLayout.warmCountField),
+                    ])
+            })
         var counts: [Int64: Count] = [:]
         for (post, reply) in zip(posts, replies) where reply[0] != .null {
             let warm = reply[0].string == RedisKeyLayout.warmMarkerValue

@@ -45,7 +45,8 @@ public struct PostRecords: Sendable {
     /// `post`'s count, its rows and, for `user`, whether that user has a row; `nil` when the post
     /// does not exist.
     public func inspect(post: Int64, user: Int64?) async throws -> Inspection? {
-        let rows = try await pool.query("""
+        let rows = try await pool.query(
+            """
             SELECT p.likes_count, (SELECT count(*) FROM likes l WHERE l.post_id = $1),
                    (SELECT count(*) FROM likes l WHERE l.post_id = $1 AND l.user_id = $2)
             FROM posts p WHERE p.id = $1
@@ -57,18 +58,22 @@ public struct PostRecords: Sendable {
 
     /// The count and rows of each of `posts` that exists, in id order.
     public func counts(of posts: [Int64]) async throws -> [CountCheck] {
-        try Self.checks(await pool.query("""
-            SELECT p.id, p.likes_count, (SELECT count(*) FROM likes l WHERE l.post_id = p.id)
-            FROM posts p WHERE p.id = ANY($1::bigint[]) ORDER BY p.id
-            """, [.int64Array(posts)]))
+        try Self.checks(
+            await pool.query(
+                """
+                SELECT p.id, p.likes_count, (SELECT count(*) FROM likes l WHERE l.post_id = p.id)
+                FROM posts p WHERE p.id = ANY($1::bigint[]) ORDER BY p.id
+                """, [.int64Array(posts)]))
     }
 
     /// The count and rows of the first `limit` posts with ids above `after`, in id order.
     public func counts(after: Int64, limit: Int) async throws -> [CountCheck] {
-        try Self.checks(await pool.query("""
-            SELECT p.id, p.likes_count, (SELECT count(*) FROM likes l WHERE l.post_id = p.id)
-            FROM posts p WHERE p.id > $1 ORDER BY p.id LIMIT $2
-            """, [.int64(after), .int64(Int64(limit))]))
+        try Self.checks(
+            await pool.query(
+                """
+                SELECT p.id, p.likes_count, (SELECT count(*) FROM likes l WHERE l.post_id = p.id)
+                FROM posts p WHERE p.id > $1 ORDER BY p.id LIMIT $2
+                """, [.int64(after), .int64(Int64(limit))]))
     }
 
     private static func checks(_ rows: PostgresRows) throws -> [CountCheck] {

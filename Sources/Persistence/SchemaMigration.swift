@@ -40,8 +40,10 @@ public struct SchemaMigration: Sendable {
 
 extension SchemaMigration {
     /// Every migration this build knows, in order.
-    public static let all: [SchemaMigration] = [seedLayout, flushProgress, clusterMembership, slotEpochs,
-                                                likesByPostNewestFirst, likesByUserNewestFirst, dropLikesByPost, likeEvents]
+    public static let all: [SchemaMigration] = [
+        seedLayout, flushProgress, clusterMembership, slotEpochs,
+        likesByPostNewestFirst, likesByUserNewestFirst, dropLikesByPost, likeEvents,
+    ]
 
     /// The change events' outbox: one row per like or unlike that changed `likes`, written by the
     /// flush transaction that changed it (with `--events on`), and the clock its ids come from.
@@ -49,23 +51,25 @@ extension SchemaMigration {
     /// in commit order and a reader that has seen id N will never later see a smaller one
     /// appear (no gaps for a consumer's `after` to skip). `pruned_through` is the highest id
     /// retention deleted: a consumer behind it has missed events, and is told so.
-    static let likeEvents = SchemaMigration(version: 8, name: "counter_like_events, counter_event_clock", sql: """
-        CREATE TABLE IF NOT EXISTS counter_like_events (
-            id bigint PRIMARY KEY,
-            post_id bigint NOT NULL,
-            user_id bigint NOT NULL,
-            liked boolean NOT NULL,
-            liked_at timestamptz NOT NULL,
-            committed_at timestamptz NOT NULL DEFAULT clock_timestamp()
-        );
-        CREATE TABLE IF NOT EXISTS counter_event_clock (
-            only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
-            last_id bigint NOT NULL DEFAULT 0,
-            pruned_through bigint NOT NULL DEFAULT 0,
-            pruned_events bigint NOT NULL DEFAULT 0
-        );
-        INSERT INTO counter_event_clock DEFAULT VALUES ON CONFLICT DO NOTHING;
-        """)
+    static let likeEvents = SchemaMigration(
+        version: 8, name: "counter_like_events, counter_event_clock",
+        sql: """
+            CREATE TABLE IF NOT EXISTS counter_like_events (
+                id bigint PRIMARY KEY,
+                post_id bigint NOT NULL,
+                user_id bigint NOT NULL,
+                liked boolean NOT NULL,
+                liked_at timestamptz NOT NULL,
+                committed_at timestamptz NOT NULL DEFAULT clock_timestamp()
+            );
+            CREATE TABLE IF NOT EXISTS counter_event_clock (
+                only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+                last_id bigint NOT NULL DEFAULT 0,
+                pruned_through bigint NOT NULL DEFAULT 0,
+                pruned_events bigint NOT NULL DEFAULT 0
+            );
+            INSERT INTO counter_event_clock DEFAULT VALUES ON CONFLICT DO NOTHING;
+            """)
 
     /// A post's likers newest first (`GET /v1/posts/{post}/likers`: a keyset on `created_at`,
     /// `user_id`), built without blocking the flusher's writes.
@@ -90,87 +94,95 @@ extension SchemaMigration {
     /// The seed's Laravel layout: `posts.likes_count`, and `likes` with `unique(user_id, post_id)`
     /// and timestamps. Works on a database where the app already created `posts` (perhaps without
     /// `likes_count`) or `likes`: it adds only what is missing.
-    static let seedLayout = SchemaMigration(version: 1, name: "seed layout: posts.likes_count, likes", sql: """
-        CREATE TABLE IF NOT EXISTS posts (
-            id bigint PRIMARY KEY,
-            likes_count bigint NOT NULL DEFAULT 0,
-            created_at timestamptz,
-            updated_at timestamptz
-        );
-        ALTER TABLE posts ADD COLUMN IF NOT EXISTS likes_count bigint NOT NULL DEFAULT 0;
-        CREATE TABLE IF NOT EXISTS likes (
-            id bigserial PRIMARY KEY,
-            user_id bigint NOT NULL,
-            post_id bigint NOT NULL REFERENCES posts (id) ON DELETE CASCADE,
-            created_at timestamptz,
-            updated_at timestamptz,
-            CONSTRAINT likes_user_id_post_id_unique UNIQUE (user_id, post_id)
-        );
-        -- The flusher's ON CONFLICT (user_id, post_id) needs this; Laravel names it the same way.
-        CREATE UNIQUE INDEX IF NOT EXISTS likes_user_id_post_id_unique ON likes (user_id, post_id);
-        -- Recounting a post (reconcile, hydration) reads its likes by post.
-        CREATE INDEX IF NOT EXISTS likes_post_id_index ON likes (post_id);
-        """)
+    static let seedLayout = SchemaMigration(
+        version: 1, name: "seed layout: posts.likes_count, likes",
+        sql: """
+            CREATE TABLE IF NOT EXISTS posts (
+                id bigint PRIMARY KEY,
+                likes_count bigint NOT NULL DEFAULT 0,
+                created_at timestamptz,
+                updated_at timestamptz
+            );
+            ALTER TABLE posts ADD COLUMN IF NOT EXISTS likes_count bigint NOT NULL DEFAULT 0;
+            CREATE TABLE IF NOT EXISTS likes (
+                id bigserial PRIMARY KEY,
+                user_id bigint NOT NULL,
+                post_id bigint NOT NULL REFERENCES posts (id) ON DELETE CASCADE,
+                created_at timestamptz,
+                updated_at timestamptz,
+                CONSTRAINT likes_user_id_post_id_unique UNIQUE (user_id, post_id)
+            );
+            -- The flusher's ON CONFLICT (user_id, post_id) needs this; Laravel names it the same way.
+            CREATE UNIQUE INDEX IF NOT EXISTS likes_user_id_post_id_unique ON likes (user_id, post_id);
+            -- Recounting a post (reconcile, hydration) reads its likes by post.
+            CREATE INDEX IF NOT EXISTS likes_post_id_index ON likes (post_id);
+            """)
 
     /// The flusher's progress per write-behind log, updated in the same transaction as the
     /// changes it applies, so a crash between commit and trimming the log neither loses nor
     /// double-applies anything.
-    static let flushProgress = SchemaMigration(version: 2, name: "counter_flush_progress", sql: """
-        CREATE TABLE IF NOT EXISTS counter_flush_progress (
-            log text PRIMARY KEY,
-            last_entry_ms bigint NOT NULL,
-            last_entry_seq bigint NOT NULL,
-            applied_changes bigint NOT NULL DEFAULT 0,
-            applied_batches bigint NOT NULL DEFAULT 0,
-            updated_at timestamptz NOT NULL DEFAULT now()
-        );
-        """)
+    static let flushProgress = SchemaMigration(
+        version: 2, name: "counter_flush_progress",
+        sql: """
+            CREATE TABLE IF NOT EXISTS counter_flush_progress (
+                log text PRIMARY KEY,
+                last_entry_ms bigint NOT NULL,
+                last_entry_seq bigint NOT NULL,
+                applied_changes bigint NOT NULL DEFAULT 0,
+                applied_batches bigint NOT NULL DEFAULT 0,
+                updated_at timestamptz NOT NULL DEFAULT now()
+            );
+            """)
 
     /// The nodes of a cluster, each with a lease kept by PostgreSQL's clock and a new incarnation
     /// per process start, and the owner and epoch of every slot.
-    static let clusterMembership = SchemaMigration(version: 3, name: "counter_nodes, counter_slots", sql: """
-        CREATE SEQUENCE IF NOT EXISTS counter_node_incarnations;
-        CREATE TABLE IF NOT EXISTS counter_nodes (
-            id text PRIMARY KEY,
-            incarnation bigint NOT NULL,
-            advertise_url text NOT NULL,
-            lease_expires_at timestamptz NOT NULL,
-            started_at timestamptz NOT NULL DEFAULT now()
-        );
-        CREATE TABLE IF NOT EXISTS counter_slots (
-            slot integer PRIMARY KEY CHECK (slot >= 0 AND slot < 16384),
-            owner text,
-            owner_incarnation bigint,
-            epoch bigint NOT NULL DEFAULT 0
-        );
-        """)
+    static let clusterMembership = SchemaMigration(
+        version: 3, name: "counter_nodes, counter_slots",
+        sql: """
+            CREATE SEQUENCE IF NOT EXISTS counter_node_incarnations;
+            CREATE TABLE IF NOT EXISTS counter_nodes (
+                id text PRIMARY KEY,
+                incarnation bigint NOT NULL,
+                advertise_url text NOT NULL,
+                lease_expires_at timestamptz NOT NULL,
+                started_at timestamptz NOT NULL DEFAULT now()
+            );
+            CREATE TABLE IF NOT EXISTS counter_slots (
+                slot integer PRIMARY KEY CHECK (slot >= 0 AND slot < 16384),
+                owner text,
+                owner_incarnation bigint,
+                epoch bigint NOT NULL DEFAULT 0
+            );
+            """)
 
     /// Ownership per deployment (the Redis key prefix, so deployments sharing one database — and
     /// tests running side by side — each have their own nodes and slots), replacing version 3's
     /// tables, which no node used: epochs drawn from one sequence, so every change of a slot's
     /// owner gets an epoch no slot ever had (epochs, not node ids, tell an owner from the one
     /// before it, even A→B→A); the operator's drain mark.
-    static let slotEpochs = SchemaMigration(version: 4, name: "counter_nodes, counter_slots per deployment; counter_epochs", sql: """
-        CREATE SEQUENCE IF NOT EXISTS counter_epochs;
-        DROP TABLE IF EXISTS counter_slots;
-        DROP TABLE IF EXISTS counter_nodes;
-        CREATE TABLE counter_nodes (
-            deployment text NOT NULL,
-            id text NOT NULL,
-            incarnation bigint NOT NULL,
-            advertise_url text NOT NULL,
-            lease_expires_at timestamptz NOT NULL,
-            started_at timestamptz NOT NULL DEFAULT now(),
-            draining boolean NOT NULL DEFAULT false,
-            PRIMARY KEY (deployment, id)
-        );
-        CREATE TABLE counter_slots (
-            deployment text NOT NULL,
-            slot integer NOT NULL CHECK (slot >= 0 AND slot < 16384),
-            owner text,
-            owner_incarnation bigint,
-            epoch bigint NOT NULL DEFAULT 0,
-            PRIMARY KEY (deployment, slot)
-        );
-        """)
+    static let slotEpochs = SchemaMigration(
+        version: 4, name: "counter_nodes, counter_slots per deployment; counter_epochs",
+        sql: """
+            CREATE SEQUENCE IF NOT EXISTS counter_epochs;
+            DROP TABLE IF EXISTS counter_slots;
+            DROP TABLE IF EXISTS counter_nodes;
+            CREATE TABLE counter_nodes (
+                deployment text NOT NULL,
+                id text NOT NULL,
+                incarnation bigint NOT NULL,
+                advertise_url text NOT NULL,
+                lease_expires_at timestamptz NOT NULL,
+                started_at timestamptz NOT NULL DEFAULT now(),
+                draining boolean NOT NULL DEFAULT false,
+                PRIMARY KEY (deployment, id)
+            );
+            CREATE TABLE counter_slots (
+                deployment text NOT NULL,
+                slot integer NOT NULL CHECK (slot >= 0 AND slot < 16384),
+                owner text,
+                owner_incarnation bigint,
+                epoch bigint NOT NULL DEFAULT 0,
+                PRIMARY KEY (deployment, slot)
+            );
+            """)
 }

@@ -66,8 +66,10 @@ public enum SchemaMigrator {
 
     /// The missing versions, in order, on `connection` (which holds the session lock): ordinary
     /// ones in transactions, each index built concurrently between them.
-    private static func migrateLocked(_ connection: PostgresConnection, migrations: [SchemaMigration],
-                                      progress: @Sendable (String) -> Void) async throws -> Report {
+    private static func migrateLocked(
+        _ connection: PostgresConnection, migrations: [SchemaMigration],
+        progress: @Sendable (String) -> Void
+    ) async throws -> Report {
         var applied: [Int] = []
         while true {
             let transaction: @Sendable (isolated PostgresConnection) throws -> Step = { connection in
@@ -104,7 +106,8 @@ public enum SchemaMigrator {
         on connection: isolated PostgresConnection, migrations: [SchemaMigration]
     ) throws -> Step {
         try connection.query("SELECT pg_advisory_xact_lock($1)", [.int64(advisoryLockKey)])
-        try connection.runScript("""
+        try connection.runScript(
+            """
             CREATE TABLE IF NOT EXISTS counter_schema_migrations (
                 version integer PRIMARY KEY,
                 name text NOT NULL,
@@ -114,8 +117,9 @@ public enum SchemaMigrator {
         let done = Set(try connection.query("SELECT version FROM counter_schema_migrations").map { try $0.int64(0) })
         let known = migrations.map { Int64($0.version) }
         if let newest = done.max(), newest > (known.max() ?? 0) {
-            throw PostgresError(code: .unexpectedResult,
-                                message: "the database is at schema version \(newest), newer than this build knows (\(known.max() ?? 0)); run a newer counter-node")
+            throw PostgresError(
+                code: .unexpectedResult,
+                message: "the database is at schema version \(newest), newer than this build knows (\(known.max() ?? 0)); run a newer counter-node")
         }
         var applied: [Int] = []
         var pending: SchemaMigration?
@@ -135,14 +139,17 @@ public enum SchemaMigrator {
     /// Builds `index` with `CREATE INDEX CONCURRENTLY` (no transaction is open on `connection`);
     /// an invalid index of that name (a build interrupted earlier) is dropped first, and a valid
     /// one (the app made it) is kept. Or drops one with `DROP INDEX CONCURRENTLY`.
-    private static func change(_ index: SchemaMigration.ConcurrentIndex, on connection: PostgresConnection,
-                               progress: @Sendable (String) -> Void) async throws {
+    private static func change(
+        _ index: SchemaMigration.ConcurrentIndex, on connection: PostgresConnection,
+        progress: @Sendable (String) -> Void
+    ) async throws {
         switch index {
         case .drop(let name):
             progress("dropping index \(name) CONCURRENTLY (writes go on meanwhile) …")
             try await connection.query("DROP INDEX CONCURRENTLY IF EXISTS \(name)")
         case .create(let name, let definition):
-            let existing = try await connection.query("""
+            let existing = try await connection.query(
+                """
                 SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
                 WHERE c.relname = $1 AND c.relnamespace = current_schema()::regnamespace
                 """, [.text(name)])

@@ -9,25 +9,30 @@ public enum SlotEpochKeys {
     /// Raises each slot's epoch key to the given epoch (a key already higher stays).
     /// - Returns: per slot, in order, the epoch its key holds afterwards — the given one, or a
     ///   higher one when a later claim got there first — or why it could not be set.
-    public static func raise(_ epochs: [(slot: HashSlot, epoch: Int64)], layout: RedisKeyLayout,
-                             redis: RedisClient) async -> [Result<Int64, RedisError>] {
+    public static func raise(
+        _ epochs: [(slot: HashSlot, epoch: Int64)], layout: RedisKeyLayout,
+        redis: RedisClient
+    ) async -> [Result<Int64, RedisError>] {
         let groups = epochs.map { slot, epoch in
-            SlotCommands(slot: slot, commands: [
-                RedisCommand("EVAL", raiseEpoch, 1, layout.epoch(of: slot), epoch),
-            ])
+            SlotCommands(
+                slot: slot,
+                commands: [
+                    RedisCommand("EVAL", raiseEpoch, 1, layout.epoch(of: slot), epoch)
+                ])
         }
         var results: [Result<Int64, RedisError>] = []
         results.reserveCapacity(groups.count)
         for start in stride(from: 0, to: groups.count, by: 4_096) {
             let part = Array(groups[start..<min(start + 4_096, groups.count)])
             for result in await redis.execute(part) {
-                results.append(result.flatMap { replies in
-                    if case .error(let text) = replies.first { return .failure(RedisError(code: .server, message: "(Redis) \(text)")) }
-                    guard let held = replies.first?.integer else {
-                        return .failure(RedisError(code: .unexpectedReply, message: "raising an epoch key answered \(replies)"))
-                    }
-                    return .success(held)
-                })
+                results.append(
+                    result.flatMap { replies in
+                        if case .error(let text) = replies.first { return .failure(RedisError(code: .server, message: "(Redis) \(text)")) }
+                        guard let held = replies.first?.integer else {
+                            return .failure(RedisError(code: .unexpectedReply, message: "raising an epoch key answered \(replies)"))
+                        }
+                        return .success(held)
+                    })
             }
         }
         return results

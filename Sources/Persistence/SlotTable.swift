@@ -45,7 +45,8 @@ public struct SlotTable: Sendable {
 
     /// Creates the deployment's 16,384 rows (unowned, epoch 0) where missing.
     public func createRows() async throws {
-        try await pool.query("""
+        try await pool.query(
+            """
             INSERT INTO counter_slots (deployment, slot) SELECT $1, generate_series(0, 16383)
             ON CONFLICT DO NOTHING
             """, [.text(deployment)])
@@ -68,16 +69,18 @@ public struct SlotTable: Sendable {
 
     /// The map's version now (one aggregate, not the 16,384 rows).
     public func version() async throws -> Version {
-        let rows = try await pool.query("SELECT count(*), coalesce(sum(epoch), 0) FROM counter_slots WHERE deployment = $1",
-                                        [.text(deployment)])
+        let rows = try await pool.query(
+            "SELECT count(*), coalesce(sum(epoch), 0) FROM counter_slots WHERE deployment = $1",
+            [.text(deployment)])
         guard let row = rows.first else { return Version(rows: 0, epochSum: 0) }
         return Version(rows: try row.int64(0), epochSum: try row.int64(1))
     }
 
     /// Every slot's row, indexed by slot number (16,384 of them once migrated).
     public func rows() async throws -> [Row] {
-        let rows = try await pool.query("SELECT slot, owner, owner_incarnation, epoch FROM counter_slots WHERE deployment = $1 ORDER BY slot",
-                                        [.text(deployment)])
+        let rows = try await pool.query(
+            "SELECT slot, owner, owner_incarnation, epoch FROM counter_slots WHERE deployment = $1 ORDER BY slot",
+            [.text(deployment)])
         var result: [Row] = []
         result.reserveCapacity(rows.count)
         for row in rows {
@@ -92,13 +95,17 @@ public struct SlotTable: Sendable {
     public func assign(_ claims: [Claim], to owner: String, incarnation: Int64) async throws -> [UInt16: Int64] {
         guard !claims.isEmpty else { return [:] }
         let sorted = claims.sorted { $0.slot < $1.slot }
-        let rows = try await pool.query("""
+        let rows = try await pool.query(
+            """
             UPDATE counter_slots s SET owner = $1, owner_incarnation = $2, epoch = nextval('counter_epochs')
             FROM unnest($3::bigint[], $4::bigint[]) AS c(slot, epoch)
             WHERE s.deployment = $5 AND s.slot = c.slot AND s.epoch = c.epoch
             RETURNING s.slot, s.epoch
-            """, [.text(owner), .int64(incarnation), .int64Array(sorted.map { Int64($0.slot) }),
-                  .int64Array(sorted.map(\.expectedEpoch)), .text(deployment)])
+            """,
+            [
+                .text(owner), .int64(incarnation), .int64Array(sorted.map { Int64($0.slot) }),
+                .int64Array(sorted.map(\.expectedEpoch)), .text(deployment),
+            ])
         var won: [UInt16: Int64] = [:]
         for row in rows { won[UInt16(try row.int64(0))] = try row.int64(1) }
         return won
@@ -107,8 +114,10 @@ public struct SlotTable: Sendable {
     /// The slots of `epochs` whose epoch in PostgreSQL is no longer the given one, read inside
     /// the caller's transaction on `connection` with their rows locked (`FOR SHARE`) until it
     /// ends: while it runs, nobody can change their owner.
-    public static func staleSlots(_ epochs: [UInt16: Int64], deployment: String,
-                                  on connection: isolated PostgresConnection) throws(PostgresError) -> [UInt16] {
+    public static func staleSlots(
+        _ epochs: [UInt16: Int64], deployment: String,
+        on connection: isolated PostgresConnection
+    ) throws(PostgresError) -> [UInt16] {
         guard !epochs.isEmpty else { return [] }
         let slots = epochs.keys.sorted()
         let rows = try connection.query(

@@ -29,9 +29,10 @@ public struct StorageServers: Sendable {
     public func redisReport() -> RedisReport {
         let topology = redis.topology
         let refresh = topology.refreshState()
-        return RedisReport(mode: topology.configuration.mode.rawValue, mapRefreshes: refresh.refreshes,
-                           secondsSinceMapRefresh: refresh.secondsSinceRefresh, lastMapError: refresh.lastError,
-                           nodes: topology.nodeStates())
+        return RedisReport(
+            mode: topology.configuration.mode.rawValue, mapRefreshes: refresh.refreshes,
+            secondsSinceMapRefresh: refresh.secondsSinceRefresh, lastMapError: refresh.lastError,
+            nodes: topology.nodeStates())
     }
 }
 

@@ -164,8 +164,9 @@ public actor PostgresConnection {
         if let handle {
             if PQstatus(handle) == CONNECTION_OK && !Self.serverHungUp(handle) { return handle }
             if inTransaction {
-                throw PostgresError(code: .connectionLost,
-                                    message: "connection lost inside a transaction; it was rolled back by the server")
+                throw PostgresError(
+                    code: .connectionLost,
+                    message: "connection lost inside a transaction; it was rolled back by the server")
             }
             PQfinish(handle)
             self.handle = nil
@@ -178,7 +179,11 @@ public actor PostgresConnection {
 
     private func open() throws(PostgresError) -> OpaquePointer {
         var keywords = ["dbname", "connect_timeout", "application_name"]
-        var values = [configuration.url, String(max(2, configuration.connectTimeout.components.seconds + (configuration.connectTimeout.components.attoseconds > 0 ? 1 : 0))), configuration.applicationName]
+        var values = [
+            configuration.url,
+            String(max(2, configuration.connectTimeout.components.seconds + (configuration.connectTimeout.components.attoseconds > 0 ? 1 : 0))),
+            configuration.applicationName,
+        ]
         var options: [String] = []
         if let timeout = configuration.idleInTransactionTimeout {
             options.append("-c idle_in_transaction_session_timeout=\(max(1, timeout.inMilliseconds))")
@@ -202,8 +207,9 @@ public actor PostgresConnection {
         guard PQstatus(connection) == CONNECTION_OK else {
             let reason = Self.errorMessage(connection)
             PQfinish(connection)
-            throw PostgresError(code: .connectionFailed,
-                                message: "cannot connect to PostgreSQL (\(Self.redacted(configuration.url))): \(reason)")
+            throw PostgresError(
+                code: .connectionFailed,
+                message: "cannot connect to PostgreSQL (\(Self.redacted(configuration.url))): \(reason)")
         }
         // Notices ("relation … already exists, skipping") are not errors; keep them off stderr.
         PQsetNoticeProcessor(connection, { _, _ in }, nil)
@@ -231,21 +237,26 @@ public actor PostgresConnection {
             guard PQstatus(connection) == CONNECTION_OK, let state = Self.field(result, "C") else {
                 throw lostOrFailed(connection)
             }
-            throw PostgresError(code: .server,
-                                message: Self.field(result, "M") ?? Self.errorMessage(connection),
-                                sqlState: state,
-                                detail: Self.field(result, "D"))
+            throw PostgresError(
+                code: .server,
+                message: Self.field(result, "M") ?? Self.errorMessage(connection),
+                sqlState: state,
+                detail: Self.field(result, "D"))
         default:
-            throw PostgresError(code: .unexpectedResult,
-                                message: "unexpected result status \(String(cString: PQresStatus(PQresultStatus(result))))")
+            throw PostgresError(
+                code: .unexpectedResult,
+                message: "unexpected result status \(String(cString: PQresStatus(PQresultStatus(result))))")
         }
     }
 
     private func lostOrFailed(_ connection: OpaquePointer) -> PostgresError {
         let reason = Self.errorMessage(connection)
         if PQstatus(connection) != CONNECTION_OK {
-            return PostgresError(code: .connectionLost,
-                                 message: "connection to PostgreSQL lost during the call (\(reason)); the statement may or may not have been applied; the next call reconnects")
+            return PostgresError(
+                code: .connectionLost,
+                message:
+                    "connection to PostgreSQL lost during the call (\(reason)); the statement may or may not have been applied; the next call reconnects"
+            )
         }
         return PostgresError(code: .unexpectedResult, message: reason)
     }
@@ -257,9 +268,10 @@ public actor PostgresConnection {
         var rows: [[String?]] = []
         rows.reserveCapacity(rowCount)
         for row in 0..<Int32(rowCount) {
-            rows.append((0..<Int32(columnCount)).map { column in
-                PQgetisnull(result, row, column) == 1 ? nil : String(cString: PQgetvalue(result, row, column))
-            })
+            rows.append(
+                (0..<Int32(columnCount)).map { column in
+                    PQgetisnull(result, row, column) == 1 ? nil : String(cString: PQgetvalue(result, row, column))
+                })
         }
         let affected = Int(String(cString: PQcmdTuples(result))) ?? 0
         return PostgresRows(columns: columns, rows: rows, affectedRows: affected)
@@ -296,6 +308,6 @@ extension String {
 /// Calls `body` with a C array of NUL-terminated copies of `strings` (`nil` stays a null pointer).
 func withCStringArray<R>(_ strings: [String?], _ body: ([UnsafePointer<CChar>?]) -> R) -> R {
     let copies: [UnsafeMutablePointer<CChar>?] = strings.map { $0.flatMap { strdup($0) } }
-    defer { copies.forEach { free($0) } }
+    defer { for copy in copies { free(copy) } }
     return body(copies.map { $0.map { UnsafePointer($0) } })
 }

@@ -78,10 +78,13 @@ public final class PostgresPool: Sendable {
     public func close() async {
         let (idle, waiters) = state.withLock { state in
             state.closed = true
-            defer { state.idle = []; state.waiters = [] }
+            defer {
+                state.idle = []
+                state.waiters = []
+            }
             return (state.idle, state.waiters)
         }
-        waiters.forEach { $0.resume(returning: .closed) }
+        for waiter in waiters { waiter.resume(returning: .closed) }
         for connection in idle { await connection.close() }
     }
 
@@ -105,7 +108,10 @@ public final class PostgresPool: Sendable {
                         // Re-check: a connection may have come back since the first look.
                         if state.closed { return Lease.closed }
                         if let connection = state.idle.popLast() { return .handedOver(connection) }
-                        if state.open < configuration.maximumConnections { state.open += 1; return .mayOpen }
+                        if state.open < configuration.maximumConnections {
+                            state.open += 1
+                            return .mayOpen
+                        }
                         state.waiters.append(continuation)
                         return nil
                     }

@@ -37,8 +37,9 @@ public struct PostgresRow: Sendable {
     /// - Throws: `PostgresError(.unexpectedResult)` when it is NULL or not an integer.
     public func int64(_ column: Int) throws(PostgresError) -> Int64 {
         guard let text = values[column], let value = Int64(text) else {
-            throw PostgresError(code: .unexpectedResult,
-                                message: "column \(columns[column]) is \(values[column] ?? "NULL"), not an integer")
+            throw PostgresError(
+                code: .unexpectedResult,
+                message: "column \(columns[column]) is \(values[column] ?? "NULL"), not an integer")
         }
         return value
     }
@@ -54,8 +55,9 @@ public struct PostgresRow: Sendable {
         case "t": return true
         case "f": return false
         default:
-            throw PostgresError(code: .unexpectedResult,
-                                message: "column \(columns[column]) is \(values[column] ?? "NULL"), not a boolean")
+            throw PostgresError(
+                code: .unexpectedResult,
+                message: "column \(columns[column]) is \(values[column] ?? "NULL"), not a boolean")
         }
     }
 }

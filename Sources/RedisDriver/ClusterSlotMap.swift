@@ -31,9 +31,10 @@ public struct ClusterSlotMap: Sendable, Equatable {
         guard let ranges = reply.array else { throw Self.unexpected(reply) }
         for range in ranges {
             guard let fields = range.array, fields.count >= 3,
-                  let start = fields[0].integer, let end = fields[1].integer,
-                  (0..<Int64(HashSlot.count)).contains(start), (start..<Int64(HashSlot.count)).contains(end),
-                  let endpoint = Self.endpoint(fields[2], askedHost: askedHost) else {
+                let start = fields[0].integer, let end = fields[1].integer,
+                (0..<Int64(HashSlot.count)).contains(start), (start..<Int64(HashSlot.count)).contains(end),
+                let endpoint = Self.endpoint(fields[2], askedHost: askedHost)
+            else {
                 throw Self.unexpected(range)
             }
             for slot in Int(start)...Int(end) { assign(slot, to: endpoint) }
@@ -47,7 +48,8 @@ public struct ClusterSlotMap: Sendable, Equatable {
     /// A node of a `CLUSTER SLOTS` range: `[host, port, id, …]`.
     private static func endpoint(_ node: RedisReply, askedHost: String) -> RedisEndpoint? {
         guard let fields = node.array, fields.count >= 2, let host = fields[0].string,
-              let port = fields[1].integer, (1...65535).contains(port) else { return nil }
+            let port = fields[1].integer, (1...65535).contains(port)
+        else { return nil }
         return RedisEndpoint(host: host.isEmpty || host == "?" ? askedHost : host, port: Int(port))
     }
 
@@ -78,7 +80,8 @@ public struct ClusterSlotMap: Sendable, Equatable {
     public func promotedSlots(in newer: ClusterSlotMap) -> [UInt16] {
         var promoted: [UInt16] = []
         for slot in 0..<HashSlot.count {
-            let now = newer.owners[slot], before = owners[slot]
+            let now = newer.owners[slot]
+            let before = owners[slot]
             guard now >= 0, before >= 0, newer.masters[Int(now)] != masters[Int(before)] else { continue }
             if masterOfReplica[newer.masters[Int(now)]] == masters[Int(before)] { promoted.append(UInt16(slot)) }
         }

@@ -5,7 +5,8 @@ extension RedisCommand {
     /// `WAIT replicas timeout`: blocks the connection until its writes so far are on `replicas`
     /// replicas, or `timeout` (whole milliseconds, at least 1) passed; answers how many have them.
     public static func wait(replicas: Int, timeout: Duration) -> RedisCommand {
-        RedisCommand("WAIT", Int64(replicas), max(Int64(1), Int64(timeout.components.seconds) * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000))
+        RedisCommand(
+            "WAIT", Int64(replicas), max(Int64(1), Int64(timeout.components.seconds) * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000))
     }
     public static func get(_ key: String) -> RedisCommand { RedisCommand("GET", key) }
     public static func set(_ key: String, _ value: RedisArgument) -> RedisCommand { RedisCommand("SET", key, value) }
@@ -30,7 +31,10 @@ extension RedisCommand {
     public static func hset(_ key: String, _ pairs: [(RedisArgument, RedisArgument)]) -> RedisCommand {
         var arguments: [RedisArgument] = [key]
         arguments.reserveCapacity(1 + pairs.count * 2)
-        for (field, value) in pairs { arguments.append(field); arguments.append(value) }
+        for (field, value) in pairs {
+            arguments.append(field)
+            arguments.append(value)
+        }
         return RedisCommand("HSET", arguments)
     }
     /// `HMGET key field …`: one reply per field, its value or null.
@@ -40,7 +44,10 @@ extension RedisCommand {
     /// `XADD key * field value …` (the server assigns the id).
     public static func xadd(_ key: String, fields: [(String, RedisArgument)]) -> RedisCommand {
         var arguments: [RedisArgument] = [key, "*"]
-        for (field, value) in fields { arguments.append(field); arguments.append(value) }
+        for (field, value) in fields {
+            arguments.append(field)
+            arguments.append(value)
+        }
         return RedisCommand("XADD", arguments)
     }
     /// `XGROUP CREATE key group id MKSTREAM`: the group starts reading after `startID` (`0` for all).

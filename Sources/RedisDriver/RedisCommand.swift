@@ -1,4 +1,5 @@
 import CounterCore
+
 /// One Redis command, encoded once into RESP (the wire format) when it is made, so a pipeline
 /// of thousands of commands is a single buffer sent in one write.
 public struct RedisCommand: Sendable, Hashable, CustomStringConvertible {

@@ -67,7 +67,11 @@ public struct RedisConfiguration: Sendable, Hashable {
 
     private mutating func readSingle(url: String) throws(RedisError) {
         func invalid(_ why: String) -> RedisError {
-            RedisError(code: .invalidArgument, message: "invalid Redis URL \"\(url)\": \(why); expected redis://[:password@]host[:port][/database] or redis-cluster://host:port[,host:port…]")
+            RedisError(
+                code: .invalidArgument,
+                message:
+                    "invalid Redis URL \"\(url)\": \(why); expected redis://[:password@]host[:port][/database] or redis-cluster://host:port[,host:port…]"
+            )
         }
         guard url.hasPrefix("redis://") else { throw invalid("it must start with redis:// or redis-cluster://") }
         var rest = Substring(url.dropFirst("redis://".count))
@@ -96,7 +100,9 @@ public struct RedisConfiguration: Sendable, Hashable {
 
     private mutating func readCluster(url: String) throws(RedisError) {
         func invalid(_ why: String) -> RedisError {
-            RedisError(code: .invalidArgument, message: "invalid Redis Cluster URL \"\(url)\": \(why); expected redis-cluster://[:password@]host:port[,host:port…]")
+            RedisError(
+                code: .invalidArgument,
+                message: "invalid Redis Cluster URL \"\(url)\": \(why); expected redis-cluster://[:password@]host:port[,host:port…]")
         }
         mode = .cluster
         var rest = Substring(url.dropFirst("redis-cluster://".count))

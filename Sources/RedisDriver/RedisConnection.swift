@@ -29,8 +29,9 @@ public actor RedisConnection {
     public init(configuration: RedisConfiguration) {
         self.configuration = configuration
         self.executor = BlockingIOExecutor(name: "redis-conn")
-        self.backoff = ReconnectBackoff(initial: configuration.reconnectInitialDelay,
-                                        maximum: configuration.reconnectMaximumDelay)
+        self.backoff = ReconnectBackoff(
+            initial: configuration.reconnectInitialDelay,
+            maximum: configuration.reconnectMaximumDelay)
     }
 
     // Not an isolated deinit: one that named hiredis's types made every module importing this
@@ -108,13 +109,15 @@ public actor RedisConnection {
             throw RedisError(code: .invalidArgument, message: "empty pipeline: give at least one command")
         }
         guard commands.count <= configuration.maximumPipelineCommands else {
-            throw RedisError(code: .invalidArgument,
-                             message: "pipeline of \(commands.count) commands exceeds the limit of \(configuration.maximumPipelineCommands); split it")
+            throw RedisError(
+                code: .invalidArgument,
+                message: "pipeline of \(commands.count) commands exceeds the limit of \(configuration.maximumPipelineCommands); split it")
         }
         let bytes = commands.reduce(0) { $0 + $1.encoded.count }
         guard bytes <= configuration.maximumPipelineBytes else {
-            throw RedisError(code: .invalidArgument,
-                             message: "pipeline of \(bytes) bytes exceeds the limit of \(configuration.maximumPipelineBytes) bytes; split it")
+            throw RedisError(
+                code: .invalidArgument,
+                message: "pipeline of \(bytes) bytes exceeds the limit of \(configuration.maximumPipelineBytes) bytes; split it")
         }
     }
 
@@ -126,8 +129,11 @@ public actor RedisConnection {
         let now = ContinuousClock.now
         if let nextAttempt, now < nextAttempt {
             let wait = nextAttempt - now
-            throw RedisError(code: .connectionFailed,
-                             message: "Redis at \(configuration.host):\(configuration.port) is unreachable (\(lastConnectError)); next reconnect attempt in \(wait.formatted(.units(allowed: [.milliseconds])))")
+            throw RedisError(
+                code: .connectionFailed,
+                message:
+                    "Redis at \(configuration.host):\(configuration.port) is unreachable (\(lastConnectError)); next reconnect attempt in \(wait.formatted(.units(allowed: [.milliseconds])))"
+            )
         }
         do {
             let opened = try open()
@@ -144,8 +150,11 @@ public actor RedisConnection {
 
     private func open() throws(RedisError) -> UnsafeMutablePointer<redisContext> {
         let endpoint = "\(configuration.host):\(configuration.port)"
-        guard let opened = redisConnectWithTimeout(configuration.host, Int32(configuration.port),
-                                                   Self.timeval(configuration.connectTimeout)) else {
+        guard
+            let opened = redisConnectWithTimeout(
+                configuration.host, Int32(configuration.port),
+                Self.timeval(configuration.connectTimeout))
+        else {
             throw RedisError(code: .connectionFailed, message: "cannot connect to Redis at \(endpoint): out of memory")
         }
         guard opened.pointee.err == 0 else {
@@ -181,8 +190,11 @@ public actor RedisConnection {
     private func dropConnection(_ context: UnsafeMutablePointer<redisContext>, after replies: Int, of total: Int) -> RedisError {
         let reason = Self.errorText(context)
         self.context = nil
-        return RedisError(code: .connectionLost,
-                          message: "connection to Redis lost after \(replies) of \(total) replies (\(reason)); the unanswered commands may or may not have run; the next call reconnects")
+        return RedisError(
+            code: .connectionLost,
+            message:
+                "connection to Redis lost after \(replies) of \(total) replies (\(reason)); the unanswered commands may or may not have run; the next call reconnects"
+        )
     }
 
     /// An idle connection has nothing to read: readable means the server closed it.

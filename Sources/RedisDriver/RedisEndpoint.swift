@@ -13,7 +13,8 @@ public struct RedisEndpoint: Sendable, Hashable, Comparable, CustomStringConvert
     /// Reads `host:port` (`[v6]:port` for IPv6); `nil` for anything else.
     public init?(_ text: Substring) {
         guard let colon = text.lastIndex(of: ":"),
-              let port = Int(text[text.index(after: colon)...]), (1...65535).contains(port) else { return nil }
+            let port = Int(text[text.index(after: colon)...]), (1...65535).contains(port)
+        else { return nil }
         var host = text[..<colon]
         if host.hasPrefix("[") && host.hasSuffix("]") { host = host.dropFirst().dropLast() }
         guard !host.isEmpty, !host.contains(where: { $0 == "," || $0 == "/" || $0 == "@" || $0 == " " }) else { return nil }

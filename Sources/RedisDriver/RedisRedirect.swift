@@ -16,8 +16,14 @@ enum RedisRedirect: Equatable, Sendable {
     /// The redirect an error reply's text asks for, or `nil` for any other error. An empty host
     /// (`MOVED 3999 :6380`) means the host that answered (`askedHost`).
     init?(errorText text: String, askedHost: String) {
-        if text.hasPrefix("TRYAGAIN") || text.hasPrefix("LOADING") { self = .tryAgain; return }
-        if text.hasPrefix("CLUSTERDOWN") { self = .clusterDown; return }
+        if text.hasPrefix("TRYAGAIN") || text.hasPrefix("LOADING") {
+            self = .tryAgain
+            return
+        }
+        if text.hasPrefix("CLUSTERDOWN") {
+            self = .clusterDown
+            return
+        }
         let isMoved = text.hasPrefix("MOVED ")
         guard isMoved || text.hasPrefix("ASK ") else { return nil }
         let parts = text.split(separator: " ")

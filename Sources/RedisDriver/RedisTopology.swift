@@ -37,7 +37,8 @@ public final class RedisTopology: Sendable {
     public init(configuration: RedisConfiguration, log: NodeLog = .silent) {
         self.configuration = configuration
         self.log = log
-        let map = configuration.mode == .single
+        let map =
+            configuration.mode == .single
             ? ClusterSlotMap(single: RedisEndpoint(host: configuration.host, port: configuration.port))
             : ClusterSlotMap()
         state = Mutex(State(map: map))
@@ -225,8 +226,12 @@ public final class RedisTopology: Sendable {
             return (promoted, state.failoverHandler)
         }
         if !promoted.isEmpty {
-            log.log(.warn, "redis_failover", ["slots": ClusterSlotMap.describe(SlotSet(ranges: promoted.map { Int($0)...Int($0) }).ranges),
-                                              "count": String(promoted.count)])
+            log.log(
+                .warn, "redis_failover",
+                [
+                    "slots": ClusterSlotMap.describe(SlotSet(ranges: promoted.map { Int($0)...Int($0) }).ranges),
+                    "count": String(promoted.count),
+                ])
             handler?(promoted)
         }
     }
@@ -290,8 +295,11 @@ private actor TopologyReader {
                 reply = try await connection.send(RedisCommand("CLUSTER", "SLOTS"))
             } catch {
                 if error.code == .server && error.message.contains("cluster support disabled") {
-                    throw RedisError(code: .clusterConfiguration,
-                                     message: "Redis at \(endpoint) is not a cluster node (cluster support disabled); use a redis:// URL for one server, or point redis-cluster:// at the nodes of a Redis Cluster")
+                    throw RedisError(
+                        code: .clusterConfiguration,
+                        message:
+                            "Redis at \(endpoint) is not a cluster node (cluster support disabled); use a redis:// URL for one server, or point redis-cluster:// at the nodes of a Redis Cluster"
+                    )
                 }
                 failures.append("\(endpoint): \(error.message)")
                 continue
@@ -300,14 +308,18 @@ private actor TopologyReader {
             for node in map.masters + map.replicas where !knownNodes.contains(node) { knownNodes.append(node) }
             if map.uncoveredSlotCount == 0 { return map }
             if strict {
-                throw RedisError(code: .clusterConfiguration,
-                                 message: "the Redis Cluster at \(endpoint) leaves slots without a master: \(ClusterSlotMap.describe(map.uncoveredSlots)) (cluster_state is not ok; assign every slot, e.g. redis-cli --cluster fix)")
+                throw RedisError(
+                    code: .clusterConfiguration,
+                    message:
+                        "the Redis Cluster at \(endpoint) leaves slots without a master: \(ClusterSlotMap.describe(map.uncoveredSlots)) (cluster_state is not ok; assign every slot, e.g. redis-cli --cluster fix)"
+                )
             }
             if map.uncoveredSlotCount < best?.uncoveredSlotCount ?? Int.max { best = map }
         }
         if let best { return best }
-        throw RedisError(code: .connectionFailed,
-                         message: "no Redis Cluster node answered CLUSTER SLOTS (\(failures.joined(separator: "; ")))")
+        throw RedisError(
+            code: .connectionFailed,
+            message: "no Redis Cluster node answered CLUSTER SLOTS (\(failures.joined(separator: "; ")))")
     }
 
     func close() async {

@@ -117,9 +117,12 @@ struct SlotDispatch {
         sawTryAgain = false
         if rounds > maximumRounds {
             for index in groups.indices where groups[index].result == nil {
-                groups[index].result = .failure(RedisError(
-                    code: .clusterUnavailable,
-                    message: "slot \(groups[index].group.slot.rawValue) was still redirected after \(maximumRounds) attempts (a slot migration that does not settle?); its commands did not run"))
+                groups[index].result = .failure(
+                    RedisError(
+                        code: .clusterUnavailable,
+                        message:
+                            "slot \(groups[index].group.slot.rawValue) was still redirected after \(maximumRounds) attempts (a slot migration that does not settle?); its commands did not run"
+                    ))
             }
             return []
         }
@@ -129,8 +132,10 @@ struct SlotDispatch {
             let state = groups[index]
             guard let endpoint = state.askTarget ?? master(state.group.slot) else {
                 sawClusterTrouble = true
-                groups[index].result = .failure(RedisError(
-                    code: .clusterUnavailable, message: "no master serves slot \(state.group.slot.rawValue) (the cluster is down or failing over)"))
+                groups[index].result = .failure(
+                    RedisError(
+                        code: .clusterUnavailable, message: "no master serves slot \(state.group.slot.rawValue) (the cluster is down or failing over)"
+                    ))
                 continue
             }
             let position: Int
@@ -164,9 +169,11 @@ struct SlotDispatch {
                 send.commands.append(state.group.commands[command])
             }
         }
-        send.parts.append(Part(group: index, indices: state.pending, asking: asking, atomic: state.group.atomic,
-                               fenced: state.group.fence != nil,
-                               firstReply: first, replyCount: send.commands.count - first))
+        send.parts.append(
+            Part(
+                group: index, indices: state.pending, asking: asking, atomic: state.group.atomic,
+                fenced: state.group.fence != nil,
+                firstReply: first, replyCount: send.commands.count - first))
     }
 
     /// Takes the outcome of one `Send`: the pipeline's replies in order, or the connection error.
@@ -244,7 +251,9 @@ struct SlotDispatch {
             if case .error(let text) = reply {
                 groups[part.group].result = .failure(RedisError.server(text))
             } else {
-                groups[part.group].result = .failure(RedisError(code: .unexpectedReply, message: "the fenced write of slot \(groups[part.group].group.slot.rawValue) answered \(reply)"))
+                groups[part.group].result = .failure(
+                    RedisError(
+                        code: .unexpectedReply, message: "the fenced write of slot \(groups[part.group].group.slot.rawValue) answered \(reply)"))
             }
         }
     }
@@ -272,8 +281,9 @@ struct SlotDispatch {
         // EXEC) says where to go; any other error is the group's result.
         let queued = replies.dropLast()
         if followsRedirects,
-           let redirect = RedisRedirect(reply: exec, askedHost: endpoint.host)
-            ?? queued.lazy.compactMap({ RedisRedirect(reply: $0, askedHost: endpoint.host) }).first {
+            let redirect = RedisRedirect(reply: exec, askedHost: endpoint.host)
+                ?? queued.lazy.compactMap({ RedisRedirect(reply: $0, askedHost: endpoint.host) }).first
+        {
             redirectWhole(part, redirect, from: endpoint, events: &events)
             return
         }
@@ -287,8 +297,10 @@ struct SlotDispatch {
 
     /// Records a redirect. `askTarget` ends as the endpoint to send to once (ASK), `nil` to go
     /// by the map again, or stays unset when nothing was said.
-    private mutating func apply(_ redirect: RedisRedirect, from endpoint: RedisEndpoint, events: inout [Event],
-                                askTarget: inout RedisEndpoint??, down: inout Bool) {
+    private mutating func apply(
+        _ redirect: RedisRedirect, from endpoint: RedisEndpoint, events: inout [Event],
+        askTarget: inout RedisEndpoint??, down: inout Bool
+    ) {
         switch redirect {
         case .moved(let slot, let target):
             counters[endpoint, default: Counters()].moved += 1

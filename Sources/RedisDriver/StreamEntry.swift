@@ -1,4 +1,5 @@
 import CounterCore
+
 /// A Redis stream entry id, `<milliseconds>-<sequence>`, ordered as Redis orders them.
 public struct StreamEntryID: Sendable, Hashable, Comparable, CustomStringConvertible {
     public let milliseconds: UInt64
@@ -40,8 +41,9 @@ public struct StreamEntryID: Sendable, Hashable, Comparable, CustomStringConvert
 
     /// The smallest id after this one.
     public var successor: StreamEntryID {
-        sequence == UInt64.max ? StreamEntryID(milliseconds: milliseconds + 1, sequence: 0)
-                               : StreamEntryID(milliseconds: milliseconds, sequence: sequence + 1)
+        sequence == UInt64.max
+            ? StreamEntryID(milliseconds: milliseconds + 1, sequence: 0)
+            : StreamEntryID(milliseconds: milliseconds, sequence: sequence + 1)
     }
 
     public static func < (lhs: StreamEntryID, rhs: StreamEntryID) -> Bool {
@@ -82,13 +84,15 @@ extension RedisReply {
         guard let elements = reply.array else { throw Self.notAStream(reply) }
         // XREADGROUP: [[key, entries]]; XRANGE: entries.
         if let first = elements.first, let pair = first.array, pair.count == 2, pair[1].array != nil, pair[0].string != nil,
-           StreamEntryID(pair[0].string!) == nil {
+            StreamEntryID(pair[0].string!) == nil
+        {
             guard elements.count == 1 else { throw Self.notAStream(reply) }
             return try pair[1].streamEntries()
         }
         return try elements.map { (element) throws(RedisError) -> StreamEntry in
             guard let pair = element.array, pair.count == 2, case .bulkString(let idBytes) = pair[0],
-                  let id = StreamEntryID(bytes: idBytes), let flat = pair[1].array, flat.count % 2 == 0 else {
+                let id = StreamEntryID(bytes: idBytes), let flat = pair[1].array, flat.count % 2 == 0
+            else {
                 throw Self.notAStream(element)
             }
             var fields: [String: [UInt8]] = [:]

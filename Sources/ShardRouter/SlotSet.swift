@@ -19,7 +19,8 @@ public struct SlotSet: Sendable, Equatable {
 
     /// Adds the slots of `range` that exist.
     public mutating func insert(_ range: ClosedRange<Int>) {
-        let lower = max(range.lowerBound, 0), upper = min(range.upperBound, HashSlot.count - 1)
+        let lower = max(range.lowerBound, 0)
+        let upper = min(range.upperBound, HashSlot.count - 1)
         guard lower <= upper else { return }
         for slot in lower...upper { insert(slot) }
     }

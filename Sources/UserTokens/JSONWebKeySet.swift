@@ -46,21 +46,30 @@ public enum JSONWebKeySet {
             switch key.kty {
             case "RSA":
                 guard key.alg == nil || key.alg == "RS256" else {
-                    skipped.append("\(name): RSA key for \(key.alg ?? ""), only RS256 is accepted"); continue
+                    skipped.append("\(name): RSA key for \(key.alg ?? ""), only RS256 is accepted")
+                    continue
                 }
                 guard let n = key.n.flatMap({ Base64URL.decode($0.utf8) }), let e = key.e.flatMap({ Base64URL.decode($0.utf8) }),
-                      let publicKey = PublicKey.rsa(modulus: n, exponent: e, id: key.kid) else {
-                    skipped.append("\(name): \"n\"/\"e\" are not an RSA public key of at least \(PublicKey.minimumRSABits) bits"); continue
+                    let publicKey = PublicKey.rsa(modulus: n, exponent: e, id: key.kid)
+                else {
+                    skipped.append("\(name): \"n\"/\"e\" are not an RSA public key of at least \(PublicKey.minimumRSABits) bits")
+                    continue
                 }
                 keys.append(publicKey)
             case "EC":
-                guard key.crv == "P-256" else { skipped.append("\(name): curve \(key.crv ?? "none"), only P-256 is accepted"); continue }
+                guard key.crv == "P-256" else {
+                    skipped.append("\(name): curve \(key.crv ?? "none"), only P-256 is accepted")
+                    continue
+                }
                 guard key.alg == nil || key.alg == "ES256" else {
-                    skipped.append("\(name): P-256 key for \(key.alg ?? ""), only ES256 is accepted"); continue
+                    skipped.append("\(name): P-256 key for \(key.alg ?? ""), only ES256 is accepted")
+                    continue
                 }
                 guard let x = key.x.flatMap({ Base64URL.decode($0.utf8) }), let y = key.y.flatMap({ Base64URL.decode($0.utf8) }),
-                      let publicKey = PublicKey.p256(x: x, y: y, id: key.kid) else {
-                    skipped.append("\(name): \"x\"/\"y\" are not a point on P-256"); continue
+                    let publicKey = PublicKey.p256(x: x, y: y, id: key.kid)
+                else {
+                    skipped.append("\(name): \"x\"/\"y\" are not a point on P-256")
+                    continue
                 }
                 keys.append(publicKey)
             default:

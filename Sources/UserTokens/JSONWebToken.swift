@@ -34,7 +34,8 @@ public struct JSONWebToken: Sendable {
             throw TokenRefusal(.malformed, "a token has three base64url parts separated by dots; this one has \(parts.count)")
         }
         guard let headerBytes = Base64URL.decode(parts[0]), let claimBytes = Base64URL.decode(parts[1]),
-              let signature = Base64URL.decode(parts[2]) else {
+            let signature = Base64URL.decode(parts[2])
+        else {
             throw TokenRefusal(.malformed, "a part of the token is not unpadded base64url")
         }
         let header: Header
@@ -69,13 +70,21 @@ public enum ClaimValue: Decodable, Sendable, Equatable {
 
     public init(from decoder: Decoder) throws {
         let container = try decoder.singleValueContainer()
-        if container.decodeNil() { self = .null }
-        else if let value = try? container.decode(Bool.self) { self = .bool(value) }
-        else if let value = try? container.decode(String.self) { self = .string(value) }
-        else if let value = try? container.decode(Int64.self) { self = .integer(value) }
-        else if let value = try? container.decode(Double.self) { self = .number(value) }
-        else if let value = try? container.decode([ClaimValue].self) { self = .array(value) }
-        else { self = .object(try container.decode([String: ClaimValue].self)) }
+        if container.decodeNil() {
+            self = .null
+        } else if let value = try? container.decode(Bool.self) {
+            self = .bool(value)
+        } else if let value = try? container.decode(String.self) {
+            self = .string(value)
+        } else if let value = try? container.decode(Int64.self) {
+            self = .integer(value)
+        } else if let value = try? container.decode(Double.self) {
+            self = .number(value)
+        } else if let value = try? container.decode([ClaimValue].self) {
+            self = .array(value)
+        } else {
+            self = .object(try container.decode([String: ClaimValue].self))
+        }
     }
 
     /// A time claim (`exp`, `nbf`): seconds since 1970, possibly with a fraction.

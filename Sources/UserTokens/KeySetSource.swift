@@ -1,7 +1,8 @@
 import CounterCore
 import Foundation
+
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// Where the RS256/ES256 keys come from: a JWKS file, or a JWKS URL of the identity provider
@@ -51,7 +52,8 @@ public struct KeySetSource: Sendable {
         }
         let parsed = try JSONWebKeySet.parse(data)
         guard !parsed.keys.isEmpty else {
-            throw JSONWebKeySet.Error(description: "\(location) has no usable key\(parsed.skipped.isEmpty ? "" : ": " + parsed.skipped.joined(separator: "; "))")
+            throw JSONWebKeySet.Error(
+                description: "\(location) has no usable key\(parsed.skipped.isEmpty ? "" : ": " + parsed.skipped.joined(separator: "; "))")
         }
         return parsed
     }
@@ -68,8 +70,12 @@ public struct KeySetSource: Sendable {
             do {
                 let (keys, skipped) = try await load()
                 if verifier.replaceKeys(keys) {
-                    log.log(.info, "user_token_keys", ["source": location, "kids": verifier.keyIDs.joined(separator: ","),
-                                                       "skipped": String(skipped.count)])
+                    log.log(
+                        .info, "user_token_keys",
+                        [
+                            "source": location, "kids": verifier.keyIDs.joined(separator: ","),
+                            "skipped": String(skipped.count),
+                        ])
                 }
             } catch {
                 log.log(.warn, "user_token_keys_failed", ["source": location, "error": "\(error)", "kept": String(verifier.keyIDs.count)])

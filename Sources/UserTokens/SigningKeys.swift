@@ -47,9 +47,11 @@ public final class PublicKey: @unchecked Sendable {
     /// A key from PEM (`-----BEGIN PUBLIC KEY-----`), RSA or P-256.
     public static func pem(_ text: String, id: String? = nil) -> PublicKey? {
         let bytes = Array(text.utf8)
-        guard let key = bytes.withUnsafeBufferPointer({ buffer in
-            buffer.withMemoryRebound(to: CChar.self) { counter_public_key_from_pem($0.baseAddress, $0.count) }
-        }) else { return nil }
+        guard
+            let key = bytes.withUnsafeBufferPointer({ buffer in
+                buffer.withMemoryRebound(to: CChar.self) { counter_public_key_from_pem($0.baseAddress, $0.count) }
+            })
+        else { return nil }
         switch EVP_PKEY_get_base_id(key) {
         case EVP_PKEY_RSA where EVP_PKEY_get_bits(key) >= minimumRSABits:
             return PublicKey(kind: .rsa, id: id, key: key)
@@ -111,8 +113,10 @@ public struct TokenDigest: Hashable, Sendable {
         var digest = [UInt8](repeating: 0, count: 32)
         _ = SHA256(bytes, bytes.count, &digest)
         words = digest.withUnsafeBytes { raw in
-            (raw.load(fromByteOffset: 0, as: UInt64.self), raw.load(fromByteOffset: 8, as: UInt64.self),
-             raw.load(fromByteOffset: 16, as: UInt64.self), raw.load(fromByteOffset: 24, as: UInt64.self))
+            (
+                raw.load(fromByteOffset: 0, as: UInt64.self), raw.load(fromByteOffset: 8, as: UInt64.self),
+                raw.load(fromByteOffset: 16, as: UInt64.self), raw.load(fromByteOffset: 24, as: UInt64.self)
+            )
         }
     }
 

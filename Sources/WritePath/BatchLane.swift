@@ -121,8 +121,10 @@ struct BatchLane {
     /// Queues `operations` for the next batch; refuses them while the shard stops (`accepting`
     /// false), and writes while the backlog waiting for PostgreSQL is at its limit (`pending`
     /// changes, or the age of the oldest).
-    mutating func arrived(_ operations: [ShardOperation], accepting: Bool, pending: Int, oldestPendingAge age: Duration?,
-                          into actions: inout [ShardStateMachine.Action]) {
+    mutating func arrived(
+        _ operations: [ShardOperation], accepting: Bool, pending: Int, oldestPendingAge age: Duration?,
+        into actions: inout [ShardStateMachine.Action]
+    ) {
         guard accepting else {
             let refusal = CounterError(code: .shuttingDown, message: "the node is shutting down")
             actions.append(.answer(operations.map { ($0, .failure(refusal)) }))
@@ -156,11 +158,15 @@ struct BatchLane {
         guard !refused.isEmpty else { return }
         if !refusingWrites {
             refusingWrites = true
-            actions.append(.log(ShardLogLine(.warn, "writes_refused", [
-                ("shard", String(shard)), ("pending_changes", String(pending)), ("backlog_limit", String(limit)),
-                ("oldest_pending_age_s", String(waited)),
-                ("why", "PostgreSQL is behind; writes get 503 backlog_full until the flusher catches up"),
-            ])))
+            actions.append(
+                .log(
+                    ShardLogLine(
+                        .warn, "writes_refused",
+                        [
+                            ("shard", String(shard)), ("pending_changes", String(pending)), ("backlog_limit", String(limit)),
+                            ("oldest_pending_age_s", String(waited)),
+                            ("why", "PostgreSQL is behind; writes get 503 backlog_full until the flusher catches up"),
+                        ])))
         }
         actions.append(.answer(refused))
     }
@@ -244,16 +250,19 @@ struct BatchLane {
             lastTakeDone = take
             return []
         }
-        var machine = BatchStateMachine(requests: batchOperations.map(\.request), acknowledgement: configuration.acknowledgement, layout: layout,
-                                        warmThreshold: configuration.warmThreshold)
+        var machine = BatchStateMachine(
+            requests: batchOperations.map(\.request), acknowledgement: configuration.acknowledgement, layout: layout,
+            warmThreshold: configuration.warmThreshold)
         let action = machine.start()
         batch = BatchInFlight(machine: machine, operations: batchOperations, epochs: isFenced ? epochs : nil, take: take)
         return follow(action, now: now, into: &actions)
     }
 
     /// Gives what the batch's machine settled, then performs its next step.
-    private mutating func follow(_ action: BatchStateMachine.Action, now: ContinuousClock.Instant,
-                                 into actions: inout [ShardStateMachine.Action]) -> [Effect] {
+    private mutating func follow(
+        _ action: BatchStateMachine.Action, now: ContinuousClock.Instant,
+        into actions: inout [ShardStateMachine.Action]
+    ) -> [Effect] {
         guard let current = batch else { return [] }
         settle(batch!.machine.takeSettled(), of: current, now: now, into: &actions)
         switch action {
@@ -272,8 +281,10 @@ struct BatchLane {
                 // what is in the logs); the answers wait for the replicas, and so does the next
                 // batch, whose writes would queue behind the `WAIT` on the same connections anyway.
                 batch!.awaitingReplication = completion
-                actions.append(.awaitReplication(slots: completion.appended.keys.sorted(), replicas: configuration.acknowledgementReplicas,
-                                                 timeout: configuration.acknowledgementReplicaTimeout))
+                actions.append(
+                    .awaitReplication(
+                        slots: completion.appended.keys.sorted(), replicas: configuration.acknowledgementReplicas,
+                        timeout: configuration.acknowledgementReplicaTimeout))
                 return [wrote]
             }
             return [wrote] + end(current, answering: completion, into: &actions)
@@ -282,8 +293,10 @@ struct BatchLane {
     }
 
     /// The batch's Redis groups answered.
-    mutating func redisReplied(_ results: [Result<[RedisReply], RedisError>], now: ContinuousClock.Instant,
-                               into actions: inout [ShardStateMachine.Action]) -> [Effect] {
+    mutating func redisReplied(
+        _ results: [Result<[RedisReply], RedisError>], now: ContinuousClock.Instant,
+        into actions: inout [ShardStateMachine.Action]
+    ) -> [Effect] {
         guard batch != nil, batch!.awaitingReplication == nil, !batch!.waitingForPostgres else {
             ShardStateMachine.unexpected("a batch's Redis replies while no batch waits for Redis", shard: shard, state: laneState, into: &actions)
             return []
@@ -294,8 +307,10 @@ struct BatchLane {
 
     /// The batch's cold lookup answered. The lookup of a batch given up (its node stopped
     /// deciding) may come back late: then it changes nothing.
-    mutating func postsFound(take: UInt64, _ result: Result<ColdLookup.Found, Error>, now: ContinuousClock.Instant,
-                             into actions: inout [ShardStateMachine.Action]) -> [Effect] {
+    mutating func postsFound(
+        take: UInt64, _ result: Result<ColdLookup.Found, Error>, now: ContinuousClock.Instant,
+        into actions: inout [ShardStateMachine.Action]
+    ) -> [Effect] {
         guard batch?.take == take, batch?.waitingForPostgres == true else { return [] }
         batch!.waitingForPostgres = false
         let next: BatchStateMachine.Action
@@ -316,7 +331,8 @@ struct BatchLane {
         if !outcome.confirmed {
             let error = CounterError(
                 code: .notReplicated,
-                message: "the change is written on its Redis master but not confirmed on \(configuration.acknowledgementReplicas) replica(s) within \(configuration.acknowledgementReplicaTimeout) (\(outcome.detail)); it stands unless that master fails first: read the state before repeating a toggle",
+                message:
+                    "the change is written on its Redis master but not confirmed on \(configuration.acknowledgementReplicas) replica(s) within \(configuration.acknowledgementReplicaTimeout) (\(outcome.detail)); it stands unless that master fails first: read the state before repeating a toggle",
                 retryAfterSeconds: 1)
             var refused = 0
             completion.answers = completion.answers.map { answer in
@@ -325,21 +341,26 @@ struct BatchLane {
                 return BatchStateMachine.Answer(request: answer.request, result: .failure(error))
             }
             counters.unreplicatedWrites += refused
-            actions.append(.log(ShardLogLine(.warn, "not_replicated", [("shard", String(shard)), ("answers", String(refused)), ("detail", outcome.detail)])))
+            actions.append(
+                .log(ShardLogLine(.warn, "not_replicated", [("shard", String(shard)), ("answers", String(refused)), ("detail", outcome.detail)])))
         }
         return end(current, answering: completion, into: &actions)
     }
 
     /// Answers due now, and posts found missing (remembered).
-    private mutating func settle(_ settled: BatchStateMachine.Settled, of current: BatchInFlight, now: ContinuousClock.Instant,
-                                 into actions: inout [ShardStateMachine.Action]) {
+    private mutating func settle(
+        _ settled: BatchStateMachine.Settled, of current: BatchInFlight, now: ContinuousClock.Instant,
+        into actions: inout [ShardStateMachine.Action]
+    ) {
         if !settled.missingPosts.isEmpty { unknownPosts.remember(settled.missingPosts, at: now) }
         if !settled.answers.isEmpty { actions.append(.answerBatch(current.operations, settled.answers)) }
     }
 
     /// The batch is over: its answers, and what waited for it to end.
-    private mutating func end(_ current: BatchInFlight, answering completion: BatchStateMachine.Completion,
-                              into actions: inout [ShardStateMachine.Action]) -> [Effect] {
+    private mutating func end(
+        _ current: BatchInFlight, answering completion: BatchStateMachine.Completion,
+        into actions: inout [ShardStateMachine.Action]
+    ) -> [Effect] {
         batch = nil
         lastTakeDone = current.take
         if !completion.answers.isEmpty { actions.append(.answerBatch(current.operations, completion.answers)) }
@@ -407,7 +428,8 @@ struct BatchLane {
                 slots.state(of: slot) == .notOwned
                 ? .notOwner(slot)
                 : CounterError(
-                    code: .slotMoving, message: "slot \(slot) is changing owner and did not settle within \(configuration.slotMoveWait); nothing was done",
+                    code: .slotMoving,
+                    message: "slot \(slot) is changing owner and did not settle within \(configuration.slotMoveWait); nothing was done",
                     retryAfterSeconds: 1)
             refused += expired.map { ($0.operation, .failure(refusal)) }
             parked[slot] = remaining.isEmpty ? nil : remaining
@@ -477,7 +499,10 @@ struct BatchLane {
 
     /// The lane's state in words, for a log line about an event it did not expect.
     private var laneState: String {
-        if let batch { return "batch \(batch.take)\(batch.waitingForPostgres ? " (waiting for PostgreSQL)" : "")\(batch.awaitingReplication != nil ? " (waiting for replicas)" : "")" }
+        if let batch {
+            return
+                "batch \(batch.take)\(batch.waitingForPostgres ? " (waiting for PostgreSQL)" : "")\(batch.awaitingReplication != nil ? " (waiting for replicas)" : "")"
+        }
         if let runningWork { return "between batches: \(runningWork)" }
         return "idle"
     }

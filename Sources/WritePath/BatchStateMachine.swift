@@ -134,8 +134,10 @@ struct BatchStateMachine {
 
     /// A batch of `requests`, answered per `acknowledgement`, on the keys of `layout`; cold posts
     /// it writes with `warmThreshold` likers or more turn warm.
-    init(requests: [ShardDecider.Request], acknowledgement: AcknowledgementMode, layout: RedisKeyLayout,
-         warmThreshold: Int64 = .max) {
+    init(
+        requests: [ShardDecider.Request], acknowledgement: AcknowledgementMode, layout: RedisKeyLayout,
+        warmThreshold: Int64 = .max
+    ) {
         self.requests = requests
         self.acknowledgement = acknowledgement
         self.layout = layout
@@ -211,7 +213,9 @@ struct BatchStateMachine {
     /// likers and loaded by the write. The users a warm post's hash did not know get their
     /// membership from it too.
     mutating func postsFound(_ lookup: ColdLookup.Found) -> Action {
-        guard case .findingPosts(let posts, let readOnly, let warmUnknown) = state else { preconditionFailure("no posts were looked for in state \(state)") }
+        guard case .findingPosts(let posts, let readOnly, let warmUnknown) = state else {
+            preconditionFailure("no posts were looked for in state \(state)")
+        }
         let requests = self.requests
         for pair in warmUnknown where views[pair.post] != nil {
             views[pair.post]!.members[pair.user] = lookup.likers[pair.post]?.contains(pair.user) == true
@@ -301,7 +305,9 @@ struct BatchStateMachine {
         }
         for index in open where !requests[index].operation.mayWrite {
             let request = requests[index]
-            if answeredCold.contains(request.postID) || (!askedPostgres.isEmpty && askedPostgres.contains(ColdLookup.Pair(post: request.postID, user: request.userID))) {
+            if answeredCold.contains(request.postID)
+                || (!askedPostgres.isEmpty && askedPostgres.contains(ColdLookup.Pair(post: request.postID, user: request.userID)))
+            {
                 statistics.coldReads += 1
             } else {
                 statistics.hotReads += 1

@@ -50,8 +50,10 @@ struct BatchWrite {
     /// likers in PostgreSQL) that have changes; the posts of `warm` (post → its view after the
     /// batch's decisions) are written as warm posts, and those of `turningWarm` among them are
     /// marked warm first.
-    init(_ changes: [LikeChange], layout: RedisKeyLayout, loading: [Int64: [Int64]] = [:],
-         warm: [Int64: ShardDecider.PostView] = [:], turningWarm: Set<Int64> = []) {
+    init(
+        _ changes: [LikeChange], layout: RedisKeyLayout, loading: [Int64: [Int64]] = [:],
+        warm: [Int64: ShardDecider.PostView] = [:], turningWarm: Set<Int64> = []
+    ) {
         var slotIndex: [UInt16: Int] = [:]
         var offsetsBySlot: [(slot: UInt16, offsets: [Int])] = []
         for (offset, change) in changes.enumerated() {
@@ -99,7 +101,9 @@ struct BatchWrite {
     func outcome(of results: [Result<[RedisReply], RedisError>]) -> Outcome {
         var outcome = Outcome(entryIDs: [StreamEntryID?](repeating: nil, count: changes.count))
         for (index, (slot, offsets, membershipCommands, entryEnds)) in slots.enumerated() {
-            let result = index < results.count ? results[index]
+            let result =
+                index < results.count
+                ? results[index]
                 : .failure(RedisError(code: .unexpectedReply, message: "no reply to the write of slot \(slot)"))
             switch result {
             case .success(let replies):
@@ -125,8 +129,9 @@ struct BatchWrite {
                 if case .failure(let error) = result {
                     outcome.failures[post] = error
                 } else {
-                    outcome.failures[post] = CounterError(code: .unavailable, message: "Redis refused the write of post \(post)",
-                                                          retryAfterSeconds: 1)
+                    outcome.failures[post] = CounterError(
+                        code: .unavailable, message: "Redis refused the write of post \(post)",
+                        retryAfterSeconds: 1)
                 }
             }
             if let appended { outcome.appended[slot] = appended }
@@ -157,8 +162,10 @@ struct BatchWrite {
     /// `turningWarm`, `DEL` of any likers set or hash and `SET` of the marker to warm; then
     /// `HSET` of its count and of every membership its view knows (split so that no command has
     /// more than `FencedScript.maximumArgumentsPerCommand` arguments).
-    static func warmCommands(_ changes: [LikeChange], warm: [Int64: ShardDecider.PostView], turningWarm: Set<Int64>,
-                             layout: RedisKeyLayout) -> [RedisCommand] {
+    static func warmCommands(
+        _ changes: [LikeChange], warm: [Int64: ShardDecider.PostView], turningWarm: Set<Int64>,
+        layout: RedisKeyLayout
+    ) -> [RedisCommand] {
         var commands: [RedisCommand] = []
         var seen: Set<Int64> = []
         for change in changes where seen.insert(change.postID).inserted {
@@ -186,7 +193,10 @@ struct BatchWrite {
     /// change per user among `changes` (in order): one of each per post, or more for more than
     /// `FencedScript.maximumArgumentsPerCommand` users.
     static func membershipCommands(_ changes: [LikeChange], layout: RedisKeyLayout) -> [RedisCommand] {
-        struct Pair: Hashable { let post: Int64; let user: Int64 }
+        struct Pair: Hashable {
+            let post: Int64
+            let user: Int64
+        }
         var last: [Pair: Bool] = [:]
         last.reserveCapacity(changes.count)
         var postOrder: [Int64] = []

@@ -37,23 +37,29 @@ public final class CounterService: Service {
     /// Builds the shards; nothing connects or runs until `run(_:)`. `log` hears of flush
     /// retries, dead letters, Redis nodes lost and found, large posts loaded and refused writes.
     /// - Throws: `CounterError(.invalidArgument)` for an unusable configuration.
-    public convenience init(configuration: WritePathConfiguration, postgres: PostgresPool, redis: RedisConfiguration,
-                            ownership: OwnedSlots = .soleWriter(), log: NodeLog = .silent) throws {
-        try self.init(configuration: configuration, postgres: postgres, topology: RedisTopology(configuration: redis, log: log),
-                      ownership: ownership, log: log)
+    public convenience init(
+        configuration: WritePathConfiguration, postgres: PostgresPool, redis: RedisConfiguration,
+        ownership: OwnedSlots = .soleWriter(), log: NodeLog = .silent
+    ) throws {
+        try self.init(
+            configuration: configuration, postgres: postgres, topology: RedisTopology(configuration: redis, log: log),
+            ownership: ownership, log: log)
     }
 
     /// Builds the shards over `topology` (discovered, for a cluster, when the service runs).
     /// - Parameter ownership: which slots this node decides for: every one, unfenced
     ///   (`soleWriter()`, the default), or what a cluster's membership gives it (`acquire`).
     /// - Throws: `CounterError(.invalidArgument)` for an unusable configuration.
-    public init(configuration: WritePathConfiguration, postgres: PostgresPool, topology: RedisTopology,
-                ownership: OwnedSlots = .soleWriter(), log: NodeLog = .silent) throws {
+    public init(
+        configuration: WritePathConfiguration, postgres: PostgresPool, topology: RedisTopology,
+        ownership: OwnedSlots = .soleWriter(), log: NodeLog = .silent
+    ) throws {
         guard let map = try? ShardMap(shardCount: configuration.shardCount) else {
             throw CounterError(code: .invalidArgument, message: "shard count must be between 1 and \(HashSlot.count)")
         }
         guard configuration.backlogLimitPerShard >= 1,
-              configuration.flushBatchSize >= 1 else {
+            configuration.flushBatchSize >= 1
+        else {
             throw CounterError(code: .invalidArgument, message: "backlog limit and flush batch size must be at least 1")
         }
         self.configuration = configuration
@@ -65,17 +71,21 @@ public final class CounterService: Service {
         var shards: [Shard] = []
         var clients: [RedisClient] = []
         for index in 0..<configuration.shardCount {
-            let io = ShardIO(index: index, batchRedis: RedisClient(topology: topology), flushRedis: RedisClient(topology: topology),
-                             hydrationRedis: RedisClient(topology: topology), pool: postgres, layout: layout,
-                             configuration: configuration, ownership: ownership, lag: writeBehindLag, commits: flushCommits, log: log)
-            shards.append(Shard(index: index, slots: map.slots(ofShard: index), io: io, configuration: configuration,
-                                ownership: ownership, log: log))
+            let io = ShardIO(
+                index: index, batchRedis: RedisClient(topology: topology), flushRedis: RedisClient(topology: topology),
+                hydrationRedis: RedisClient(topology: topology), pool: postgres, layout: layout,
+                configuration: configuration, ownership: ownership, lag: writeBehindLag, commits: flushCommits, log: log)
+            shards.append(
+                Shard(
+                    index: index, slots: map.slots(ofShard: index), io: io, configuration: configuration,
+                    ownership: ownership, log: log))
             clients += [io.batchRedis, io.flushRedis, io.hydrationRedis]
         }
         let sweeperRedis = RedisClient(topology: topology)
         let lettersRedis = RedisClient(topology: topology)
-        self.sweeper = HotSetSweeper(redis: sweeperRedis, lettersRedis: lettersRedis, layout: layout, configuration: configuration,
-                                     shardMap: map, shards: shards, repeatsDiscovery: ownership.isFenced, log: log)
+        self.sweeper = HotSetSweeper(
+            redis: sweeperRedis, lettersRedis: lettersRedis, layout: layout, configuration: configuration,
+            shardMap: map, shards: shards, repeatsDiscovery: ownership.isFenced, log: log)
         self.shards = shards
         self.clients = clients + [sweeperRedis, lettersRedis]
         self.redisTopology = topology
@@ -171,8 +181,10 @@ public final class CounterService: Service {
     /// - Returns: the membership and count after it.
     /// - Throws: `CounterError` (`.notOwner` when another node owns the post's slot,
     ///   `.slotMoving` when its move did not settle in time).
-    public func perform(_ operation: LikeOperation, post postID: Int64, user userID: Int64,
-                        waitingForSlot: Bool = false, acknowledgedAt: Int64? = nil) async throws -> LikeState {
+    public func perform(
+        _ operation: LikeOperation, post postID: Int64, user userID: Int64,
+        waitingForSlot: Bool = false, acknowledgedAt: Int64? = nil
+    ) async throws -> LikeState {
         guard postID > 0, userID > 0 || operation == .count else {
             throw CounterError(code: .invalidArgument, message: "ids must be positive 64-bit integers (post \(postID), user \(userID))")
         }
@@ -185,15 +197,19 @@ public final class CounterService: Service {
     /// Queues `operation` and calls `completion` with the answer, without waiting: for callers on
     /// threads of their own (the HTTP thread). `completion` runs on the shard's loop, or at once
     /// when the operation is refused.
-    public func submit(_ operation: LikeOperation, post postID: Int64, user userID: Int64,
-                       completion: @escaping @Sendable (Result<LikeState, Error>) -> Void) {
+    public func submit(
+        _ operation: LikeOperation, post postID: Int64, user userID: Int64,
+        completion: @escaping @Sendable (Result<LikeState, Error>) -> Void
+    ) {
         guard postID > 0, userID > 0 || operation == .count else {
-            completion(.failure(CounterError(code: .invalidArgument, message: "ids must be positive 64-bit integers (post \(postID), user \(userID))")))
+            completion(
+                .failure(CounterError(code: .invalidArgument, message: "ids must be positive 64-bit integers (post \(postID), user \(userID))")))
             return
         }
         let slot = HashSlot(post: postID)
-        shards[shardMap.shard(for: slot)].submit(ShardDecider.Request(operation: operation, postID: postID, userID: userID),
-                                                 slot: slot.rawValue, completion: completion)
+        shards[shardMap.shard(for: slot)].submit(
+            ShardDecider.Request(operation: operation, postID: postID, userID: userID),
+            slot: slot.rawValue, completion: completion)
     }
 
     /// Performs many operations (a feed page, say) with one batch per shard; one result per
@@ -285,8 +301,10 @@ public final class CounterService: Service {
     }
 
     /// A shard's answer: the changes, and the slots it answered for when asked for a user's.
-    private func shardPendingLikes(_ question: ShardStateMachine.PendingQuestion, of shard: Shard,
-                                   waitingForSlot: Bool) async throws -> (changes: [PendingLike], served: SlotSet?) {
+    private func shardPendingLikes(
+        _ question: ShardStateMachine.PendingQuestion, of shard: Shard,
+        waitingForSlot: Bool
+    ) async throws -> (changes: [PendingLike], served: SlotSet?) {
         // An answer from memory comes before its Redis write, and the index is filled by the write.
         if configuration.acknowledgement == .memory { _ = await shard.ask { .queuedOperationsDone($0) } }
         let deadline = ContinuousClock.now + configuration.slotMoveWait
@@ -304,9 +322,10 @@ public final class CounterService: Service {
                 guard waitingForSlot, ContinuousClock.now < deadline else { throw CounterError.notOwner(slot) }
             case .slotMoving(let slot):
                 guard ContinuousClock.now < deadline else {
-                    throw CounterError(code: .slotMoving,
-                                       message: "slot \(slot) is changing owner and did not settle within \(configuration.slotMoveWait); nothing was done",
-                                       retryAfterSeconds: 1)
+                    throw CounterError(
+                        code: .slotMoving,
+                        message: "slot \(slot) is changing owner and did not settle within \(configuration.slotMoveWait); nothing was done",
+                        retryAfterSeconds: 1)
                 }
             case .incomplete:
                 guard !flushed else {

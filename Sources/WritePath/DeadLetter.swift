@@ -21,8 +21,10 @@ struct DeadLetter: Sendable {
     /// PostgreSQL's SQLSTATE and message, for a refused change.
     var refusal: (sqlState: String, message: String)?
 
-    init(slot: UInt16, entryID: StreamEntryID, change: LikeChange? = nil, raw: String? = nil,
-         refusal: (sqlState: String, message: String)? = nil) {
+    init(
+        slot: UInt16, entryID: StreamEntryID, change: LikeChange? = nil, raw: String? = nil,
+        refusal: (sqlState: String, message: String)? = nil
+    ) {
         self.slot = slot
         self.entryID = entryID
         self.change = change

@@ -110,8 +110,9 @@ struct FlushRun {
 
     /// The transaction to run now.
     var transaction: FlushTransaction {
-        FlushTransaction(entries: entries, epochs: epochs.filter { !stale.contains($0.key) }, skipping: knownRejected,
-                         knownMissing: knownMissing)
+        FlushTransaction(
+            entries: entries, epochs: epochs.filter { !stale.contains($0.key) }, skipping: knownRejected,
+            knownMissing: knownMissing)
     }
 
     /// The dead letters of `rejected` (only a pair's last change in the run was sent, so each
@@ -124,8 +125,9 @@ struct FlushRun {
             let pair = LikePair(rejected.change)
             guard knownRejected.insert(pair).inserted, let entry = lastEntry[pair] else { return nil }
             // The refused change carries its time: the logged apply gave every change its own.
-            return DeadLetter(slot: entry.slot, entryID: entry.entryID, change: rejected.change,
-                              refusal: (rejected.sqlState, rejected.message))
+            return DeadLetter(
+                slot: entry.slot, entryID: entry.entryID, change: rejected.change,
+                refusal: (rejected.sqlState, rejected.message))
         }
     }
 

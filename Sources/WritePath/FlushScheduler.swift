@@ -369,8 +369,10 @@ struct FlushScheduler {
     /// If entries still wait, the slot counts as dirty since `stillDirtySince` (the read's start,
     /// when the read took everything there was), or as before when it is `nil`.
     /// - Returns: the waiters this satisfies, to resume.
-    mutating func settled(slot: UInt16, removed: Int, applied: StreamEntryID?,
-                          stillDirtySince: ContinuousClock.Instant?) -> [WaiterID] {
+    mutating func settled(
+        slot: UInt16, removed: Int, applied: StreamEntryID?,
+        stillDirtySince: ContinuousClock.Instant?
+    ) -> [WaiterID] {
         update(slot) { state in
             state.pending -= max(0, min(removed, state.pending))
             if let applied { state.applied = max(state.applied ?? applied, applied) }
@@ -395,7 +397,8 @@ struct FlushScheduler {
         var lost: [WaiterID] = []
         waiters.removeAll { waiter in
             guard let mark = waiter.marks[slot], !present.contains(mark), applied.map({ mark > $0 }) ?? true,
-                  through.map({ mark <= $0 }) ?? true else { return false }
+                through.map({ mark <= $0 }) ?? true
+            else { return false }
             lost.append(waiter.id)
             return true
         }

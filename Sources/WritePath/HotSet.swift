@@ -151,8 +151,10 @@ struct HotSet {
     /// `warmPromotionLookups` is promoted: loaded whole in the background while it keeps
     /// answering warm, published between batches under the epoch its batch held (a fenced batch
     /// that held none promotes nothing).
-    mutating func countWarmLookups(_ lookups: [Int64: Int], epochs: [UInt16: Int64]?, now: ContinuousClock.Instant,
-                                   into actions: inout [ShardStateMachine.Action]) {
+    mutating func countWarmLookups(
+        _ lookups: [Int64: Int], epochs: [UInt16: Int64]?, now: ContinuousClock.Instant,
+        into actions: inout [ShardStateMachine.Action]
+    ) {
         for (post, count) in lookups.sorted(by: { $0.key < $1.key }) where promotions[post] == nil {
             let total = warmLookups[post, default: 0] + count
             guard total >= configuration.warmPromotionLookups else {
@@ -174,7 +176,8 @@ struct HotSet {
             guard case .waiting = promotions[post]!.phase else { continue }
             promotions[post]!.phase = .loading
             running += 1
-            actions.append(.log(ShardLogLine(.info, "hydrating_large_post", [("shard", String(shard)), ("post", String(post)), ("phase", "started")])))
+            actions.append(
+                .log(ShardLogLine(.info, "hydrating_large_post", [("shard", String(shard)), ("post", String(post)), ("phase", "started")])))
             actions.append(.loadWarmPost(post))
         }
     }
@@ -183,8 +186,9 @@ struct HotSet {
     /// caller queues it).
     mutating func loaded(_ hydration: WarmPostPromotion, _ result: Result<Int, Error>, into actions: inout [ShardStateMachine.Action]) {
         guard promotions[hydration.post] != nil else {
-            ShardStateMachine.unexpected("a large post loaded that is not being promoted", shard: shard,
-                                         state: "promotions of \(promotions.keys.sorted())", into: &actions)
+            ShardStateMachine.unexpected(
+                "a large post loaded that is not being promoted", shard: shard,
+                state: "promotions of \(promotions.keys.sorted())", into: &actions)
             return
         }
         promotions[hydration.post]!.phase = .loaded(hydration, result)
@@ -197,8 +201,9 @@ struct HotSet {
     /// the publication runs now (between batches, until `published`).
     mutating func publish(_ post: Int64, slotUncertain: Bool, into actions: inout [ShardStateMachine.Action]) -> Bool {
         guard let promotion = promotions[post], case .loaded(let hydration, let result) = promotion.phase else {
-            ShardStateMachine.unexpected("a publication of post \(post), which has not loaded", shard: shard,
-                                         state: "promotions of \(promotions.keys.sorted())", into: &actions)
+            ShardStateMachine.unexpected(
+                "a publication of post \(post), which has not loaded", shard: shard,
+                state: "promotions of \(promotions.keys.sorted())", into: &actions)
             return false
         }
         if promotion.cancelled || slotUncertain {
@@ -221,19 +226,26 @@ struct HotSet {
     }
 
     /// A publication ended.
-    mutating func published(_ post: Int64, _ result: Result<Void, Error>, now: ContinuousClock.Instant,
-                            into actions: inout [ShardStateMachine.Action]) {
+    mutating func published(
+        _ post: Int64, _ result: Result<Void, Error>, now: ContinuousClock.Instant,
+        into actions: inout [ShardStateMachine.Action]
+    ) {
         guard let promotion = promotions.removeValue(forKey: post), case .publishing(let hydration, let loaded) = promotion.phase else {
-            ShardStateMachine.unexpected("post \(post) published while no publication of it runs", shard: shard,
-                                         state: "promotions of \(promotions.keys.sorted())", into: &actions)
+            ShardStateMachine.unexpected(
+                "post \(post) published while no publication of it runs", shard: shard,
+                state: "promotions of \(promotions.keys.sorted())", into: &actions)
             return
         }
         switch result {
         case .success:
-            actions.append(.log(ShardLogLine(.info, "hydrating_large_post", [
-                ("shard", String(shard)), ("post", String(post)), ("phase", "loaded"), ("likers", String(loaded)),
-                ("promoted_from", "warm"), ("ms", String(Int((now - promotion.started).inSeconds * 1_000))),
-            ])))
+            actions.append(
+                .log(
+                    ShardLogLine(
+                        .info, "hydrating_large_post",
+                        [
+                            ("shard", String(shard)), ("post", String(post)), ("phase", "loaded"), ("likers", String(loaded)),
+                            ("promoted_from", "warm"), ("ms", String(Int((now - promotion.started).inSeconds * 1_000))),
+                        ])))
             counters.promotedPosts += 1
         case .failure(let error):
             promotionFailed(post, error, hydration: hydration, into: &actions)
@@ -245,14 +257,22 @@ struct HotSet {
     /// zero, so it is tried again only after another `warmPromotionLookups` (a post whose
     /// `likes_count` drifted from its rows fails every time with `MISMATCH`: reconcile repairs
     /// it; meanwhile it is not loaded again and again).
-    private mutating func promotionFailed(_ post: Int64, _ error: Error, hydration: WarmPostPromotion,
-                                          into actions: inout [ShardStateMachine.Action]) {
+    private mutating func promotionFailed(
+        _ post: Int64, _ error: Error, hydration: WarmPostPromotion,
+        into actions: inout [ShardStateMachine.Action]
+    ) {
         if error is RedisError { counters.redisErrors += 1 }
         if error is PostgresError { counters.postgresErrors += 1 }
         warmLookups[post] = 0
         actions.append(.discardPromotion(hydration))
-        actions.append(.log(ShardLogLine(.warn, "hydrating_large_post", [("shard", String(shard)), ("post", String(post)),
-                                                                        ("phase", "failed"), ("error", "\(error)")])))
+        actions.append(
+            .log(
+                ShardLogLine(
+                    .warn, "hydrating_large_post",
+                    [
+                        ("shard", String(shard)), ("post", String(post)),
+                        ("phase", "failed"), ("error", "\(error)"),
+                    ])))
     }
 
     /// Large posts whose Redis copy is being reset or dropped: their loads are not published.
@@ -274,7 +294,8 @@ struct HotSet {
         guard let idle = configuration.hotIdle, !hotPosts.isEmpty, now >= nextEvictionCheck else { return [] }
         let candidates = hotPosts.takeIdle(touchedBefore: now - idle, limit: Self.evictionsPerRound)
         let evicting = candidates.isEmpty ? [] : sortForEviction(candidates, slots: slots, flushes: flushes).posts
-        nextEvictionCheck = now + (evicting.count == Self.evictionsPerRound ? Self.evictionBacklogInterval : Self.evictionCheckInterval(configuration))
+        nextEvictionCheck =
+            now + (evicting.count == Self.evictionsPerRound ? Self.evictionBacklogInterval : Self.evictionCheckInterval(configuration))
         return evicting
     }
 
@@ -302,8 +323,10 @@ struct HotSet {
 
     /// Sorts `candidates` by `evictability`: returns those that may go, with their epochs; puts
     /// those that may not yet back in the queue and forgets those of slots no longer here.
-    private mutating func sortForEviction(_ candidates: [(post: Int64, entry: HotPosts.Entry)], slots: SlotOwnership,
-                                          flushes: WriteBehind) -> (posts: [Int64], epochs: [UInt16: Int64]?) {
+    private mutating func sortForEviction(
+        _ candidates: [(post: Int64, entry: HotPosts.Entry)], slots: SlotOwnership,
+        flushes: WriteBehind
+    ) -> (posts: [Int64], epochs: [UInt16: Int64]?) {
         var evicting: [Int64] = []
         var notYet: [Int64] = []
         var elsewhere: [Int64] = []
@@ -380,9 +403,10 @@ struct HotSet {
     /// page may have been read before their deletion).
     mutating func discovered(_ posts: [Int64], now: ContinuousClock.Instant, slots: SlotOwnership) {
         let evictedMeanwhile = evictedDuringDiscovery ?? []
-        hotPosts.discovered(posts.filter { post in
-            !evictedMeanwhile.contains(post) && slots.state(of: HashSlot(post: post).rawValue) != .notOwned
-        }, at: now)
+        hotPosts.discovered(
+            posts.filter { post in
+                !evictedMeanwhile.contains(post) && slots.state(of: HashSlot(post: post).rawValue) != .notOwned
+            }, at: now)
     }
 
     /// The walk is over (whole or not).

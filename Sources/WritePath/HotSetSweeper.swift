@@ -96,14 +96,19 @@ struct HotSetSweeper: Sendable {
         do {
             let length = try await lettersRedis.send(.xlen(layout.deadLetters), slot: layout.deadLettersSlot).throwingServerError().integer ?? 0
             guard length <= Self.deadLettersReadLimit else {
-                log.log(.warn, "dead_letters_not_read", ["letters": String(length), "limit": String(Self.deadLettersReadLimit),
-                                                         "why": "too many to read: posts are evicted as the last read allowed; replay or drop them"])
+                log.log(
+                    .warn, "dead_letters_not_read",
+                    [
+                        "letters": String(length), "limit": String(Self.deadLettersReadLimit),
+                        "why": "too many to read: posts are evicted as the last read allowed; replay or drop them",
+                    ])
                 return
             }
             var start = "-"
             while length > 0 {
                 guard !Task.isCancelled else { return }
-                let entries = try await lettersRedis.send(.xrange(layout.deadLetters, start: start, count: 1_000), slot: layout.deadLettersSlot).streamEntries()
+                let entries = try await lettersRedis.send(.xrange(layout.deadLetters, start: start, count: 1_000), slot: layout.deadLettersSlot)
+                    .streamEntries()
                 posts += HotSetPlan.pinnedPosts(in: entries)
                 guard entries.count == 1_000, let last = entries.last else { break }
                 start = "(" + last.id.description
@@ -153,16 +158,19 @@ struct HotSetSweeper: Sendable {
         var used: [RedisEndpoint: Int] = [:]
         for master in redis.masters {
             guard let reply = try? await redis.pipeline([RedisCommand("INFO", "memory")], toMaster: master)[0],
-                  case .bulkString(let bytes) = reply,
-                  let memory = RedisMemoryInfo.parse(String(decoding: bytes, as: UTF8.self)) else { continue }
+                case .bulkString(let bytes) = reply,
+                let memory = RedisMemoryInfo.parse(String(decoding: bytes, as: UTF8.self))
+            else { continue }
             redis.topology.recordMemory(master, memory)
             used[master] = memory.usedBytes
         }
         guard let target = configuration.hotMemoryTarget else { return }
         let map = redis.topology.map
         let hotPosts = await shardHotPosts()
-        for request in HotSetPlan.shrinkRequests(used: used, target: target, isCluster: redis.topology.isCluster,
-                                                 slotsOf: { master in map.slots(of: master) }, hotPostsPerShard: hotPosts) {
+        for request in HotSetPlan.shrinkRequests(
+            used: used, target: target, isCluster: redis.topology.isCluster,
+            slotsOf: { master in map.slots(of: master) }, hotPostsPerShard: hotPosts)
+        {
             shards[request.shard].tell(.shrink(slots: request.slots, count: request.count))
         }
     }
@@ -191,17 +199,21 @@ enum HotSetPlan {
     /// The post id of a marker key (`<prefix>:{tag}:hydrated:<post>`), `nil` for another key.
     static func post(ofMarker key: String, layout: RedisKeyLayout) -> Int64? {
         guard let colon = key.lastIndex(of: ":"), let post = Int64(key[key.index(after: colon)...]), post > 0,
-              key == layout.hydratedMarker(ofPost: post) else { return nil }
+            key == layout.hydratedMarker(ofPost: post)
+        else { return nil }
         return post
     }
 
     /// A `SCAN` reply: the next cursor and the keys.
     static func scanPage(_ reply: RedisReply) -> (cursor: String, keys: [String])? {
         guard let parts = reply.array, parts.count == 2, case .bulkString(let cursor) = parts[0], let keys = parts[1].array else { return nil }
-        return (String(decoding: cursor, as: UTF8.self), keys.compactMap { key in
-            if case .bulkString(let bytes) = key { return String(decoding: bytes, as: UTF8.self) }
-            return nil
-        })
+        return (
+            String(decoding: cursor, as: UTF8.self),
+            keys.compactMap { key in
+                if case .bulkString(let bytes) = key { return String(decoding: bytes, as: UTF8.self) }
+                return nil
+            }
+        )
     }
 
     /// The posts of the refused changes among dead letters (those with an SQLSTATE: their
@@ -231,8 +243,10 @@ enum HotSetPlan {
     /// its hot posts that the excess is of the master's memory (at least 100 posts, so a small
     /// excess still moves, at most 5,000 per round): measured again a second later, the
     /// requests shrink as memory falls.
-    static func shrinkRequests(used: [RedisEndpoint: Int], target: Int, isCluster: Bool,
-                               slotsOf: (RedisEndpoint) -> Set<UInt16>, hotPostsPerShard: [Int]) -> [ShrinkRequest] {
+    static func shrinkRequests(
+        used: [RedisEndpoint: Int], target: Int, isCluster: Bool,
+        slotsOf: (RedisEndpoint) -> Set<UInt16>, hotPostsPerShard: [Int]
+    ) -> [ShrinkRequest] {
         var requests: [ShrinkRequest] = []
         for (master, bytes) in used.sorted(by: { $0.key < $1.key }) where bytes > target && bytes > 0 {
             let share = Double(bytes - target) / Double(bytes)

@@ -82,10 +82,13 @@ enum PostHydration {
     /// large post, so its text is sent each time rather than kept by SHA).
     static func publishing(post: Int64, loading: String, loaded: Int, epoch: Int64?, layout: RedisKeyLayout) -> SlotCommands {
         let slot = HashSlot(post: post)
-        return SlotCommands(slot: slot, commands: [
-            RedisCommand("EVAL", publishScript, "5", layout.epoch(of: slot), loading, layout.likers(ofPost: post),
-                         layout.hydratedMarker(ofPost: post), layout.warmMembers(ofPost: post), epoch.map { String($0) } ?? "", String(loaded)),
-        ])
+        return SlotCommands(
+            slot: slot,
+            commands: [
+                RedisCommand(
+                    "EVAL", publishScript, "5", layout.epoch(of: slot), loading, layout.likers(ofPost: post),
+                    layout.hydratedMarker(ofPost: post), layout.warmMembers(ofPost: post), epoch.map { String($0) } ?? "", String(loaded))
+            ])
     }
 
     /// Most users one `SADD` carries, so a post with millions of likers is loaded in commands
@@ -99,10 +102,13 @@ enum PostHydration {
     /// turns it warm (or finds it missing there).
     static func transactions(unloading posts: [Int64], layout: RedisKeyLayout) -> [SlotCommands] {
         posts.map { post in
-            SlotCommands(slot: HashSlot(post: post),
-                         commands: [.del([layout.hydratedMarker(ofPost: post)]),
-                                    RedisCommand("UNLINK", layout.likers(ofPost: post), layout.warmMembers(ofPost: post))],
-                         atomic: true)
+            SlotCommands(
+                slot: HashSlot(post: post),
+                commands: [
+                    .del([layout.hydratedMarker(ofPost: post)]),
+                    RedisCommand("UNLINK", layout.likers(ofPost: post), layout.warmMembers(ofPost: post)),
+                ],
+                atomic: true)
         }
     }
 

@@ -66,15 +66,21 @@ extension PostProbe {
             case .counts(let posts):
                 let held = try await keys.counts(of: posts)
                 let rows = try await records.counts(of: posts)
-                return .success(.counts(rows.map { row in
-                    PostCountsRead(postID: row.postID, redis: held[row.postID], rows: row.likesRows,
-                                   pending: pending.contains(HashSlot(post: row.postID).rawValue))
-                }))
+                return .success(
+                    .counts(
+                        rows.map { row in
+                            PostCountsRead(
+                                postID: row.postID, redis: held[row.postID], rows: row.likesRows,
+                                pending: pending.contains(HashSlot(post: row.postID).rawValue))
+                        }))
             case .likers(let post):
                 let held = try await keys.counts(of: [post])[post]
                 let redis = held == nil || held!.warm ? nil : try await keys.likers(of: post)
-                return .success(.likers(PostLikersRead(postID: post, redis: redis, rows: try await records.likers(of: post),
-                                                       pending: pending.contains(HashSlot(post: post).rawValue))))
+                return .success(
+                    .likers(
+                        PostLikersRead(
+                            postID: post, redis: redis, rows: try await records.likers(of: post),
+                            pending: pending.contains(HashSlot(post: post).rawValue))))
             }
         } catch {
             return .failure(error)

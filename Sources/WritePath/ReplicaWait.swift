@@ -20,7 +20,10 @@ enum ReplicaWait {
                 group.addTask {
                     do throws(RedisError) {
                         let reply = try await redis.pipeline([.wait(replicas: replicas, timeout: timeout)], toMaster: master)[0].throwingServerError()
-                        return (master, reply.integer.map { .success($0) } ?? .failure(RedisError(code: .unexpectedReply, message: "WAIT answered \(reply)")))
+                        return (
+                            master,
+                            reply.integer.map { .success($0) } ?? .failure(RedisError(code: .unexpectedReply, message: "WAIT answered \(reply)"))
+                        )
                     } catch {
                         return (master, .failure(error))
                     }

@@ -48,8 +48,9 @@ final class Shard: Sendable {
     /// Runs the shard until its machine finishes (after `.stop`), then cancels what I/O is
     /// still under way (large posts loading) and returns once every child task has ended.
     func run() async {
-        var machine = ShardStateMachine(index: index, slotRange: slotRange, configuration: configuration,
-                                        isFenced: ownership.isFenced, now: createdAt)
+        var machine = ShardStateMachine(
+            index: index, slotRange: slotRange, configuration: configuration,
+            isFenced: ownership.isFenced, now: createdAt)
         let timers = ShardTimers()
         let inbox = self.inbox
         await withDiscardingTaskGroup { group in
@@ -83,8 +84,10 @@ final class Shard: Sendable {
     /// Ends a round: publishes the slots that moved (before any reply, so a caller that hears
     /// of a move sees it), performs the actions, and returns the batch's I/O action, if any,
     /// for the loop to await.
-    private func performRound(_ actions: inout [ShardStateMachine.Action], machine: inout ShardStateMachine,
-                              in group: inout DiscardingTaskGroup, timers: ShardTimers) -> ShardStateMachine.Action? {
+    private func performRound(
+        _ actions: inout [ShardStateMachine.Action], machine: inout ShardStateMachine,
+        in group: inout DiscardingTaskGroup, timers: ShardTimers
+    ) -> ShardStateMachine.Action? {
         for (slot, state) in machine.takeChangedSlots() { ownership.publish(slot, state.published) }
         inbox.roundEnded(held: machine.heldOperations, operationsWake: machine.wantsOperations)
         var batchIO: ShardStateMachine.Action?
@@ -123,8 +126,10 @@ final class Shard: Sendable {
 
     /// Queues one operation; `completion` runs once it is answered (on the shard's loop, or at
     /// once when it is refused). Callable from any thread, without waiting.
-    func submit(_ request: ShardDecider.Request, slot: UInt16? = nil, waitsForSlot: Bool = false,
-                completion: @escaping @Sendable (Result<LikeState, Error>) -> Void) {
+    func submit(
+        _ request: ShardDecider.Request, slot: UInt16? = nil, waitsForSlot: Bool = false,
+        completion: @escaping @Sendable (Result<LikeState, Error>) -> Void
+    ) {
         inbox.submit(ShardOperation(request, slot: slot, waitsForSlot: waitsForSlot, completion: completion))
     }
 

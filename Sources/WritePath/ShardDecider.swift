@@ -44,8 +44,10 @@ struct ShardDecider {
         for request in requests {
             if request.operation == .count {
                 decision.changeIndex.append(nil)
-                decision.answers.append(LikeState(postID: request.postID, userID: request.userID,
-                                                  isLiked: false, likesCount: views[request.postID]!.likesCount))
+                decision.answers.append(
+                    LikeState(
+                        postID: request.postID, userID: request.userID,
+                        isLiked: false, likesCount: views[request.postID]!.likesCount))
                 continue
             }
             let current = views[request.postID]!.members[request.userID]!
@@ -56,18 +58,24 @@ struct ShardDecider {
                 views[request.postID]!.members[request.userID] = wanted
                 views[request.postID]!.likesCount += wanted ? 1 : -1
                 decision.changeIndex.append(decision.changes.count)
-                decision.changes.append(LikeChange(userID: request.userID, postID: request.postID, liked: wanted,
-                                                   acknowledgedAt: request.acknowledgedAt))
+                decision.changes.append(
+                    LikeChange(
+                        userID: request.userID, postID: request.postID, liked: wanted,
+                        acknowledgedAt: request.acknowledgedAt))
             } else if request.operation.confirms(current: current) {
                 // Logged again as it is: membership and count stay.
                 decision.changeIndex.append(decision.changes.count)
-                decision.changes.append(LikeChange(userID: request.userID, postID: request.postID, liked: current,
-                                                   acknowledgedAt: request.acknowledgedAt))
+                decision.changes.append(
+                    LikeChange(
+                        userID: request.userID, postID: request.postID, liked: current,
+                        acknowledgedAt: request.acknowledgedAt))
             } else {
                 decision.changeIndex.append(nil)
             }
-            decision.answers.append(LikeState(postID: request.postID, userID: request.userID,
-                                              isLiked: wanted, likesCount: views[request.postID]!.likesCount))
+            decision.answers.append(
+                LikeState(
+                    postID: request.postID, userID: request.userID,
+                    isLiked: wanted, likesCount: views[request.postID]!.likesCount))
         }
         return decision
     }

@@ -42,8 +42,9 @@ struct ShardIO: Sendable {
         case .findPosts(let lookup, let take):
             return .batchPostsFound(take: take, await findPosts(lookup))
         case .loadWarmPost(let post):
-            let promotion = WarmPostPromotion(post: post, pool: pool, redis: hydrationRedis, layout: layout,
-                                              pageSize: configuration.hydrationPageSize)
+            let promotion = WarmPostPromotion(
+                post: post, pool: pool, redis: hydrationRedis, layout: layout,
+                pageSize: configuration.hydrationPageSize)
             do {
                 return .warmPostLoaded(promotion, .success(try await promotion.load()))
             } catch {
@@ -72,7 +73,11 @@ struct ShardIO: Sendable {
             let listed = listing.sorted().filter { if case .success = summaries[$0] { return true } else { return false } }
             for (slot, ids) in await entryIDs(of: listed) {
                 summaries[slot] = summaries[slot]!.flatMap { summary in
-                    ids.map { var listed = summary; listed.entries = $0; return listed }.mapError { $0 as Error }
+                    ids.map {
+                        var listed = summary
+                        listed.entries = $0
+                        return listed
+                    }.mapError { $0 as Error }
                 }
             }
             return .logsRescanned(summaries)
@@ -101,10 +106,12 @@ struct ShardIO: Sendable {
         case .readLogLengths(let question):
             return .logLengthsRead(question, await logLengths(Array(question.appendedWhenAsked.keys)))
         case .probePosts(let probe, let pending):
-            return .postsProbed(await probe.read(keys: PostKeys(redis: batchRedis, layout: layout), records: PostRecords(pool: pool), pending: pending))
+            return .postsProbed(
+                await probe.read(keys: PostKeys(redis: batchRedis, layout: layout), records: PostRecords(pool: pool), pending: pending))
         case .unloadPosts(let posts, let epochs, let purpose):
-            let (results, fenced) = await SlotWriter.execute(PostHydration.transactions(unloading: posts, layout: layout), epochs: epochs,
-                                                             redis: batchRedis, layout: layout, counting: ownership)
+            let (results, fenced) = await SlotWriter.execute(
+                PostHydration.transactions(unloading: posts, layout: layout), epochs: epochs,
+                redis: batchRedis, layout: layout, counting: ownership)
             return .postsUnloaded(purpose, failed: Set(PostHydration.failures(of: posts, results).keys), fenced: fenced)
         }
     }
@@ -142,9 +149,10 @@ struct ShardIO: Sendable {
                 }
             }
             guard !nonEmpty.isEmpty else { continue }
-            let newest = await flushRedis.execute(nonEmpty.map { slot, _ in
-                SlotCommands(slot: HashSlot(rawValue: slot)!, commands: [.xrevrange(logKey(slot), count: 1)])
-            })
+            let newest = await flushRedis.execute(
+                nonEmpty.map { slot, _ in
+                    SlotCommands(slot: HashSlot(rawValue: slot)!, commands: [.xrevrange(logKey(slot), count: 1)])
+                })
             for ((slot, length), result) in zip(nonEmpty, newest) {
                 summaries[slot] = Result {
                     let entry = try result.get()[0].streamEntries().first
@@ -161,8 +169,9 @@ struct ShardIO: Sendable {
         do {
             var slotOf: [String: UInt16] = [:]
             for slot in slots { slotOf[logKey(slot)] = slot }
-            let rows = try await pool.query("SELECT log, last_entry_ms, last_entry_seq FROM counter_flush_progress WHERE log = ANY($1::text[])",
-                                            [.textArray(Array(slotOf.keys))])
+            let rows = try await pool.query(
+                "SELECT log, last_entry_ms, last_entry_seq FROM counter_flush_progress WHERE log = ANY($1::text[])",
+                [.textArray(Array(slotOf.keys))])
             var progress: [UInt16: StreamEntryID] = [:]
             for row in rows {
                 guard let log = row.string(0), let slot = slotOf[log] else { continue }
@@ -180,9 +189,10 @@ struct ShardIO: Sendable {
         var ids: [UInt16: Result<[StreamEntryID], RedisError>] = [:]
         var reading = slots.map { (slot: $0, start: "-") }
         while !reading.isEmpty {
-            let pages = await flushRedis.execute(reading.map { slot, start in
-                SlotCommands(slot: HashSlot(rawValue: slot)!, commands: [.xrange(logKey(slot), start: start, count: 10_000)])
-            })
+            let pages = await flushRedis.execute(
+                reading.map { slot, start in
+                    SlotCommands(slot: HashSlot(rawValue: slot)!, commands: [.xrange(logKey(slot), start: start, count: 10_000)])
+                })
             var more: [(slot: UInt16, start: String)] = []
             for ((slot, _), result) in zip(reading, pages) {
                 let page: [StreamEntry]
@@ -203,9 +213,10 @@ struct ShardIO: Sendable {
     /// The posts Redis holds of each of `slots` (hot or warm: their markers), by
     /// `CLUSTER GETKEYSINSLOT` on their masters — a Redis Cluster's, where failovers happen.
     private func posts(inSlots slots: [UInt16]) async -> [UInt16: Result<[Int64], RedisError>] {
-        let results = await flushRedis.execute(slots.map { slot in
-            SlotCommands(slot: HashSlot(rawValue: slot)!, commands: [RedisCommand("CLUSTER", "GETKEYSINSLOT", Int64(slot), Int64(1_000_000))])
-        })
+        let results = await flushRedis.execute(
+            slots.map { slot in
+                SlotCommands(slot: HashSlot(rawValue: slot)!, commands: [RedisCommand("CLUSTER", "GETKEYSINSLOT", Int64(slot), Int64(1_000_000))])
+            })
         var posts: [UInt16: Result<[Int64], RedisError>] = [:]
         for (slot, result) in zip(slots, results) {
             posts[slot] = result.flatMap { replies in
@@ -222,9 +233,10 @@ struct ShardIO: Sendable {
 
     /// Each slot's log length, one `XLEN` per slot in one pipeline (per Redis node).
     private func lengths(_ slots: [UInt16]) async -> [Result<Int, Error>] {
-        let results = await flushRedis.execute(slots.map { slot in
-            SlotCommands(slot: HashSlot(rawValue: slot)!, commands: [.xlen(logKey(slot))])
-        })
+        let results = await flushRedis.execute(
+            slots.map { slot in
+                SlotCommands(slot: HashSlot(rawValue: slot)!, commands: [.xlen(logKey(slot))])
+            })
         return results.map { result in
             Result { Int(try result.get()[0].throwingServerError().integer ?? 0) }
         }
@@ -281,11 +293,19 @@ struct ShardIO: Sendable {
         }
         let states = Set(letters.compactMap { $0.refusal?.sqlState }).sorted().joined(separator: ",")
         if states.isEmpty {
-            log.log(.warn, "dead_lettered", ["shard": String(index), "changes": String(letters.count), "reason": reason,
-                                             "stream": layout.deadLetters])
+            log.log(
+                .warn, "dead_lettered",
+                [
+                    "shard": String(index), "changes": String(letters.count), "reason": reason,
+                    "stream": layout.deadLetters,
+                ])
         } else {
-            log.log(.warn, "dead_lettered", ["shard": String(index), "changes": String(letters.count), "reason": reason,
-                                             "sqlstate": states, "stream": layout.deadLetters])
+            log.log(
+                .warn, "dead_lettered",
+                [
+                    "shard": String(index), "changes": String(letters.count), "reason": reason,
+                    "sqlstate": states, "stream": layout.deadLetters,
+                ])
         }
         return .success(())
     }
@@ -304,8 +324,9 @@ struct ShardIO: Sendable {
             let decision = try await pool.withTransaction(deciding: { connection -> TransactionDecision<FlushTransaction.Outcome> in
                 let stale = try SlotTable.staleSlots(transaction.epochs, deployment: deployment, on: connection)
                 if !stale.isEmpty { return .rollBack(.staleSlots(stale)) }
-                let outcome = try LikeBatchApplier.apply(transaction.entries, on: connection, audit: audit,
-                                                         skipping: transaction.skipping, isolatingRefusals: true, events: events)
+                let outcome = try LikeBatchApplier.apply(
+                    transaction.entries, on: connection, audit: audit,
+                    skipping: transaction.skipping, isolatingRefusals: true, events: events)
                 let newlyMissing = Set(outcome.missingPosts.keys).subtracting(transaction.knownMissing)
                 if !newlyMissing.isEmpty { return .rollBack(.missingPosts(newlyMissing)) }
                 if !outcome.rejected.isEmpty { return .rollBack(.refused(outcome.rejected)) }

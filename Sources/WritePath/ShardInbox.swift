@@ -57,9 +57,11 @@ final class ShardInbox: Sendable {
         }
         sleeper?.resume()
         if overloaded {
-            operation.answer(.failure(CounterError(
-                code: .overloaded, message: "shard \(index) already holds \(limit) operations waiting to be decided; retry later",
-                retryAfterSeconds: 1)))
+            operation.answer(
+                .failure(
+                    CounterError(
+                        code: .overloaded, message: "shard \(index) already holds \(limit) operations waiting to be decided; retry later",
+                        retryAfterSeconds: 1)))
         }
         Self.deliver(afterEnd)
     }

@@ -11,8 +11,10 @@ struct ShardOperation: Sendable {
     /// Runs once, with the answer, on the shard's loop (or at once when the inbox refuses it).
     let completion: @Sendable (Result<LikeState, Error>) -> Void
 
-    init(_ request: ShardDecider.Request, slot: UInt16? = nil, waitsForSlot: Bool = false,
-         completion: @escaping @Sendable (Result<LikeState, Error>) -> Void) {
+    init(
+        _ request: ShardDecider.Request, slot: UInt16? = nil, waitsForSlot: Bool = false,
+        completion: @escaping @Sendable (Result<LikeState, Error>) -> Void
+    ) {
         self.request = request
         self.slot = slot ?? request.slot
         self.waitsForSlot = waitsForSlot

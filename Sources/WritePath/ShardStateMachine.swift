@@ -101,8 +101,9 @@ struct ShardStateMachine {
         }
         switch event {
         case .operations(let operations):
-            lane.arrived(operations, accepting: lifecycle == .running, pending: flushes.pendingTotal,
-                         oldestPendingAge: flushes.oldestPendingAge(now: now), into: &actions)
+            lane.arrived(
+                operations, accepting: lifecycle == .running, pending: flushes.pendingTotal,
+                oldestPendingAge: flushes.oldestPendingAge(now: now), into: &actions)
         case .queuedOperationsDone(let reply): lane.addBarrier(reply, into: &actions)
         case .flushAll(let reply): route(flushes.flushAll(reply, into: &actions), now: now, into: &actions)
         case .requestFlushAll: flushes.requestFlushAll()
@@ -213,7 +214,7 @@ struct ShardStateMachine {
     private mutating func timerFired(_ timer: Timer, now: ContinuousClock.Instant, into actions: inout [Action]) {
         timers[timer.rawValue] = nil
         switch timer {
-        case .flush, .eviction: break  // `proceed` looks at the time.
+        case .flush, .eviction: break // `proceed` looks at the time.
         case .parkedOperations: lane.expireParked(now: now, slots: ownership, into: &actions)
         case .repairRetry: ownership.retryRepairs(now: now, into: &actions)
         }
@@ -288,11 +289,13 @@ struct ShardStateMachine {
     static let stopped = CounterError(code: .shuttingDown, message: "the write path has stopped")
     static let leaseLapsed = CounterError(
         code: .unavailable,
-        message: "this node cannot renew its cluster lease (PostgreSQL does not answer it), so it stops deciding before another node may take its slots; nothing was done: retry (another node serves them soon)",
+        message:
+            "this node cannot renew its cluster lease (PostgreSQL does not answer it), so it stops deciding before another node may take its slots; nothing was done: retry (another node serves them soon)",
         retryAfterSeconds: 1)
     static let lostInFailover = CounterError(
         code: .unavailable,
-        message: "the change was written to Redis, which lost it (a master that failed over before its replica had it, or a restart without its data): it was not applied; read the state before repeating it",
+        message:
+            "the change was written to Redis, which lost it (a master that failed over before its replica had it, or a restart without its data): it was not applied; read the state before repeating it",
         retryAfterSeconds: 1)
 
     /// An event a machine cannot receive in its state: a bug. It fails in debug builds; in
@@ -405,10 +408,12 @@ struct ShardStateMachine {
     }
 
     /// A promotion's publication ended.
-    private mutating func promotionPublished(_ post: Int64, _ result: Result<Void, Error>, now: ContinuousClock.Instant, into actions: inout [Action]) {
+    private mutating func promotionPublished(_ post: Int64, _ result: Result<Void, Error>, now: ContinuousClock.Instant, into actions: inout [Action])
+    {
         guard case .publish(let running)? = lane.runningWork, running == post else {
-            Self.unexpected("post \(post)'s promotion published while it is not under way", shard: index, state: "\(String(describing: lane.runningWork))",
-                            into: &actions)
+            Self.unexpected(
+                "post \(post)'s promotion published while it is not under way", shard: index, state: "\(String(describing: lane.runningWork))",
+                into: &actions)
             return
         }
         lane.workEnded()
@@ -447,8 +452,10 @@ struct ShardStateMachine {
     }
 
     /// Posts' keys were deleted (the slots Redis fenced are given up first).
-    private mutating func postsUnloaded(_ purpose: UnloadPurpose, failed: Set<Int64>, fenced: [FencedSlot], now: ContinuousClock.Instant,
-                                        into actions: inout [Action]) {
+    private mutating func postsUnloaded(
+        _ purpose: UnloadPurpose, failed: Set<Int64>, fenced: [FencedSlot], now: ContinuousClock.Instant,
+        into actions: inout [Action]
+    ) {
         fence(fenced, why: nil, now: now, into: &actions)
         if case .repaired(let slots) = purpose {
             route(ownership.repairUnloaded(slots, failed: failed, now: now, into: &actions), now: now, into: &actions)
@@ -466,8 +473,9 @@ struct ShardStateMachine {
             lane.workEnded()
             hotSet.deletedPostsUnloaded(posts, failed: failed)
         default:
-            Self.unexpected("posts unloaded (\(purpose)) while no such unloading runs", shard: index,
-                            state: "\(String(describing: lane.runningWork))", into: &actions)
+            Self.unexpected(
+                "posts unloaded (\(purpose)) while no such unloading runs", shard: index,
+                state: "\(String(describing: lane.runningWork))", into: &actions)
         }
     }
 
@@ -484,12 +492,15 @@ struct ShardStateMachine {
     // MARK: - Log lengths
 
     /// An empty log holds nothing, whatever the books counted; then the resync goes on.
-    private mutating func logLengthsRead(_ question: LogLengthQuestion, _ lengths: [UInt16: Int], now: ContinuousClock.Instant,
-                                         into actions: inout [Action]) {
+    private mutating func logLengthsRead(
+        _ question: LogLengthQuestion, _ lengths: [UInt16: Int], now: ContinuousClock.Instant,
+        into actions: inout [Action]
+    ) {
         route(flushes.logLengthsRead(question, lengths, into: &actions), now: now, into: &actions)
         guard case .resync(let posts, let reply)? = lane.runningWork else {
-            Self.unexpected("a resync's log lengths while no resync runs", shard: index, state: "\(String(describing: lane.runningWork))",
-                            into: &actions)
+            Self.unexpected(
+                "a resync's log lengths while no resync runs", shard: index, state: "\(String(describing: lane.runningWork))",
+                into: &actions)
             return
         }
         unloadQuiet(posts, reply: reply, into: &actions)

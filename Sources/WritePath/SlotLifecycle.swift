@@ -42,7 +42,7 @@ enum SlotLifecycle {
             switch self {
             case .notOwned: return nil
             case .claiming(let epoch), .draining(let epoch), .serving(let epoch), .quiescing(let epoch),
-                 .flushing(let epoch), .handingOver(let epoch), .repairing(let epoch):
+                .flushing(let epoch), .handingOver(let epoch), .repairing(let epoch):
                 return epoch
             }
         }
@@ -69,7 +69,7 @@ enum SlotLifecycle {
             switch self {
             case .notOwned, .claiming: return nil
             case .draining(let epoch), .serving(let epoch), .quiescing(let epoch), .flushing(let epoch), .handingOver(let epoch),
-                 .repairing(let epoch):
+                .repairing(let epoch):
                 return epoch
             }
         }
@@ -85,8 +85,10 @@ enum SlotLifecycle {
 
         /// Every state with `epoch` (for the table's exhaustive test).
         static func all(epoch: Int64) -> [State] {
-            [.notOwned, .claiming(epoch: epoch), .draining(epoch: epoch), .serving(epoch: epoch), .quiescing(epoch: epoch),
-             .flushing(epoch: epoch), .handingOver(epoch: epoch), .repairing(epoch: epoch)]
+            [
+                .notOwned, .claiming(epoch: epoch), .draining(epoch: epoch), .serving(epoch: epoch), .quiescing(epoch: epoch),
+                .flushing(epoch: epoch), .handingOver(epoch: epoch), .repairing(epoch: epoch),
+            ]
         }
     }
 
@@ -134,9 +136,11 @@ enum SlotLifecycle {
 
         /// Every event with `epoch` and `other` (for the table's exhaustive test).
         static func all(epoch: Int64, other: Int64) -> [Event] {
-            [.claim(epoch: epoch), .claim(epoch: other), .keyHeld(epoch), .keyHeld(other), .keyFailed, .drained, .drainFailed,
-             .release, .batchEnded, .flushed, .resume, .handedOff(newEpoch: other), .fenced(epoch: epoch), .fenced(epoch: other), .drop,
-             .failedOver, .hotSetDropped]
+            [
+                .claim(epoch: epoch), .claim(epoch: other), .keyHeld(epoch), .keyHeld(other), .keyFailed, .drained, .drainFailed,
+                .release, .batchEnded, .flushed, .resume, .handedOff(newEpoch: other), .fenced(epoch: epoch), .fenced(epoch: other), .drop,
+                .failedOver, .hotSetDropped,
+            ]
         }
     }
 
@@ -175,7 +179,7 @@ enum SlotLifecycle {
         case (.notOwned, .claim(let epoch)):
             return Transition(to: .claiming(epoch: epoch), effects: [.raiseEpochKey(epoch)])
         case (.claiming(let held), .claim(let epoch)), (.draining(let held), .claim(let epoch)),
-             (.serving(let held), .claim(let epoch)), (.repairing(let held), .claim(let epoch)):
+            (.serving(let held), .claim(let epoch)), (.repairing(let held), .claim(let epoch)):
             if epoch == held { return Transition(to: state, effects: []) }
             return Transition(to: .claiming(epoch: epoch), effects: [.forgetBacklog, .raiseEpochKey(epoch)])
         case (.quiescing, .claim), (.flushing, .claim), (.handingOver, .claim):
@@ -199,7 +203,7 @@ enum SlotLifecycle {
         // A repair after a Redis failover: drain the log (what survived the failover reaches
         // PostgreSQL; a failed drain is tried again), then drop the slot's posts from Redis.
         case (.serving(let epoch), .failedOver), (.repairing(let epoch), .failedOver), (.repairing(let epoch), .drainFailed),
-             (.draining(let epoch), .failedOver):
+            (.draining(let epoch), .failedOver):
             // (A slot being drained for a claim is repaired instead of served: its claim waits.)
             return Transition(to: .repairing(epoch: epoch), effects: [.drainLog])
         case (.repairing(let epoch), .drained):

@@ -183,8 +183,10 @@ struct SlotOwnership {
 
     /// Moves `slot` as `SlotLifecycle` says for `event` — or not at all, when the table refuses
     /// the pair — and says what the move asks of the rest of the shard.
-    private mutating func move(_ slot: UInt16, _ event: SlotLifecycle.Event, now: ContinuousClock.Instant,
-                               into actions: inout [ShardStateMachine.Action]) -> [Effect] {
+    private mutating func move(
+        _ slot: UInt16, _ event: SlotLifecycle.Event, now: ContinuousClock.Instant,
+        into actions: inout [ShardStateMachine.Action]
+    ) -> [Effect] {
         guard owns(slot) else { return [] }
         let from = state(of: slot)
         guard let transition = SlotLifecycle.transition(from: from, on: event) else { return [] }
@@ -239,8 +241,10 @@ struct SlotOwnership {
 
     /// Slots won under `epochs`: each raises its epoch key, drains its log and is served; the
     /// caller hears which are served once every one has settled.
-    mutating func claim(_ epochs: [UInt16: Int64], reply: ShardReply<Result<Set<UInt16>, Error>>, now: ContinuousClock.Instant,
-                        into actions: inout [ShardStateMachine.Action]) -> [Effect] {
+    mutating func claim(
+        _ epochs: [UInt16: Int64], reply: ShardReply<Result<Set<UInt16>, Error>>, now: ContinuousClock.Instant,
+        into actions: inout [ShardStateMachine.Action]
+    ) -> [Effect] {
         let mine = epochs.filter { owns($0.key) }
         claims.append(ClaimRecord(waitingFor: Set(mine.keys), epochs: mine, reply: reply))
         var effects: [Effect] = []
@@ -254,8 +258,10 @@ struct SlotOwnership {
     }
 
     /// What the epoch keys hold after a claim's raise.
-    mutating func epochKeysRaised(_ results: [UInt16: Result<Int64, RedisError>], now: ContinuousClock.Instant,
-                                  into actions: inout [ShardStateMachine.Action]) -> [Effect] {
+    mutating func epochKeysRaised(
+        _ results: [UInt16: Result<Int64, RedisError>], now: ContinuousClock.Instant,
+        into actions: inout [ShardStateMachine.Action]
+    ) -> [Effect] {
         var effects: [Effect] = []
         for (slot, result) in results.sorted(by: { $0.key < $1.key }) {
             switch result {
@@ -270,8 +276,10 @@ struct SlotOwnership {
     }
 
     /// A drain ended: everything `slot`'s log held when it began is in PostgreSQL.
-    mutating func drained(_ slot: UInt16, epoch: Int64, now: ContinuousClock.Instant,
-                          into actions: inout [ShardStateMachine.Action]) -> [Effect] {
+    mutating func drained(
+        _ slot: UInt16, epoch: Int64, now: ContinuousClock.Instant,
+        into actions: inout [ShardStateMachine.Action]
+    ) -> [Effect] {
         slotsDraining.remove(slot)
         let state = state(of: slot)
         // A slot that moved on meanwhile (claimed again, fenced, dropped) is not this drain's.
@@ -281,8 +289,10 @@ struct SlotOwnership {
 
     /// A drain failed (its log could not be read, or the shard stopped): a claim fails and the
     /// slot is let go; a repair's drain is tried again (after the flusher's back-off).
-    mutating func drainFailed(_ slot: UInt16, epoch: Int64, error: Error, now: ContinuousClock.Instant,
-                              into actions: inout [ShardStateMachine.Action]) -> [Effect] {
+    mutating func drainFailed(
+        _ slot: UInt16, epoch: Int64, error: Error, now: ContinuousClock.Instant,
+        into actions: inout [ShardStateMachine.Action]
+    ) -> [Effect] {
         slotsDraining.remove(slot)
         if state(of: slot) == .repairing(epoch: epoch) { return move(slot, .drainFailed, now: now, into: &actions) }
         // A slot that moved on meanwhile is not this drain's.
@@ -338,8 +348,10 @@ struct SlotOwnership {
     /// Served `slots` are handed off: new operations on them wait, the batch in flight ends
     /// (`batchEnded`), what was written is flushed; then the caller changes the owner in
     /// PostgreSQL.
-    mutating func release(_ slots: Set<UInt16>, reply: ShardReply<Result<Void, Error>>, batchInFlight: Bool, now: ContinuousClock.Instant,
-                          into actions: inout [ShardStateMachine.Action]) -> [Effect] {
+    mutating func release(
+        _ slots: Set<UInt16>, reply: ShardReply<Result<Void, Error>>, batchInFlight: Bool, now: ContinuousClock.Instant,
+        into actions: inout [ShardStateMachine.Action]
+    ) -> [Effect] {
         var effects: [Effect] = []
         var epochs: [UInt16: Int64] = [:]
         for slot in slots.filter(owns).sorted() {
@@ -356,8 +368,10 @@ struct SlotOwnership {
     }
 
     /// What a slot being handed off wrote is in PostgreSQL: it is ready to change owner.
-    mutating func handOffFlushed(_ slot: UInt16, epoch: Int64, now: ContinuousClock.Instant,
-                                 into actions: inout [ShardStateMachine.Action]) -> [Effect] {
+    mutating func handOffFlushed(
+        _ slot: UInt16, epoch: Int64, now: ContinuousClock.Instant,
+        into actions: inout [ShardStateMachine.Action]
+    ) -> [Effect] {
         // A hand-off interrupted meanwhile (resumed, fenced, dropped) has nothing left to flush for.
         guard state(of: slot) == .flushing(epoch: epoch) else { return [] }
         return move(slot, .flushed, now: now, into: &actions)
@@ -405,8 +419,10 @@ struct SlotOwnership {
     /// The owners changed in PostgreSQL: the slots' epoch keys rise to the new epochs (this
     /// node's writes are refused from then on, whatever it still has in flight) and the slots
     /// are dropped, with `alsoDropping`. The caller hears once the keys are raised.
-    mutating func handedOff(_ epochs: [UInt16: Int64], alsoDropping: Set<UInt16>, reply: ShardReply<Void>,
-                            now: ContinuousClock.Instant, into actions: inout [ShardStateMachine.Action]) -> [Effect] {
+    mutating func handedOff(
+        _ epochs: [UInt16: Int64], alsoDropping: Set<UInt16>, reply: ShardReply<Void>,
+        now: ContinuousClock.Instant, into actions: inout [ShardStateMachine.Action]
+    ) -> [Effect] {
         var effects: [Effect] = []
         for (slot, epoch) in epochs.sorted(by: { $0.key < $1.key }) where owns(slot) {
             if SlotLifecycle.transition(from: state(of: slot), on: .handedOff(newEpoch: epoch)) != nil {
@@ -452,14 +468,20 @@ struct SlotOwnership {
 
     /// Redis or PostgreSQL refused writes made under these epochs: the slots are another
     /// node's now (unless the epoch is no longer the one held).
-    mutating func fenced(_ fenced: [ShardStateMachine.FencedSlot], why: String?, now: ContinuousClock.Instant,
-                         into actions: inout [ShardStateMachine.Action]) -> [Effect] {
+    mutating func fenced(
+        _ fenced: [ShardStateMachine.FencedSlot], why: String?, now: ContinuousClock.Instant,
+        into actions: inout [ShardStateMachine.Action]
+    ) -> [Effect] {
         var effects: [Effect] = []
         for refusal in fenced where owns(refusal.slot) && state(of: refusal.slot).epoch == refusal.epoch {
-            actions.append(.log(ShardLogLine(.warn, "slot_fenced", [
-                ("slot", String(refusal.slot)), ("epoch", String(refusal.epoch)),
-                ("error", why ?? "Redis holds a newer epoch for the slot; nothing was written"),
-            ])))
+            actions.append(
+                .log(
+                    ShardLogLine(
+                        .warn, "slot_fenced",
+                        [
+                            ("slot", String(refusal.slot)), ("epoch", String(refusal.epoch)),
+                            ("error", why ?? "Redis holds a newer epoch for the slot; nothing was written"),
+                        ])))
             effects += move(refusal.slot, .fenced(epoch: refusal.epoch), now: now, into: &actions)
         }
         return effects
@@ -472,8 +494,10 @@ struct SlotOwnership {
     /// slot being drained for a claim is repaired instead of served; one not served here (not
     /// owned, claimed but not drained, being handed off) is remembered, so that a claim of it
     /// repairs it first: its new owner's topology may have seen the failover before it owned it.
-    mutating func redisFailedOver(_ slots: [UInt16], batchInFlight: Bool, now: ContinuousClock.Instant,
-                                  into actions: inout [ShardStateMachine.Action]) -> [Effect] {
+    mutating func redisFailedOver(
+        _ slots: [UInt16], batchInFlight: Bool, now: ContinuousClock.Instant,
+        into actions: inout [ShardStateMachine.Action]
+    ) -> [Effect] {
         let mine = slots.filter(owns)
         if batchInFlight {
             failoversAfterBatch.formUnion(mine)
@@ -498,8 +522,10 @@ struct SlotOwnership {
     }
 
     /// Moves `slot` to `repairing`; whether this started a repair (rather than joined one).
-    private mutating func startRepair(_ slot: UInt16, now: ContinuousClock.Instant,
-                                      into actions: inout [ShardStateMachine.Action]) -> (started: Bool, effects: [Effect]) {
+    private mutating func startRepair(
+        _ slot: UInt16, now: ContinuousClock.Instant,
+        into actions: inout [ShardStateMachine.Action]
+    ) -> (started: Bool, effects: [Effect]) {
         // The table moves the slot (and drains its log) first: a move out of `repairing` clears
         // the repair's record, so it is made after.
         let effects = move(slot, .failedOver, now: now, into: &actions)
@@ -513,8 +539,10 @@ struct SlotOwnership {
 
     /// A claim's drain begins: a slot whose master failed over while it was not served here
     /// (within `failoverMemory`) is repaired before it is served.
-    private mutating func repairIfFailedOverBefore(_ slot: UInt16, now: ContinuousClock.Instant,
-                                                   into actions: inout [ShardStateMachine.Action]) -> [Effect] {
+    private mutating func repairIfFailedOverBefore(
+        _ slot: UInt16, now: ContinuousClock.Instant,
+        into actions: inout [ShardStateMachine.Action]
+    ) -> [Effect] {
         guard let at = recentFailovers.removeValue(forKey: slot), now - at < Self.failoverMemory else { return [] }
         let (started, effects) = startRepair(slot, now: now, into: &actions)
         if started {
@@ -535,8 +563,10 @@ struct SlotOwnership {
 
     /// The posts Redis holds of repairing slots: dropped, all in one pipeline; a slot with none
     /// left is served again.
-    mutating func slotPostsListed(_ results: [UInt16: Result<[Int64], RedisError>], now: ContinuousClock.Instant,
-                                  into actions: inout [ShardStateMachine.Action]) -> [Effect] {
+    mutating func slotPostsListed(
+        _ results: [UInt16: Result<[Int64], RedisError>], now: ContinuousClock.Instant,
+        into actions: inout [ShardStateMachine.Action]
+    ) -> [Effect] {
         var effects: [Effect] = []
         var unloading: [Int64] = []
         var epochs: [UInt16: Int64] = [:]
@@ -563,8 +593,10 @@ struct SlotOwnership {
 
     /// The posts of repairing `slots` are unloaded (those in `failed` not yet: their slots try
     /// again).
-    mutating func repairUnloaded(_ slots: Set<UInt16>, failed: Set<Int64>, now: ContinuousClock.Instant,
-                                 into actions: inout [ShardStateMachine.Action]) -> [Effect] {
+    mutating func repairUnloaded(
+        _ slots: Set<UInt16>, failed: Set<Int64>, now: ContinuousClock.Instant,
+        into actions: inout [ShardStateMachine.Action]
+    ) -> [Effect] {
         var effects: [Effect] = []
         for slot in slots.sorted() {
             guard case .repairing = state(of: slot), let repair = repairs[slot] else { continue }

@@ -12,8 +12,10 @@ enum SlotWriter {
     /// - Parameter epochs: the epoch each slot's write carries — those held when the work
     ///   began (a batch's reads, a flush's plan), so that work begun under an epoch the node has
     ///   since lost, even if it won the slot back, is refused. `nil`: unfenced (a sole writer).
-    static func execute(_ groups: [SlotCommands], epochs: [UInt16: Int64]?, redis: RedisClient, layout: RedisKeyLayout,
-                        counting ownership: OwnedSlots) async -> (results: [Result<[RedisReply], RedisError>], fenced: [ShardStateMachine.FencedSlot]) {
+    static func execute(
+        _ groups: [SlotCommands], epochs: [UInt16: Int64]?, redis: RedisClient, layout: RedisKeyLayout,
+        counting ownership: OwnedSlots
+    ) async -> (results: [Result<[RedisReply], RedisError>], fenced: [ShardStateMachine.FencedSlot]) {
         guard let epochs else { return (await redis.execute(groups), []) }
         var results = [Result<[RedisReply], RedisError>?](repeating: nil, count: groups.count)
         var sent: [SlotCommands] = []

@@ -43,7 +43,9 @@ struct WarmRead {
         var outcome = Outcome()
         for (index, post) in posts.enumerated() {
             do {
-                let result = index < results.count ? results[index]
+                let result =
+                    index < results.count
+                    ? results[index]
                     : .failure(RedisError(code: .unexpectedReply, message: "no reply to the warm read of post \(post)"))
                 let replies = try result.get()
                 guard replies.count == 1, let values = try replies[0].throwingServerError().array, values.count == users[index].count + 1 else {

@@ -196,8 +196,10 @@ struct WriteBehind {
 
     /// A batch's write: slots whose outcome is unknown (read again before the next flush), the
     /// changes it logged (the lists' index), and per slot how many changes and the newest entry.
-    mutating func batchWrote(uncertain: Set<UInt16>, logged: [(change: LikeChange, entry: StreamEntryID)],
-                             appended: [UInt16: (count: Int, newest: StreamEntryID)], now: ContinuousClock.Instant) {
+    mutating func batchWrote(
+        uncertain: Set<UInt16>, logged: [(change: LikeChange, entry: StreamEntryID)],
+        appended: [UInt16: (count: Int, newest: StreamEntryID)], now: ContinuousClock.Instant
+    ) {
         if !uncertain.isEmpty { wake(scheduler.uncertain(uncertain)) }
         for (change, entry) in logged { pendingLikes.logged(change, in: entry) }
         if !appended.isEmpty { wake(scheduler.appended(appended, now: now)) }
@@ -209,8 +211,10 @@ struct WriteBehind {
     }
 
     /// Operations answered once the entries of `marks` are in PostgreSQL (`postgres` acks).
-    mutating func answerWhenApplied(_ answers: [(ShardOperation, LikeState)], marks: [UInt16: StreamEntryID],
-                                    into actions: inout [ShardStateMachine.Action]) -> [Effect] {
+    mutating func answerWhenApplied(
+        _ answers: [(ShardOperation, LikeState)], marks: [UInt16: StreamEntryID],
+        into actions: inout [ShardStateMachine.Action]
+    ) -> [Effect] {
         addWaiter(marks: marks, .acknowledgements(answers), into: &actions)
     }
 
@@ -315,8 +319,10 @@ struct WriteBehind {
         return []
     }
 
-    private mutating func startFlush(now: ContinuousClock.Instant, slots: SlotOwnership,
-                                     into actions: inout [ShardStateMachine.Action]) -> [Effect] {
+    private mutating func startFlush(
+        now: ContinuousClock.Instant, slots: SlotOwnership,
+        into actions: inout [ShardStateMachine.Action]
+    ) -> [Effect] {
         let run = FlushRun(now: now, rescanning: scheduler.slotsToRescan)
         loop = .flushing(run)
         if case .rescanning(let rescanned) = run.step {
@@ -336,8 +342,10 @@ struct WriteBehind {
     /// The rescan's results are the truth about what waits in those logs; drains and `flushAll`
     /// callers that waited for it go on (or fail with its error). A repairing slot's log, listed
     /// whole, tells which acknowledged changes its failed master lost.
-    mutating func logsRescanned(_ results: [UInt16: Result<ShardStateMachine.LogSummary, Error>], now: ContinuousClock.Instant,
-                                slots: SlotOwnership, into actions: inout [ShardStateMachine.Action]) -> [Effect] {
+    mutating func logsRescanned(
+        _ results: [UInt16: Result<ShardStateMachine.LogSummary, Error>], now: ContinuousClock.Instant,
+        slots: SlotOwnership, into actions: inout [ShardStateMachine.Action]
+    ) -> [Effect] {
         guard case .flushing(var run) = loop, case .rescanning = run.step else {
             return unexpected("logs rescanned while no rescan runs", into: &actions)
         }
@@ -372,8 +380,10 @@ struct WriteBehind {
 
     /// Callers waiting for a lost entry of a repairing slot to reach PostgreSQL (`--ack postgres`
     /// answers, flush callers) are told it will not: it is gone; the index forgets it.
-    private mutating func auditFailover(slot: UInt16, present: Set<StreamEntryID>,
-                                        into actions: inout [ShardStateMachine.Action]) -> [Effect] {
+    private mutating func auditFailover(
+        slot: UInt16, present: Set<StreamEntryID>,
+        into actions: inout [ShardStateMachine.Action]
+    ) -> [Effect] {
         var effects: [Effect] = []
         for id in scheduler.takeWaitersOfLostEntries(slot: slot, present: present) {
             effects += failWaiter(id, with: ShardStateMachine.lostInFailover, into: &actions)
@@ -400,8 +410,9 @@ struct WriteBehind {
                 if let error = failures[slot] {
                     effects.append(.drainFailed(slot: slot, epoch: epoch, error: error))
                 } else if !scheduler.uncertainSlots.contains(slot) {
-                    effects += addWaiter(marks: scheduler.unflushedMarks.filter { $0.key == slot }, .drain(slot: slot, epoch: epoch),
-                                         into: &actions)
+                    effects += addWaiter(
+                        marks: scheduler.unflushedMarks.filter { $0.key == slot }, .drain(slot: slot, epoch: epoch),
+                        into: &actions)
                 } else {
                     afterRescan.append(item)
                 }
@@ -427,8 +438,10 @@ struct WriteBehind {
     }
 
     /// The plan: the oldest dirty slots this node still holds, under the epochs held now.
-    private mutating func plan(_ planned: FlushRun, now: ContinuousClock.Instant, slots: SlotOwnership,
-                               into actions: inout [ShardStateMachine.Action]) -> [Effect] {
+    private mutating func plan(
+        _ planned: FlushRun, now: ContinuousClock.Instant, slots: SlotOwnership,
+        into actions: inout [ShardStateMachine.Action]
+    ) -> [Effect] {
         var run = planned
         // The read starts now: a slot read to its end counts as dirty since then if entries remain.
         run.startedAt = now
@@ -457,8 +470,10 @@ struct WriteBehind {
 
     /// What the reads gave: changes to apply, malformed entries to dead-letter first, and
     /// slots whose logs were empty (whatever was appended there is applied and trimmed).
-    mutating func logsRead(_ reads: [UInt16: LogRead], failure: Error?, now: ContinuousClock.Instant, slots: SlotOwnership,
-                           into actions: inout [ShardStateMachine.Action]) -> [Effect] {
+    mutating func logsRead(
+        _ reads: [UInt16: LogRead], failure: Error?, now: ContinuousClock.Instant, slots: SlotOwnership,
+        into actions: inout [ShardStateMachine.Action]
+    ) -> [Effect] {
         guard case .flushing(var run) = loop, run.step == .reading, let plan = run.plan else {
             return unexpected("logs read while no flush reads them", into: &actions)
         }
@@ -491,8 +506,10 @@ struct WriteBehind {
             run.lettersInFlight = run.malformed.count
             run.refusedPostsInFlight = []
             loop = .flushing(run)
-            actions.append(.addDeadLetters(run.malformed.map { DeadLetter(slot: $0.slot, entryID: $0.entry.id, raw: $0.entry.fields.description) },
-                                           reason: "malformed log entry"))
+            actions.append(
+                .addDeadLetters(
+                    run.malformed.map { DeadLetter(slot: $0.slot, entryID: $0.entry.id, raw: $0.entry.fields.description) },
+                    reason: "malformed log entry"))
         } else {
             effects += apply(run, now: now, slots: slots, into: &actions)
         }
@@ -504,8 +521,10 @@ struct WriteBehind {
     /// are told it will not reach PostgreSQL, the lists' index forgets it, and it is counted.
     /// A failed read leaves the slots as they were: the next flush reads them again. A run that
     /// waited only for this ends with it (failing, to back off, when the read failed).
-    mutating func flushProgressRead(_ result: Result<[UInt16: StreamEntryID], Error>, now: ContinuousClock.Instant,
-                                    slots: SlotOwnership, into actions: inout [ShardStateMachine.Action]) -> [Effect] {
+    mutating func flushProgressRead(
+        _ result: Result<[UInt16: StreamEntryID], Error>, now: ContinuousClock.Instant,
+        slots: SlotOwnership, into actions: inout [ShardStateMachine.Action]
+    ) -> [Effect] {
         let checked = progressCheck
         progressCheck = [:]
         var effects: [Effect] = []
@@ -540,8 +559,10 @@ struct WriteBehind {
     }
 
     /// Dead letters are written: the transaction runs (again).
-    mutating func deadLettersAdded(_ result: Result<Void, Error>, now: ContinuousClock.Instant, slots: SlotOwnership,
-                                   into actions: inout [ShardStateMachine.Action]) -> [Effect] {
+    mutating func deadLettersAdded(
+        _ result: Result<Void, Error>, now: ContinuousClock.Instant, slots: SlotOwnership,
+        into actions: inout [ShardStateMachine.Action]
+    ) -> [Effect] {
         guard case .flushing(let run) = loop, run.step == .deadLetteringMalformed || run.step == .deadLettering else {
             return unexpected("dead letters added while no flush writes them", into: &actions)
         }
@@ -558,8 +579,10 @@ struct WriteBehind {
 
     /// Runs the transaction, or goes straight to the trim when there is nothing to apply (the
     /// entries read were all malformed).
-    private mutating func apply(_ applying: FlushRun, now: ContinuousClock.Instant, slots: SlotOwnership,
-                                into actions: inout [ShardStateMachine.Action]) -> [Effect] {
+    private mutating func apply(
+        _ applying: FlushRun, now: ContinuousClock.Instant, slots: SlotOwnership,
+        into actions: inout [ShardStateMachine.Action]
+    ) -> [Effect] {
         var run = applying
         if run.entries.isEmpty { return trim(run, now: now, slots: slots, into: &actions) }
         run.step = .applying
@@ -571,8 +594,10 @@ struct WriteBehind {
     /// How the transaction ended. A rollback names what it found: slots another node owns now
     /// (left out), posts that do not exist and changes PostgreSQL refused (dead letters first);
     /// then it is tried again. A failure ends the flush, to be retried after a backoff.
-    mutating func flushTransactionEnded(_ outcome: FlushTransaction.Outcome, now: ContinuousClock.Instant, slots: SlotOwnership,
-                                        into actions: inout [ShardStateMachine.Action]) -> [Effect] {
+    mutating func flushTransactionEnded(
+        _ outcome: FlushTransaction.Outcome, now: ContinuousClock.Instant, slots: SlotOwnership,
+        into actions: inout [ShardStateMachine.Action]
+    ) -> [Effect] {
         guard case .flushing(var run) = loop, run.step == .applying else {
             return unexpected("a flush transaction ended while none runs", into: &actions)
         }
@@ -583,7 +608,8 @@ struct WriteBehind {
         case .staleSlots(let stale):
             let fenced = stale.compactMap { slot in run.epochs[slot].map { ShardStateMachine.FencedSlot(slot: slot, epoch: $0) } }
             run.leaveOut(Set(stale))
-            return [.fenced(fenced, why: "PostgreSQL gives the slot to another owner; the flush left it out")] + apply(run, now: now, slots: slots, into: &actions)
+            return [.fenced(fenced, why: "PostgreSQL gives the slot to another owner; the flush left it out")]
+                + apply(run, now: now, slots: slots, into: &actions)
         case .missingPosts(let posts):
             let letters = run.letters(missing: posts)
             run.step = .deadLettering
@@ -609,8 +635,10 @@ struct WriteBehind {
 
     /// Applied: trim the logs up to what was read. A trim that fails is harmless: the next read
     /// skips what the recorded progress shows applied.
-    private mutating func trim(_ applied: FlushRun, now: ContinuousClock.Instant, slots: SlotOwnership,
-                               into actions: inout [ShardStateMachine.Action]) -> [Effect] {
+    private mutating func trim(
+        _ applied: FlushRun, now: ContinuousClock.Instant, slots: SlotOwnership,
+        into actions: inout [ShardStateMachine.Action]
+    ) -> [Effect] {
         var run = applied
         let trimmed = run.newestRead.filter { stillHeld($0.key, by: run, slots: slots) }
         run.step = .trimming
@@ -622,8 +650,10 @@ struct WriteBehind {
 
     /// The trims ended (the slots Redis fenced are the router's first): the books are settled
     /// with what they removed; posts found missing are forgotten and their keys dropped.
-    mutating func logsTrimmed(_ results: [UInt16: Result<Int, RedisError>], now: ContinuousClock.Instant, slots: SlotOwnership,
-                              into actions: inout [ShardStateMachine.Action]) -> [Effect] {
+    mutating func logsTrimmed(
+        _ results: [UInt16: Result<Int, RedisError>], now: ContinuousClock.Instant, slots: SlotOwnership,
+        into actions: inout [ShardStateMachine.Action]
+    ) -> [Effect] {
         guard case .flushing(let run) = loop, run.step == .trimming else {
             return unexpected("logs trimmed while no flush trims them", into: &actions)
         }
@@ -646,8 +676,9 @@ struct WriteBehind {
             let counts = run.readCounts[slot] ?? (0, 0)
             let removed = removedEntries >= counts.entries ? counts.changes : removedEntries
             pendingLikes.applied(slot: slot, through: newest)
-            satisfied += scheduler.settled(slot: slot, removed: removed, applied: newest,
-                                           stillDirtySince: run.fullReads.contains(slot) ? nil : run.startedAt)
+            satisfied += scheduler.settled(
+                slot: slot, removed: removed, applied: newest,
+                stillDirtySince: run.fullReads.contains(slot) ? nil : run.startedAt)
         }
         if lost > 0 {
             counters.failoverLostChanges += lost
@@ -697,10 +728,14 @@ struct WriteBehind {
         if error is PostgresError { counters.postgresErrors += 1 }
         let delay = scheduler.flushFailed(now: now)
         failuresInARow += 1
-        actions.append(.log(ShardLogLine(.warn, "flush_failed", [
-            ("shard", String(shard)), ("attempt", String(failuresInARow)),
-            ("retry_in_ms", String(Int(delay.inSeconds * 1_000))), ("error", "\(error)"),
-        ])))
+        actions.append(
+            .log(
+                ShardLogLine(
+                    .warn, "flush_failed",
+                    [
+                        ("shard", String(shard)), ("attempt", String(failuresInARow)),
+                        ("retry_in_ms", String(Int(delay.inSeconds * 1_000))), ("error", "\(error)"),
+                    ])))
     }
 
     // MARK: - Log lengths
@@ -713,8 +748,10 @@ struct WriteBehind {
 
     /// An empty log holds nothing, whatever the books counted (what they counted is applied, or
     /// was lost with a Redis node that failed over).
-    mutating func logLengthsRead(_ question: ShardStateMachine.LogLengthQuestion, _ lengths: [UInt16: Int],
-                                 into actions: inout [ShardStateMachine.Action]) -> [Effect] {
+    mutating func logLengthsRead(
+        _ question: ShardStateMachine.LogLengthQuestion, _ lengths: [UInt16: Int],
+        into actions: inout [ShardStateMachine.Action]
+    ) -> [Effect] {
         var effects: [Effect] = []
         for (slot, length) in lengths.sorted(by: { $0.key < $1.key }) where length == 0 {
             guard let asked = question.appendedWhenAsked[slot] else { continue }
@@ -730,8 +767,10 @@ struct WriteBehind {
     // MARK: - Waiters
 
     /// Waits (as `waiter`) until every entry in `marks` is in PostgreSQL.
-    private mutating func addWaiter(marks: [UInt16: StreamEntryID], _ waiter: Waiter,
-                                    into actions: inout [ShardStateMachine.Action]) -> [Effect] {
+    private mutating func addWaiter(
+        marks: [UInt16: StreamEntryID], _ waiter: Waiter,
+        into actions: inout [ShardStateMachine.Action]
+    ) -> [Effect] {
         switch scheduler.waiterAdded(marks: marks) {
         case .resumeNow:
             return satisfy(waiter, into: &actions)
@@ -754,8 +793,10 @@ struct WriteBehind {
     }
 
     /// Fails the waiter `id` with `error` (its slot moved, its entry was lost, or the flusher stopped).
-    private mutating func failWaiter(_ id: FlushScheduler.WaiterID, with error: CounterError,
-                                     into actions: inout [ShardStateMachine.Action]) -> [Effect] {
+    private mutating func failWaiter(
+        _ id: FlushScheduler.WaiterID, with error: CounterError,
+        into actions: inout [ShardStateMachine.Action]
+    ) -> [Effect] {
         guard let waiter = waiters.removeValue(forKey: id) else { return [] }
         return fail(waiter, with: error, into: &actions)
     }
@@ -812,6 +853,7 @@ struct WriteBehind {
 
     static let moved = CounterError(
         code: .unavailable,
-        message: "the post's slot moved to another node before the change reached PostgreSQL; the change is in the slot's log, which the new owner applies",
+        message:
+            "the post's slot moved to another node before the change reached PostgreSQL; the change is in the slot's log, which the new owner applies",
         retryAfterSeconds: 1)
 }

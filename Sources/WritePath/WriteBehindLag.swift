@@ -8,8 +8,10 @@ import Synchronization
 /// the same; across hosts their offset adds in (keep them synchronised, as NTP does).
 public final class WriteBehindLag: Sendable {
     /// Upper bounds of the buckets, in seconds: fine below a second, where the flusher works.
-    public static let bucketBounds: [Double] = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75,
-                                                1, 1.5, 2, 3, 5, 10, 30, 60]
+    public static let bucketBounds: [Double] = [
+        0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75,
+        1, 1.5, 2, 3, 5, 10, 30, 60,
+    ]
 
     /// What was recorded so far.
     public struct Snapshot: Sendable, Equatable {

@@ -17,8 +17,9 @@ guard arguments.first == "serve", let flag = arguments.firstIndex(of: "--audit-t
 let table = arguments[flag + 1]
 arguments.removeSubrange(flag...flag + 1)
 do {
-    var (configuration, operands) = try NodeConfiguration.parse(arguments: Array(arguments.dropFirst()),
-                                                                environment: ProcessInfoEnvironment.current)
+    var (configuration, operands) = try NodeConfiguration.parse(
+        arguments: Array(arguments.dropFirst()),
+        environment: ProcessInfoEnvironment.current)
     guard operands.isEmpty else {
         output.error("unknown argument \"\(operands[0])\" for serve\n\(usage)")
         exit(NodeCommand.ExitStatus.usage.rawValue)

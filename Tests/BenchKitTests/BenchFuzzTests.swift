@@ -1,6 +1,7 @@
 import Foundation
 import TestSupport
 import Testing
+
 @testable import BenchKit
 
 /// Seeded random and mutated input (`FuzzInput`): none may crash or hang, each answer is a
@@ -30,7 +31,9 @@ struct BenchFuzzTests {
 
 /// The share of `total` inputs a parser accepted must be at least `least`: a parser that refused
 /// everything would pass every check made inside the fuzz loops.
-func expectAccepted(_ accepted: Int, of total: Int, atLeast least: Double, _ what: String,
-                    sourceLocation: SourceLocation = #_sourceLocation) {
+func expectAccepted(
+    _ accepted: Int, of total: Int, atLeast least: Double, _ what: String,
+    sourceLocation: SourceLocation = #_sourceLocation
+) {
     #expect(Double(accepted) >= least * Double(total), "\(what): \(accepted) of \(total) inputs accepted", sourceLocation: sourceLocation)
 }

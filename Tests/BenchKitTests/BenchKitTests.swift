@@ -1,6 +1,7 @@
-@testable import BenchKit
 import CounterWire
 import Testing
+
+@testable import BenchKit
 
 @Suite("Latency histogram")
 struct LatencyHistogramTests {
@@ -16,7 +17,9 @@ struct LatencyHistogramTests {
             switch distribution {
             case "uniform": return UInt64.random(in: 1...1_000_000, using: &generator)
             case "exponential": return UInt64(-log(Double.random(in: 0.000001..<1, using: &generator)) * 2_000) + 1
-            case "bimodal": return Bool.random(using: &generator) ? UInt64.random(in: 200...300, using: &generator) : UInt64.random(in: 40_000...60_000, using: &generator)
+            case "bimodal":
+                return Bool.random(using: &generator)
+                    ? UInt64.random(in: 200...300, using: &generator) : UInt64.random(in: 40_000...60_000, using: &generator)
             default: return 4_321
             }
         }
@@ -35,9 +38,17 @@ struct LatencyHistogramTests {
 
     @Test("values below 128 µs are exact; merged histograms equal one fed everything")
     func exactAndMerge() {
-        var a = LatencyHistogram(), b = LatencyHistogram(), both = LatencyHistogram()
-        for value in 0..<128 { a.record(UInt64(value)); both.record(UInt64(value)) }
-        for value in stride(from: 1_000, to: 100_000, by: 7) { b.record(UInt64(value)); both.record(UInt64(value)) }
+        var a = LatencyHistogram()
+        var b = LatencyHistogram()
+        var both = LatencyHistogram()
+        for value in 0..<128 {
+            a.record(UInt64(value))
+            both.record(UInt64(value))
+        }
+        for value in stride(from: 1_000, to: 100_000, by: 7) {
+            b.record(UInt64(value))
+            both.record(UInt64(value))
+        }
         #expect(a.percentile(0.5) == 63)
         a.merge(b)
         #expect(a == both)
@@ -87,32 +98,36 @@ struct CorrectnessCheckTests {
 
     @Test("a run whose database matches passes")
     func passes() {
-        let report = CorrectnessCheck.run(expected: Self.expected, baseline: [Pair(user: 9, post: 11)],
-                                          members: [Pair(user: 1, post: 10), Pair(user: 3, post: 10), Pair(user: 4, post: 11), Pair(user: 9, post: 11)],
-                                          counts: [10: (2, 2), 11: (2, 2)])
+        let report = CorrectnessCheck.run(
+            expected: Self.expected, baseline: [Pair(user: 9, post: 11)],
+            members: [Pair(user: 1, post: 10), Pair(user: 3, post: 10), Pair(user: 4, post: 11), Pair(user: 9, post: 11)],
+            counts: [10: (2, 2), 11: (2, 2)])
         #expect(report.passed)
         #expect(report.undeterminedPairs == 1)
     }
 
     @Test("it reports a planted lost like")
     func lostLike() {
-        let report = CorrectnessCheck.run(expected: Self.expected, baseline: [], members: [Pair(user: 1, post: 10)], counts: [10: (1, 1), 11: (0, 0)])
+        let report = CorrectnessCheck.run(
+            expected: Self.expected, baseline: [], members: [Pair(user: 1, post: 10)], counts: [10: (1, 1), 11: (0, 0)])
         #expect(report.lost == [Pair(user: 4, post: 11)])
         #expect(!report.passed)
     }
 
     @Test("it reports a planted phantom like, requested-not or never requested")
     func phantomLike() {
-        let report = CorrectnessCheck.run(expected: Self.expected, baseline: [],
-                                          members: [Pair(user: 1, post: 10), Pair(user: 2, post: 10), Pair(user: 4, post: 11), Pair(user: 77, post: 11)],
-                                          counts: [10: (2, 2), 11: (2, 2)])
+        let report = CorrectnessCheck.run(
+            expected: Self.expected, baseline: [],
+            members: [Pair(user: 1, post: 10), Pair(user: 2, post: 10), Pair(user: 4, post: 11), Pair(user: 77, post: 11)],
+            counts: [10: (2, 2), 11: (2, 2)])
         #expect(report.phantom == [Pair(user: 2, post: 10), Pair(user: 77, post: 11)])
     }
 
     @Test("it reports a planted count drift")
     func drift() {
-        let report = CorrectnessCheck.run(expected: Self.expected, baseline: [],
-                                          members: [Pair(user: 1, post: 10), Pair(user: 4, post: 11)], counts: [10: (1, 1), 11: (3, 1)])
+        let report = CorrectnessCheck.run(
+            expected: Self.expected, baseline: [],
+            members: [Pair(user: 1, post: 10), Pair(user: 4, post: 11)], counts: [10: (1, 1), 11: (3, 1)])
         #expect(report.drift == [CorrectnessCheck.Drift(post: 11, likesCount: 3, rows: 1)])
         #expect(!report.passed)
     }
@@ -144,8 +159,9 @@ struct CorrectnessCheckTests {
         #expect(good.passed && good.checkedPairs == 4 && good.undeterminedPairs == 2)
         let lost = CorrectnessCheck.runByParity(toggles: toggles, members: [], counts: [10: (0, 0)])
         #expect(lost.lost == [Pair(user: 1, post: 10)] && lost.phantom.isEmpty)
-        let phantom = CorrectnessCheck.runByParity(toggles: toggles, members: [Pair(user: 1, post: 10), Pair(user: 2, post: 10), Pair(user: 9, post: 10)],
-                                                   counts: [10: (3, 3)])
+        let phantom = CorrectnessCheck.runByParity(
+            toggles: toggles, members: [Pair(user: 1, post: 10), Pair(user: 2, post: 10), Pair(user: 9, post: 10)],
+            counts: [10: (3, 3)])
         #expect(phantom.phantom == [Pair(user: 2, post: 10), Pair(user: 9, post: 10)] && phantom.lost.isEmpty)
         let drift = CorrectnessCheck.runByParity(toggles: toggles, members: [Pair(user: 1, post: 10)], counts: [10: (2, 1)])
         #expect(drift.drift == [CorrectnessCheck.Drift(post: 10, likesCount: 2, rows: 1)] && !drift.passed)
@@ -153,7 +169,7 @@ struct CorrectnessCheckTests {
 }
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 @Suite("HTML report")
@@ -165,7 +181,8 @@ struct HTMLReportTests {
         result.statuses = [200: 3]
         result.measuredSeconds = 1
         result.throughputTimeline = [1, 2]
-        let html = HTMLReport.render(title: "bench <run>", runs: [HTMLReport.Run(label: "hot & <cold>", connections: 64, result: result, verdict: "check passed")])
+        let html = HTMLReport.render(
+            title: "bench <run>", runs: [HTMLReport.Run(label: "hot & <cold>", connections: 64, result: result, verdict: "check passed")])
         #expect(html.hasPrefix("<!doctype html>"))
         #expect(html.contains("bench &lt;run&gt;"))
         #expect(html.contains("hot &amp; &lt;cold&gt;"))
@@ -186,9 +203,12 @@ struct BenchBodyTests {
     }
     @Test("with user tokens, each connection writes on the user routes as its own user, with its own token")
     func userTokenWrites() {
-        for (operation, line) in [(WriteOperation.toggle, "POST /v1/posts/9/like/toggle"), (.like, "PUT /v1/posts/9/like"), (.unlike, "DELETE /v1/posts/9/like")] {
-            var workload = ScenarioWorkload(scenario: .hot, operation: operation, posts: [9], zipfExponent: 0.99, readRatio: 0,
-                                            token: "service", userBase: 1_000, usersPerConnection: 100)
+        for (operation, line) in [
+            (WriteOperation.toggle, "POST /v1/posts/9/like/toggle"), (.like, "PUT /v1/posts/9/like"), (.unlike, "DELETE /v1/posts/9/like"),
+        ] {
+            var workload = ScenarioWorkload(
+                scenario: .hot, operation: operation, posts: [9], zipfExponent: 0.99, readRatio: 0,
+                token: "service", userBase: 1_000, usersPerConnection: 100)
             workload.userTokens = ["t0", "t1", "t2"]
             var random = SystemRandomNumberGenerator()
             for (connection, sequence) in [(0, 0), (0, 5), (1, 0), (4, 3)] {
@@ -203,8 +223,9 @@ struct BenchBodyTests {
 
     @Test("on the seed's route every write is POST /api/posts/{id}/like with a token signed for the request's own user")
     func seedRouteWrites() {
-        var workload = ScenarioWorkload(scenario: .hot, operation: .toggle, posts: [9], zipfExponent: 0.99, readRatio: 0,
-                                        token: "service", userBase: 1_000, usersPerConnection: 100)
+        var workload = ScenarioWorkload(
+            scenario: .hot, operation: .toggle, posts: [9], zipfExponent: 0.99, readRatio: 0,
+            token: "service", userBase: 1_000, usersPerConnection: 100)
         workload.seedRouteToken = { user in "token-of-\(user)" }
         var random = SystemRandomNumberGenerator()
         for (connection, sequence) in [(0, 0), (0, 5), (3, 2)] {
@@ -219,8 +240,9 @@ struct BenchBodyTests {
 
     @Test("a storm of shared users: every connection draws from the same few users and posts")
     func sharedStormUsers() {
-        var workload = ScenarioWorkload(scenario: .storm, operation: .toggle, posts: [1, 2, 3, 4, 5], zipfExponent: 0.99, readRatio: 0,
-                                        token: "service", userBase: 1_000, usersPerConnection: 100)
+        var workload = ScenarioWorkload(
+            scenario: .storm, operation: .toggle, posts: [1, 2, 3, 4, 5], zipfExponent: 0.99, readRatio: 0,
+            token: "service", userBase: 1_000, usersPerConnection: 100)
         workload.sharedStormUsers = 3
         var random = SystemRandomNumberGenerator()
         var pairs: [Int: Set<CorrectnessCheck.Pair>] = [:]
@@ -284,7 +306,7 @@ struct RESPFramingTests {
         #expect(RESPFraming.reply(Self.bytes(":42\r\n"))! == (5, false))
         #expect(RESPFraming.reply(Self.bytes("$3\r\nabc\r\n"))! == (9, false))
         #expect(RESPFraming.reply(Self.bytes("$-1\r\n"))! == (5, false))
-        #expect(RESPFraming.reply(Self.bytes("*2\r\n:1\r\n:17\r\n:9\r\n"))! == (13, false))  // the next reply is not part of it
+        #expect(RESPFraming.reply(Self.bytes("*2\r\n:1\r\n:17\r\n:9\r\n"))! == (13, false)) // the next reply is not part of it
         #expect(RESPFraming.reply(Self.bytes("*2\r\n*1\r\n$1\r\nx\r\n:1\r\n"))! == (19, false))
         for partial in ["", "+OK", "+OK\r", "$3\r\nab", "$3\r\nabc\r", "*2\r\n:1\r\n", "*2\r\n:1\r\n:1"] {
             #expect(RESPFraming.reply(Self.bytes(partial)) == nil, "\(partial.debugDescription)")
@@ -313,11 +335,12 @@ struct SpreadLikesWorkloadTests {
             let text = String(decoding: workload.request(connection: connection, sequence: sequence, random: &random).bytes, as: UTF8.self)
             lines.append(String(text.split(separator: "\r\n").first ?? ""))
         }
-        #expect(lines == [
-            "PUT /v1/posts/100/likes/1000 HTTP/1.1", "PUT /v1/posts/101/likes/1000 HTTP/1.1", "PUT /v1/posts/102/likes/1000 HTTP/1.1",
-            "PUT /v1/posts/100/likes/1001 HTTP/1.1", "PUT /v1/posts/101/likes/1001 HTTP/1.1", "PUT /v1/posts/102/likes/1001 HTTP/1.1",
-            "PUT /v1/posts/100/likes/1002 HTTP/1.1",
-        ])
+        #expect(
+            lines == [
+                "PUT /v1/posts/100/likes/1000 HTTP/1.1", "PUT /v1/posts/101/likes/1000 HTTP/1.1", "PUT /v1/posts/102/likes/1000 HTTP/1.1",
+                "PUT /v1/posts/100/likes/1001 HTTP/1.1", "PUT /v1/posts/101/likes/1001 HTTP/1.1", "PUT /v1/posts/102/likes/1001 HTTP/1.1",
+                "PUT /v1/posts/100/likes/1002 HTTP/1.1",
+            ])
         #expect(workload.sent == 7)
     }
 }
@@ -327,7 +350,8 @@ struct ResponseParsingTests {
     @Test("status, body and length of a complete response, whatever the header's case; nothing until it is whole")
     func parses() throws {
         let body = #"{"post_id":1,"user_id":7,"is_liked":true,"likes_count":3}"#
-        let text = "HTTP/1.1 200 OK\r\nconnection: Keep-Alive\r\nCONTENT-LENGTH:  \(body.utf8.count)\r\nContent-Type: application/json\r\n\r\n\(body)HTTP/1.1 2"
+        let text =
+            "HTTP/1.1 200 OK\r\nconnection: Keep-Alive\r\nCONTENT-LENGTH:  \(body.utf8.count)\r\nContent-Type: application/json\r\n\r\n\(body)HTTP/1.1 2"
         let bytes = Array(text.utf8)
         let (status, parsed, used) = try #require(EventLoop.parseResponse(bytes))
         #expect(status == 200)
@@ -346,7 +370,9 @@ struct ResponseParsingTests {
     @Test("a chunked answer (nginx in front of PHP): its chunks joined, trailers skipped, nothing until the last chunk and the empty line")
     func chunked() throws {
         let next = "HTTP/1.1 2"
-        for (chunks, trailer) in [([#"{"is_liked":true,"likes_count":1}"#], ""), ([#"{"is_liked""#, #":false,"likes"#, #"_count":0}"#], "X-Trailer: 1\r\n")] {
+        for (chunks, trailer) in [
+            ([#"{"is_liked":true,"likes_count":1}"#], ""), ([#"{"is_liked""#, #":false,"likes"#, #"_count":0}"#], "X-Trailer: 1\r\n"),
+        ] {
             var text = "HTTP/1.1 200 OK\r\nServer: nginx\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
             for chunk in chunks { text += String(chunk.utf8.count, radix: 16, uppercase: true) + "\r\n" + chunk + "\r\n" }
             text += "0\r\n" + trailer + "\r\n"
@@ -365,16 +391,21 @@ struct ResponseParsingTests {
 
 @Suite("The comparison report (pure)")
 struct ComparisonReportTests {
-    static func row(_ series: String, _ connections: Int, _ throughput: Double, lag: (Double, Double)? = nil, cpu: Double? = nil) -> ComparisonReport.Row {
-        ComparisonReport.Row(series: series, label: "\(series) row", connections: connections, throughput: throughput,
-                             latency: (1, 2, 3), failures: 0, nodeCPU: cpu, lag: lag.map { ($0.0, $0.1) }, verdict: "check passed")
+    static func row(_ series: String, _ connections: Int, _ throughput: Double, lag: (Double, Double)? = nil, cpu: Double? = nil)
+        -> ComparisonReport.Row
+    {
+        ComparisonReport.Row(
+            series: series, label: "\(series) row", connections: connections, throughput: throughput,
+            latency: (1, 2, 3), failures: 0, nodeCPU: cpu, lag: lag.map { ($0.0, $0.1) }, verdict: "check passed")
     }
 
     @Test("ratios lead, then a log-scale line per target across levels, latency per level, lag and CPU bars, and every row; no scripts")
     func page() {
-        let rows = [Self.row("hot", 64, 30_000, lag: (100, 300), cpu: 25), Self.row("seed-sql", 64, 150), Self.row("ceiling", 64, 100_000),
-                    Self.row("hot", 256, 35_000, lag: (110, 290), cpu: 24), Self.row("seed-sql", 256, 40), Self.row("ceiling", 256, 110_000),
-                    Self.row("zipf", 256, 20_000, cpu: 38)]
+        let rows = [
+            Self.row("hot", 64, 30_000, lag: (100, 300), cpu: 25), Self.row("seed-sql", 64, 150), Self.row("ceiling", 64, 100_000),
+            Self.row("hot", 256, 35_000, lag: (110, 290), cpu: 24), Self.row("seed-sql", 256, 40), Self.row("ceiling", 256, 110_000),
+            Self.row("zipf", 256, 20_000, cpu: 38),
+        ]
         let html = ComparisonReport.render(title: "A <title>", context: "2 cores", rows: rows, ratios: ["At 64 connections: 200× & more"])
         #expect(html.contains("A &lt;title&gt;") && html.contains("200× &amp; more"))
         #expect(html.range(of: "200× &amp; more")!.lowerBound < html.range(of: "Throughput by connections")!.lowerBound)

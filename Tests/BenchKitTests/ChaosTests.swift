@@ -1,5 +1,6 @@
-@testable import BenchKit
 import Testing
+
+@testable import BenchKit
 
 @Suite("Chaos run: schedule, workload and timeline (pure)")
 struct ChaosTests {
@@ -15,7 +16,8 @@ struct ChaosTests {
         #expect(ChaosSchedule(duration: .seconds(15)).entries.isEmpty)
     }
 
-    @Test("writes carry their pair, each pair belongs to one connection, each connection writes as its poison user; reads and feed queries carry none")
+    @Test(
+        "writes carry their pair, each pair belongs to one connection, each connection writes as its poison user; reads and feed queries carry none")
     func workload() {
         let workload = ChaosWorkload(posts: Array(1...50), token: nil, userBase: 1_000_000)
         var random = SystemRandomNumberGenerator()

@@ -1,10 +1,11 @@
 import CounterClient
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import Synchronization
 import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 /// Canned answers in place of the network, for the client's own logic: paths, tokens, decoding,
 /// error mapping, retries. (The client against a real node is tested in CounterNodeTests.)
@@ -33,9 +34,12 @@ final class CannedTransport: HTTPTransport {
 
 @Suite("Client logic")
 struct ClientTests {
-    static func client(_ transport: CannedTransport, retry: RetryPolicy = RetryPolicy(maximumAttempts: 3, initialDelay: .milliseconds(1))) -> CounterServiceClient {
-        var configuration = CounterServiceClient.Configuration(baseURL: URL(string: "http://127.0.0.1:9")!, apiToken: "api-token-0123456789",
-                                                               adminToken: "admin-token-0123456789")
+    static func client(_ transport: CannedTransport, retry: RetryPolicy = RetryPolicy(maximumAttempts: 3, initialDelay: .milliseconds(1)))
+        -> CounterServiceClient
+    {
+        var configuration = CounterServiceClient.Configuration(
+            baseURL: URL(string: "http://127.0.0.1:9")!, apiToken: "api-token-0123456789",
+            adminToken: "admin-token-0123456789")
         configuration.retry = retry
         return CounterServiceClient(configuration: configuration, transport: transport)
     }
@@ -61,13 +65,16 @@ struct ClientTests {
         _ = try await Self.client(transport).unlike(post: 1, user: 7)
         #expect(transport.sent.count == 2)
 
-        let failing = CannedTransport(Array(repeating: .init(status: 503, body: #"{"error":{"code":"backlog_full","message":"later"}}"#, headers: ["Retry-After": "0"]), count: 5))
+        let failing = CannedTransport(
+            Array(
+                repeating: .init(status: 503, body: #"{"error":{"code":"backlog_full","message":"later"}}"#, headers: ["Retry-After": "0"]), count: 5)
+        )
         await #expect(throws: CounterClientError.server(status: 503, code: "backlog_full", message: "later", retryAfterSeconds: 0)) {
             try await Self.client(failing).status(post: 1, user: 7)
         }
         #expect(failing.sent.count == 3)
 
-        let reset = CannedTransport([])   // every attempt: connection reset
+        let reset = CannedTransport([]) // every attempt: connection reset
         await #expect(throws: CounterClientError.connection(message: "connection reset", requestMayHaveSucceeded: true)) {
             try await Self.client(reset).count(post: 1)
         }
@@ -92,7 +99,7 @@ struct ClientTests {
 
     @Test("a cancelled caller gets its failure at once, without retries")
     func cancelledCaller() async {
-        let reset = CannedTransport([])   // every attempt: connection reset
+        let reset = CannedTransport([]) // every attempt: connection reset
         let client = Self.client(reset, retry: RetryPolicy(maximumAttempts: 5, initialDelay: .milliseconds(200)))
         let task = Task { try await client.status(post: 1, user: 7) }
         task.cancel()
@@ -118,7 +125,10 @@ struct ClientTests {
             _ = try await Self.client(transport, retry: .never).like(post: 1, user: 7)
             Issue.record("expected a failure")
         } catch {
-            guard case .invalidResponse = error else { Issue.record("\(error)"); return }
+            guard case .invalidResponse = error else {
+                Issue.record("\(error)")
+                return
+            }
         }
     }
 }
@@ -130,18 +140,23 @@ struct ClientRoutingTests {
     @Test("a 421 (the node did nothing) is followed once to the owner it names, even for a toggle")
     func followsMisdirected() async throws {
         let transport = CannedTransport([
-            .init(status: 421, body: #"{"error":{"code":"not_owner","message":"slot 5 is owned by b"}}"#,
-                  headers: ["Counter-Owner": "http://10.0.0.2:8080"]),
+            .init(
+                status: 421, body: #"{"error":{"code":"not_owner","message":"slot 5 is owned by b"}}"#,
+                headers: ["Counter-Owner": "http://10.0.0.2:8080"]),
             .init(status: 200, body: Self.liked),
         ])
         let status = try await ClientTests.client(transport).toggle(post: 1, user: 7)
         #expect(status.isLiked)
-        #expect(transport.sent.map { $0.url?.absoluteString } == [
-            "http://127.0.0.1:9/v1/posts/1/likes/7/toggle", "http://10.0.0.2:8080/v1/posts/1/likes/7/toggle",
-        ])
+        #expect(
+            transport.sent.map { $0.url?.absoluteString } == [
+                "http://127.0.0.1:9/v1/posts/1/likes/7/toggle", "http://10.0.0.2:8080/v1/posts/1/likes/7/toggle",
+            ])
 
-        let twice = CannedTransport(Array(repeating: .init(status: 421, body: #"{"error":{"code":"not_owner","message":"moved"}}"#,
-                                                         headers: ["Counter-Owner": "http://10.0.0.3:8080"]), count: 3))
+        let twice = CannedTransport(
+            Array(
+                repeating: .init(
+                    status: 421, body: #"{"error":{"code":"not_owner","message":"moved"}}"#,
+                    headers: ["Counter-Owner": "http://10.0.0.3:8080"]), count: 3))
         await #expect(throws: CounterClientError.self) { try await ClientTests.client(twice).toggle(post: 1, user: 7) }
         #expect(twice.sent.count == 2, "followed once, not in a loop")
     }
@@ -149,7 +164,8 @@ struct ClientRoutingTests {
     @Test("a slot-aware client reads the map once and sends each post's calls to its slot's owner")
     func slotAware() async throws {
         // Post 1's slot is 9842 (CRC-16 of "1"), post 2's 5649: b owns the upper half, a the lower.
-        let map = #"{"version":9,"answered_by":"a","nodes":[{"id":"a","url":"http://10.0.0.1:8080","incarnation":1,"live":true,"draining":false,"lease_remaining_ms":2000,"owned_slots":8192,"slots":[[0,8191]],"lowest_epoch":1,"highest_epoch":5},{"id":"b","url":"http://10.0.0.2:8080","incarnation":2,"live":true,"draining":false,"lease_remaining_ms":2000,"owned_slots":8192,"slots":[[8192,16383]],"lowest_epoch":6,"highest_epoch":9}],"moves_pending":0}"#
+        let map =
+            #"{"version":9,"answered_by":"a","nodes":[{"id":"a","url":"http://10.0.0.1:8080","incarnation":1,"live":true,"draining":false,"lease_remaining_ms":2000,"owned_slots":8192,"slots":[[0,8191]],"lowest_epoch":1,"highest_epoch":5},{"id":"b","url":"http://10.0.0.2:8080","incarnation":2,"live":true,"draining":false,"lease_remaining_ms":2000,"owned_slots":8192,"slots":[[8192,16383]],"lowest_epoch":6,"highest_epoch":9}],"moves_pending":0}"#
         let transport = CannedTransport([
             .init(status: 200, body: map),
             .init(status: 200, body: Self.liked),
@@ -160,8 +176,9 @@ struct ClientRoutingTests {
         let client = CounterServiceClient(configuration: configuration, transport: transport)
         _ = try await client.like(post: 1, user: 7)
         _ = try await client.like(post: 2, user: 7)
-        #expect(transport.sent.map { $0.url?.absoluteString } == [
-            "http://127.0.0.1:9/v1/cluster", "http://10.0.0.2:8080/v1/posts/1/likes/7", "http://10.0.0.1:8080/v1/posts/2/likes/7",
-        ])
+        #expect(
+            transport.sent.map { $0.url?.absoluteString } == [
+                "http://127.0.0.1:9/v1/cluster", "http://10.0.0.2:8080/v1/posts/1/likes/7", "http://10.0.0.1:8080/v1/posts/2/likes/7",
+            ])
     }
 }

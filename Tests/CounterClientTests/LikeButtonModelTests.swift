@@ -57,7 +57,7 @@ struct LikeButtonModelTests {
         await service.waitFor(1)
         #expect(service.answer(.success(.init(isLiked: true, likesCount: 15))) == .setLiked(true))
         await service.waitFor(2)
-        #expect(!model.isLiked && model.likesCount == 14)           // others liked meanwhile; the unlike still shows
+        #expect(!model.isLiked && model.likesCount == 14) // others liked meanwhile; the unlike still shows
         #expect(service.answer(.success(.init(isLiked: false, likesCount: 14))) == .setLiked(false))
         await model.settled()
         #expect(service.count == 2)
@@ -91,14 +91,17 @@ struct LikeButtonModelTests {
         let started = ContinuousClock.now
         model.tap()
         #expect(model.isLiked)
-        await model.settled()           // the PUT times out, then the read times out too
+        await model.settled() // the PUT times out, then the read times out too
         // Two attempts of 0.5 s each, ended by the client's own deadline: its error says 0.5 s
         // (URLSession's backstop, at the deadline plus 2 s, would say 3 s). That is about 1 s
         // alone; a CI machine running every suite at once once took 35 s, so the bound only
         // catches a hang.
         #expect(ContinuousClock.now - started < .seconds(60))
         #expect(!model.isLiked && model.likesCount == 0)
-        guard case .failed(let error)? = model.lastEvent else { Issue.record("no failure event"); return }
+        guard case .failed(let error)? = model.lastEvent else {
+            Issue.record("no failure event")
+            return
+        }
         #expect(error == .timedOut(seconds: 0.5), "\(error)")
         #expect(error.outcomeUnknown, "\(error)")
     }

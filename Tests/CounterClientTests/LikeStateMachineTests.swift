@@ -50,11 +50,11 @@ struct LikeStateMachineTests {
     func doubleTap() throws {
         var machine = LikeStateMachine(isLiked: false, likesCount: 10)
         let first = try Self.tap(&machine)
-        #expect(Self.tapIsCoalesced(&machine))                  // coalesced while the first is in flight
+        #expect(Self.tapIsCoalesced(&machine)) // coalesced while the first is in flight
         #expect(!machine.isLiked && machine.likesCount == 10)
         let (second, noEvent) = machine.receive(Self.liked(true, 11), for: first.id)
         #expect(noEvent == nil)
-        #expect(second?.kind == .setLiked(false))      // the one more request
+        #expect(second?.kind == .setLiked(false)) // the one more request
         #expect(!machine.isLiked && machine.likesCount == 10)
         let (none, event) = machine.receive(Self.liked(false, 10), for: second!.id)
         #expect(none == nil)
@@ -98,11 +98,11 @@ struct LikeStateMachineTests {
     @Test("an answer arriving after a newer tap does not undo the tap; its count is still used")
     func answerAfterNewerTap() throws {
         var machine = LikeStateMachine(isLiked: false, likesCount: 10)
-        let request = try Self.tap(&machine)       // wants liked
-        #expect(Self.tapIsCoalesced(&machine))                    // now wants not liked
+        let request = try Self.tap(&machine) // wants liked
+        #expect(Self.tapIsCoalesced(&machine)) // now wants not liked
         let (next, _) = machine.receive(Self.liked(true, 30), for: request.id)
-        #expect(!machine.isLiked)                        // still the newer tap
-        #expect(machine.likesCount == 29)                // 30 from the service, minus the pending unlike
+        #expect(!machine.isLiked) // still the newer tap
+        #expect(machine.likesCount == 29) // 30 from the service, minus the pending unlike
         #expect(next?.kind == .setLiked(false))
     }
 
@@ -114,7 +114,7 @@ struct LikeStateMachineTests {
         #expect(next == nil && event == nil)
         #expect(machine.isLiked && machine.likesCount == 2 && machine.isBusy)
         _ = machine.receive(Self.liked(true, 2), for: request.id)
-        let (again, againEvent) = machine.receive(Self.liked(false, 0), for: request.id)   // twice: ignored
+        let (again, againEvent) = machine.receive(Self.liked(false, 0), for: request.id) // twice: ignored
         #expect(again == nil && againEvent == nil)
         #expect(machine.isLiked && machine.likesCount == 2)
     }
@@ -125,7 +125,7 @@ struct LikeStateMachineTests {
         let request = try Self.tap(&machine)
         let (refresh, event) = machine.receive(.failure(.timedOut(seconds: 10)), for: request.id)
         #expect(event == .failed(.timedOut(seconds: 10)))
-        #expect(!machine.isLiked && machine.likesCount == 10)       // rolled back
+        #expect(!machine.isLiked && machine.likesCount == 10) // rolled back
         #expect(refresh?.kind == .refresh)
         // The like had in fact been applied: the button now shows it, without another request.
         let (next, quiet) = machine.receive(Self.liked(true, 11), for: refresh!.id)
@@ -138,9 +138,9 @@ struct LikeStateMachineTests {
         var machine = LikeStateMachine(isLiked: false, likesCount: 10)
         let request = try Self.tap(&machine)
         let (refresh, _) = machine.receive(.failure(.timedOut(seconds: 10)), for: request.id)
-        #expect(Self.tapIsCoalesced(&machine))                                // wants liked again; coalesced
+        #expect(Self.tapIsCoalesced(&machine)) // wants liked again; coalesced
         #expect(machine.isLiked && machine.likesCount == 11)
-        let (next, _) = machine.receive(Self.liked(false, 10), for: refresh!.id)   // it had not been applied
+        let (next, _) = machine.receive(Self.liked(false, 10), for: refresh!.id) // it had not been applied
         #expect(next?.kind == .setLiked(true))
         let (_, event) = machine.receive(Self.liked(true, 11), for: next!.id)
         #expect(event == .succeeded(Confirmed(isLiked: true, likesCount: 11)))
@@ -151,7 +151,7 @@ struct LikeStateMachineTests {
         var machine = LikeStateMachine(isLiked: true, likesCount: 4)
         let request = try Self.tap(&machine)
         let (refresh, _) = machine.receive(.failure(.connection(message: "reset", requestMayHaveSucceeded: true)), for: request.id)
-        #expect(Self.tapIsCoalesced(&machine))   // wants not liked again
+        #expect(Self.tapIsCoalesced(&machine)) // wants not liked again
         let failure = CounterClientError.connection(message: "refused", requestMayHaveSucceeded: false)
         let (next, event) = machine.receive(.failure(failure), for: refresh!.id)
         #expect(next == nil)
@@ -178,7 +178,7 @@ struct LikeStateMachineTests {
         machine.serverReported(Confirmed(isLiked: true, likesCount: 100))
         #expect(!machine.isLiked && machine.likesCount == 7)
         _ = machine.receive(Self.liked(false, 0), for: request.id)
-        var odd = LikeStateMachine(isLiked: true, likesCount: 0)      // a count the service had not caught up with
+        var odd = LikeStateMachine(isLiked: true, likesCount: 0) // a count the service had not caught up with
         _ = odd.tap()
         #expect(odd.likesCount == 0)
     }

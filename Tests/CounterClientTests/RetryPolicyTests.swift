@@ -12,8 +12,9 @@ struct RetryPolicyTests {
         #expect(policy.delay(after: error, attempt: 2, idempotent: true) == .milliseconds(200))
         #expect(policy.delay(after: error, attempt: 3, idempotent: true) == .milliseconds(400))
         #expect(policy.delay(after: error, attempt: 4, idempotent: true) == nil)
-        #expect(RetryPolicy(maximumAttempts: 20, initialDelay: .seconds(1), maximumDelay: .seconds(2))
-            .delay(after: error, attempt: 10, idempotent: true) == .seconds(2))
+        #expect(
+            RetryPolicy(maximumAttempts: 20, initialDelay: .seconds(1), maximumDelay: .seconds(2))
+                .delay(after: error, attempt: 10, idempotent: true) == .seconds(2))
     }
 
     @Test("Retry-After wins, capped; non-idempotent calls and other errors are never retried")
@@ -23,7 +24,9 @@ struct RetryPolicyTests {
         let slow = CounterClientError.server(status: 429, code: "too_many", message: "", retryAfterSeconds: 60)
         #expect(policy.delay(after: slow, attempt: 1, idempotent: true) == .seconds(2))
         #expect(policy.delay(after: busy, attempt: 1, idempotent: false) == nil)
-        #expect(policy.delay(after: .server(status: 404, code: "post_not_found", message: "", retryAfterSeconds: nil), attempt: 1, idempotent: true) == nil)
+        #expect(
+            policy.delay(after: .server(status: 404, code: "post_not_found", message: "", retryAfterSeconds: nil), attempt: 1, idempotent: true)
+                == nil)
         #expect(policy.delay(after: .invalidResponse("x"), attempt: 1, idempotent: true) == nil)
         #expect(RetryPolicy.never.delay(after: busy, attempt: 1, idempotent: true) == nil)
         // Whatever the header says, the delay is a capped Duration (no trap on inf or nan).

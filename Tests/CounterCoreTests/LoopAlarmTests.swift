@@ -1,5 +1,5 @@
-import Testing
 import CounterCore
+import Testing
 
 @Suite("Loop alarm", .timeLimit(.minutes(1)))
 struct LoopAlarmTests {

@@ -13,8 +13,11 @@ struct NodeLogTests {
         let line = NodeLog.line(.json, time: "2026-12-01T07:00:00Z", .warn, "flush_failed", fields)
         #expect(!line.contains("\n"))
         let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: String])
-        #expect(object == ["time": "2026-12-01T07:00:00Z", "level": "warn", "event": "flush_failed",
-                           "node": "node-1", "error": Self.awkward, "count": "3"])
+        #expect(
+            object == [
+                "time": "2026-12-01T07:00:00Z", "level": "warn", "event": "flush_failed",
+                "node": "node-1", "error": Self.awkward, "count": "3",
+            ])
         // The order is the text form's: time, level, event, then the fields as given.
         #expect(line.hasPrefix(#"{"time":"2026-12-01T07:00:00Z","level":"warn","event":"flush_failed","node":"node-1","error":"#))
         let text = NodeLog.line(.text, time: "2026-12-01T07:00:00Z", .warn, "flush_failed", [("node", "node-1"), ("count", "3")])

@@ -47,39 +47,51 @@ struct ServiceGroupTests {
         let events = Events()
         let (signal, fire) = AsyncStream<Void>.makeStream()
         let group = Task {
-            try await ServiceGroup.run([Recorder(name: "write path", events: events, sleepsWhileStopping: true),
-                                        Recorder(name: "http", events: events, sleepsWhileStopping: true),
-                                        Recorder(name: "membership", events: events)]) {
+            try await ServiceGroup.run([
+                Recorder(name: "write path", events: events, sleepsWhileStopping: true),
+                Recorder(name: "http", events: events, sleepsWhileStopping: true),
+                Recorder(name: "membership", events: events),
+            ]) {
                 for await _ in signal { return }
             }
         }
         while events.all.count < 6 { try await Task.sleep(for: .milliseconds(1)) }
         fire.yield()
         try await group.value
-        #expect(events.all == ["start write path", "started write path", "start http", "started http", "start membership",
-                               "started membership", "stop membership", "stop http", "stop write path"])
+        #expect(
+            events.all == [
+                "start write path", "started write path", "start http", "started http", "start membership",
+                "started membership", "stop membership", "stop http", "stop write path",
+            ])
     }
 
     @Test("a service that fails at start stops, in reverse, what already started, starts nothing after it, and the failure comes out")
     func failureAtStart() async throws {
         let events = Events()
         await #expect(throws: Recorder.Failure(name: "http")) {
-            try await ServiceGroup.run([Recorder(name: "write path", events: events), Recorder(name: "schema", events: events),
-                                        Recorder(name: "http", events: events, failsAtStart: true),
-                                        Recorder(name: "membership", events: events)]) {
+            try await ServiceGroup.run([
+                Recorder(name: "write path", events: events), Recorder(name: "schema", events: events),
+                Recorder(name: "http", events: events, failsAtStart: true),
+                Recorder(name: "membership", events: events),
+            ]) {
                 await waitUntilCancelled()
             }
         }
-        #expect(events.all == ["start write path", "started write path", "start schema", "started schema", "start http",
-                               "stop schema", "stop write path"])
+        #expect(
+            events.all == [
+                "start write path", "started write path", "start schema", "started schema", "start http",
+                "stop schema", "stop write path",
+            ])
     }
 
     @Test("a service that fails while running stops the others, last first, and the failure comes out")
     func failureWhileRunning() async throws {
         let events = Events()
         await #expect(throws: Recorder.Failure(name: "write path")) {
-            try await ServiceGroup.run([Recorder(name: "write path", events: events, failsWhileRunning: true),
-                                        Recorder(name: "http", events: events)]) {
+            try await ServiceGroup.run([
+                Recorder(name: "write path", events: events, failsWhileRunning: true),
+                Recorder(name: "http", events: events),
+            ]) {
                 await waitUntilCancelled()
             }
         }

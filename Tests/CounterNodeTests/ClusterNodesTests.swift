@@ -1,15 +1,16 @@
-import NodeTestSupport
 import BenchKit
 import CounterClient
 import CounterWire
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
+import NodeTestSupport
 import ShardRouter
 import TestSupport
 import Testing
 import UserTokens
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 /// Three `counter-node serve` processes over one PostgreSQL and Redis, under load from a driver
 /// that sends likes, unlikes and toggles to random nodes; afterwards PostgreSQL must hold exactly
@@ -35,8 +36,10 @@ struct ClusterNodesTests {
     }
 
     /// - Parameter collecting: ids of the nodes whose log the test reads (`ChildProcess.output`).
-    static func startThree(_ harness: ClusterHarness, leaseMilliseconds: Int? = nil, extra: [String] = [],
-                           collecting: Set<String> = []) async throws -> [ClusterHarness.Node] {
+    static func startThree(
+        _ harness: ClusterHarness, leaseMilliseconds: Int? = nil, extra: [String] = [],
+        collecting: Set<String> = []
+    ) async throws -> [ClusterHarness.Node] {
         var nodes: [ClusterHarness.Node] = []
         for id in ["a", "b", "c"] {
             nodes.append(try await harness.start(id, leaseMilliseconds: leaseMilliseconds, extra: extra, collectingErrors: collecting.contains(id)))
@@ -62,7 +65,9 @@ struct ClusterNodesTests {
     // left of the lease, a round (250 ms), the claim and the drain of the slots' logs. That time
     // is printed, not asserted: on a busy machine it measures the machine (the lease's arithmetic
     // is LeaseValidityTests', on a clock the test moves).
-    @Test("kill -9 of one node under load: once its lease runs out its slots are taken over and answer again, while the load goes on; nothing lost, phantom or applied twice")
+    @Test(
+        "kill -9 of one node under load: once its lease runs out its slots are taken over and answer again, while the load goes on; nothing lost, phantom or applied twice"
+    )
     func killNineUnderLoad() async throws {
         try await ClusterHarness.with("kill9") { harness in
             let posts = try await TestEnvironment.createPosts(60, in: harness.pool)
@@ -108,7 +113,9 @@ struct ClusterNodesTests {
         }
     }
 
-    @Test("an owner paused (SIGSTOP) under load until its lease ran out and its slots were taken over: woken, it learns its lease ran out and decides nothing until a round has read who owns its slots (what it had in flight is fenced); it rejoins, nothing lost or phantom")
+    @Test(
+        "an owner paused (SIGSTOP) under load until its lease ran out and its slots were taken over: woken, it learns its lease ran out and decides nothing until a round has read who owns its slots (what it had in flight is fenced); it rejoins, nothing lost or phantom"
+    )
     func pauseLongerThanLease() async throws {
         try await ClusterHarness.with("pause") { harness in
             let posts = try await TestEnvironment.createPosts(60, in: harness.pool)
@@ -185,8 +192,9 @@ struct ClusterNodesTests {
             load.setNodes([a.url, back.url, c.url])
             let again = try await settled(3)
             #expect(again.nodes.first { $0.id == "b" }?.slots == bSlots, "the target is the same for the same nodes")
-            #expect((again.nodes.first { $0.id == "b" }?.lowestEpoch ?? 0) > (three.nodes.map(\.highestEpoch).max() ?? 0),
-                    "slots that came back to b carry epochs newer than any before")
+            #expect(
+                (again.nodes.first { $0.id == "b" }?.lowestEpoch ?? 0) > (three.nodes.map(\.highestEpoch).max() ?? 0),
+                "slots that came back to b carry epochs newer than any before")
             try await load.waitForAcknowledged(100, since: load.acknowledged)
             load.stop()
             await driver.value
@@ -236,8 +244,9 @@ struct ClusterNodesTests {
             let driver = Task { await load.run(workers: 4) }
 
             func command(_ arguments: [String]) async throws -> (status: Int32, output: [String]) {
-                let process = try ChildProcess([ChildProcess.builtProduct("counter-node")] + arguments + ["--node", a.url],
-                                               mergingStandardError: true)
+                let process = try ChildProcess(
+                    [ChildProcess.builtProduct("counter-node")] + arguments + ["--node", a.url],
+                    mergingStandardError: true)
                 let status = try await process.waitForExit()
                 return (status, process.output)
             }
@@ -272,18 +281,22 @@ struct ClusterNodesTests {
         }
     }
 
-    @Test("operator commands act on the whole cluster through any node: flush --wait leaves nothing any node acknowledged out of PostgreSQL; stats, reconcile and dead-letter replay span the nodes; a dead node makes them answer incomplete (status 7) and name it")
+    @Test(
+        "operator commands act on the whole cluster through any node: flush --wait leaves nothing any node acknowledged out of PostgreSQL; stats, reconcile and dead-letter replay span the nodes; a dead node makes them answer incomplete (status 7) and name it"
+    )
     func clusterWideOperations() async throws {
         try await ClusterHarness.with("operations") { harness in
             let posts = try await TestEnvironment.createPosts(60, in: harness.pool)
             // Nothing flushes on its own: whatever a node acknowledged waits in its logs until asked.
             // A 15 s lease: once c is killed, the two commands that must find it silent but still
             // owning its slots (each a process started and run) have at least 14 s, not 2.
-            let nodes = try await Self.startThree(harness, leaseMilliseconds: 15_000,
-                                                  extra: ["--flush-interval-ms", "3600000", "--flush-max-age-ms", "3600000"])
+            let nodes = try await Self.startThree(
+                harness, leaseMilliseconds: 15_000,
+                extra: ["--flush-interval-ms", "3600000", "--flush-max-age-ms", "3600000"])
             func command(_ arguments: [String], via node: ClusterHarness.Node? = nil) async throws -> (status: Int32, output: [String]) {
-                let process = try ChildProcess([ChildProcess.builtProduct("counter-node")] + arguments + ["--node", (node ?? nodes[0]).url],
-                                               mergingStandardError: true)
+                let process = try ChildProcess(
+                    [ChildProcess.builtProduct("counter-node")] + arguments + ["--node", (node ?? nodes[0]).url],
+                    mergingStandardError: true)
                 let status = try await process.waitForExit()
                 return (status, process.output)
             }
@@ -298,7 +311,9 @@ struct ClusterNodesTests {
             // Flushing through a flushes b's and c's backlogs too.
             let flushed = try await command(["flush", "--wait", "--timeout", "60"])
             #expect(flushed.status == 0, "\(flushed.output)")
-            #expect(flushed.output.contains { $0.contains("flushed: PostgreSQL has every change the cluster's 3 node(s) acknowledged") }, "\(flushed.output)")
+            #expect(
+                flushed.output.contains { $0.contains("flushed: PostgreSQL has every change the cluster's 3 node(s) acknowledged") },
+                "\(flushed.output)")
             try await harness.verify(load)
             print("cluster-test: operations: \(load.acknowledged) acknowledged on 3 nodes, in PostgreSQL after one flush through a")
 
@@ -308,7 +323,8 @@ struct ClusterNodesTests {
 
             // Drift planted on one of c's posts is found and repaired through a.
             let map = try await harness.map(via: nodes[0])
-            let ofB = Self.posts(posts, ownedBy: "b", in: map), ofC = Self.posts(posts, ownedBy: "c", in: map)
+            let ofB = Self.posts(posts, ownedBy: "b", in: map)
+            let ofC = Self.posts(posts, ownedBy: "c", in: map)
             try await harness.pool.query("UPDATE posts SET likes_count = likes_count + 3 WHERE id = $1", [.int64(ofC[0])])
             let found = try await command(["reconcile", "--post", String(ofC[0])])
             #expect(found.status == 5 && found.output.contains { $0.contains("1 with likes_count ≠ likes rows") }, "\(found.output)")
@@ -319,7 +335,9 @@ struct ClusterNodesTests {
             // Dead letters of b's and c's posts (the posts deleted before their flush) are replayed
             // by their owners once the posts are back; a alone cannot replay them.
             let lettered = [ofB[0], ofC[1]]
-            for post in lettered { _ = try await CounterServiceClient(configuration: .init(baseURL: URL(string: nodes[0].url)!)).like(post: post, user: 777_777) }
+            for post in lettered {
+                _ = try await CounterServiceClient(configuration: .init(baseURL: URL(string: nodes[0].url)!)).like(post: post, user: 777_777)
+            }
             try await harness.pool.query("DELETE FROM posts WHERE id = ANY($1::bigint[])", [.int64Array(lettered)])
             #expect(try await command(["flush", "--wait"]).status == 0)
             try await harness.pool.query("INSERT INTO posts (id) SELECT unnest($1::bigint[])", [.int64Array(lettered)])
@@ -329,7 +347,8 @@ struct ClusterNodesTests {
             #expect(replayed.status == 0, "\(replayed.output)")
             #expect(replayed.output.contains { $0.contains("replayed 2 change(s)") }, "\(replayed.output)")
             #expect(try await command(["flush", "--wait"]).status == 0)
-            let rows = try await harness.pool.query("SELECT post_id FROM likes WHERE user_id = 777777 AND post_id = ANY($1::bigint[])", [.int64Array(lettered)])
+            let rows = try await harness.pool.query(
+                "SELECT post_id FROM likes WHERE user_id = 777777 AND post_id = ANY($1::bigint[])", [.int64Array(lettered)])
             #expect(rows.count == 2, "the replayed likes are in PostgreSQL")
 
             // c acknowledges likes, then dies: until its lease runs out, the cluster's answers leave
@@ -352,13 +371,16 @@ struct ClusterNodesTests {
                 if whole.status != 0 { try await Task.sleep(for: .milliseconds(200)) }
             }
             #expect(whole.status == 0, "\(whole.output)")
-            let ofDead = try await harness.pool.query("SELECT count(*) FROM likes WHERE user_id = 888888 AND post_id = ANY($1::bigint[])",
-                                                      [.int64Array(Array(ofC.prefix(5)))])
+            let ofDead = try await harness.pool.query(
+                "SELECT count(*) FROM likes WHERE user_id = 888888 AND post_id = ANY($1::bigint[])",
+                [.int64Array(Array(ofC.prefix(5)))])
             #expect(try ofDead.first?.int64(0) == 5, "the likes c acknowledged before it died")
         }
     }
 
-    @Test("a slot-aware CounterClient sends each post's calls straight to its owner (nothing forwarded); a plain one is forwarded, as a user's calls are")
+    @Test(
+        "a slot-aware CounterClient sends each post's calls straight to its owner (nothing forwarded); a plain one is forwarded, as a user's calls are"
+    )
     func slotAwareClient() async throws {
         try await ClusterHarness.with("slotaware") { harness in
             let posts = try await TestEnvironment.createPosts(40, in: harness.pool)
@@ -397,14 +419,17 @@ struct ClusterNodesTests {
             #expect(page.posts.map(\.postID) == posts)
             #expect(page.posts.allSatisfy { !$0.isLiked && $0.likesCount == 2 }, "\(String(decoding: body, as: UTF8.self).prefix(300))")
             try await harness.flush(nodes)
-            let rows = try await harness.pool.query("SELECT user_id, count(*) FROM likes WHERE post_id = ANY($1::bigint[]) GROUP BY user_id",
-                                                    [.int64Array(posts)])
+            let rows = try await harness.pool.query(
+                "SELECT user_id, count(*) FROM likes WHERE post_id = ANY($1::bigint[]) GROUP BY user_id",
+                [.int64Array(posts)])
             let counts = Dictionary(uniqueKeysWithValues: try rows.map { (try $0.int64(0), try $0.int64(1)) })
             #expect(counts == [6: Int64(posts.count), 8: Int64(posts.count)])
         }
     }
 
-    @Test("the lists through any node: a post's likers from its owner, a user's likes from every node's pending changes, the same before and after the flush")
+    @Test(
+        "the lists through any node: a post's likers from its owner, a user's likes from every node's pending changes, the same before and after the flush"
+    )
     func listsAcrossNodes() async throws {
         try await ClusterHarness.with("lists") { harness in
             let posts = try await TestEnvironment.createPosts(30, in: harness.pool)
@@ -439,13 +464,20 @@ struct ClusterNodesTests {
             let likers = try JSONDecoder().decode(LikersPage.self, from: Data(try await get(nodes[0], "/v1/posts/\(elsewhere)/likers").utf8))
             #expect(Set(likers.likers.map(\.userID)) == [user, user + 1] && likers.likesCount == 2)
             // A feed page through node a with every post's newest likers: each owner answers its own.
-            let feed = try await RawHTTPClient.exchange(port: nodes[0].port, chunks: [RawHTTPClient.request(
-                "POST", "/v1/posts/query", body: #"{"post_ids":[\#(posts.map(String.init).joined(separator: ","))],"include":["recent_likers"]}"#)], responses: 1)
+            let feed = try await RawHTTPClient.exchange(
+                port: nodes[0].port,
+                chunks: [
+                    RawHTTPClient.request(
+                        "POST", "/v1/posts/query",
+                        body: #"{"post_ids":[\#(posts.map(String.init).joined(separator: ","))],"include":["recent_likers"]}"#)
+                ], responses: 1)
             let entries = try JSONDecoder().decode(FeedPage.self, from: Data((feed.first?.text ?? "").utf8)).posts
             #expect(entries.map(\.postID) == posts)
             for entry in entries {
                 // (Both likes may share a millisecond: then the smaller id comes first.)
-                #expect(Set(entry.recentLikers?.map(\.userID) ?? []) == (entry.postID == posts[3] ? [user + 1] : [user + 1, user]), "post \(entry.postID)")
+                #expect(
+                    Set(entry.recentLikers?.map(\.userID) ?? []) == (entry.postID == posts[3] ? [user + 1] : [user + 1, user]), "post \(entry.postID)"
+                )
             }
             try await harness.flush(nodes)
             #expect(try await get(nodes[2], "/v1/users/\(user)/likes?limit=100") == answers[0], "PostgreSQL keeps the times the lists showed")
@@ -467,8 +499,9 @@ struct ClusterNodesTests {
             var statuses: [Int: Int] = [:]
             var listed: [Int64]?
             while listed == nil && ContinuousClock.now - killed < .seconds(30) {
-                let answer = try await RawHTTPClient.exchange(port: nodes[0].port, chunks: [RawHTTPClient.request("GET", "/v1/users/\(late)/likes?limit=100")],
-                                                              responses: 1)
+                let answer = try await RawHTTPClient.exchange(
+                    port: nodes[0].port, chunks: [RawHTTPClient.request("GET", "/v1/users/\(late)/likes?limit=100")],
+                    responses: 1)
                 let status = answer.first?.status ?? 0
                 statuses[status, default: 0] += 1
                 if status == 200 {
@@ -483,7 +516,9 @@ struct ClusterNodesTests {
         }
     }
 
-    @Test("the bench's load generator: slot-aware, every request goes to its post's owner; spread, the nodes forward; PostgreSQL agrees with every answer")
+    @Test(
+        "the bench's load generator: slot-aware, every request goes to its post's owner; spread, the nodes forward; PostgreSQL agrees with every answer"
+    )
     func slotAwareLoad() async throws {
         try await ClusterHarness.with("benchroutes") { harness in
             let posts = try await TestEnvironment.createPosts(30, in: harness.pool)
@@ -502,8 +537,9 @@ struct ClusterNodesTests {
                 options.connections = 12
                 options.duration = .seconds(2)
                 options.warmup = .zero
-                var workload = ScenarioWorkload(scenario: .zipf, operation: .toggle, posts: posts, zipfExponent: 0.5, readRatio: 0,
-                                                token: nil, userBase: Int64(index + 1) * 1_000_000_000)
+                var workload = ScenarioWorkload(
+                    scenario: .zipf, operation: .toggle, posts: posts, zipfExponent: 0.5, readRatio: 0,
+                    token: nil, userBase: Int64(index + 1) * 1_000_000_000)
                 workload.routing = routing
                 let before = try await forwarded()
                 let result = await LoadGenerator(options: options, workload: workload).run { _, _, _, _ in }
@@ -521,7 +557,8 @@ struct ClusterNodesTests {
             try await harness.flush(nodes)
             let rows = try await harness.pool.query("SELECT user_id, post_id FROM likes WHERE post_id = ANY($1::bigint[])", [.int64Array(posts)])
             let members = Set(try rows.map { CorrectnessCheck.Pair(user: try $0.int64(0), post: try $0.int64(1)) })
-            let countRows = try await harness.pool.query("""
+            let countRows = try await harness.pool.query(
+                """
                 SELECT p.id, p.likes_count, (SELECT count(*) FROM likes l WHERE l.post_id = p.id) FROM posts p WHERE p.id = ANY($1::bigint[])
                 """, [.int64Array(posts)])
             var counts: [Int64: (likesCount: Int64, rows: Int64)] = [:]

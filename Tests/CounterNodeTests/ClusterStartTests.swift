@@ -31,19 +31,23 @@ struct ClusterStartTests {
     static func serve(redisURL: String, postgresURL: String, prefix: String) async -> (NodeCommand.ExitStatus, String) {
         let transcript = NodeCommandTests.Transcript()
         let status = await NodeCommand.run(
-            arguments: ["serve", "--listen", "127.0.0.1:0", "--redis-url", redisURL, "--postgres-url", postgresURL,
-                        "--key-prefix", prefix, "--demo-posts", "10"],
+            arguments: [
+                "serve", "--listen", "127.0.0.1:0", "--redis-url", redisURL, "--postgres-url", postgresURL,
+                "--key-prefix", prefix, "--demo-posts", "10",
+            ],
             environment: [:], output: transcript.output)
         return (status, transcript.text)
     }
 
-    @Test("malformed cluster URLs: exit 2 naming the problem, before anything is touched", arguments: [
-        ("redis-cluster://", "at least one seed"),
-        ("redis-cluster://127.0.0.1", "not host:port"),
-        ("redis-cluster://127.0.0.1:1,,127.0.0.1:2", "empty seed node"),
-        ("redis-cluster://127.0.0.1:70000", "not host:port"),
-        ("redis-cluster://127.0.0.1:7000/1", "no database number"),
-    ])
+    @Test(
+        "malformed cluster URLs: exit 2 naming the problem, before anything is touched",
+        arguments: [
+            ("redis-cluster://", "at least one seed"),
+            ("redis-cluster://127.0.0.1", "not host:port"),
+            ("redis-cluster://127.0.0.1:1,,127.0.0.1:2", "empty seed node"),
+            ("redis-cluster://127.0.0.1:70000", "not host:port"),
+            ("redis-cluster://127.0.0.1:7000/1", "no database number"),
+        ])
     func malformedURL(url: String, problem: String) async throws {
         try await Self.withEmptyDatabase { postgresURL in
             let (status, text) = await Self.serve(redisURL: url, postgresURL: postgresURL, prefix: "bad-url")
@@ -57,8 +61,9 @@ struct ClusterStartTests {
         let single = try RedisConfiguration(url: TestEnvironment.redisURL)
         let prefix = TestEnvironment.uniqueKeyPrefix("notcluster").replacingOccurrences(of: ":", with: "-")
         try await Self.withEmptyDatabase { postgresURL in
-            let (status, text) = await Self.serve(redisURL: "redis-cluster://\(single.host):\(single.port)",
-                                                  postgresURL: postgresURL, prefix: prefix)
+            let (status, text) = await Self.serve(
+                redisURL: "redis-cluster://\(single.host):\(single.port)",
+                postgresURL: postgresURL, prefix: prefix)
             #expect(status == .usage)
             #expect(text.contains("is not a cluster node"), "\(text)")
         }
@@ -73,8 +78,9 @@ struct ClusterStartTests {
         let node = try await LoneClusterNode(slots: 0...8000)
         defer { node.stop() }
         try await Self.withEmptyDatabase { postgresURL in
-            let (status, text) = await Self.serve(redisURL: "redis-cluster://127.0.0.1:\(node.port)",
-                                                  postgresURL: postgresURL, prefix: "holes")
+            let (status, text) = await Self.serve(
+                redisURL: "redis-cluster://127.0.0.1:\(node.port)",
+                postgresURL: postgresURL, prefix: "holes")
             #expect(status == .usage)
             #expect(text.contains("leaves slots without a master: 8001-16383"), "\(text)")
         }
@@ -86,8 +92,9 @@ struct ClusterStartTests {
     @Test("no seed reachable: exit 1 with each seed's reason")
     func unreachableSeeds() async throws {
         try await Self.withEmptyDatabase { postgresURL in
-            let (status, text) = await Self.serve(redisURL: "redis-cluster://127.0.0.1:1,127.0.0.1:2",
-                                                  postgresURL: postgresURL, prefix: "unreachable")
+            let (status, text) = await Self.serve(
+                redisURL: "redis-cluster://127.0.0.1:1,127.0.0.1:2",
+                postgresURL: postgresURL, prefix: "unreachable")
             #expect(status == .failure)
             #expect(text.contains("no Redis Cluster node answered") && text.contains("127.0.0.1:1") && text.contains("127.0.0.1:2"), "\(text)")
         }

@@ -45,7 +45,9 @@ struct NodeConfigurationTests {
         // Eviction of idle posts: 10 minutes unless set, in any unit; off turns it off.
         #expect(configuration.writePath.hotIdle == .seconds(600))
         #expect(NodeConfiguration.settingsHelp.contains("default 10m"))
-        for (text, idle) in [("60s", Duration.seconds(60)), ("1s", .seconds(1)), ("500ms", .milliseconds(500)), ("2h", .seconds(7_200)), ("90", .seconds(90))] {
+        for (text, idle) in [
+            ("60s", Duration.seconds(60)), ("1s", .seconds(1)), ("500ms", .milliseconds(500)), ("2h", .seconds(7_200)), ("90", .seconds(90)),
+        ] {
             #expect(try NodeConfiguration.parse(arguments: ["--hot-idle", text], environment: [:]).0.writePath.hotIdle == idle, "\(text)")
         }
         #expect(try NodeConfiguration.parse(arguments: [], environment: ["COUNTER_HOT_IDLE": "off"]).0.writePath.hotIdle == nil)
@@ -55,20 +57,22 @@ struct NodeConfigurationTests {
         #expect(try NodeConfiguration.parse(arguments: [], environment: ["COUNTER_HOT_MEMORY_TARGET": "4GB"]).0.writePath.hotMemoryTarget == 4 << 30)
     }
 
-    @Test("invalid values are refused with the setting's name", arguments: [
-        ([], ["COUNTER_HOT_IDLE": "1.5s"], "COUNTER_HOT_IDLE"),
-        (["--hot-idle", "50ms"], [String: String](), "--hot-idle"),
-        (["--hot-idle", "-1s"], [String: String](), "--hot-idle"),
-        (["--hot-memory-target", "1.5gb"], [String: String](), "--hot-memory-target"),
-        (["--hot-memory-target", "100kb"], [String: String](), "--hot-memory-target"),
-        (["--ack", "disk"], [String: String](), "--ack"),
-        (["--shards", "0"], [:], "--shards"),
-        (["--key-prefix", "a b"], [:], "--key-prefix"),
-        (["--postgres-pool-size", "0"], [String: String](), "--postgres-pool-size"),
-        (["--postgres-pool-size", "many"], [:], "--postgres-pool-size"),
-        (["--redis-url"], [:], "needs a value"),
-        ([], ["COUNTER_REDIS_URL": "http://x"], "COUNTER_REDIS_URL"),
-    ])
+    @Test(
+        "invalid values are refused with the setting's name",
+        arguments: [
+            ([], ["COUNTER_HOT_IDLE": "1.5s"], "COUNTER_HOT_IDLE"),
+            (["--hot-idle", "50ms"], [String: String](), "--hot-idle"),
+            (["--hot-idle", "-1s"], [String: String](), "--hot-idle"),
+            (["--hot-memory-target", "1.5gb"], [String: String](), "--hot-memory-target"),
+            (["--hot-memory-target", "100kb"], [String: String](), "--hot-memory-target"),
+            (["--ack", "disk"], [String: String](), "--ack"),
+            (["--shards", "0"], [:], "--shards"),
+            (["--key-prefix", "a b"], [:], "--key-prefix"),
+            (["--postgres-pool-size", "0"], [String: String](), "--postgres-pool-size"),
+            (["--postgres-pool-size", "many"], [:], "--postgres-pool-size"),
+            (["--redis-url"], [:], "needs a value"),
+            ([], ["COUNTER_REDIS_URL": "http://x"], "COUNTER_REDIS_URL"),
+        ])
     func invalid(arguments: [String], environment: [String: String], expected: String) {
         let error = #expect(throws: ConfigurationError.self) {
             try NodeConfiguration.parse(arguments: arguments, environment: environment)
@@ -92,8 +96,9 @@ struct NodeCommandTests {
         private let lines = Mutex<[String]>([])
         var text: String { lines.withLock { $0.joined(separator: "\n") } }
         var output: NodeCommand.Output {
-            NodeCommand.Output(standard: { line in self.lines.withLock { $0.append(line) } },
-                               error: { line in self.lines.withLock { $0.append("error: " + line) } })
+            NodeCommand.Output(
+                standard: { line in self.lines.withLock { $0.append(line) } },
+                error: { line in self.lines.withLock { $0.append("error: " + line) } })
         }
     }
 
@@ -128,14 +133,17 @@ struct NodeCommandTests {
     func userToken() async throws {
         let secret = "user-token-command-secret-0123456789"
         let transcript = Transcript()
-        let status = await NodeCommand.run(arguments: ["user-token", "--user", "77", "--lifetime", "60", "--user-token-audience", "likes"],
-                                           environment: ["COUNTER_USER_TOKEN_SECRET": secret], output: transcript.output)
+        let status = await NodeCommand.run(
+            arguments: ["user-token", "--user", "77", "--lifetime", "60", "--user-token-audience", "likes"],
+            environment: ["COUNTER_USER_TOKEN_SECRET": secret], output: transcript.output)
         #expect(status == .success)
         let verifier = TokenVerifier(secret: HMACSecret(secret)!, keySet: false, rules: ClaimRules(audience: "likes"))
         #expect(try verifier.user(of: Array(transcript.text.utf8)) == 77)
         #expect(throws: TokenRefusal.self) { try verifier.user(of: Array(transcript.text.utf8), now: Date().timeIntervalSince1970 + 120) }
-        for arguments in [["user-token"], ["user-token", "--user", "0"], ["user-token", "--user", "7", "--lifetime", "0"],
-                          ["user-token", "--user", "7", "extra"], ["user-token", "--user"]] {
+        for arguments in [
+            ["user-token"], ["user-token", "--user", "0"], ["user-token", "--user", "7", "--lifetime", "0"],
+            ["user-token", "--user", "7", "extra"], ["user-token", "--user"],
+        ] {
             let refused = Transcript()
             #expect(await NodeCommand.run(arguments: arguments, environment: ["COUNTER_USER_TOKEN_SECRET": secret], output: refused.output) == .usage)
             #expect(refused.text.hasPrefix("error: "), "\(arguments): \(refused.text)")
@@ -148,8 +156,9 @@ struct NodeCommandTests {
     @Test("migrate against an unreachable server exits 1")
     func migrateUnreachable() async {
         let transcript = Transcript()
-        let status = await NodeCommand.run(arguments: ["migrate", "--postgres-url", "postgresql://x@127.0.0.1:1/x"],
-                                           environment: [:], output: transcript.output)
+        let status = await NodeCommand.run(
+            arguments: ["migrate", "--postgres-url", "postgresql://x@127.0.0.1:1/x"],
+            environment: [:], output: transcript.output)
         #expect(status == .failure)
         #expect(transcript.text.contains("Connection refused"))
     }
@@ -160,13 +169,16 @@ struct NodeMigrateTests {
     @Test("migrate on a current schema says so and exits 0")
     func migrateCurrent() async throws {
         let transcript = NodeCommandTests.Transcript()
-        let status = await NodeCommand.run(arguments: ["migrate"],
-                                           environment: ["COUNTER_POSTGRES_URL": TestEnvironment.postgresURL],
-                                           output: transcript.output)
+        let status = await NodeCommand.run(
+            arguments: ["migrate"],
+            environment: ["COUNTER_POSTGRES_URL": TestEnvironment.postgresURL],
+            output: transcript.output)
         #expect(status == .success)
         let again = NodeCommandTests.Transcript()
-        #expect(await NodeCommand.run(arguments: ["migrate"], environment: ["COUNTER_POSTGRES_URL": TestEnvironment.postgresURL],
-                                      output: again.output) == .success)
+        #expect(
+            await NodeCommand.run(
+                arguments: ["migrate"], environment: ["COUNTER_POSTGRES_URL": TestEnvironment.postgresURL],
+                output: again.output) == .success)
         #expect(again.text.contains("schema is current"))
     }
 }

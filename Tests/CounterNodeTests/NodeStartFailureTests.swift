@@ -24,10 +24,13 @@ struct NodeStartFailureTests {
         var servers: [String] = []
         if !arguments.contains("--postgres-url") { servers += ["--postgres-url", TestEnvironment.postgresURL] }
         if !arguments.contains("--redis-url") { servers += ["--redis-url", TestEnvironment.redisURL] }
-        let node = try ChildProcess([ChildProcess.builtProduct("counter-node"), "serve", "--listen", "127.0.0.1:\(listen)",
-                                     "--key-prefix", prefix ?? TestEnvironment.uniqueKeyPrefix("start").replacingOccurrences(of: ":", with: "-"),
-                                     "--log-level", "debug", "--lease-ms", "1500"] + servers + arguments,
-                                    mergingStandardError: true)
+        let node = try ChildProcess(
+            [
+                ChildProcess.builtProduct("counter-node"), "serve", "--listen", "127.0.0.1:\(listen)",
+                "--key-prefix", prefix ?? TestEnvironment.uniqueKeyPrefix("start").replacingOccurrences(of: ":", with: "-"),
+                "--log-level", "debug", "--lease-ms", "1500",
+            ] + servers + arguments,
+            mergingStandardError: true)
         // A node that started after all (a test's premise broke) is stopped, so the expectations
         // fail at once and print its lines instead of waiting out a timeout.
         if try await node.waitUntilListening() { node.kill(SIGTERM) }
@@ -44,8 +47,10 @@ struct NodeStartFailureTests {
     }
 
     /// The failing step's own stop comes first; then every started one, last first.
-    static func expectStoppedInReverse(_ outcome: Outcome, failing: String, started: [String],
-                                       sourceLocation: SourceLocation = #_sourceLocation) {
+    static func expectStoppedInReverse(
+        _ outcome: Outcome, failing: String, started: [String],
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
         #expect(outcome.status != 0, "exit status", sourceLocation: sourceLocation)
         #expect(outcome.lines.contains { $0.hasPrefix("counter-node: cannot start:") }, "\(outcome.lines.suffix(5))", sourceLocation: sourceLocation)
         #expect(outcome.started == started, "started", sourceLocation: sourceLocation)
@@ -86,10 +91,13 @@ struct NodeStartFailureTests {
     func membership() async throws {
         let prefix = TestEnvironment.uniqueKeyPrefix("start").replacingOccurrences(of: ":", with: "-")
         let port = try PrivateServers.freePort()
-        let holder = try ChildProcess([ChildProcess.builtProduct("counter-node"), "serve", "--listen", "127.0.0.1:\(port)",
-                                       "--key-prefix", prefix, "--node-id", "taken", "--lease-ms", "4000",
-                                       "--postgres-url", TestEnvironment.postgresURL, "--redis-url", TestEnvironment.redisURL],
-                                      mergingStandardError: true)
+        let holder = try ChildProcess(
+            [
+                ChildProcess.builtProduct("counter-node"), "serve", "--listen", "127.0.0.1:\(port)",
+                "--key-prefix", prefix, "--node-id", "taken", "--lease-ms", "4000",
+                "--postgres-url", TestEnvironment.postgresURL, "--redis-url", TestEnvironment.redisURL,
+            ],
+            mergingStandardError: true)
         // The holder's lease is long enough that a loaded machine cannot delay two renewals past
         // it (the second node waits once for the lease to run out before it gives up).
         try #require(try await holder.waitUntilListening(), "\(holder.lastLines)")

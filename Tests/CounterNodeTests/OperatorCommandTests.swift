@@ -1,13 +1,14 @@
-import NodeTestSupport
-@testable import CounterNode
 import CounterWire
 import Foundation
-@testable import NodeAPI
+import NodeTestSupport
 import Persistence
 import PostgresDriver
 import ShardRouter
 import TestSupport
 import Testing
+
+@testable import CounterNode
+@testable import NodeAPI
 
 /// `counter-node flush | inspect | stats | reconcile | dead-letters` against a running node on the
 /// test servers, through `NodeCommand.run` exactly as the executable calls it.
@@ -24,27 +25,29 @@ struct OperatorCommandTests {
         return (status, transcript.text)
     }
 
-    @Test("invalid arguments exit 2 and name the problem; nothing is sent", arguments: [
-        (["inspect"], "inspect needs one post id"),
-        (["inspect", "abc"], "not a positive 64-bit integer"),
-        (["inspect", "5", "--user", "0"], "--user 0"),
-        (["reconcile"], "exactly one of --post P or --all"),
-        (["reconcile", "--post", "1", "--all"], "exactly one of --post P or --all"),
-        (["dead-letters"], "dead-letters needs list"),
-        (["dead-letters", "drop"], "at least one --id"),
-        (["dead-letters", "replay", "--id", "nope"], "--id nope"),
-        (["flush", "--timeout", "-1"], "--timeout -1"),
-        (["stats", "--wait"], "unknown option --wait for stats"),
-        (["stats", "--node", "ftp://x"], "must be a URL"),
-        (["stats", "--node", "http://"], "must be a URL"),
-        (["flush", "--timeout", "5"], "--timeout only applies with --wait"),
-        (["flush", "--wait", "--timeout=0"], "--timeout 0"),
-        (["inspect", "-5"], "not a positive 64-bit integer"),
-        (["inspect", "5", "--user=x"], "--user x"),
-        (["flsh", "--x"], "unknown subcommand \"flsh\""),
-        (["inspect", "5", "--this-node"], "unknown option --this-node for inspect"),
-        (["cluster", "status", "--this-node"], "unknown option --this-node for cluster"),
-    ])
+    @Test(
+        "invalid arguments exit 2 and name the problem; nothing is sent",
+        arguments: [
+            (["inspect"], "inspect needs one post id"),
+            (["inspect", "abc"], "not a positive 64-bit integer"),
+            (["inspect", "5", "--user", "0"], "--user 0"),
+            (["reconcile"], "exactly one of --post P or --all"),
+            (["reconcile", "--post", "1", "--all"], "exactly one of --post P or --all"),
+            (["dead-letters"], "dead-letters needs list"),
+            (["dead-letters", "drop"], "at least one --id"),
+            (["dead-letters", "replay", "--id", "nope"], "--id nope"),
+            (["flush", "--timeout", "-1"], "--timeout -1"),
+            (["stats", "--wait"], "unknown option --wait for stats"),
+            (["stats", "--node", "ftp://x"], "must be a URL"),
+            (["stats", "--node", "http://"], "must be a URL"),
+            (["flush", "--timeout", "5"], "--timeout only applies with --wait"),
+            (["flush", "--wait", "--timeout=0"], "--timeout 0"),
+            (["inspect", "-5"], "not a positive 64-bit integer"),
+            (["inspect", "5", "--user=x"], "--user x"),
+            (["flsh", "--x"], "unknown subcommand \"flsh\""),
+            (["inspect", "5", "--this-node"], "unknown option --this-node for inspect"),
+            (["cluster", "status", "--this-node"], "unknown option --this-node for cluster"),
+        ])
     func usageErrors(arguments: [String], message: String) async {
         let (status, text) = await Self.run(arguments, node: nil)
         #expect(status == .usage, "\(arguments)")
@@ -66,9 +69,11 @@ struct OperatorCommandTests {
 
     @Test("inspect says pending before a flush and agree after flush --wait; stats shows the backlog", arguments: RedisTarget.allCases)
     func inspectAndFlush(redis: RedisTarget) async throws {
-        let http = try await HTTPHarness.start(posts: 1, redis: redis, writePath: {
-            $0.flushOnlyWhenAsked()
-        })
+        let http = try await HTTPHarness.start(
+            posts: 1, redis: redis,
+            writePath: {
+                $0.flushOnlyWhenAsked()
+            })
         let post = http.posts[0]
         for user in 1...5 { _ = try await http.send("PUT", "/v1/posts/\(post)/likes/\(user)") }
 
@@ -159,10 +164,11 @@ struct OperatorCommandTests {
         // this one among them. Read-only: other tests' posts are theirs to repair.
         let (everything, everythingJSON) = await Self.run(["reconcile", "--all", "--json"], node: http)
         #expect(everything == .driftFound)
-        let pages = try WireDecoder.decode([ClusterReconcileReport].self, from: Array(everythingJSON.split(separator: "\n").last.map(String.init)!.utf8))
+        let pages = try WireDecoder.decode(
+            [ClusterReconcileReport].self, from: Array(everythingJSON.split(separator: "\n").last.map(String.init)!.utf8))
         #expect(!pages.isEmpty && pages.allSatisfy { $0.complete && $0.uncheckedPosts.isEmpty })
         #expect(pages.flatMap(\.report.drifted).contains { $0.postID == post && $0.likesCount == 6 })
-        #expect(everythingJSON.contains("reconcile: "))  // progress on standard error
+        #expect(everythingJSON.contains("reconcile: ")) // progress on standard error
         let (own, ownJSON) = await Self.run(["reconcile", "--post", String(post), "--json", "--this-node"], node: http)
         #expect(own == .driftFound)
         let ownPages = try WireDecoder.decode([ReconcileReport].self, from: Array(ownJSON.split(separator: "\n").last.map(String.init)!.utf8))
@@ -208,8 +214,9 @@ struct OperatorCommandTests {
         await http.stop()
     }
 
-    @Test("reconcile reports a Redis count that differs from PostgreSQL with nothing pending; --repair has Redis load the post from PostgreSQL again",
-          arguments: RedisTarget.allCases)
+    @Test(
+        "reconcile reports a Redis count that differs from PostgreSQL with nothing pending; --repair has Redis load the post from PostgreSQL again",
+        arguments: RedisTarget.allCases)
     func reconcileRedisDrift(redis: RedisTarget) async throws {
         let http = try await HTTPHarness.start(posts: 1, redis: redis)
         let post = http.posts[0]
@@ -243,9 +250,11 @@ struct OperatorCommandTests {
 
     @Test("dead-letters list shows the reason; replay applies the change once the post exists again; drop removes", arguments: RedisTarget.allCases)
     func deadLetters(redis: RedisTarget) async throws {
-        let http = try await HTTPHarness.start(posts: 2, redis: redis, writePath: {
-            $0.flushOnlyWhenAsked()
-        })
+        let http = try await HTTPHarness.start(
+            posts: 2, redis: redis,
+            writePath: {
+                $0.flushOnlyWhenAsked()
+            })
         let post = http.posts[1]
         _ = try await http.send("PUT", "/v1/posts/\(post)/likes/42")
         _ = try await http.send("PUT", "/v1/posts/\(post)/likes/43")

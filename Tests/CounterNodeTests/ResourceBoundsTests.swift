@@ -49,7 +49,9 @@ struct ResourceBoundsTests {
         return Int(clamping: limit.rlim_cur)
     }
 
-    @Test("1,000,000 distinct unknown post ids, 18,000 idle connections and 500 slow-header clients: the node's memory stays bounded (printed) and other clients keep getting answers")
+    @Test(
+        "1,000,000 distinct unknown post ids, 18,000 idle connections and 500 slow-header clients: the node's memory stays bounded (printed) and other clients keep getting answers"
+    )
     func hostileClients() async throws {
         // Both ends of every connection are on this machine: this process holds one, the node the
         // other, each under the same limit (20,000 here, and no more may be set).
@@ -61,13 +63,18 @@ struct ResourceBoundsTests {
         let port = try PrivateServers.freePort()
         // Connections: the idle and slow ones below, the others, and room to spare under the
         // 20,000 descriptors a process may hold here.
-        let node = try ChildProcess([ChildProcess.builtProduct("counter-node"), "serve", "--listen", "127.0.0.1:\(port)",
-                                     "--postgres-url", TestEnvironment.postgresURL, "--redis-url", TestEnvironment.redisURL,
-                                     "--key-prefix", prefix, "--max-connections", String(idleCount + 1_000), "--idle-timeout", "300", "--log-level", "warn"])
+        let node = try ChildProcess([
+            ChildProcess.builtProduct("counter-node"), "serve", "--listen", "127.0.0.1:\(port)",
+            "--postgres-url", TestEnvironment.postgresURL, "--redis-url", TestEnvironment.redisURL,
+            "--key-prefix", prefix, "--max-connections", String(idleCount + 1_000), "--idle-timeout", "300", "--log-level", "warn",
+        ])
         try #require(try await node.waitUntilListening(), "\(node.lastLines)")
         for user in 1...200 {
-            #expect(try await RawHTTPClient.exchange(port: port, chunks: [RawHTTPClient.request("POST", "/v1/posts/\(post)/likes/\(user)/toggle")],
-                                                     responses: 1).first?.status == 200)
+            #expect(
+                try await RawHTTPClient.exchange(
+                    port: port, chunks: [RawHTTPClient.request("POST", "/v1/posts/\(post)/likes/\(user)/toggle")],
+                    responses: 1
+                ).first?.status == 200)
         }
         let baseline = Self.residentBytes(node.pid)
 
@@ -80,8 +87,9 @@ struct ResourceBoundsTests {
                     for query in stride(from: client, to: 1_000, by: 8) {
                         let ids = (0..<1_000).map { String(base + Int64(query * 1_000 + $0)) }.joined(separator: ",")
                         let body = #"{"post_ids":[\#(ids)],"user_id":7}"#
-                        let response = try await RawHTTPClient.exchange(port: port, chunks: [RawHTTPClient.request("POST", "/v1/posts/query", body: body)],
-                                                                        responses: 1, timeout: .seconds(60))
+                        let response = try await RawHTTPClient.exchange(
+                            port: port, chunks: [RawHTTPClient.request("POST", "/v1/posts/query", body: body)],
+                            responses: 1, timeout: .seconds(60))
                         if response.first?.status == 200 && response.first?.text == #"{"posts":[]}"# { ok += 1 }
                     }
                     return ok
@@ -108,18 +116,21 @@ struct ResourceBoundsTests {
         // Other clients are answered meanwhile: new connections, and one kept alive.
         var others = 0
         for user in 201...300 {
-            let response = try await RawHTTPClient.exchange(port: port, chunks: [RawHTTPClient.request("POST", "/v1/posts/\(post)/likes/\(user)/toggle")], responses: 1)
+            let response = try await RawHTTPClient.exchange(
+                port: port, chunks: [RawHTTPClient.request("POST", "/v1/posts/\(post)/likes/\(user)/toggle")], responses: 1)
             if response.first?.status == 200 { others += 1 }
         }
-        let keptAlive = try await RawHTTPClient.exchange(port: port, chunks: (1...50).map { _ in RawHTTPClient.request("GET", "/v1/posts/\(post)") }, responses: 50)
+        let keptAlive = try await RawHTTPClient.exchange(
+            port: port, chunks: (1...50).map { _ in RawHTTPClient.request("GET", "/v1/posts/\(post)") }, responses: 50)
         #expect(others == 100)
         #expect(keptAlive.count == 50 && keptAlive.allSatisfy { $0.status == 200 && $0.text.contains(#""likes_count":300"#) })
         let withConnections = Self.residentBytes(node.pid)
 
         let mib = { (bytes: Int) in String(format: "%.1f MiB", Double(bytes) / 1_048_576) }
-        print("resource bounds: node RSS \(mib(baseline)) at start; \(mib(afterUnknown)) after 1,000,000 unknown post ids; "
-              + "\(mib(withConnections)) holding \(held) descriptors (\(idleCount) idle, 500 slow-header connections); "
-              + "per held connection \(String(format: "%.1f", Double(withConnections - afterUnknown) / Double(idleCount + 500) / 1_024)) KiB")
+        print(
+            "resource bounds: node RSS \(mib(baseline)) at start; \(mib(afterUnknown)) after 1,000,000 unknown post ids; "
+                + "\(mib(withConnections)) holding \(held) descriptors (\(idleCount) idle, 500 slow-header connections); "
+                + "per held connection \(String(format: "%.1f", Double(withConnections - afterUnknown) / Double(idleCount + 500) / 1_024)) KiB")
         // The unknown ids leave at most 10,000 remembered per shard: a few MiB, not a million entries.
         #expect(afterUnknown - baseline < 64 << 20)
         // A held connection costs the library's buffer for it at most (10 KiB), not more.

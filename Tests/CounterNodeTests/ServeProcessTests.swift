@@ -25,13 +25,16 @@ struct ServeProcessTests {
         let posts = try await TestEnvironment.createPosts(2, in: pool)
         let prefix = TestEnvironment.uniqueKeyPrefix("serve").replacingOccurrences(of: ":", with: "-")
         let port = try PrivateServers.freePort()
-        let node = try ChildProcess([ChildProcess.builtProduct("counter-node"), "serve", "--lease-ms", "30000",
-                                     "--listen", "127.0.0.1:\(port)", "--postgres-url", TestEnvironment.postgresURL,
-                                     "--redis-url", TestEnvironment.redisURL, "--key-prefix", prefix,
-                                     "--api-token", "serve-test-token-0123456789", "--admin-token", "serve-admin-token-0123456789",
-                                     // Nothing flushes on its own during the test: only the shutdown does.
-                                     "--flush-interval-ms", "3600000", "--flush-max-age-ms", "3600000", "--flush-batch-size", "1000000"],
-                                    mergingStandardError: true)
+        let node = try ChildProcess(
+            [
+                ChildProcess.builtProduct("counter-node"), "serve", "--lease-ms", "30000",
+                "--listen", "127.0.0.1:\(port)", "--postgres-url", TestEnvironment.postgresURL,
+                "--redis-url", TestEnvironment.redisURL, "--key-prefix", prefix,
+                "--api-token", "serve-test-token-0123456789", "--admin-token", "serve-admin-token-0123456789",
+                // Nothing flushes on its own during the test: only the shutdown does.
+                "--flush-interval-ms", "3600000", "--flush-max-age-ms", "3600000", "--flush-batch-size", "1000000",
+            ],
+            mergingStandardError: true)
         try #require(try await node.waitUntilListening(), "\(node.lastLines)")
         let base = "http://127.0.0.1:\(port)"
         let auth = ["-H", "Authorization: Bearer serve-test-token-0123456789"]
@@ -63,11 +66,14 @@ struct ServeProcessTests {
     func secondSignalExitsAtOnce() async throws {
         try await PrivateServers.with { servers in
             let port = try PrivateServers.freePort()
-            let node = try ChildProcess([ChildProcess.builtProduct("counter-node"), "serve", "--lease-ms", "30000", "--listen", "127.0.0.1:\(port)",
-                                         "--postgres-url", servers.postgresURL, "--redis-url", servers.redisURL, "--demo-posts", "3",
-                                         "--flush-interval-ms", "3600000", "--flush-max-age-ms", "3600000", "--flush-batch-size", "1000000",
-                                         "--shutdown-timeout", "3600"],
-                                        mergingStandardError: true)
+            let node = try ChildProcess(
+                [
+                    ChildProcess.builtProduct("counter-node"), "serve", "--lease-ms", "30000", "--listen", "127.0.0.1:\(port)",
+                    "--postgres-url", servers.postgresURL, "--redis-url", servers.redisURL, "--demo-posts", "3",
+                    "--flush-interval-ms", "3600000", "--flush-max-age-ms", "3600000", "--flush-batch-size", "1000000",
+                    "--shutdown-timeout", "3600",
+                ],
+                mergingStandardError: true)
             try #require(try await node.waitUntilListening(), "\(node.lastLines)")
             #expect(try await Self.curl(["-X", "PUT", "http://127.0.0.1:\(port)/v1/posts/1/likes/5"]).status == 200)
             // With PostgreSQL gone, the graceful shutdown cannot finish its flush…
@@ -89,15 +95,22 @@ struct ServeProcessTests {
         }
     }
 
-    @Test("the shutdown waits at most --shutdown-timeout: with PostgreSQL gone it exits 0 after it, says what it left in the Redis logs, and the next start flushes that")
+    @Test(
+        "the shutdown waits at most --shutdown-timeout: with PostgreSQL gone it exits 0 after it, says what it left in the Redis logs, and the next start flushes that"
+    )
     func boundedShutdown() async throws {
         try await PrivateServers.with { servers in
             let port = try PrivateServers.freePort()
-            let arguments = [ChildProcess.builtProduct("counter-node"), "serve", "--lease-ms", "30000", "--listen", "127.0.0.1:\(port)",
-                             "--postgres-url", servers.postgresURL, "--redis-url", servers.redisURL, "--demo-posts", "3"]
-            let node = try ChildProcess(arguments + ["--shutdown-timeout", "2", "--log-level", "info",
-                                                     "--flush-interval-ms", "3600000", "--flush-max-age-ms", "3600000", "--flush-batch-size", "1000000"],
-                                        mergingStandardError: true)
+            let arguments = [
+                ChildProcess.builtProduct("counter-node"), "serve", "--lease-ms", "30000", "--listen", "127.0.0.1:\(port)",
+                "--postgres-url", servers.postgresURL, "--redis-url", servers.redisURL, "--demo-posts", "3",
+            ]
+            let node = try ChildProcess(
+                arguments + [
+                    "--shutdown-timeout", "2", "--log-level", "info",
+                    "--flush-interval-ms", "3600000", "--flush-max-age-ms", "3600000", "--flush-batch-size", "1000000",
+                ],
+                mergingStandardError: true)
             try #require(try await node.waitUntilListening(), "\(node.lastLines)")
             for user in 5...7 {
                 #expect(try await Self.curl(["-X", "PUT", "http://127.0.0.1:\(port)/v1/posts/1/likes/\(user)"]).status == 200)
@@ -110,11 +123,13 @@ struct ServeProcessTests {
             #expect(took >= .seconds(2), "it drained until the timeout, \(took)")
             let lines = node.output
             let timeout = lines.first { $0.contains("event=shutdown_timeout") }
-            #expect(timeout?.contains("level=warn") == true && timeout?.contains("left_changes=3") == true
+            #expect(
+                timeout?.contains("level=warn") == true && timeout?.contains("left_changes=3") == true
                     && timeout?.contains("left_slots=1") == true && timeout?.contains("slots=\(HashSlot(post: 1).rawValue)") == true,
-                    "\(lines.suffix(10))")
-            #expect(lines.contains { $0.contains("event=stopped") && $0.contains("flushed=false") && $0.contains("left_changes=3") },
-                    "\(lines.suffix(10))")
+                "\(lines.suffix(10))")
+            #expect(
+                lines.contains { $0.contains("event=stopped") && $0.contains("flushed=false") && $0.contains("left_changes=3") },
+                "\(lines.suffix(10))")
             // The acknowledged changes wait in their Redis log…
             let redis = RedisConnection(configuration: try RedisConfiguration(url: servers.redisURL))
             let log = RedisKeyLayout().changeLog(of: HashSlot(post: 1))
@@ -137,9 +152,12 @@ struct ServeProcessTests {
     @Test("--log-format json: every log line of a serve's life is one JSON object")
     func jsonLogs() async throws {
         let prefix = TestEnvironment.uniqueKeyPrefix("jsonlog").replacingOccurrences(of: ":", with: "-")
-        let node = try ChildProcess([ChildProcess.builtProduct("counter-node"), "serve", "--lease-ms", "30000", "--listen", "127.0.0.1:\(try PrivateServers.freePort())",
-                                     "--postgres-url", TestEnvironment.postgresURL, "--redis-url", TestEnvironment.redisURL,
-                                     "--key-prefix", prefix, "--log-level", "info", "--log-format", "json"], mergingStandardError: true)
+        let node = try ChildProcess(
+            [
+                ChildProcess.builtProduct("counter-node"), "serve", "--lease-ms", "30000", "--listen", "127.0.0.1:\(try PrivateServers.freePort())",
+                "--postgres-url", TestEnvironment.postgresURL, "--redis-url", TestEnvironment.redisURL,
+                "--key-prefix", prefix, "--log-level", "info", "--log-format", "json",
+            ], mergingStandardError: true)
         try #require(try await node.waitUntilListening(), "\(node.lastLines)")
         node.kill(SIGTERM)
         #expect(try await node.waitForExit() == 0)
@@ -156,8 +174,10 @@ struct ServeProcessTests {
 
     @Test("serve refuses a non-loopback address without tokens, before touching anything")
     func refusesOpenAddress() async throws {
-        let node = try ChildProcess([ChildProcess.builtProduct("counter-node"), "serve", "--lease-ms", "30000", "--listen", "0.0.0.0:0",
-                                     "--postgres-url", "postgresql://nobody@127.0.0.1:1/none"])
+        let node = try ChildProcess([
+            ChildProcess.builtProduct("counter-node"), "serve", "--lease-ms", "30000", "--listen", "0.0.0.0:0",
+            "--postgres-url", "postgresql://nobody@127.0.0.1:1/none",
+        ])
         #expect(try await node.waitForExit() == 2)
     }
 
@@ -167,9 +187,11 @@ struct ServeProcessTests {
         let (holder, port) = try PrivateServers.boundSocket(listening: true)
         defer { close(holder) }
         let prefix = TestEnvironment.uniqueKeyPrefix("serve").replacingOccurrences(of: ":", with: "-")
-        let node = try ChildProcess([ChildProcess.builtProduct("counter-node"), "serve", "--lease-ms", "30000", "--listen", "127.0.0.1:\(port)",
-                                     "--postgres-url", TestEnvironment.postgresURL, "--redis-url", TestEnvironment.redisURL,
-                                     "--key-prefix", prefix])
+        let node = try ChildProcess([
+            ChildProcess.builtProduct("counter-node"), "serve", "--lease-ms", "30000", "--listen", "127.0.0.1:\(port)",
+            "--postgres-url", TestEnvironment.postgresURL, "--redis-url", TestEnvironment.redisURL,
+            "--key-prefix", prefix,
+        ])
         #expect(try await node.waitForExit() == 1)
         #expect(!node.output.contains { $0.hasPrefix("counter-node listening on") })
     }

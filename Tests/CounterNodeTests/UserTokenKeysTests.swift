@@ -37,10 +37,13 @@ struct UserTokenKeysTests {
         let post = try await TestEnvironment.createPosts(1, in: pool)[0]
         let prefix = TestEnvironment.uniqueKeyPrefix("jwks").replacingOccurrences(of: ":", with: "-")
         let port = try PrivateServers.freePort()
-        let node = try ChildProcess([ChildProcess.builtProduct("counter-node"), "serve", "--lease-ms", "30000", "--listen", "127.0.0.1:\(port)",
-                                     "--postgres-url", TestEnvironment.postgresURL, "--redis-url", TestEnvironment.redisURL,
-                                     "--key-prefix", prefix, "--log-level", "info",
-                                     "--user-token-jwks", file.path, "--user-token-jwks-refresh", "1"], mergingStandardError: true)
+        let node = try ChildProcess(
+            [
+                ChildProcess.builtProduct("counter-node"), "serve", "--lease-ms", "30000", "--listen", "127.0.0.1:\(port)",
+                "--postgres-url", TestEnvironment.postgresURL, "--redis-url", TestEnvironment.redisURL,
+                "--key-prefix", prefix, "--log-level", "info",
+                "--user-token-jwks", file.path, "--user-token-jwks-refresh", "1",
+            ], mergingStandardError: true)
         try #require(try await node.waitUntilListening(), "\(node.lastLines)")
         #expect(node.output.contains { $0.contains("event=user_token_keys") && $0.contains("kids=2026-11") })
         let first = try await Self.put(port: port, post: post, token: old.token(user: 1))
@@ -51,7 +54,10 @@ struct UserTokenKeysTests {
         let deadline = ContinuousClock.now + .seconds(30)
         var taken = false
         while ContinuousClock.now < deadline {
-            if try await Self.put(port: port, post: post, token: new.token(user: 2)).status == 200 { taken = true; break }
+            if try await Self.put(port: port, post: post, token: new.token(user: 2)).status == 200 {
+                taken = true
+                break
+            }
             try await Task.sleep(for: .milliseconds(200))
         }
         #expect(taken, "the rotated key was not taken: \(node.lastLines)")
@@ -73,13 +79,17 @@ struct UserTokenKeysTests {
 
     @Test("a node whose key set cannot be read does not start, and says why")
     func unreadableKeySet() async throws {
-        let node = try ChildProcess([ChildProcess.builtProduct("counter-node"), "serve", "--lease-ms", "30000", "--listen", "127.0.0.1:0",
-                                     "--postgres-url", TestEnvironment.postgresURL, "--redis-url", TestEnvironment.redisURL,
-                                     "--user-token-jwks", "/nonexistent/jwks.json"], mergingStandardError: true)
+        let node = try ChildProcess(
+            [
+                ChildProcess.builtProduct("counter-node"), "serve", "--lease-ms", "30000", "--listen", "127.0.0.1:0",
+                "--postgres-url", TestEnvironment.postgresURL, "--redis-url", TestEnvironment.redisURL,
+                "--user-token-jwks", "/nonexistent/jwks.json",
+            ], mergingStandardError: true)
         #expect(try await node.waitForExit() == 1)
         #expect(node.output.contains { $0.contains("cannot start") && $0.contains("/nonexistent/jwks.json") }, "\(node.lastLines)")
-        let short = try ChildProcess([ChildProcess.builtProduct("counter-node"), "serve", "--lease-ms", "30000", "--user-token-secret", "too-short"],
-                                     mergingStandardError: true)
+        let short = try ChildProcess(
+            [ChildProcess.builtProduct("counter-node"), "serve", "--lease-ms", "30000", "--user-token-secret", "too-short"],
+            mergingStandardError: true)
         #expect(try await short.waitForExit() == 2)
         #expect(short.output.contains { $0.contains("at least 32 bytes") }, "\(short.lastLines)")
     }
@@ -108,13 +118,20 @@ struct UserTokenKeysTests {
         let signer = TokenSigner(generating: .es256, keyID: "url-key")
         try TokenSigner.keySet([signer]).write(to: folder.appendingPathComponent("jwks.json"))
         let port = try PrivateServers.freePort()
-        let server = try ChildProcess(["/usr/bin/python3", "-m", "http.server", String(port), "--bind", "127.0.0.1", "--directory", folder.path],
-                                      mergingStandardError: true)
-        defer { server.kill(SIGKILL); _ = waitpid(server.pid, nil, 0) }
+        let server = try ChildProcess(
+            ["/usr/bin/python3", "-m", "http.server", String(port), "--bind", "127.0.0.1", "--directory", folder.path],
+            mergingStandardError: true)
+        defer {
+            server.kill(SIGKILL)
+            _ = waitpid(server.pid, nil, 0)
+        }
         let source = KeySetSource(location: "http://127.0.0.1:\(port)/jwks.json")
         var loaded: [PublicKey] = []
         for _ in 0..<100 {
-            if let (keys, _) = try? await source.load() { loaded = keys; break }
+            if let (keys, _) = try? await source.load() {
+                loaded = keys
+                break
+            }
             try await Task.sleep(for: .milliseconds(100))
         }
         #expect(loaded.map(\.id) == ["url-key"])

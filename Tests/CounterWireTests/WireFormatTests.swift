@@ -9,11 +9,15 @@ struct WireFormatTests {
         var report = ReconcileReport()
         report.checked = 2
         report.drifted = [.init(postID: 5, likesCount: 15, likesRows: 10)]
-        #expect(try WireEncoder.text(report)
-                == #"{"checked":2,"drifted":[{"post_id":5,"likes_count":15,"likes_rows":10}],"redis_drifted":[],"redis_pending":0,"repaired":0,"redis_repaired":0,"next_after":null}"#)
-        #expect(try WireEncoder.text(LikeStatus(postID: 1, userID: 7, isLiked: true, likesCount: 124))
+        #expect(
+            try WireEncoder.text(report)
+                == #"{"checked":2,"drifted":[{"post_id":5,"likes_count":15,"likes_rows":10}],"redis_drifted":[],"redis_pending":0,"repaired":0,"redis_repaired":0,"next_after":null}"#
+        )
+        #expect(
+            try WireEncoder.text(LikeStatus(postID: 1, userID: 7, isLiked: true, likesCount: 124))
                 == #"{"post_id":1,"user_id":7,"is_liked":true,"likes_count":124}"#)
-        #expect(try WireEncoder.text(ErrorBody(code: "x", message: "a \"quoted\" /path\n\u{01}é"))
+        #expect(
+            try WireEncoder.text(ErrorBody(code: "x", message: "a \"quoted\" /path\n\u{01}é"))
                 == #"{"error":{"code":"x","message":"a \"quoted\" /path\n\u0001é"}}"#)
     }
 
@@ -33,18 +37,25 @@ struct WireFormatTests {
         var shard = ShardStatistics(shard: 2)
         shard.averageGroupCommit = 12.5
         shard.lastFlushError = "connection refused"
-        let node = RedisNodeStatistics(endpoint: "127.0.0.1:6379", slots: 16_384, connected: true, pipelines: 9, errors: 0,
-                                       moved: 1, ask: 2, tryAgain: 3, clusterDown: 0, lastError: nil)
-        try roundTrip(ServiceStatistics(shards: [shard], total: ShardStatistics(), redis: RedisStatistics(
-            mode: "single", mapRefreshes: 1, secondsSinceMapRefresh: nil, lastMapError: nil, nodes: [node]), residentMemoryBytes: 1 << 30))
-        try roundTrip(PostInspection(postID: 9, verdict: PostInspection.Verdict.pending,
-                                     redis: .init(hydrated: true, likesCount: 3, pendingChanges: 1, secondsSinceFlush: 0.25, isLiked: nil),
-                                     postgres: .init(exists: true, likesCount: nil, likesRows: 2, isLiked: true), userID: nil))
+        let node = RedisNodeStatistics(
+            endpoint: "127.0.0.1:6379", slots: 16_384, connected: true, pipelines: 9, errors: 0,
+            moved: 1, ask: 2, tryAgain: 3, clusterDown: 0, lastError: nil)
+        try roundTrip(
+            ServiceStatistics(
+                shards: [shard], total: ShardStatistics(),
+                redis: RedisStatistics(
+                    mode: "single", mapRefreshes: 1, secondsSinceMapRefresh: nil, lastMapError: nil, nodes: [node]), residentMemoryBytes: 1 << 30))
+        try roundTrip(
+            PostInspection(
+                postID: 9, verdict: PostInspection.Verdict.pending,
+                redis: .init(hydrated: true, likesCount: 3, pendingChanges: 1, secondsSinceFlush: 0.25, isLiked: nil),
+                postgres: .init(exists: true, likesCount: nil, likesRows: 2, isLiked: true), userID: nil))
         try roundTrip(DeadLetterList(deadLetters: [DeadLetter(id: "1700000000000-0", fields: ["u": "7", "p": "9", "l": "1", "reason": "gone"])]))
         try roundTrip(DeadLetterSelection(ids: ["1-0"]))
         try roundTrip(ReplayResult(replayed: ["1-0"], superseded: ["3-0"], failed: [.init(id: "2-0", reason: "post 9 does not exist")]))
         // A node from before `superseded` leaves it out.
-        #expect(try WireDecoder.decode(ReplayResult.self, from: Array(#"{"replayed":["1-0"],"failed":[]}"#.utf8))
+        #expect(
+            try WireDecoder.decode(ReplayResult.self, from: Array(#"{"replayed":["1-0"],"failed":[]}"#.utf8))
                 == ReplayResult(replayed: ["1-0"], failed: []))
         try roundTrip(DropResult(dropped: 2))
     }
@@ -63,8 +74,10 @@ struct WireFormatTests {
         #expect(throws: UnknownMember(name: "repiar")) {
             try WireDecoder.decode(ReconcileRequest.self, from: Array(#"{"repiar":true}"#.utf8))
         }
-        for (body, path) in [(#"{"post_ids":[1,1.5],"user_id":7}"#, "post_ids[1]"), (#"{"post_ids":[99999999999999999999],"user_id":7}"#, "post_ids[0]"),
-                             (#"{"post_ids":[1],"user_id":"7"}"#, "user_id")] {
+        for (body, path) in [
+            (#"{"post_ids":[1,1.5],"user_id":7}"#, "post_ids[1]"), (#"{"post_ids":[99999999999999999999],"user_id":7}"#, "post_ids[0]"),
+            (#"{"post_ids":[1],"user_id":"7"}"#, "user_id"),
+        ] {
             do {
                 _ = try WireDecoder.decode(FeedQuery.self, from: Array(body.utf8))
                 Issue.record("\(body) was accepted")

@@ -28,7 +28,8 @@ func emit(_ line: String) {
 
 let arguments = CommandLine.arguments
 guard arguments.count == 7 || arguments.count == 8, let workers = Int(arguments[6]) else {
-    FileHandle.standardError.write(Data("usage: CrashDriver run|recover <postgres-url> <redis-url> <key-prefix> <posts> <workers> [<hot-idle-ms>]\n".utf8))
+    FileHandle.standardError.write(
+        Data("usage: CrashDriver run|recover <postgres-url> <redis-url> <key-prefix> <posts> <workers> [<hot-idle-ms>]\n".utf8))
     exit(2)
 }
 let posts = arguments[5].split(separator: ",").compactMap { Int64($0) }
@@ -54,33 +55,33 @@ case "recover":
     exit(0)
 case "run":
     try await ServiceGroup.withRunning([service]) {
-      await withTaskGroup(of: Void.self) { group in
-        // How many posts were evicted so far, every 100 ms: `V <evicted>`.
-        group.addTask {
-            while true {
-                try? await Task.sleep(for: .milliseconds(100))
-                emit("V \(await service.stats().reduce(0) { $0 + $1.evictedPosts })")
-            }
-        }
-        for worker in 0..<workers {
+        await withTaskGroup(of: Void.self) { group in
+            // How many posts were evicted so far, every 100 ms: `V <evicted>`.
             group.addTask {
-                var generator = SystemRandomNumberGenerator()
-                let users = (1...4).map { Int64(worker * 100 + $0) }
                 while true {
-                    let user = users.randomElement(using: &generator)!
-                    let post = posts.randomElement(using: &generator)!
-                    let operation = [LikeOperation.toggle, .toggle, .like, .unlike].randomElement(using: &generator)!
-                    emit("S \(worker) \(user) \(post) \(operation.rawValue)")
-                    do {
-                        let state = try await service.perform(operation, post: post, user: user)
-                        emit("A \(worker) \(user) \(post) \(state.isLiked ? 1 : 0) \(state.likesCount)")
-                    } catch {
-                        emit("E \(worker) \(user) \(post) \(error)")
+                    try? await Task.sleep(for: .milliseconds(100))
+                    emit("V \(await service.stats().reduce(0) { $0 + $1.evictedPosts })")
+                }
+            }
+            for worker in 0..<workers {
+                group.addTask {
+                    var generator = SystemRandomNumberGenerator()
+                    let users = (1...4).map { Int64(worker * 100 + $0) }
+                    while true {
+                        let user = users.randomElement(using: &generator)!
+                        let post = posts.randomElement(using: &generator)!
+                        let operation = [LikeOperation.toggle, .toggle, .like, .unlike].randomElement(using: &generator)!
+                        emit("S \(worker) \(user) \(post) \(operation.rawValue)")
+                        do {
+                            let state = try await service.perform(operation, post: post, user: user)
+                            emit("A \(worker) \(user) \(post) \(state.isLiked ? 1 : 0) \(state.likesCount)")
+                        } catch {
+                            emit("E \(worker) \(user) \(post) \(error)")
+                        }
                     }
                 }
             }
         }
-      }
     }
 default:
     exit(2)

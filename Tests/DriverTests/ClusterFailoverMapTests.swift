@@ -10,9 +10,10 @@ struct ClusterFailoverMapTests {
 
     /// `CLUSTER SLOTS` with three masters, each with its replica.
     static func map(_ ranges: [(ClosedRange<Int>, master: Int, replica: Int?)]) throws -> ClusterSlotMap {
-        let reply = RedisReply.array(ranges.map { range, master, replica in
-            .array([.integer(Int64(range.lowerBound)), .integer(Int64(range.upperBound)), node(master)] + (replica.map { [node($0)] } ?? []))
-        })
+        let reply = RedisReply.array(
+            ranges.map { range, master, replica in
+                .array([.integer(Int64(range.lowerBound)), .integer(Int64(range.upperBound)), node(master)] + (replica.map { [node($0)] } ?? []))
+            })
         return try ClusterSlotMap(clusterSlots: reply, askedHost: "127.0.0.1")
     }
 
@@ -20,8 +21,10 @@ struct ClusterFailoverMapTests {
     func promotedSlots() throws {
         let before = try Self.map([(0...5460, 7001, 7004), (5461...10922, 7002, 7005), (10923...16383, 7003, 7006)])
         // 7001 dies: 7004 serves its slots. Slots 6000-6099 migrated from 7002 to 7003 meanwhile.
-        let after = try Self.map([(0...5460, 7004, nil), (5461...5999, 7002, 7005), (6000...6099, 7003, 7006), (6100...10922, 7002, 7005),
-                                  (10923...16383, 7003, 7006)])
+        let after = try Self.map([
+            (0...5460, 7004, nil), (5461...5999, 7002, 7005), (6000...6099, 7003, 7006), (6100...10922, 7002, 7005),
+            (10923...16383, 7003, 7006),
+        ])
         let promoted = before.promotedSlots(in: after)
         #expect(promoted.count == 5461 && promoted.first == 0 && promoted.last == 5460)
         #expect(before.promotedSlots(in: before).isEmpty)

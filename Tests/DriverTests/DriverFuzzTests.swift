@@ -2,6 +2,7 @@ import Foundation
 import ShardRouter
 import TestSupport
 import Testing
+
 @testable import RedisDriver
 
 /// Seeded random and mutated input (`FuzzInput`): none may crash or hang, each answer is a
@@ -29,13 +30,19 @@ struct DriverFuzzTests {
     @Test("Redis redirect errors (MOVED, ASK): any text is no redirect, or one to a real slot and port")
     func redirects() {
         var random = SeededGenerator(seed: 7)
-        let seeds = ["MOVED 3999 127.0.0.1:6381", "ASK 16383 redis-2:7000", "TRYAGAIN Multiple keys request during rehashing of slot",
-                     "CLUSTERDOWN The cluster is down", "MOVED 0 :6379"].map { Array($0.utf8) }
-        #expect(RedisRedirect(errorText: "MOVED 3999 127.0.0.1:6381", askedHost: "10.0.0.1")
+        let seeds = [
+            "MOVED 3999 127.0.0.1:6381", "ASK 16383 redis-2:7000", "TRYAGAIN Multiple keys request during rehashing of slot",
+            "CLUSTERDOWN The cluster is down", "MOVED 0 :6379",
+        ].map { Array($0.utf8) }
+        #expect(
+            RedisRedirect(errorText: "MOVED 3999 127.0.0.1:6381", askedHost: "10.0.0.1")
                 == .moved(HashSlot(rawValue: 3999)!, RedisEndpoint(host: "127.0.0.1", port: 6381)))
-        #expect(RedisRedirect(errorText: "ASK 16383 redis-2:7000", askedHost: "10.0.0.1")
+        #expect(
+            RedisRedirect(errorText: "ASK 16383 redis-2:7000", askedHost: "10.0.0.1")
                 == .ask(HashSlot(rawValue: 16383)!, RedisEndpoint(host: "redis-2", port: 7000)))
-        #expect(RedisRedirect(errorText: "MOVED 0 :6379", askedHost: "10.0.0.1") == .moved(HashSlot(rawValue: 0)!, RedisEndpoint(host: "10.0.0.1", port: 6379)))
+        #expect(
+            RedisRedirect(errorText: "MOVED 0 :6379", askedHost: "10.0.0.1")
+                == .moved(HashSlot(rawValue: 0)!, RedisEndpoint(host: "10.0.0.1", port: 6379)))
         #expect(RedisRedirect(errorText: "TRYAGAIN Multiple keys request during rehashing of slot", askedHost: "10.0.0.1") == .tryAgain)
         #expect(RedisRedirect(errorText: "CLUSTERDOWN The cluster is down", askedHost: "10.0.0.1") == .clusterDown)
         let total = FuzzInput.count(200_000)
@@ -45,7 +52,8 @@ struct DriverFuzzTests {
             switch RedisRedirect(errorText: text, askedHost: "10.0.0.1") {
             case .moved(let slot, let endpoint)?, .ask(let slot, let endpoint)?:
                 redirects += 1
-                #expect(Int(slot.rawValue) < HashSlot.count && (1...65_535).contains(endpoint.port) && !endpoint.host.isEmpty, "\(text.debugDescription)")
+                #expect(
+                    Int(slot.rawValue) < HashSlot.count && (1...65_535).contains(endpoint.port) && !endpoint.host.isEmpty, "\(text.debugDescription)")
             default:
                 break
             }
@@ -56,7 +64,9 @@ struct DriverFuzzTests {
 
 /// The share of `total` inputs a parser accepted must be at least `least`: a parser that refused
 /// everything would pass every check made inside the fuzz loops.
-func expectAccepted(_ accepted: Int, of total: Int, atLeast least: Double, _ what: String,
-                    sourceLocation: SourceLocation = #_sourceLocation) {
+func expectAccepted(
+    _ accepted: Int, of total: Int, atLeast least: Double, _ what: String,
+    sourceLocation: SourceLocation = #_sourceLocation
+) {
     #expect(Double(accepted) >= least * Double(total), "\(what): \(accepted) of \(total) inputs accepted", sourceLocation: sourceLocation)
 }

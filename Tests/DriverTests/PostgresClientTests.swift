@@ -8,15 +8,17 @@ struct PostgresClientTests {
     func parametersAreData() async throws {
         let pool = PostgresPool(configuration: TestEnvironment.postgres())
         let hostile = "'); DROP TABLE posts; --"
-        let rows = try await pool.query("SELECT $1::text AS value, $2::bigint + 1 AS next, $3::boolean AS flag, $4::text IS NULL AS missing",
-                                        [.text(hostile), .int64(41), .bool(true), .null])
+        let rows = try await pool.query(
+            "SELECT $1::text AS value, $2::bigint + 1 AS next, $3::boolean AS flag, $4::text IS NULL AS missing",
+            [.text(hostile), .int64(41), .bool(true), .null])
         let row = try #require(rows.first)
         #expect(row.string(0) == hostile)
         #expect(try row.int64(1) == 42)
         #expect(try row.bool(2))
         #expect(try row.bool(3))
-        let arrays = try await pool.query("SELECT array_length($1::bigint[], 1), ($2::text[])[2]",
-                                          [.int64Array([1, 2, 3]), .textArray(["a", "b\"c\\d", "e"])])
+        let arrays = try await pool.query(
+            "SELECT array_length($1::bigint[], 1), ($2::text[])[2]",
+            [.int64Array([1, 2, 3]), .textArray(["a", "b\"c\\d", "e"])])
         #expect(try arrays.first?.int64(0) == 3)
         #expect(arrays.first?.string(1) == "b\"c\\d")
         await pool.close()
@@ -113,8 +115,9 @@ struct PostgresClientTests {
                 try connection.query("INSERT INTO posts (id) VALUES ($1)", [.int64(posts[0])])
             }
         }
-        let counts = try await pool.query("SELECT id, likes_count FROM posts WHERE id = ANY($1::bigint[]) ORDER BY id",
-                                          [.int64Array(posts)])
+        let counts = try await pool.query(
+            "SELECT id, likes_count FROM posts WHERE id = ANY($1::bigint[]) ORDER BY id",
+            [.int64Array(posts)])
         #expect(try counts.map { try $0.int64(1) } == [5, 0])
         await pool.close()
     }
@@ -128,8 +131,10 @@ struct PostgresClientTests {
         let peaks = try await withThrowingTaskGroup(of: Int64.self) { group in
             for _ in 0..<60 {
                 group.addTask {
-                    try await pool.query("SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND pg_sleep(0.01) IS NOT NULL",
-                                         [.text(name)]).first!.int64(0)
+                    try await pool.query(
+                        "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND pg_sleep(0.01) IS NOT NULL",
+                        [.text(name)]
+                    ).first!.int64(0)
                 }
             }
             return try await group.reduce(into: [Int64]()) { $0.append($1) }

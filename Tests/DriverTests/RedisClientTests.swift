@@ -25,7 +25,10 @@ struct RedisClientTests {
             .get(key),
         ])
         #expect(replies[0] == .status("OK"))
-        guard case .error(let text) = replies[1] else { Issue.record("expected an error, got \(replies[1])"); return }
+        guard case .error(let text) = replies[1] else {
+            Issue.record("expected an error, got \(replies[1])")
+            return
+        }
         #expect(text.hasPrefix("WRONGTYPE"))
         #expect(replies[2].string == "text")
         let thrown = await #expect(throws: RedisError.self) { try await redis.send(.sadd(key, ["member"])) }
@@ -134,18 +137,22 @@ struct RedisClientTests {
         #expect(error?.code == .invalidArgument)
     }
 
-    @Test("bad Redis URLs are refused with a reason", arguments: [
-        "http://localhost", "redis://", "redis://host:0", "redis://host:99999", "redis://host:6379/x",
-    ])
+    @Test(
+        "bad Redis URLs are refused with a reason",
+        arguments: [
+            "http://localhost", "redis://", "redis://host:0", "redis://host:99999", "redis://host:6379/x",
+        ])
     func badURLs(url: String) {
         #expect(throws: RedisError.self) { try RedisConfiguration(url: url) }
     }
 
-    @Test("bad Redis Cluster URLs are refused with a reason", arguments: [
-        "redis-cluster://", "redis-cluster://host", "redis-cluster://host:1,", "redis-cluster://,host:1",
-        "redis-cluster://host:0", "redis-cluster://host:1/2", "redis-cluster://host:1,,host:2", "redis-cluster://h:1,h:x",
-        "redis-cluster://:pw@", "rediscluster://host:1",
-    ])
+    @Test(
+        "bad Redis Cluster URLs are refused with a reason",
+        arguments: [
+            "redis-cluster://", "redis-cluster://host", "redis-cluster://host:1,", "redis-cluster://,host:1",
+            "redis-cluster://host:0", "redis-cluster://host:1/2", "redis-cluster://host:1,,host:2", "redis-cluster://h:1,h:x",
+            "redis-cluster://:pw@", "rediscluster://host:1",
+        ])
     func badClusterURLs(url: String) {
         let error = #expect(throws: RedisError.self) { try RedisConfiguration(url: url) }
         #expect(error?.code == .invalidArgument)
@@ -156,8 +163,11 @@ struct RedisClientTests {
     func clusterURL() throws {
         let configuration = try RedisConfiguration(url: "redis-cluster://:pw@10.0.0.1:7000,cache-b:7001,10.0.0.1:7000,[::1]:7002")
         #expect(configuration.mode == .cluster)
-        #expect(configuration.seeds == [RedisEndpoint(host: "10.0.0.1", port: 7000), RedisEndpoint(host: "cache-b", port: 7001),
-                                        RedisEndpoint(host: "::1", port: 7002)])
+        #expect(
+            configuration.seeds == [
+                RedisEndpoint(host: "10.0.0.1", port: 7000), RedisEndpoint(host: "cache-b", port: 7001),
+                RedisEndpoint(host: "::1", port: 7002),
+            ])
         #expect(configuration.password == "pw")
         #expect(configuration.seeds[2].description == "[::1]:7002")
         let single = try RedisConfiguration(url: "redis://127.0.0.1:6380")
@@ -167,7 +177,9 @@ struct RedisClientTests {
 
     @Test("a CLUSTER SLOTS reply becomes a slot map; holes are named; MOVED changes one slot")
     func clusterSlotMap() throws {
-        func node(_ host: String, _ port: Int64) -> RedisReply { .array([.bulkString(Array(host.utf8)), .integer(port), .bulkString(Array("id".utf8))]) }
+        func node(_ host: String, _ port: Int64) -> RedisReply {
+            .array([.bulkString(Array(host.utf8)), .integer(port), .bulkString(Array("id".utf8))])
+        }
         let reply = RedisReply.array([
             .array([.integer(0), .integer(5460), node("10.0.0.1", 7000), node("10.0.0.4", 7003)]),
             .array([.integer(5461), .integer(10922), node("", 7001)]),

@@ -1,6 +1,7 @@
 import CounterCore
 import Synchronization
 import Testing
+
 @testable import RedisDriver
 
 @Suite("Redis node log lines (no servers)")

@@ -83,7 +83,8 @@ struct RestartRecoveryTests {
         // The terminate lands while the call runs: wait until the server shows it running.
         var running = false
         for _ in 0..<1_500 where !running {
-            let rows = try await admin.query("SELECT count(*) FROM pg_stat_activity WHERE pid = $1::int AND state = 'active' AND query LIKE 'SELECT pg_sleep%'", [.int64(pid)])
+            let rows = try await admin.query(
+                "SELECT count(*) FROM pg_stat_activity WHERE pid = $1::int AND state = 'active' AND query LIKE 'SELECT pg_sleep%'", [.int64(pid)])
             running = try rows.first?.int64(0) == 1
             if !running { try await Task.sleep(for: .milliseconds(20)) }
         }

@@ -1,6 +1,7 @@
 import ShardRouter
 import TestSupport
 import Testing
+
 @testable import RedisDriver
 
 /// The cluster routing logic without servers: scripted answers, and a model of a cluster in the
@@ -17,16 +18,19 @@ struct SlotDispatchTests {
 
     @Test("one server: the groups go out as one pipeline, in order, transactions wrapped in MULTI/EXEC; cluster answers are plain errors")
     func singleServer() throws {
-        var dispatch = SlotDispatch([
-            SlotCommands(slot: Self.slot1, commands: [RedisCommand("GET", "x"), RedisCommand("GET", "y")]),
-            SlotCommands(slot: Self.slot2, commands: [RedisCommand("SET", "z", "1")], atomic: true),
-        ], followsRedirects: false)
+        var dispatch = SlotDispatch(
+            [
+                SlotCommands(slot: Self.slot1, commands: [RedisCommand("GET", "x"), RedisCommand("GET", "y")]),
+                SlotCommands(slot: Self.slot2, commands: [RedisCommand("SET", "z", "1")], atomic: true),
+            ], followsRedirects: false)
         let sends = dispatch.nextRound { _ in Self.a }
         #expect(sends.count == 1)
         #expect(Self.names(sends[0]) == ["GET", "GET", "MULTI", "SET", "EXEC"])
-        let events = dispatch.receive(sends[0], .success([
-            .bulkString(Array("1".utf8)), .error("MOVED 1 10.0.0.2:7000"), .status("OK"), .status("QUEUED"), .array([.status("OK")]),
-        ]))
+        let events = dispatch.receive(
+            sends[0],
+            .success([
+                .bulkString(Array("1".utf8)), .error("MOVED 1 10.0.0.2:7000"), .status("OK"), .status("QUEUED"), .array([.status("OK")]),
+            ]))
         #expect(events.isEmpty)
         #expect(dispatch.isFinished)
         #expect(try dispatch.results[0].get() == [.bulkString(Array("1".utf8)), .error("MOVED 1 10.0.0.2:7000")])
@@ -35,11 +39,12 @@ struct SlotDispatchTests {
 
     @Test("a cluster: one pipeline per master, results back in the groups' order")
     func splitByMaster() {
-        var dispatch = SlotDispatch([
-            SlotCommands(slot: Self.slot1, commands: [RedisCommand("GET", "x")]),
-            SlotCommands(slot: Self.slot2, commands: [RedisCommand("GET", "y")]),
-            SlotCommands(slot: Self.slot1, commands: [RedisCommand("GET", "z")]),
-        ], followsRedirects: true)
+        var dispatch = SlotDispatch(
+            [
+                SlotCommands(slot: Self.slot1, commands: [RedisCommand("GET", "x")]),
+                SlotCommands(slot: Self.slot2, commands: [RedisCommand("GET", "y")]),
+                SlotCommands(slot: Self.slot1, commands: [RedisCommand("GET", "z")]),
+            ], followsRedirects: true)
         let sends = dispatch.nextRound { $0 == Self.slot1 ? Self.a : Self.b }
         #expect(sends.map(\.endpoint) == [Self.a, Self.b])
         #expect(sends[0].commands.count == 2 && sends[1].commands.count == 1)
@@ -51,9 +56,10 @@ struct SlotDispatchTests {
 
     @Test("MOVED: the map is told, and only the redirected commands are sent again, to the new master")
     func moved() throws {
-        var dispatch = SlotDispatch([
-            SlotCommands(slot: Self.slot1, commands: [RedisCommand("GET", "x"), RedisCommand("GET", "y")]),
-        ], followsRedirects: true)
+        var dispatch = SlotDispatch(
+            [
+                SlotCommands(slot: Self.slot1, commands: [RedisCommand("GET", "x"), RedisCommand("GET", "y")])
+            ], followsRedirects: true)
         let first = dispatch.nextRound { _ in Self.a }
         let events = dispatch.receive(first[0], .success([.integer(1), .error("MOVED 1 10.0.0.2:7000")]))
         #expect(events == [.moved(Self.slot1, Self.b)])
@@ -68,11 +74,16 @@ struct SlotDispatchTests {
 
     @Test("ASK on a transaction: sent once to the target with ASKING first; the map is not changed")
     func askTransaction() throws {
-        var dispatch = SlotDispatch([SlotCommands(slot: Self.slot1, commands: [RedisCommand("SADD", "s", "1")], atomic: true)],
-                                    followsRedirects: true)
+        var dispatch = SlotDispatch(
+            [SlotCommands(slot: Self.slot1, commands: [RedisCommand("SADD", "s", "1")], atomic: true)],
+            followsRedirects: true)
         let first = dispatch.nextRound { _ in Self.a }
-        let events = dispatch.receive(first[0], .success([.status("OK"), .error("ASK 1 10.0.0.3:7000"),
-                                                         .error("EXECABORT Transaction discarded because of previous errors.")]))
+        let events = dispatch.receive(
+            first[0],
+            .success([
+                .status("OK"), .error("ASK 1 10.0.0.3:7000"),
+                .error("EXECABORT Transaction discarded because of previous errors."),
+            ]))
         #expect(events.isEmpty)
         let second = dispatch.nextRound { _ in Self.a }
         #expect(second[0].endpoint == Self.c)
@@ -83,8 +94,9 @@ struct SlotDispatchTests {
 
     @Test("ASK on plain commands: each redirected command gets its own ASKING")
     func askPlain() throws {
-        var dispatch = SlotDispatch([SlotCommands(slot: Self.slot1, commands: [RedisCommand("GET", "x"), RedisCommand("GET", "y")])],
-                                    followsRedirects: true)
+        var dispatch = SlotDispatch(
+            [SlotCommands(slot: Self.slot1, commands: [RedisCommand("GET", "x"), RedisCommand("GET", "y")])],
+            followsRedirects: true)
         let first = dispatch.nextRound { _ in Self.a }
         _ = dispatch.receive(first[0], .success([.error("ASK 1 10.0.0.3:7000"), .error("ASK 1 10.0.0.3:7000")]))
         let second = dispatch.nextRound { _ in Self.a }
@@ -95,18 +107,25 @@ struct SlotDispatchTests {
 
     @Test("TRYAGAIN: back off (5 ms, doubling) and send again to the map's master, not the ASK target")
     func tryAgain() {
-        var dispatch = SlotDispatch([SlotCommands(slot: Self.slot1, commands: [RedisCommand("SET", "x", "1"), RedisCommand("SET", "y", "1")], atomic: true)],
-                                    followsRedirects: true)
+        var dispatch = SlotDispatch(
+            [SlotCommands(slot: Self.slot1, commands: [RedisCommand("SET", "x", "1"), RedisCommand("SET", "y", "1")], atomic: true)],
+            followsRedirects: true)
         let first = dispatch.nextRound { _ in Self.a }
         _ = dispatch.receive(first[0], .success([.status("OK"), .status("QUEUED"), .status("QUEUED"), .error("ASK 1 10.0.0.3:7000")]))
         let second = dispatch.nextRound { _ in Self.a }
         #expect(second[0].endpoint == Self.c)
-        _ = dispatch.receive(second[0], .success([.status("OK"), .status("OK"), .status("QUEUED"), .status("QUEUED"),
-                                                  .error("TRYAGAIN Multiple keys request during rehashing of slot")]))
+        _ = dispatch.receive(
+            second[0],
+            .success([
+                .status("OK"), .status("OK"), .status("QUEUED"), .status("QUEUED"),
+                .error("TRYAGAIN Multiple keys request during rehashing of slot"),
+            ]))
         #expect(dispatch.backoff == .milliseconds(5))
         let third = dispatch.nextRound { _ in Self.a }
         #expect(third[0].endpoint == Self.a)
-        _ = dispatch.receive(third[0], .success([.status("OK"), .status("QUEUED"), .status("QUEUED"), .error("TRYAGAIN Multiple keys request during rehashing of slot")]))
+        _ = dispatch.receive(
+            third[0],
+            .success([.status("OK"), .status("QUEUED"), .status("QUEUED"), .error("TRYAGAIN Multiple keys request during rehashing of slot")]))
         #expect(dispatch.backoff == .milliseconds(10))
         let fourth = dispatch.nextRound { _ in Self.a }
         _ = dispatch.receive(fourth[0], .success([.status("OK"), .status("QUEUED"), .status("QUEUED"), .array([.status("OK"), .status("OK")])]))
@@ -116,18 +135,21 @@ struct SlotDispatchTests {
 
     @Test("CLUSTERDOWN, no master for the slot, and an aborted transaction fail their group alone")
     func failures() throws {
-        var dispatch = SlotDispatch([
-            SlotCommands(slot: Self.slot1, commands: [RedisCommand("GET", "x")]),
-            SlotCommands(slot: Self.slot2, commands: [RedisCommand("GET", "y")]),
-            SlotCommands(slot: HashSlot(rawValue: 3)!, commands: [RedisCommand("GET", "z")]),
-            SlotCommands(slot: HashSlot(rawValue: 4)!, commands: [RedisCommand("BAD")], atomic: true),
-        ], followsRedirects: true)
+        var dispatch = SlotDispatch(
+            [
+                SlotCommands(slot: Self.slot1, commands: [RedisCommand("GET", "x")]),
+                SlotCommands(slot: Self.slot2, commands: [RedisCommand("GET", "y")]),
+                SlotCommands(slot: HashSlot(rawValue: 3)!, commands: [RedisCommand("GET", "z")]),
+                SlotCommands(slot: HashSlot(rawValue: 4)!, commands: [RedisCommand("BAD")], atomic: true),
+            ], followsRedirects: true)
         let sends = dispatch.nextRound { $0.rawValue == 2 ? nil : Self.a }
         #expect(sends.count == 1)
-        _ = dispatch.receive(sends[0], .success([
-            .error("CLUSTERDOWN The cluster is down"), .integer(3),
-            .status("OK"), .error("ERR unknown command 'BAD'"), .error("EXECABORT Transaction discarded because of previous errors."),
-        ]))
+        _ = dispatch.receive(
+            sends[0],
+            .success([
+                .error("CLUSTERDOWN The cluster is down"), .integer(3),
+                .status("OK"), .error("ERR unknown command 'BAD'"), .error("EXECABORT Transaction discarded because of previous errors."),
+            ]))
         #expect(dispatch.isFinished)
         #expect(dispatch.sawClusterTrouble, "the map should be read again")
         let results = dispatch.results
@@ -144,10 +166,11 @@ struct SlotDispatchTests {
 
     @Test("a broken connection is an unknown outcome, never retried; a refused one is retried once after the map is read again")
     func connectionErrors() {
-        var dispatch = SlotDispatch([
-            SlotCommands(slot: Self.slot1, commands: [RedisCommand("SET", "x", "1")]),
-            SlotCommands(slot: Self.slot2, commands: [RedisCommand("SET", "y", "1")]),
-        ], followsRedirects: true)
+        var dispatch = SlotDispatch(
+            [
+                SlotCommands(slot: Self.slot1, commands: [RedisCommand("SET", "x", "1")]),
+                SlotCommands(slot: Self.slot2, commands: [RedisCommand("SET", "y", "1")]),
+            ], followsRedirects: true)
         let first = dispatch.nextRound { $0 == Self.slot1 ? Self.a : Self.b }
         _ = dispatch.receive(first[0], .failure(RedisError(code: .connectionLost, message: "lost")))
         let events = dispatch.receive(first[1], .failure(RedisError(code: .connectionFailed, message: "refused")))
@@ -163,8 +186,9 @@ struct SlotDispatchTests {
 
     @Test("redirects that never settle give up after the round limit, and nothing ran")
     func roundLimit() {
-        var dispatch = SlotDispatch([SlotCommands(slot: Self.slot1, commands: [RedisCommand("GET", "x")])],
-                                    followsRedirects: true, maximumRounds: 4)
+        var dispatch = SlotDispatch(
+            [SlotCommands(slot: Self.slot1, commands: [RedisCommand("GET", "x")])],
+            followsRedirects: true, maximumRounds: 4)
         var rounds = 0
         while true {
             let sends = dispatch.nextRound { _ in Self.a }
@@ -178,8 +202,12 @@ struct SlotDispatchTests {
 
     @Test("redirect replies are read with their slot and address; an empty host means the node that answered")
     func redirectParsing() {
-        #expect(RedisRedirect(errorText: "MOVED 3999 127.0.0.1:6381", askedHost: "x") == .moved(HashSlot(rawValue: 3999)!, RedisEndpoint(host: "127.0.0.1", port: 6381)))
-        #expect(RedisRedirect(errorText: "ASK 3999 :6381", askedHost: "10.1.1.1") == .ask(HashSlot(rawValue: 3999)!, RedisEndpoint(host: "10.1.1.1", port: 6381)))
+        #expect(
+            RedisRedirect(errorText: "MOVED 3999 127.0.0.1:6381", askedHost: "x")
+                == .moved(HashSlot(rawValue: 3999)!, RedisEndpoint(host: "127.0.0.1", port: 6381)))
+        #expect(
+            RedisRedirect(errorText: "ASK 3999 :6381", askedHost: "10.1.1.1")
+                == .ask(HashSlot(rawValue: 3999)!, RedisEndpoint(host: "10.1.1.1", port: 6381)))
         #expect(RedisRedirect(errorText: "TRYAGAIN Multiple keys request during rehashing of slot", askedHost: "x") == .tryAgain)
         #expect(RedisRedirect(errorText: "LOADING Redis is loading the dataset in memory", askedHost: "x") == .tryAgain)
         #expect(RedisRedirect(errorText: "CLUSTERDOWN Hash slot not served", askedHost: "x") == .clusterDown)
@@ -208,7 +236,8 @@ struct SlotDispatchTests {
             if node == owner[slot] {
                 if present.count == keys.count { return nil }
                 guard let migration = migrating[slot] else { return nil }
-                return present.isEmpty ? .error("ASK \(slot.rawValue) \(migration.to)") : .error("TRYAGAIN Multiple keys request during rehashing of slot")
+                return present.isEmpty
+                    ? .error("ASK \(slot.rawValue) \(migration.to)") : .error("TRYAGAIN Multiple keys request during rehashing of slot")
             }
             if let migration = migrating[slot], migration.to == node, asking {
                 if Set(keys).count == 1 || present.count == keys.count { return nil }
@@ -237,7 +266,10 @@ struct SlotDispatchTests {
                     let queued = queue ?? []
                     queue = nil
                     defer { asking = false }
-                    if aborted { replies.append(.error("EXECABORT Transaction discarded because of previous errors.")); continue }
+                    if aborted {
+                        replies.append(.error("EXECABORT Transaction discarded because of previous errors."))
+                        continue
+                    }
                     if let slot = queued.first?.1, let refusal = check(queued.map(\.0), slot: slot, on: send.endpoint, asking: asking) {
                         replies.append(refusal)
                         continue

@@ -14,9 +14,13 @@ struct StreamEntryIDTests {
             #expect(StreamEntryID(bad) == nil, "\(bad)")
         }
         #expect(StreamEntryID("18446744073709551615-0") == StreamEntryID(milliseconds: .max, sequence: 0))
-        let entry = StreamEntry(id: id, fields: ["a": Array("-42".utf8), "b": Array("x1".utf8), "c": [], "d": Array("-".utf8),
-                                                 "e": Array("9223372036854775807".utf8), "f": Array("9223372036854775808".utf8),
-                                                 "g": Array("-9223372036854775808".utf8)])
+        let entry = StreamEntry(
+            id: id,
+            fields: [
+                "a": Array("-42".utf8), "b": Array("x1".utf8), "c": [], "d": Array("-".utf8),
+                "e": Array("9223372036854775807".utf8), "f": Array("9223372036854775808".utf8),
+                "g": Array("-9223372036854775808".utf8),
+            ])
         #expect(entry.integer("a") == -42)
         #expect(entry.integer("e") == .max)
         #expect(entry.integer("g") == .min)

@@ -1,10 +1,11 @@
 import CounterWire
 import Foundation
 import NodeHTTP
-@testable import NodeAPI
 import NodeTestSupport
 import Testing
 import UserTokens
+
+@testable import NodeAPI
 
 /// The API called in process (`InProcessAPI`): a request goes through `CounterAPI.dispatch` — the
 /// route table, the middleware, a handler — to the write path on the test servers and back,
@@ -28,7 +29,9 @@ struct APIDispatchTests {
         return line.flatMap { Int($0.dropFirst(prefix.count)) } ?? 0
     }
 
-    @Test("likes, reads, a feed page, a list and a flush answered through dispatch, on the real write path; refusals by the middleware; every answer counted")
+    @Test(
+        "likes, reads, a feed page, a list and a flush answered through dispatch, on the real write path; refusals by the middleware; every answer counted"
+    )
     func throughDispatch() async throws {
         let api = try await InProcessAPI.start(posts: 2)
         let (post, other) = (api.posts[0], api.posts[1])
@@ -46,7 +49,8 @@ struct APIDispatchTests {
         // Request tasks: a count, a feed page, a list.
         #expect(text(await api.send("GET", "/v1/posts/\(post)")) == #"{"post_id":\#(post),"likes_count":2}"#)
         let feed = await api.send("POST", "/v1/posts/query", body: #"{"post_ids":[\#(post),\#(other)],"user_id":8}"#)
-        #expect(text(feed) == #"{"posts":[{"post_id":\#(post),"likes_count":2,"is_liked":true},{"post_id":\#(other),"likes_count":0,"is_liked":false}]}"#)
+        #expect(
+            text(feed) == #"{"posts":[{"post_id":\#(post),"likes_count":2,"is_liked":true},{"post_id":\#(other),"likes_count":0,"is_liked":false}]}"#)
         let likers = try WireDecoder.decode(LikersPage.self, from: await api.send("GET", "/v1/posts/\(post)/likers?limit=10").body)
         #expect(likers.likesCount == 2 && Set(likers.likers.map(\.userID)) == [7, 8])
         let flushed = await api.send("POST", "/admin/flush", token: HTTPHarness.adminToken)
@@ -90,12 +94,15 @@ struct APIDispatchTests {
         let api = try await InProcessAPI.start(posts: 1, users: try Self.users())
         let user = TokenSigner(secret: Self.secret).token(user: 7)
         for route in APIRoutes.table.routes {
-            let path = route.label.replacingOccurrences(of: "{post}", with: "\(api.posts[0])").replacingOccurrences(of: "{id}", with: "\(api.posts[0])")
-                .replacingOccurrences(of: "{user}", with: "7")
+            let path = route.label.replacingOccurrences(of: "{post}", with: "\(api.posts[0])").replacingOccurrences(
+                of: "{id}", with: "\(api.posts[0])"
+            )
+            .replacingOccurrences(of: "{user}", with: "7")
             let answer = await api.send("PATCH", path, token: route.access == .user ? user : HTTPHarness.adminToken)
             #expect(answer.status == 405 && answer.headers["Allow"] == route.allowed, "\(route.label): \(answer.status)")
-            #expect(String(decoding: answer.body, as: UTF8.self)
-                == #"{"error":{"code":"method_not_allowed","message":"PATCH is not allowed on \#(route.label); use \#(route.allowed)"}}"#)
+            #expect(
+                String(decoding: answer.body, as: UTF8.self)
+                    == #"{"error":{"code":"method_not_allowed","message":"PATCH is not allowed on \#(route.label); use \#(route.allowed)"}}"#)
         }
         let metrics = await api.send("GET", "/metrics", token: HTTPHarness.adminToken)
         for route in APIRoutes.table.routes {

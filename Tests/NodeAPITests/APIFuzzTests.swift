@@ -3,6 +3,7 @@ import CounterWire
 import Foundation
 import TestSupport
 import Testing
+
 @testable import NodeAPI
 
 /// Seeded random and mutated input (`FuzzInput`): none may crash or hang, each answer is a
@@ -12,8 +13,10 @@ struct APIFuzzTests {
     @Test("route matching: any path gives a route, and an id in a route is exactly the digits of its segment")
     func routes() {
         var random = SeededGenerator(seed: 1)
-        let seeds = ["/v1/posts/12/likes/7", "/v1/posts/12/likes/7/toggle", "/v1/posts/12", "/v1/posts/query", "/admin/posts/5",
-                     "/healthz", "/v1/cluster", "/admin/dead-letters/replay", "/v1/posts/12/like/toggle", "/api/posts/12/like"].map { Array($0.utf8) }
+        let seeds = [
+            "/v1/posts/12/likes/7", "/v1/posts/12/likes/7/toggle", "/v1/posts/12", "/v1/posts/query", "/admin/posts/5",
+            "/healthz", "/v1/cluster", "/admin/dead-letters/replay", "/v1/posts/12/like/toggle", "/api/posts/12/like",
+        ].map { Array($0.utf8) }
         #expect(APIRoutes.table.match("/v1/posts/12/likes/7") == found("/v1/posts/{post}/likes/{user}", post: 12, user: 7))
         #expect(APIRoutes.table.match("/v1/posts/12/likes/7/toggle") == found("/v1/posts/{post}/likes/{user}/toggle", post: 12, user: 7))
         #expect(APIRoutes.table.match("/v1/posts/12") == found("/v1/posts/{post}", post: 12))
@@ -50,8 +53,10 @@ struct APIFuzzTests {
     @Test("feed query bodies: refused with an error, or 1 to 1,000 positive ids; the hand-read shape always agrees with the wire's decoder")
     func feedBodies() {
         var random = SeededGenerator(seed: 2)
-        let seeds = [#"{"post_ids":[1,2,3],"user_id":7}"#, #" { "user_id" : 7 , "post_ids" : [ 10 , 20 ] } "#,
-                     #"{"post_ids":[9223372036854775807],"user_id":1}"#, #"{"post_ids":[1.5e3],"user_id":"7"}"#].map { Array($0.utf8) }
+        let seeds = [
+            #"{"post_ids":[1,2,3],"user_id":7}"#, #" { "user_id" : 7 , "post_ids" : [ 10 , 20 ] } "#,
+            #"{"post_ids":[9223372036854775807],"user_id":1}"#, #"{"post_ids":[1.5e3],"user_id":"7"}"#,
+        ].map { Array($0.utf8) }
         for _ in 0..<FuzzInput.count(20_000) {
             let body = FuzzInput.mutate(seeds.randomElement(using: &random)!, &random)
             if let hot = HotRequests.feedQuery(body) {
@@ -69,7 +74,9 @@ struct APIFuzzTests {
 
 /// The share of `total` inputs a parser accepted must be at least `least`: a parser that refused
 /// everything would pass every check made inside the fuzz loops.
-func expectAccepted(_ accepted: Int, of total: Int, atLeast least: Double, _ what: String,
-                    sourceLocation: SourceLocation = #_sourceLocation) {
+func expectAccepted(
+    _ accepted: Int, of total: Int, atLeast least: Double, _ what: String,
+    sourceLocation: SourceLocation = #_sourceLocation
+) {
     #expect(Double(accepted) >= least * Double(total), "\(what): \(accepted) of \(total) inputs accepted", sourceLocation: sourceLocation)
 }

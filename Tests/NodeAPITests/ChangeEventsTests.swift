@@ -1,11 +1,12 @@
 import CounterWire
 import Foundation
-@testable import NodeAPI
 import NodeTestSupport
 import Persistence
 import Synchronization
 import TestSupport
 import Testing
+
+@testable import NodeAPI
 
 /// `GET /v1/events` over a node whose flushes write events, each test on a database of its own:
 /// the outbox is one per database, and these tests read all of it.
@@ -19,10 +20,12 @@ struct ChangeEventsTests {
 
     static func withEventsNode<T>(posts: Int = 3, flushOnlyWhenAsked: Bool = true, _ body: (HTTPHarness) async throws -> T) async throws -> T {
         try await TestEnvironment.withScratchDatabase { _, url in
-            let http = try await HTTPHarness.start(posts: posts, postgresURL: url, writePath: {
-                $0.events = true
-                if flushOnlyWhenAsked { $0.flushOnlyWhenAsked() }
-            })
+            let http = try await HTTPHarness.start(
+                posts: posts, postgresURL: url,
+                writePath: {
+                    $0.events = true
+                    if flushOnlyWhenAsked { $0.flushOnlyWhenAsked() }
+                })
             do {
                 let value = try await body(http)
                 await http.stop()
@@ -73,7 +76,8 @@ struct ChangeEventsTests {
             let waiting = Task { () -> (EventsPage, ContinuousClock.Instant) in
                 // Read with a timeout beyond the wait (the harness's own is 10 s).
                 let request = RawHTTPClient.request("GET", "/v1/events?after=0&wait=60", token: HTTPHarness.adminToken)
-                let response = try #require(try await RawHTTPClient.exchange(port: http.port, chunks: [request], responses: 1, timeout: .seconds(90)).first)
+                let response = try #require(
+                    try await RawHTTPClient.exchange(port: http.port, chunks: [request], responses: 1, timeout: .seconds(90)).first)
                 #expect(response.status == 200, "\(response.text)")
                 return (try JSONDecoder().decode(EventsPage.self, from: Data(response.text.utf8)), ContinuousClock.now)
             }
@@ -89,7 +93,9 @@ struct ChangeEventsTests {
         }
     }
 
-    @Test("a long poll is woken by this node's flush commit itself: with the outbox's clock read only once an hour, it is answered once the flush commits")
+    @Test(
+        "a long poll is woken by this node's flush commit itself: with the outbox's clock read only once an hour, it is answered once the flush commits"
+    )
     func flushCommitWakesLongPoll() async throws {
         try await Self.withEventsNode { http in
             let post = http.posts[0]
@@ -98,7 +104,8 @@ struct ChangeEventsTests {
             let gaveUp = Gate()
             let waiting = Task { () -> (page: EventsPage, afterGivingUp: Bool) in
                 let request = RawHTTPClient.request("GET", "/v1/events?after=0&wait=60", token: HTTPHarness.adminToken)
-                let response = try #require(try await RawHTTPClient.exchange(port: http.port, chunks: [request], responses: 1, timeout: .seconds(90)).first)
+                let response = try #require(
+                    try await RawHTTPClient.exchange(port: http.port, chunks: [request], responses: 1, timeout: .seconds(90)).first)
                 let afterGivingUp = gaveUp.isOpen
                 #expect(response.status == 200, "\(response.text)")
                 return (try JSONDecoder().decode(EventsPage.self, from: Data(response.text.utf8)), afterGivingUp)
@@ -135,10 +142,13 @@ struct ChangeEventsTests {
     @Test("bad after, limit and wait, and unknown arguments, are 400 with a code; the events token or the admin token reads, others are 401")
     func badInputIsRefused() async throws {
         try await Self.withEventsNode { http in
-            for query in ["?after=-1", "?after=abc", "?after=1.5", "?after=", "?after=99999999999999999999", "?limit=0", "?limit=1001", "?limit=x",
-                          "?wait=61", "?wait=-1", "?wait=1s", "?cursor=1", "?after=5"] {
+            for query in [
+                "?after=-1", "?after=abc", "?after=1.5", "?after=", "?after=99999999999999999999", "?limit=0", "?limit=1001", "?limit=x",
+                "?wait=61", "?wait=-1", "?wait=1s", "?cursor=1", "?after=5",
+            ] {
                 let response = try await http.send("GET", "/v1/events" + query, token: HTTPHarness.adminToken)
-                #expect(response.status == 400 && response.text.contains(#""code":"invalid_argument""#), "\(query): \(response.status) \(response.text)")
+                #expect(
+                    response.status == 400 && response.text.contains(#""code":"invalid_argument""#), "\(query): \(response.status) \(response.text)")
             }
             let api = try await http.send("GET", "/v1/events", token: HTTPHarness.apiToken)
             #expect(api.status == 401, "the API token does not read events: \(api.text)")
@@ -156,7 +166,9 @@ struct ChangeEventsTests {
         #expect(tokens.refusal("Bearer events-token-0123456789", for: APIRoutes.table.route("/v1/events")!.access) == nil)
         #expect(tokens.refusal("Bearer \(HTTPHarness.adminToken)", for: APIRoutes.table.route("/v1/events")!.access) == nil)
         #expect(tokens.refusal("Bearer \(HTTPHarness.apiToken)", for: APIRoutes.table.route("/v1/events")!.access) != nil)
-        #expect(tokens.refusal("Bearer events-token-0123456789", for: APIRoutes.table.route("/admin/stats")!.access) != nil, "the events token opens nothing else")
+        #expect(
+            tokens.refusal("Bearer events-token-0123456789", for: APIRoutes.table.route("/admin/stats")!.access) != nil,
+            "the events token opens nothing else")
         #expect(tokens.refusal("Bearer events-token-0123456789", for: APIRoutes.table.route("/v1/posts/{post}")!.access) != nil)
     }
 
@@ -171,7 +183,8 @@ struct ChangeEventsTests {
             #expect(try await LikeEvents(pool: pool).prune(olderThan: .seconds(86_400), batch: 100) == 4)
             for after in [1, 2, 3] {
                 let gone = try await http.send("GET", "/v1/events?after=\(after)", token: HTTPHarness.adminToken)
-                #expect(gone.status == 410 && gone.text.contains(#""code":"events_pruned""#) && gone.text.contains("after=4"), "\(after): \(gone.text)")
+                #expect(
+                    gone.status == 410 && gone.text.contains(#""code":"events_pruned""#) && gone.text.contains("after=4"), "\(after): \(gone.text)")
             }
             #expect(try await Self.page(http, "?after=4").events.map(\.id) == [5, 6])
             #expect(try await Self.page(http, "?after=0").events.map(\.id) == [5, 6], "0 starts at the oldest kept")
@@ -186,8 +199,10 @@ struct ChangeEventsTests {
             let cursor = FileManager.default.temporaryDirectory.appendingPathComponent("events-cursor-\(UInt32.random(in: 0...UInt32.max))").path
             defer { try? FileManager.default.removeItem(atPath: cursor) }
             func consume() async throws -> [String] {
-                let example = try ChildProcess([ChildProcess.builtProduct("counter-events-example"), "--node", "http://127.0.0.1:\(http.port)",
-                                                "--token", HTTPHarness.adminToken, "--cursor-file", cursor, "--until-caught-up"])
+                let example = try ChildProcess([
+                    ChildProcess.builtProduct("counter-events-example"), "--node", "http://127.0.0.1:\(http.port)",
+                    "--token", HTTPHarness.adminToken, "--cursor-file", cursor, "--until-caught-up",
+                ])
                 #expect(try await example.waitForExit() == 0)
                 return example.output
             }
@@ -200,7 +215,10 @@ struct ChangeEventsTests {
             _ = try await http.send("DELETE", "/v1/posts/\(post)/likes/2")
             _ = try await http.send("POST", "/admin/flush?wait=true", token: HTTPHarness.adminToken)
             let second = try await consume()
-            #expect(second == ["event 4: user 2 took back their like of post \(post) at \(second.first.flatMap { $0.split(separator: " ").last.map(String.init) } ?? "?")"])
+            #expect(
+                second == [
+                    "event 4: user 2 took back their like of post \(post) at \(second.first.flatMap { $0.split(separator: " ").last.map(String.init) } ?? "?")"
+                ])
             #expect(try String(contentsOfFile: cursor, encoding: .utf8) == "4\n")
             #expect(try await consume().isEmpty, "nothing new: nothing printed")
         }
@@ -209,9 +227,11 @@ struct ChangeEventsTests {
     @Test("a consumer that keeps its cursor misses nothing while PostgreSQL and Redis restart under writes", .timeLimit(.minutes(3)))
     func consumerAcrossRestart() async throws {
         try await PrivateServers.with { servers in
-            let http = try await HTTPHarness.start(posts: 4, postgresURL: servers.postgresURL, redisURL: servers.redisURL, writePath: {
-                $0.events = true
-            })
+            let http = try await HTTPHarness.start(
+                posts: 4, postgresURL: servers.postgresURL, redisURL: servers.redisURL,
+                writePath: {
+                    $0.events = true
+                })
             let posts = http.posts
             let writersDone = Mutex(false)
             let consuming = Task { () -> ([ChangeEvent], Int64) in
@@ -221,9 +241,10 @@ struct ChangeEventsTests {
                 // Reads until the writers are done and three long polls in a row found nothing.
                 while quietPolls < 3 {
                     guard let response = try? await http.send("GET", "/v1/events?after=\(after)&limit=50&wait=1", token: HTTPHarness.adminToken),
-                          response.status == 200,
-                          let page = try? JSONDecoder().decode(EventsPage.self, from: Data(response.text.utf8)) else {
-                        try await Task.sleep(for: .milliseconds(100))  // PostgreSQL is down: try again
+                        response.status == 200,
+                        let page = try? JSONDecoder().decode(EventsPage.self, from: Data(response.text.utf8))
+                    else {
+                        try await Task.sleep(for: .milliseconds(100)) // PostgreSQL is down: try again
                         continue
                     }
                     seen += page.events

@@ -1,6 +1,6 @@
-import NodeTestSupport
 import CounterClient
 import Foundation
+import NodeTestSupport
 import Testing
 
 /// The client library against a running node on the real test servers.
@@ -8,8 +8,10 @@ import Testing
 @MainActor
 struct ClientIntegrationTests {
     static func client(_ http: HTTPHarness) -> CounterServiceClient {
-        CounterServiceClient(configuration: .init(baseURL: URL(string: "http://127.0.0.1:\(http.port)")!,
-                                                  apiToken: HTTPHarness.apiToken, adminToken: HTTPHarness.adminToken))
+        CounterServiceClient(
+            configuration: .init(
+                baseURL: URL(string: "http://127.0.0.1:\(http.port)")!,
+                apiToken: HTTPHarness.apiToken, adminToken: HTTPHarness.adminToken))
     }
 
     @Test("many buttons on one post tapping at once end agreeing with the service; PostgreSQL's count equals its rows")
@@ -32,14 +34,17 @@ struct ClientIntegrationTests {
         var taps = 0
         for _ in 1...8 {
             for button in buttons {
-                for _ in 0..<Int.random(in: 0...3, using: &generator) { button.tap(); taps += 1 }
+                for _ in 0..<Int.random(in: 0...3, using: &generator) {
+                    button.tap()
+                    taps += 1
+                }
             }
             try await Task.sleep(for: .milliseconds(Int.random(in: 0...5, using: &generator)))
         }
         let shown = buttons.map(\.isLiked)
         for button in buttons { await button.settled() }
         #expect(failures == 0)
-        #expect(buttons.map(\.isLiked) == shown)            // every final tap stuck
+        #expect(buttons.map(\.isLiked) == shown) // every final tap stuck
 
         // Every button agrees with the service about its user's like; after one feed refresh,
         // about the count too.
@@ -51,7 +56,7 @@ struct ClientIntegrationTests {
         for button in buttons {
             let entries = try await client.feed(posts: [post], user: button.userID!)
             let entry = try #require(entries.first)
-            #expect(entry.isLiked == button.isLiked && entry.likesCount == liked)   // the service's view
+            #expect(entry.isLiked == button.isLiked && entry.likesCount == liked) // the service's view
             button.apply(entry)
             #expect(button.likesCount == liked)
         }
@@ -83,7 +88,10 @@ struct ClientIntegrationTests {
         #expect(stale.isLiked)
         await stale.settled()
         #expect(!stale.isLiked && stale.likesCount == 0)
-        guard case .failed(let error)? = stale.lastEvent else { Issue.record("no failure event"); return }
+        guard case .failed(let error)? = stale.lastEvent else {
+            Issue.record("no failure event")
+            return
+        }
         #expect(error.serverCode == "post_not_found")
         await http.stop()
     }

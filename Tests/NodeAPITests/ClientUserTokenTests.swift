@@ -1,10 +1,11 @@
-import NodeTestSupport
 import CounterClient
 import Foundation
-@testable import NodeAPI
+import NodeTestSupport
 import Synchronization
 import Testing
 import UserTokens
+
+@testable import NodeAPI
 
 /// The client library calling as a signed-in user, with a token provider.
 @Suite("Client library with end users' tokens")
@@ -57,7 +58,10 @@ struct ClientUserTokenTests {
         #expect(viaService == pages.flatMap(\.likers).map(\.userID))
         // Leaving the loop after a page is fine: the sequence asks for a page only when iterated.
         var first: LikersPage?
-        for try await page in user.likers(of: post, pageSize: 1) { first = page; break }
+        for try await page in user.likers(of: post, pageSize: 1) {
+            first = page
+            break
+        }
         #expect(first?.likers.count == 1 && first?.nextCursor != nil)
 
         var mine: [Int64] = []
@@ -106,7 +110,8 @@ struct ClientUserTokenTests {
             #expect(error == .unauthenticated("the token provider failed: SignedOut()"), "\(error)")
         }
         // Without a provider, the calls as a user are refused before sending.
-        let backend = CounterServiceClient(configuration: .init(baseURL: URL(string: "http://127.0.0.1:\(http.port)")!, apiToken: HTTPHarness.apiToken))
+        let backend = CounterServiceClient(
+            configuration: .init(baseURL: URL(string: "http://127.0.0.1:\(http.port)")!, apiToken: HTTPHarness.apiToken))
         await #expect(throws: CounterClientError.self) { try await backend.like(post: post) }
         #expect(try await backend.count(post: post).likesCount == 1)
         await http.stop()

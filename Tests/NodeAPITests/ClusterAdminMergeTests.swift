@@ -1,6 +1,7 @@
 import CounterWire
-@testable import NodeAPI
 import Testing
+
+@testable import NodeAPI
 
 @Suite("A cluster-wide operator call's answers merged: whole only when every node answered and every slot had an owner (pure)")
 struct ClusterAdminMergeTests {
@@ -26,11 +27,15 @@ struct ClusterAdminMergeTests {
             var total = ShardStatistics()
             total.pendingChanges = pending
             total.oldestPendingAgeSeconds = age
-            return ServiceStatistics(shards: [], total: total, redis: RedisStatistics(mode: "single", mapRefreshes: 0, secondsSinceMapRefresh: nil,
-                                                                                        lastMapError: nil, nodes: []), residentMemoryBytes: nil)
+            return ServiceStatistics(
+                shards: [], total: total,
+                redis: RedisStatistics(
+                    mode: "single", mapRefreshes: 0, secondsSinceMapRefresh: nil,
+                    lastMapError: nil, nodes: []), residentMemoryBytes: nil)
         }
-        let merged = ClusterAdminMerge.statistics([Self.node("a", stats(4, 1.5)), Self.node("b", stats(6, 0.5)), Self.node("c", nil as ServiceStatistics?)],
-                                                  unserved: [])
+        let merged = ClusterAdminMerge.statistics(
+            [Self.node("a", stats(4, 1.5)), Self.node("b", stats(6, 0.5)), Self.node("c", nil as ServiceStatistics?)],
+            unserved: [])
         #expect(merged.total.pendingChanges == 10 && merged.total.oldestPendingAgeSeconds == 1.5 && merged.total.shard == nil)
         #expect(!merged.complete && merged.nodes.map(\.nodeID) == ["a", "b", "c"])
     }
@@ -44,8 +49,9 @@ struct ClusterAdminMergeTests {
         b.checked = 1
         b.drifted = [.init(postID: 3, likesCount: 5, likesRows: 4)]
         b.repaired = 1
-        let merged = ClusterAdminMerge.reconcile([Self.node("a", a), Self.node("b", b), Self.node("c", nil as ReconcileReport?)],
-                                                 asked: ["a": [9, 10], "b": [3], "c": [7, 8]], unowned: [42], nextAfter: 10, unserved: [])
+        let merged = ClusterAdminMerge.reconcile(
+            [Self.node("a", a), Self.node("b", b), Self.node("c", nil as ReconcileReport?)],
+            asked: ["a": [9, 10], "b": [3], "c": [7, 8]], unowned: [42], nextAfter: 10, unserved: [])
         #expect(merged.report.checked == 3 && merged.report.repaired == 1 && merged.report.nextAfter == 10)
         #expect(merged.report.drifted.map(\.postID) == [3, 9])
         #expect(merged.uncheckedPosts == [7, 8, 42] && !merged.complete)
@@ -56,8 +62,9 @@ struct ClusterAdminMergeTests {
     @Test("replay: outcomes merged in id order; a silent owner's letters and unowned ones fail (and stay), named")
     func replay() {
         let a = ReplayResult(replayed: ["20-0", "3-0"], superseded: ["5-0"], failed: [])
-        let merged = ClusterAdminMerge.replay([Self.node("a", a), Self.node("b", nil as ReplayResult?)],
-                                              asked: ["a": ["3-0", "5-0", "20-0"], "b": ["4-0"]], unowned: ["1-0"], unserved: [7...7])
+        let merged = ClusterAdminMerge.replay(
+            [Self.node("a", a), Self.node("b", nil as ReplayResult?)],
+            asked: ["a": ["3-0", "5-0", "20-0"], "b": ["4-0"]], unowned: ["1-0"], unserved: [7...7])
         #expect(merged.result.replayed == ["3-0", "20-0"] && merged.result.superseded == ["5-0"])
         #expect(merged.result.failed.map(\.id) == ["1-0", "4-0"])
         #expect(merged.result.failed[0].reason.contains("no live node owns") && merged.result.failed[1].reason.contains("node b"))

@@ -1,12 +1,13 @@
-import NodeTestSupport
 import CounterCore
 import CounterWire
 import Foundation
-@testable import NodeAPI
-@testable import NodeHTTP
+import NodeTestSupport
 import Synchronization
 import TestSupport
 import Testing
+
+@testable import NodeAPI
+@testable import NodeHTTP
 @testable import WritePath
 
 @Suite("HTTP API over real sockets")
@@ -21,19 +22,27 @@ struct HTTPAPITests {
         #expect(toggled.headers["content-type"] == "application/json")
         #expect(try await http.send("PUT", "/v1/posts/\(post)/likes/8").text == #"{"post_id":\#(post),"user_id":8,"is_liked":true,"likes_count":2}"#)
         #expect(try await http.send("PUT", "/v1/posts/\(post)/likes/8").text == #"{"post_id":\#(post),"user_id":8,"is_liked":true,"likes_count":2}"#)
-        #expect(try await http.send("DELETE", "/v1/posts/\(post)/likes/7").text == #"{"post_id":\#(post),"user_id":7,"is_liked":false,"likes_count":1}"#)
+        #expect(
+            try await http.send("DELETE", "/v1/posts/\(post)/likes/7").text == #"{"post_id":\#(post),"user_id":7,"is_liked":false,"likes_count":1}"#)
         #expect(try await http.send("GET", "/v1/posts/\(post)/likes/8").text == #"{"post_id":\#(post),"user_id":8,"is_liked":true,"likes_count":1}"#)
         #expect(try await http.send("GET", "/v1/posts/\(post)").text == #"{"post_id":\#(post),"likes_count":1}"#)
         let feed = try await http.send("POST", "/v1/posts/query", body: #"{"post_ids":[\#(http.posts[1]),\#(post)],"user_id":8}"#)
         #expect(feed.status == 200)
-        #expect(feed.text == #"{"posts":[{"post_id":\#(http.posts[1]),"likes_count":0,"is_liked":false},{"post_id":\#(post),"likes_count":1,"is_liked":true}]}"#)
+        #expect(
+            feed.text
+                == #"{"posts":[{"post_id":\#(http.posts[1]),"likes_count":0,"is_liked":false},{"post_id":\#(post),"likes_count":1,"is_liked":true}]}"#
+        )
         // A whole number is that integer however JSON spells it (JSON Schema's integer).
         let spelled = try await http.send("POST", "/v1/posts/query", body: #"{"post_ids":[\#(http.posts[1]).0,\#(post)e0],"user_id":8.00}"#)
         #expect(spelled.text == feed.text)
         // Without user_id (or with null), a logged-out viewer's page: the counts, liked by nobody.
         let loggedOut = try await http.send("POST", "/v1/posts/query", body: #"{"post_ids":[\#(http.posts[1]),\#(post)]}"#)
-        #expect(loggedOut.text == #"{"posts":[{"post_id":\#(http.posts[1]),"likes_count":0,"is_liked":false},{"post_id":\#(post),"likes_count":1,"is_liked":false}]}"#)
-        #expect(try await http.send("POST", "/v1/posts/query", body: #"{"post_ids":[\#(http.posts[1]),\#(post)],"user_id":null}"#).text == loggedOut.text)
+        #expect(
+            loggedOut.text
+                == #"{"posts":[{"post_id":\#(http.posts[1]),"likes_count":0,"is_liked":false},{"post_id":\#(post),"likes_count":1,"is_liked":false}]}"#
+        )
+        #expect(
+            try await http.send("POST", "/v1/posts/query", body: #"{"post_ids":[\#(http.posts[1]),\#(post)],"user_id":null}"#).text == loggedOut.text)
         #expect(try await http.send("GET", "/healthz", token: nil).text == #"{"status":"ok"}"#)
         #expect(try await http.send("GET", "/readyz", token: nil).status == 200)
 
@@ -111,7 +120,10 @@ struct HTTPAPITests {
         ("POST", "/v1/posts/query", HTTPHarness.apiToken, #"{"user_id":7}"#, 400, "invalid_body"),
         ("POST", "/v1/posts/query", HTTPHarness.apiToken, #"{"post_ids":null,"user_id":7}"#, 400, "invalid_body"),
         ("POST", "/v1/posts/query", HTTPHarness.apiToken, "[" + String(repeating: "[", count: 100) + "]", 400, "invalid_json"),
-        ("POST", "/v1/posts/query", HTTPHarness.apiToken, #"{"post_ids":[\#((1...1001).map(String.init).joined(separator: ","))],"user_id":7}"#, 400, "invalid_body"),
+        (
+            "POST", "/v1/posts/query", HTTPHarness.apiToken, #"{"post_ids":[\#((1...1001).map(String.init).joined(separator: ","))],"user_id":7}"#,
+            400, "invalid_body"
+        ),
         ("GET", "/admin/posts/POST?user=abc", HTTPHarness.adminToken, nil, 400, "invalid_id"),
         // Ids are read on the bytes sent, never percent-decoded: none of these is user 1 (who
         // likes the post; an unlike taken as user 1 would show in the count).
@@ -142,8 +154,10 @@ struct HTTPAPITests {
         let post = http.posts[0]
         _ = try await http.send("PUT", "/v1/posts/\(post)/likes/1")
         for (method, path, token, body, status, code) in Self.badRequests {
-            let response = try await http.send(method, path.replacingOccurrences(of: "POST/", with: "\(post)/")
-                .replacingOccurrences(of: "posts/POST", with: "posts/\(post)"), token: token, body: body)
+            let response = try await http.send(
+                method,
+                path.replacingOccurrences(of: "POST/", with: "\(post)/")
+                    .replacingOccurrences(of: "posts/POST", with: "posts/\(post)"), token: token, body: body)
             #expect(response.status == status, "\(method) \(path)")
             #expect(response.text.hasPrefix(#"{"error":{"code":"\#(code)","message":""#), "\(method) \(path): \(response.text)")
             if status == 405 { #expect(response.headers["allow"] != nil) }
@@ -166,8 +180,9 @@ struct HTTPAPITests {
         return answer
     }
 
-    @Test("readiness: not ready while a change has waited for PostgreSQL longer than the limit, ready once flushed, and not ready from the moment the node shuts down",
-          arguments: RedisTarget.allCases)
+    @Test(
+        "readiness: not ready while a change has waited for PostgreSQL longer than the limit, ready once flushed, and not ready from the moment the node shuts down",
+        arguments: RedisTarget.allCases)
     func readiness(redis: RedisTarget) async throws {
         let http = try await HTTPHarness.start(redis: redis, writePath: { $0.flushOnlyWhenAsked() }, readyMaxLag: .seconds(1))
         let post = http.posts[0]
@@ -191,7 +206,9 @@ struct HTTPAPITests {
         await http.stop()
     }
 
-    @Test("oversized headers (over 8 KiB), request lines and bodies are refused, nothing done; malformed request lines are answered by the HTTP library; the node keeps serving", arguments: RedisTarget.allCases)
+    @Test(
+        "oversized headers (over 8 KiB), request lines and bodies are refused, nothing done; malformed request lines are answered by the HTTP library; the node keeps serving",
+        arguments: RedisTarget.allCases)
     func malformedTraffic(redis: RedisTarget) async throws {
         let http = try await HTTPHarness.start(redis: redis)
         let bigBody = #"{"post_ids":[1],"user_id":7,"pad":""# + String(repeating: "x", count: 70_000) + #""}"#
@@ -212,8 +229,9 @@ struct HTTPAPITests {
         // A request line over the limit: 414, the library's own answer (no JSON); the like it
         // carried was not done.
         let post = http.posts[0]
-        let longLike = RawHTTPClient.request("PUT", "/v1/posts/\(post)/likes/1?pad=" + String(repeating: "a", count: 20_000),
-                                             token: HTTPHarness.apiToken)
+        let longLike = RawHTTPClient.request(
+            "PUT", "/v1/posts/\(post)/likes/1?pad=" + String(repeating: "a", count: 20_000),
+            token: HTTPHarness.apiToken)
         let refusedLike = try await RawHTTPClient.exchange(port: http.port, chunks: [longLike], responses: 1).first
         #expect(refusedLike?.status == 414)
         #expect(refusedLike?.headers["content-type"] == nil)
@@ -253,8 +271,9 @@ struct HTTPAPITests {
         await http.stop()
     }
 
-    @Test("framing that intermediaries read differently is refused with 400 and the connection closed, before any body is read; a NUL byte in the target too; nothing changes",
-          arguments: RedisTarget.allCases)
+    @Test(
+        "framing that intermediaries read differently is refused with 400 and the connection closed, before any body is read; a NUL byte in the target too; nothing changes",
+        arguments: RedisTarget.allCases)
     func ambiguousFraming(redis: RedisTarget) async throws {
         let http = try await HTTPHarness.start(redis: redis)
         let post = http.posts[0]
@@ -265,21 +284,55 @@ struct HTTPAPITests {
         let smuggled = "DELETE /v1/posts/\(post)/likes/1 HTTP/1.1\r\nHost: x\r\n\(auth)\r\n"
         let chunkedBody = "0\r\n\r\n"
         let cases: [(String, [UInt8])] = [
-            ("Content-Length and Transfer-Encoding",
-             Array("POST /v1/posts/query HTTP/1.1\r\nHost: x\r\n\(auth)Content-Length: \(chunkedBody.utf8.count)\r\nTransfer-Encoding: chunked\r\n\r\n\(chunkedBody)\(smuggled)".utf8)),
-            ("Transfer-Encoding and Content-Length", Array("POST /v1/posts/query HTTP/1.1\r\nHost: x\r\n\(auth)Transfer-Encoding: chunked\r\nContent-Length: 0\r\n\r\n\(chunkedBody)\(smuggled)".utf8)),
-            ("two Content-Length values", Array("POST /v1/posts/query HTTP/1.1\r\nHost: x\r\n\(auth)Content-Length: 0\r\nContent-Length: \(smuggled.utf8.count)\r\n\r\n\(smuggled)".utf8)),
-            ("the same Content-Length twice", Array("POST /v1/posts/query HTTP/1.1\r\nHost: x\r\n\(auth)Content-Length: 0\r\nContent-Length: 0\r\n\r\n\(smuggled)".utf8)),
-            ("a transfer coding other than chunked", Array("POST /v1/posts/query HTTP/1.1\r\nHost: x\r\n\(auth)Transfer-Encoding: gzip, chunked\r\n\r\n\(chunkedBody)\(smuggled)".utf8)),
-            ("Transfer-Encoding twice", Array("POST /v1/posts/query HTTP/1.1\r\nHost: x\r\n\(auth)Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n\(chunkedBody)\(smuggled)".utf8)),
-            ("whitespace before the colon", Array("POST /v1/posts/query HTTP/1.1\r\nHost: x\r\n\(auth)Transfer-Encoding : chunked\r\nContent-Length: 0\r\n\r\n\(chunkedBody)\(smuggled)".utf8)),
-            ("a NUL byte in the target", Array("DELETE /v1/posts/\(post)/likes/1".utf8) + [0] + Array("7 HTTP/1.1\r\nHost: x\r\n\(auth)\r\n\(smuggled)".utf8)),
+            (
+                "Content-Length and Transfer-Encoding",
+                Array(
+                    "POST /v1/posts/query HTTP/1.1\r\nHost: x\r\n\(auth)Content-Length: \(chunkedBody.utf8.count)\r\nTransfer-Encoding: chunked\r\n\r\n\(chunkedBody)\(smuggled)"
+                        .utf8)
+            ),
+            (
+                "Transfer-Encoding and Content-Length",
+                Array(
+                    "POST /v1/posts/query HTTP/1.1\r\nHost: x\r\n\(auth)Transfer-Encoding: chunked\r\nContent-Length: 0\r\n\r\n\(chunkedBody)\(smuggled)"
+                        .utf8)
+            ),
+            (
+                "two Content-Length values",
+                Array(
+                    "POST /v1/posts/query HTTP/1.1\r\nHost: x\r\n\(auth)Content-Length: 0\r\nContent-Length: \(smuggled.utf8.count)\r\n\r\n\(smuggled)"
+                        .utf8)
+            ),
+            (
+                "the same Content-Length twice",
+                Array("POST /v1/posts/query HTTP/1.1\r\nHost: x\r\n\(auth)Content-Length: 0\r\nContent-Length: 0\r\n\r\n\(smuggled)".utf8)
+            ),
+            (
+                "a transfer coding other than chunked",
+                Array("POST /v1/posts/query HTTP/1.1\r\nHost: x\r\n\(auth)Transfer-Encoding: gzip, chunked\r\n\r\n\(chunkedBody)\(smuggled)".utf8)
+            ),
+            (
+                "Transfer-Encoding twice",
+                Array(
+                    "POST /v1/posts/query HTTP/1.1\r\nHost: x\r\n\(auth)Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n\(chunkedBody)\(smuggled)"
+                        .utf8)
+            ),
+            (
+                "whitespace before the colon",
+                Array(
+                    "POST /v1/posts/query HTTP/1.1\r\nHost: x\r\n\(auth)Transfer-Encoding : chunked\r\nContent-Length: 0\r\n\r\n\(chunkedBody)\(smuggled)"
+                        .utf8)
+            ),
+            (
+                "a NUL byte in the target",
+                Array("DELETE /v1/posts/\(post)/likes/1".utf8) + [0] + Array("7 HTTP/1.1\r\nHost: x\r\n\(auth)\r\n\(smuggled)".utf8)
+            ),
         ]
         for (name, bytes) in cases {
             let responses = try await RawHTTPClient.exchange(port: http.port, chunks: [bytes], responses: 2)
             #expect(responses.count == 1, "\(name): one answer, then the connection closes (\(responses.map(\.status)))")
             #expect(responses.first?.status == 400, "\(name)")
-            #expect(responses.first?.text.hasPrefix(#"{"error":{"code":"bad_request","message":""#) == true, "\(name): \(responses.first?.text ?? "")")
+            #expect(
+                responses.first?.text.hasPrefix(#"{"error":{"code":"bad_request","message":""#) == true, "\(name): \(responses.first?.text ?? "")")
             #expect(responses.first?.headers["connection"]?.lowercased() == "close", "\(name)")
         }
         // A Content-Length that is not a number is refused by the HTTP library itself, before
@@ -288,7 +341,8 @@ struct HTTPAPITests {
         let refused = try await RawHTTPClient.exchange(port: http.port, chunks: [badLength], responses: 2)
         #expect(refused.count == 1 && refused.first?.status == 400, "\(refused.map(\.status))")
         // A chunked body alone is read as usual.
-        let chunked = Array("POST /v1/posts/query HTTP/1.1\r\nHost: x\r\n\(auth)Transfer-Encoding: chunked\r\n\r\n".utf8)
+        let chunked =
+            Array("POST /v1/posts/query HTTP/1.1\r\nHost: x\r\n\(auth)Transfer-Encoding: chunked\r\n\r\n".utf8)
             + Array(String(format: "%x\r\n", #"{"post_ids":[\#(post)],"user_id":1}"#.utf8.count).utf8)
             + Array(#"{"post_ids":[\#(post)],"user_id":1}"#.utf8) + Array("\r\n0\r\n\r\n".utf8)
         let answered = try await RawHTTPClient.exchange(port: http.port, chunks: [chunked], responses: 1)
@@ -303,7 +357,8 @@ struct HTTPAPITests {
         let http = try await HTTPHarness.start(redis: redis)
         let post = http.posts[0]
         let token = HTTPHarness.apiToken
-        let requests = RawHTTPClient.request("PUT", "/v1/posts/\(post)/likes/3", token: token)
+        let requests =
+            RawHTTPClient.request("PUT", "/v1/posts/\(post)/likes/3", token: token)
             + RawHTTPClient.request("GET", "/v1/posts/\(post)", token: token)
             + RawHTTPClient.request("POST", "/v1/posts/query", token: token, body: #"{"post_ids":[\#(post)],"user_id":3}"#)
             + RawHTTPClient.request("GET", "/healthz")
@@ -311,8 +366,9 @@ struct HTTPAPITests {
         #expect(reference.map(\.status) == [200, 200, 200, 200])
         #expect(reference[2].text == #"{"posts":[{"post_id":\#(post),"likes_count":1,"is_liked":true}]}"#)
         for split in 1..<requests.count {
-            let answers = try await RawHTTPClient.exchange(port: http.port, chunks: [Array(requests[..<split]), Array(requests[split...])],
-                                                           responses: 4, pause: .milliseconds(1))
+            let answers = try await RawHTTPClient.exchange(
+                port: http.port, chunks: [Array(requests[..<split]), Array(requests[split...])],
+                responses: 4, pause: .milliseconds(1))
             #expect(answers == reference, "split at byte \(split)")
         }
         // Byte by byte, and in random pieces.
@@ -350,11 +406,13 @@ struct HTTPAPITests {
 
 @Suite("HTTP pieces (pure)")
 struct HTTPPieceTests {
-    @Test("ids: positive 64-bit decimal integers only", arguments: [
-        ("1", Int64(1)), ("9223372036854775807", Int64.max), ("007", Int64(7)),
-        ("0", nil), ("-1", nil), ("+1", nil), ("abc", nil), ("", nil), ("9223372036854775808", nil),
-        ("99999999999999999999", nil), ("1.0", nil), (" 1", nil),
-    ] as [(String, Int64?)])
+    @Test(
+        "ids: positive 64-bit decimal integers only",
+        arguments: [
+            ("1", Int64(1)), ("9223372036854775807", Int64.max), ("007", Int64(7)),
+            ("0", nil), ("-1", nil), ("+1", nil), ("abc", nil), ("", nil), ("9223372036854775808", nil),
+            ("99999999999999999999", nil), ("1.0", nil), (" 1", nil),
+        ] as [(String, Int64?)])
     func ids(text: String, expected: Int64?) {
         #expect(EntityID.parse(text) == expected)
         #expect(EntityID.parse(bytes: Array(text.utf8)) == expected)
@@ -375,12 +433,14 @@ struct HTTPPieceTests {
             ("", .notFound), ("healthz", .notFound), ("/", .notFound), ("/healthz/", .notFound), ("/v1/posts/7/likes/9/toggle/x", .notFound),
             ("/v1/posts/7/likes/9/flip", .notFound), ("/v2/posts/7", .notFound), ("/admin/nothing", .notFound),
             ("/v1/posts/7/likes/9/toggle/x/y/z", .notFound), ("//healthz", .notFound),
-            ("/v1/posts/7/like", found("/v1/posts/{post}/like", post: 7)), ("/v1/posts/7/like/toggle", found("/v1/posts/{post}/like/toggle", post: 7)),
+            ("/v1/posts/7/like", found("/v1/posts/{post}/like", post: 7)),
+            ("/v1/posts/7/like/toggle", found("/v1/posts/{post}/like/toggle", post: 7)),
             ("/api/posts/7/like", found("/api/posts/{id}/like", post: 7)), ("/v1/posts/0/like", .invalidID("post id \"0\"")),
             ("/api/posts/x/like", .invalidID("post id \"x\"")), ("/v1/posts/7/like/flip", .notFound), ("/api/posts/7/likes", .notFound),
             ("/api/posts/7", .notFound), ("/v1/posts/7/like/toggle/x", .notFound),
             // A literal wins over an id; where only an id fits, a word is a malformed id.
-            ("/v1/posts/query/likes/9", .invalidID("post id \"query\"")), ("/v1/users/7/likes/pending", found("/v1/users/{user}/likes/pending", user: 7)),
+            ("/v1/posts/query/likes/9", .invalidID("post id \"query\"")),
+            ("/v1/users/7/likes/pending", found("/v1/users/{user}/likes/pending", user: 7)),
             ("/v1/users/me/likes", .invalidID("user id \"me\"")), ("/v1/me/likes", found("/v1/me/likes")),
         ]
         for (path, route) in expected { #expect(APIRoutes.table.match(path) == route, "\(path)") }
@@ -417,21 +477,30 @@ struct HTTPPieceTests {
 struct HotAnswersTests {
     @Test("the hand-written hot answers are exactly what the wire types encode")
     func sameBytesAsTheWireTypes() throws {
-        let states = [LikeState(postID: 1, userID: 7, isLiked: true, likesCount: 124),
-                      LikeState(postID: .max, userID: .max, isLiked: false, likesCount: 0)]
+        let states = [
+            LikeState(postID: 1, userID: 7, isLiked: true, likesCount: 124),
+            LikeState(postID: .max, userID: .max, isLiked: false, likesCount: 0),
+        ]
         for state in states {
-            #expect(HotAnswers.likeStatus(state)
-                    == (try WireEncoder.encode(LikeStatus(postID: state.postID, userID: state.userID, isLiked: state.isLiked, likesCount: state.likesCount))))
-            #expect(HotAnswers.postCount(postID: state.postID, likesCount: state.likesCount)
+            #expect(
+                HotAnswers.likeStatus(state)
+                    == (try WireEncoder.encode(
+                        LikeStatus(postID: state.postID, userID: state.userID, isLiked: state.isLiked, likesCount: state.likesCount))))
+            #expect(
+                HotAnswers.postCount(postID: state.postID, likesCount: state.likesCount)
                     == (try WireEncoder.encode(PostCount(postID: state.postID, likesCount: state.likesCount))))
             #expect(HotAnswers.seedStatus(state) == (try WireEncoder.encode(SeedLikeStatus(isLiked: state.isLiked, likesCount: state.likesCount))))
         }
         for page in [[], states] {
-            #expect(HotAnswers.feedPage(page)
-                    == (try WireEncoder.encode(FeedPage(posts: page.map { FeedEntry(postID: $0.postID, likesCount: $0.likesCount, isLiked: $0.isLiked) }))))
+            #expect(
+                HotAnswers.feedPage(page)
+                    == (try WireEncoder.encode(
+                        FeedPage(posts: page.map { FeedEntry(postID: $0.postID, likesCount: $0.likesCount, isLiked: $0.isLiked) }))))
         }
         for message in ["post 9 does not exist", "no route GET /v1/x?\"a\"\\b\n\t\u{01}é"] {
-            #expect(HotAnswers.error(code: "post_not_found", message: message) == (try WireEncoder.encode(ErrorBody(code: "post_not_found", message: message))))
+            #expect(
+                HotAnswers.error(code: "post_not_found", message: message)
+                    == (try WireEncoder.encode(ErrorBody(code: "post_not_found", message: message))))
         }
     }
 }
@@ -488,10 +557,14 @@ struct HotRequestsTests {
         for _ in 0..<2_000 {
             let ids = (0..<Int.random(in: 0...30, using: &generator)).map { _ in Int64.random(in: 0...Int64.max, using: &generator) }
             let user = Int64.random(in: 0...Int64.max, using: &generator)
-            func space() -> String { String(repeating: [" ", "\n", "\t", ""][Int.random(in: 0...3, using: &generator)], count: Int.random(in: 0...2, using: &generator)) }
+            func space() -> String {
+                String(repeating: [" ", "\n", "\t", ""][Int.random(in: 0...3, using: &generator)], count: Int.random(in: 0...2, using: &generator))
+            }
             let idList = ids.map { space() + String($0) + space() }.joined(separator: ",")
-            let members = [space() + #""post_ids""# + space() + ":" + space() + "[" + idList + "]" + space(),
-                           space() + #""user_id""# + space() + ":" + space() + String(user) + space()]
+            let members = [
+                space() + #""post_ids""# + space() + ":" + space() + "[" + idList + "]" + space(),
+                space() + #""user_id""# + space() + ":" + space() + String(user) + space(),
+            ]
             let body = "{" + (Bool.random(using: &generator) ? members : members.reversed()).joined(separator: ",") + "}"
             let fast = HotRequests.feedQuery(Array(body.utf8))
             #expect(fast == FeedQuery(postIDs: ids, userID: user), "\(body)")

@@ -14,9 +14,13 @@ struct HTTPAdminTests {
         _ = try await http.send("POST", "/admin/flush", token: HTTPHarness.adminToken)
         try await http.writePath.pool.query("UPDATE posts SET likes_count = likes_count + 5 WHERE id = $1", [.int64(post)])
 
-        let report = try await http.send("POST", "/admin/reconcile", token: HTTPHarness.adminToken, body: #"{"post_ids":[\#(post),\#(http.posts[1])]}"#)
+        let report = try await http.send(
+            "POST", "/admin/reconcile", token: HTTPHarness.adminToken, body: #"{"post_ids":[\#(post),\#(http.posts[1])]}"#)
         #expect(report.status == 200)
-        #expect(report.text == #"{"checked":2,"drifted":[{"post_id":\#(post),"likes_count":15,"likes_rows":10}],"redis_drifted":[],"redis_pending":0,"repaired":0,"redis_repaired":0,"next_after":null}"#)
+        #expect(
+            report.text
+                == #"{"checked":2,"drifted":[{"post_id":\#(post),"likes_count":15,"likes_rows":10}],"redis_drifted":[],"redis_pending":0,"repaired":0,"redis_repaired":0,"next_after":null}"#
+        )
 
         // Repair while likes keep arriving and flushing. The test holds the post's row, so the
         // repair, once it reaches the row, waits there; the likes are sent only then, and must
@@ -25,7 +29,8 @@ struct HTTPAdminTests {
         let hold = try await PostRowHold.hold(post: post, postgresURL: TestEnvironment.postgresURL)
         let repairAnswered = Gate()
         let repairing = Task { () -> RawHTTPResponse? in
-            let request = RawHTTPClient.request("POST", "/admin/reconcile", token: HTTPHarness.adminToken, body: #"{"post_ids":[\#(post)],"repair":true}"#)
+            let request = RawHTTPClient.request(
+                "POST", "/admin/reconcile", token: HTTPHarness.adminToken, body: #"{"post_ids":[\#(post)],"repair":true}"#)
             let response = try await RawHTTPClient.exchange(port: http.port, chunks: [request], responses: 1, timeout: .seconds(90)).first
             repairAnswered.open()
             return response
@@ -99,8 +104,9 @@ struct HTTPAdminTests {
         await http.stop()
     }
 
-    @Test("a trigger that raises for one user: exactly that user's changes become dead letters with SQLSTATE and message, the rest reaches PostgreSQL, the flusher goes on; once the trigger is dropped, replay applies them (a later change supersedes) and counts equal rows",
-          arguments: RedisTarget.allCases)
+    @Test(
+        "a trigger that raises for one user: exactly that user's changes become dead letters with SQLSTATE and message, the rest reaches PostgreSQL, the flusher goes on; once the trigger is dropped, replay applies them (a later change supersedes) and counts equal rows",
+        arguments: RedisTarget.allCases)
     func poisonChange(redis: RedisTarget) async throws {
         // A database of its own: the trigger must not reach other tests.
         try await TestEnvironment.withUser666Refused { pool, url in
@@ -123,18 +129,22 @@ struct HTTPAdminTests {
             #expect(try await http.send("POST", "/admin/flush", token: HTTPHarness.adminToken).status == 200)
             #expect(try await http.writePath.postgresMembers() == expected)
             for (_, state) in try await http.writePath.postgresCounts() { #expect(state.count == state.rows) }
-            let letters = try await http.writePath.redis.send(.xrange(http.writePath.layout.deadLetters, count: 100),
-                                                              slot: http.writePath.layout.deadLettersSlot).streamEntries()
+            let letters = try await http.writePath.redis.send(
+                .xrange(http.writePath.layout.deadLetters, count: 100),
+                slot: http.writePath.layout.deadLettersSlot
+            ).streamEntries()
             #expect(letters.count == 2)
             #expect(Set(letters.compactMap { $0.string("p") }) == [String(posts[0]), String(posts[2])])
-            #expect(letters.allSatisfy {
-                $0.string("u") == "666" && $0.string("l") == "1" && $0.string("sqlstate") == "P0001"
-                    && $0.string("message") == "user 666 is banned" && $0.string("reason") == "PostgreSQL refused the change"
-            })
+            #expect(
+                letters.allSatisfy {
+                    $0.string("u") == "666" && $0.string("l") == "1" && $0.string("sqlstate") == "P0001"
+                        && $0.string("message") == "user 666 is banned" && $0.string("reason") == "PostgreSQL refused the change"
+                })
             // Logged at warn with the SQLSTATE, per shard flushed.
             let logged = http.writePath.log.lines(of: "dead_lettered").filter { $0.contains("level=warn") && $0.contains("sqlstate=P0001") }
-            #expect(logged.compactMap { line in line.split(separator: " ").first { $0.hasPrefix("changes=") }.flatMap { Int($0.dropFirst(8)) } }
-                .reduce(0, +) == 2, "\(logged)")
+            #expect(
+                logged.compactMap { line in line.split(separator: " ").first { $0.hasPrefix("changes=") }.flatMap { Int($0.dropFirst(8)) } }
+                    .reduce(0, +) == 2, "\(logged)")
             // The flusher never stopped: no retry, and what comes next is applied.
             #expect(http.writePath.log.lines(of: "flush_failed").isEmpty)
             _ = try await http.send("PUT", "/v1/posts/\(posts[0])/likes/31")
@@ -165,15 +175,18 @@ struct HTTPAdminTests {
     @Test("dead letters: listed with the reason, replayed once the cause is fixed, then gone", arguments: RedisTarget.allCases)
     func deadLetterReplay(redis: RedisTarget) async throws {
         // Nothing flushes until asked, so the like is still pending when its post is deleted.
-        let http = try await HTTPHarness.start(posts: 2, redis: redis, writePath: {
-            $0.flushOnlyWhenAsked()
-            $0.events = true
-        })
+        let http = try await HTTPHarness.start(
+            posts: 2, redis: redis,
+            writePath: {
+                $0.flushOnlyWhenAsked()
+                $0.events = true
+            })
         let post = http.posts[1]
         func events() async throws -> [String] {
             try await http.writePath.pool.query(
                 "SELECT user_id, liked, (extract(epoch FROM liked_at) * 1000)::bigint FROM counter_like_events WHERE post_id = $1 ORDER BY id",
-                [.int64(post)]).map { "\(try $0.int64(0))/\(try $0.bool(1))/\(try $0.int64(2))" }
+                [.int64(post)]
+            ).map { "\(try $0.int64(0))/\(try $0.bool(1))/\(try $0.int64(2))" }
         }
         let beforeLike = Int64(Date().timeIntervalSince1970 * 1000)
         _ = try await http.send("PUT", "/v1/posts/\(post)/likes/42")
@@ -220,7 +233,8 @@ struct HTTPAdminTests {
             let refused = try await http.send("POST", "/admin/dead-letters/drop", token: HTTPHarness.adminToken, body: body)
             #expect(refused.status == 400, "\(body): \(refused.text)")
         }
-        let longest = try await http.send("POST", "/admin/dead-letters/drop", token: HTTPHarness.adminToken, body: #"{"ids":["9999999999999999999-9999999999999999999"]}"#)
+        let longest = try await http.send(
+            "POST", "/admin/dead-letters/drop", token: HTTPHarness.adminToken, body: #"{"ids":["9999999999999999999-9999999999999999999"]}"#)
         #expect(longest.status == 200, "\(longest.text)")
         // "ids":null is refused, not read as "replay them all".
         let nullReplay = try await http.send("POST", "/admin/dead-letters/replay", token: HTTPHarness.adminToken, body: #"{"ids":null}"#)

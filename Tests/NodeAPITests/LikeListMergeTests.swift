@@ -1,9 +1,10 @@
 import CounterWire
-@testable import NodeAPI
 import Persistence
 import TestSupport
 import Testing
 import WritePath
+
+@testable import NodeAPI
 
 @Suite("The lists' pure parts: cursors, times, and PostgreSQL's rows merged with the changes waiting")
 struct LikeListMergeTests {
@@ -18,8 +19,13 @@ struct LikeListMergeTests {
         let likes = ListCursor(kind: .likes, owner: 7, after: Position(microseconds: 0, id: 1))
         #expect(try ListCursor.parse(likes.text, kind: .likes, owner: 7) == likes)
         #expect(try ListCursor.parse("bC40Mi4xLjc", kind: .likers, owner: 42).after == Position(microseconds: 1, id: 7), "l.42.1.7")
-        for bad in ["", "!!", "bC40Mi4tMS43" /* l.42.-1.7 */, "bC40Mi4xLjA" /* l.42.1.0 */, "eC40Mi4xLjc" /* x.42.1.7 */,
-                    String(repeating: "A", count: 129)] {
+        for bad in [
+            "", "!!",
+            "bC40Mi4tMS43", // l.42.-1.7
+            "bC40Mi4xLjA", // l.42.1.0
+            "eC40Mi4xLjc", // x.42.1.7
+            String(repeating: "A", count: 129),
+        ] {
             #expect(throws: ListCursorError.self, "\(bad)") { try ListCursor.parse(bad, kind: .likers, owner: 42) }
         }
         // Times up to the last microsecond of year 9999; later ones (which PostgreSQL could not
@@ -53,8 +59,10 @@ struct LikeListMergeTests {
         for milliseconds: Int64 in [0, 1, 999, 86_399_999, 951_782_400_000, 1_764_825_153_123, 4_102_444_800_000, 253_402_300_799_999] {
             #expect(LikeTime.milliseconds(LikeTime.text(milliseconds: milliseconds)) == milliseconds)
         }
-        for bad in ["2025-02-29T00:00:00.000Z", "2025-13-01T00:00:00.000Z", "2025-12-04T24:00:00.000Z", "2025-12-04T05:12:33Z",
-                    "2025-12-04 05:12:33.123Z", "2025-12-04T05:12:33.123+00:00"] {
+        for bad in [
+            "2025-02-29T00:00:00.000Z", "2025-13-01T00:00:00.000Z", "2025-12-04T24:00:00.000Z", "2025-12-04T05:12:33Z",
+            "2025-12-04 05:12:33.123Z", "2025-12-04T05:12:33.123+00:00",
+        ] {
             #expect(LikeTime.milliseconds(bad) == nil, "\(bad)")
         }
     }
@@ -74,12 +82,15 @@ struct LikeListMergeTests {
         let users = Int64.random(in: 1...60, using: &generator)
         var rows: [Position] = []
         for user in 1...users where Bool.random(using: &generator) {
-            rows.append(Position(microseconds: Int64.random(in: 1...20, using: &generator) * 1000 + Int64.random(in: 0...2, using: &generator), id: user))
+            rows.append(
+                Position(microseconds: Int64.random(in: 1...20, using: &generator) * 1000 + Int64.random(in: 0...2, using: &generator), id: user))
         }
         rows.sort { $0.precedes($1) }
         var pending: [PendingLike] = []
         for user in 1...users where Int.random(in: 0..<4, using: &generator) == 0 {
-            pending.append(PendingLike(postID: 1, userID: user, liked: Bool.random(using: &generator), acknowledgedAt: Int64.random(in: 1...25, using: &generator)))
+            pending.append(
+                PendingLike(
+                    postID: 1, userID: user, liked: Bool.random(using: &generator), acknowledgedAt: Int64.random(in: 1...25, using: &generator)))
         }
         let truth = Self.truth(rows: rows, pending: pending)
         let limit = Int.random(in: 1...7, using: &generator)

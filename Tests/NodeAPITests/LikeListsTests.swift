@@ -1,10 +1,11 @@
-import NodeTestSupport
 import CounterWire
 import Foundation
-@testable import NodeAPI
+import NodeTestSupport
 import TestSupport
 import Testing
 import UserTokens
+
+@testable import NodeAPI
 
 @Suite("The lists: a post's likers and a user's likes, exact while changes wait for PostgreSQL")
 struct LikeListsTests {
@@ -100,7 +101,8 @@ struct LikeListsTests {
         let http = try await HTTPHarness.start(posts: 2, writePath: { $0.flushOnlyWhenAsked() })
         let post = http.posts[0]
         // 300 likers in PostgreSQL, several in the same microsecond (ties go by user id).
-        try await http.writePath.pool.query("""
+        try await http.writePath.pool.query(
+            """
             INSERT INTO likes (user_id, post_id, created_at, updated_at)
             SELECT u, $1, now() - (u / 3) * interval '1 second', now() FROM generate_series(1, 300) u
             """, [.int64(post)])
@@ -166,7 +168,8 @@ struct LikeListsTests {
     func badInput() async throws {
         let http = try await HTTPHarness.start(users: try Self.users())
         let post = http.posts[0]
-        let seven = Int64.random(in: 1_000...1_000_000_000) * 1_000 + 7, eight = seven + 1
+        let seven = Int64.random(in: 1_000...1_000_000_000) * 1_000 + 7
+        let eight = seven + 1
         #expect(try await http.send("PUT", "/v1/posts/\(post)/likes/\(seven)").status == 200)
         for limit in ["0", "101", "-1", "abc", "1.5", "+5", ""] {
             let response = try await http.send("GET", "/v1/posts/\(post)/likers?limit=\(limit)")
@@ -214,7 +217,9 @@ struct LikeListsTests {
 }
 
 extension LikeListsTests {
-    @Test("a feed page with include recent_likers: each post's newest likers, exact as its likers page, in the one request; without it the same bytes as before")
+    @Test(
+        "a feed page with include recent_likers: each post's newest likers, exact as its likers page, in the one request; without it the same bytes as before"
+    )
     func feedPreview() async throws {
         let http = try await HTTPHarness.start(posts: 4, writePath: { $0.flushOnlyWhenAsked() })
         let base = Int64.random(in: 1_000...1_000_000_000) * 1_000
@@ -228,8 +233,9 @@ extension LikeListsTests {
         #expect(try await http.send("DELETE", "/v1/posts/\(posts[0])/likes/\(base + 5)").status == 200)
         #expect(try await http.send("PUT", "/v1/posts/\(posts[1])/likes/\(base + 9)").status == 200)
         let ids = posts.prefix(3).map(String.init).joined(separator: ",")
-        let response = try await http.send("POST", "/v1/posts/query",
-                                           body: #"{"post_ids":[\#(ids),999999999999],"user_id":\#(base + 1),"include":["recent_likers"]}"#)
+        let response = try await http.send(
+            "POST", "/v1/posts/query",
+            body: #"{"post_ids":[\#(ids),999999999999],"user_id":\#(base + 1),"include":["recent_likers"]}"#)
         #expect(response.status == 200, "\(response.text)")
         let page = try JSONDecoder().decode(FeedPage.self, from: Data(response.text.utf8))
         #expect(page.posts.map(\.postID) == Array(posts.prefix(3)), "a post that does not exist is left out")

@@ -1,5 +1,5 @@
-import NodeTestSupport
 import BenchKit
+import NodeTestSupport
 import TestSupport
 import Testing
 
@@ -16,8 +16,9 @@ struct LoadGeneratorTests {
         // Long enough that a machine busy with the other tests still answers many requests.
         options.duration = .seconds(3)
         options.warmup = .zero
-        let workload = ScenarioWorkload(scenario: .hot, operation: WriteOperation(rawValue: operation)!, posts: http.posts,
-                                        zipfExponent: 0.99, readRatio: 0, token: HTTPHarness.apiToken, userBase: 1_000_000)
+        let workload = ScenarioWorkload(
+            scenario: .hot, operation: WriteOperation(rawValue: operation)!, posts: http.posts,
+            zipfExponent: 0.99, readRatio: 0, token: HTTPHarness.apiToken, userBase: 1_000_000)
         let result = await LoadGenerator(options: options, workload: workload).run { _, _, _, _ in }
         #expect(result.successes > 0)
         #expect(result.failures == 0)
@@ -47,8 +48,9 @@ struct LoadGeneratorTests {
         await http.stop()
     }
 
-    @Test("the HTTP loop never waits for its periodic wake-up: 128 and 256 ready connections (libmicrohttpd's internal epoll stall) and resumed answers",
-          .serialized, arguments: [1, 128, 256])
+    @Test(
+        "the HTTP loop never waits for its periodic wake-up: 128 and 256 ready connections (libmicrohttpd's internal epoll stall) and resumed answers",
+        .serialized, arguments: [1, 128, 256])
     func noStalls(connections: Int) async throws {
         let http = try await HTTPHarness.start(posts: 1)
         #expect(try await http.send("GET", "/v1/posts/\(http.posts[0])").status == 200)
@@ -60,8 +62,9 @@ struct LoadGeneratorTests {
         // A stalled request would sit until this timeout and count as a failure (a busy
         // machine may delay an answer, but not by seconds).
         options.timeout = .seconds(5)
-        let workload = ScenarioWorkload(scenario: .hot, operation: .toggle, posts: http.posts,
-                                        zipfExponent: 0.99, readRatio: 0, token: HTTPHarness.apiToken, userBase: 2_000_000)
+        let workload = ScenarioWorkload(
+            scenario: .hot, operation: .toggle, posts: http.posts,
+            zipfExponent: 0.99, readRatio: 0, token: HTTPHarness.apiToken, userBase: 2_000_000)
         let result = await LoadGenerator(options: options, workload: workload).run { _, _, _, _ in }
         #expect(result.failures == 0, "\(result.errors)")
         #expect(result.successes >= connections)

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import NodeAPI
 
 /// The error codes `docs/openapi.yaml` lists, held to `ErrorCode` (every code the node answers,
@@ -23,7 +24,8 @@ struct OpenAPIErrorCodesTests {
     static func responses(_ path: String, _ method: HTTPMethod) -> [Int: String?]? {
         let paths = document["paths"] as? [String: [String: Any]] ?? [:]
         guard let operation = paths[path]?[method.rawValue.lowercased()] as? [String: Any],
-              let responses = operation["responses"] as? [String: [String: Any]] else { return nil }
+            let responses = operation["responses"] as? [String: [String: Any]]
+        else { return nil }
         var byStatus: [Int: String?] = [:]
         for (status, response) in responses {
             guard let status = Int(status) else { continue }
@@ -52,11 +54,13 @@ struct OpenAPIErrorCodesTests {
                 let codes = RequestChain.codes(of: route, method: method).subtracting(ErrorCode.transport).subtracting([.internal])
                 for code in codes {
                     guard let component = responses[code.status] else {
-                        Issue.record("\(method.rawValue) \(route.label) answers \(code.status) \(code.rawValue); the document lists no \(code.status)")
+                        Issue.record(
+                            "\(method.rawValue) \(route.label) answers \(code.status) \(code.rawValue); the document lists no \(code.status)")
                         continue
                     }
-                    #expect(component.map { named[$0]?.contains(code.rawValue) == true } == true,
-                            "\(method.rawValue) \(route.label): the \(code.status) answer (\(component ?? "inline")) does not name \(code.rawValue)")
+                    #expect(
+                        component.map { named[$0]?.contains(code.rawValue) == true } == true,
+                        "\(method.rawValue) \(route.label): the \(code.status) answer (\(component ?? "inline")) does not name \(code.rawValue)")
                 }
                 // And nothing the route never answers: 200, the library's 414, and the
                 // transport's own refusals (which any request may meet) aside.
@@ -80,7 +84,9 @@ struct OpenAPIErrorCodesTests {
                     for text in named[component] ?? [] {
                         guard let code = known[text] else { continue }
                         seen.insert(code)
-                        #expect(code.status == status, "\(component), given for \(status) on \(method.rawValue) \(route.label), names \(text) (\(code.status))")
+                        #expect(
+                            code.status == status,
+                            "\(component), given for \(status) on \(method.rawValue) \(route.label), names \(text) (\(code.status))")
                     }
                 }
             }

@@ -1,6 +1,7 @@
-@testable import NodeAPI
 import Synchronization
 import Testing
+
+@testable import NodeAPI
 
 @Suite("Per-user write limits (token buckets)")
 struct UserRateLimiterTests {

@@ -1,11 +1,12 @@
-import NodeTestSupport
 import CounterCore
 import CounterWire
 import Foundation
-@testable import NodeAPI
+import NodeTestSupport
 import TestSupport
 import Testing
 import UserTokens
+
+@testable import NodeAPI
 
 @Suite("End users calling the node with their own tokens")
 struct UserRoutesTests {
@@ -50,7 +51,10 @@ struct UserRoutesTests {
 
         // The feed: the token's user, with or without user_id; never another's.
         let feed = try await http.send("POST", "/v1/posts/query", token: seven, body: #"{"post_ids":[\#(post),\#(http.posts[1])]}"#)
-        #expect(feed.text == #"{"posts":[{"post_id":\#(post),"likes_count":1,"is_liked":true},{"post_id":\#(http.posts[1]),"likes_count":0,"is_liked":false}]}"#)
+        #expect(
+            feed.text
+                == #"{"posts":[{"post_id":\#(post),"likes_count":1,"is_liked":true},{"post_id":\#(http.posts[1]),"likes_count":0,"is_liked":false}]}"#
+        )
         let named = try await http.send("POST", "/v1/posts/query", token: seven, body: #"{"post_ids":[\#(post)],"user_id":7}"#)
         #expect(named.text == #"{"posts":[{"post_id":\#(post),"likes_count":1,"is_liked":true}]}"#)
         let spoofed = try await http.send("POST", "/v1/posts/query", token: seven, body: #"{"post_ids":[\#(post)],"user_id":8}"#)
@@ -62,7 +66,9 @@ struct UserRoutesTests {
         let null = try await http.send("POST", "/v1/posts/query", token: seven, body: #"{"post_ids":[\#(post)],"user_id":null}"#)
         #expect(null.text == named.text)
         // The service token without user_id: a logged-out viewer's page, not user 7's.
-        #expect(try await http.send("POST", "/v1/posts/query", body: #"{"post_ids":[\#(post)]}"#).text == #"{"posts":[{"post_id":\#(post),"likes_count":1,"is_liked":false}]}"#)
+        #expect(
+            try await http.send("POST", "/v1/posts/query", body: #"{"post_ids":[\#(post)]}"#).text
+                == #"{"posts":[{"post_id":\#(post),"likes_count":1,"is_liked":false}]}"#)
         // Bad ids on a user route are named to the user.
         let bad = try await http.send("PUT", "/v1/posts/abc/like", token: seven)
         #expect(bad.status == 400 && bad.text.contains("invalid_id"))
@@ -139,7 +145,8 @@ struct UserRoutesTests {
         #expect(first.headers["content-type"] == "application/json")
         #expect(first.text == #"{"is_liked":true,"likes_count":1}"#)
         #expect(try WireDecoder.decode(SeedLikeStatus.self, from: first.body) == SeedLikeStatus(isLiked: true, likesCount: 1))
-        #expect(try await http.send("POST", "/api/posts/\(post)/like", token: Self.signer.token(user: 12)).text == #"{"is_liked":true,"likes_count":2}"#)
+        #expect(
+            try await http.send("POST", "/api/posts/\(post)/like", token: Self.signer.token(user: 12)).text == #"{"is_liked":true,"likes_count":2}"#)
         #expect(try await http.send("POST", "/api/posts/\(post)/like", token: token).text == #"{"is_liked":false,"likes_count":1}"#)
         let missing = try await http.send("POST", "/api/posts/999999999/like", token: token)
         #expect(missing.status == 404 && missing.text.contains("post_not_found"))
@@ -160,7 +167,8 @@ struct UserRoutesTests {
         let post = http.posts[0]
         let hammer = Self.signer.token(user: 21)
         for expected in [true, false, true] {
-            #expect(try await http.send("POST", "/v1/posts/\(post)/like/toggle", token: hammer).text == Self.like(post, 21, expected, expected ? 1 : 0))
+            #expect(
+                try await http.send("POST", "/v1/posts/\(post)/like/toggle", token: hammer).text == Self.like(post, 21, expected, expected ? 1 : 0))
         }
         let limited = try await http.send("POST", "/v1/posts/\(post)/like/toggle", token: hammer)
         #expect(limited.status == 429)

@@ -16,8 +16,9 @@ struct MembershipRoundTests {
 
     @Test("a node alone claims every unowned slot, each at the epoch it saw")
     func aloneClaimsAll() {
-        let round = MembershipRound.plan(me: "a", incarnation: 1, nodes: [Node(id: "a", incarnation: 1, isLive: true)],
-                                         slots: Self.unowned, held: Self.nothingHeld, maximumMoves: 16)
+        let round = MembershipRound.plan(
+            me: "a", incarnation: 1, nodes: [Node(id: "a", incarnation: 1, isLive: true)],
+            slots: Self.unowned, held: Self.nothingHeld, maximumMoves: 16)
         #expect(round.claims.count == HashSlot.count)
         #expect(round.claims.allSatisfy { $0.expectedEpoch == 0 })
         #expect(round.handOffs.isEmpty && round.adopt.isEmpty && round.drop.isEmpty)
@@ -49,8 +50,10 @@ struct MembershipRoundTests {
 
     @Test("a dead node's slots are claimed at once by the live nodes the target gives them to")
     func deadOwnerTakenOver() {
-        let nodes = [Node(id: "a", incarnation: 1, isLive: true), Node(id: "b", incarnation: 2, isLive: false),
-                     Node(id: "c", incarnation: 3, isLive: true)]
+        let nodes = [
+            Node(id: "a", incarnation: 1, isLive: true), Node(id: "b", incarnation: 2, isLive: false),
+            Node(id: "c", incarnation: 3, isLive: true),
+        ]
         var slots = Self.owned(by: "b", incarnation: 2)
         for slot in 0..<8192 { slots[slot] = Slot(owner: "a", incarnation: 1, epoch: 5) }
         let held: [Int64?] = (0..<HashSlot.count).map { $0 < 8192 ? 5 : nil }
@@ -65,8 +68,9 @@ struct MembershipRoundTests {
     @Test("a restart under the same id claims what its previous incarnation held, as a takeover")
     func restartFencesOldIncarnation() {
         let nodes = [Node(id: "a", incarnation: 9, isLive: true)]
-        let round = MembershipRound.plan(me: "a", incarnation: 9, nodes: nodes, slots: Self.owned(by: "a", incarnation: 4),
-                                         held: Self.nothingHeld, maximumMoves: 1)
+        let round = MembershipRound.plan(
+            me: "a", incarnation: 9, nodes: nodes, slots: Self.owned(by: "a", incarnation: 4),
+            held: Self.nothingHeld, maximumMoves: 1)
         #expect(round.claims.count == HashSlot.count)
         #expect(round.adopt.isEmpty, "rows of an older incarnation are not this process's to serve")
     }
@@ -77,7 +81,7 @@ struct MembershipRoundTests {
         var slots = Self.owned(by: "a", incarnation: 1, epoch: 3)
         for slot in 8192..<HashSlot.count { slots[slot] = Slot(owner: "b", incarnation: 2, epoch: 4) }
         var held = [Int64?](repeating: 3, count: HashSlot.count)
-        held[5] = 2   // a stale epoch of a slot it still owns: adopted again at the current one
+        held[5] = 2 // a stale epoch of a slot it still owns: adopted again at the current one
         let round = MembershipRound.plan(me: "a", incarnation: 1, nodes: nodes, slots: slots, held: held, maximumMoves: 10)
         #expect(round.drop == Set((8192..<HashSlot.count).map { UInt16($0) }))
         #expect(round.adopt == [5: 3])
@@ -95,18 +99,21 @@ struct MembershipRoundTests {
     func leavingAndDraining() {
         let nodes = [Node(id: "a", incarnation: 1, isLive: true), Node(id: "b", incarnation: 2, isLive: true)]
         let held = [Int64?](repeating: 7, count: HashSlot.count)
-        let leaving = MembershipRound.plan(me: "a", incarnation: 1, nodes: nodes, slots: Self.owned(by: "a", incarnation: 1),
-                                           held: held, maximumMoves: 10, leaving: true)
+        let leaving = MembershipRound.plan(
+            me: "a", incarnation: 1, nodes: nodes, slots: Self.owned(by: "a", incarnation: 1),
+            held: held, maximumMoves: 10, leaving: true)
         #expect(leaving.handOffs.count == HashSlot.count)
         #expect(leaving.handOffs.allSatisfy { $0.to == "b" })
 
         let drained = [Node(id: "a", incarnation: 1, isLive: true, isDraining: true), Node(id: "b", incarnation: 2, isLive: true)]
-        let draining = MembershipRound.plan(me: "a", incarnation: 1, nodes: drained, slots: Self.owned(by: "a", incarnation: 1),
-                                            held: held, maximumMoves: 10)
+        let draining = MembershipRound.plan(
+            me: "a", incarnation: 1, nodes: drained, slots: Self.owned(by: "a", incarnation: 1),
+            held: held, maximumMoves: 10)
         #expect(draining.handOffs.count == 10, "an operator's drain moves at the configured pace")
 
-        let alone = MembershipRound.plan(me: "a", incarnation: 1, nodes: [nodes[0]], slots: Self.owned(by: "a", incarnation: 1),
-                                         held: held, maximumMoves: 10, leaving: true)
+        let alone = MembershipRound.plan(
+            me: "a", incarnation: 1, nodes: [nodes[0]], slots: Self.owned(by: "a", incarnation: 1),
+            held: held, maximumMoves: 10, leaving: true)
         #expect(alone == MembershipRound())
     }
 }

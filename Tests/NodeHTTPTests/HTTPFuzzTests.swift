@@ -1,6 +1,7 @@
 import Foundation
 import TestSupport
 import Testing
+
 @testable import NodeHTTP
 
 /// Seeded random and mutated input (`FuzzInput`): none may crash or hang, each answer is a
@@ -10,8 +11,10 @@ struct HTTPFuzzTests {
     @Test("request targets: split at the first ?, nothing decoded, every argument a piece of the query as sent")
     func requestTargets() {
         var random = SeededGenerator(seed: 7)
-        let seeds = ["/admin/posts/5?user=7", "/admin/dead-letters?count=10&x", "/admin/flush?wait=false", "/v1/posts/1%2F/likes/%31",
-                     "/a?b=c=d&&=e&f"].map { Array($0.utf8) }
+        let seeds = [
+            "/admin/posts/5?user=7", "/admin/dead-letters?count=10&x", "/admin/flush?wait=false", "/v1/posts/1%2F/likes/%31",
+            "/a?b=c=d&&=e&f",
+        ].map { Array($0.utf8) }
         for _ in 0..<FuzzInput.count(100_000) {
             let raw = String(decoding: FuzzInput.mutate(seeds.randomElement(using: &random)!, &random), as: UTF8.self)
             let target = RequestTarget(raw)
@@ -28,9 +31,11 @@ struct HTTPFuzzTests {
     @Test("peer answers: any bytes are incomplete, malformed, or an answer whose body is no longer than what arrived")
     func peerAnswers() {
         var random = SeededGenerator(seed: 5)
-        let seeds = ["HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Type: application/json\r\n\r\nhello",
-                     "HTTP/1.1 421 Misdirected Request\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}",
-                     "HTTP/1.1 204 No Content\r\n\r\n"].map { Array($0.utf8) }
+        let seeds = [
+            "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Type: application/json\r\n\r\nhello",
+            "HTTP/1.1 421 Misdirected Request\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}",
+            "HTTP/1.1 204 No Content\r\n\r\n",
+        ].map { Array($0.utf8) }
         for (seed, (wantedStatus, wantedBody)) in zip(seeds, [(200, "hello"), (421, "{}"), (204, "")]) {
             guard case .complete(let status, _, let body, let used, _) = PeerResponseParser.parse(seed) else {
                 Issue.record("a known-good answer was not read: \(String(decoding: seed, as: UTF8.self).debugDescription)")
@@ -59,7 +64,9 @@ struct HTTPFuzzTests {
 
 /// The share of `total` inputs a parser accepted must be at least `least`: a parser that refused
 /// everything would pass every check made inside the fuzz loops.
-func expectAccepted(_ accepted: Int, of total: Int, atLeast least: Double, _ what: String,
-                    sourceLocation: SourceLocation = #_sourceLocation) {
+func expectAccepted(
+    _ accepted: Int, of total: Int, atLeast least: Double, _ what: String,
+    sourceLocation: SourceLocation = #_sourceLocation
+) {
     #expect(Double(accepted) >= least * Double(total), "\(what): \(accepted) of \(total) inputs accepted", sourceLocation: sourceLocation)
 }

@@ -1,8 +1,9 @@
 import Foundation
-@testable import NodeHTTP
 import Synchronization
 import TestSupport
 import Testing
+
+@testable import NodeHTTP
 
 /// A handler that never answers by itself: the test holds every `respond`.
 final class SilentHandler: HTTPHandler {
@@ -37,6 +38,6 @@ struct HTTPServerShutdownTests {
         #expect(responses.first?.text.contains("shutting_down") == true)
         // The handler answers after all: nothing happens (no resume of a connection that is gone).
         for respond in handler.held.withLock({ $0 }) { respond(HTTPResponse(status: 200, body: [])) }
-        await server.stop()   // a second stop returns at once
+        await server.stop() // a second stop returns at once
     }
 }

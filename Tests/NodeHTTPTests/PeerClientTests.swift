@@ -1,7 +1,8 @@
 import Foundation
-@testable import NodeHTTP
 import Synchronization
 import Testing
+
+@testable import NodeHTTP
 
 /// A TCP server on loopback that reads whole requests and behaves as told, counting connections
 /// and requests: the peer the forwarding client talks to, with the faults it must tell apart.
@@ -65,7 +66,10 @@ final class ScriptedPeer: Sendable {
         while true {
             let connection = accept(listener, nil, nil)
             guard connection >= 0 else { return }
-            let number = counts.withLock { $0.connections += 1; return $0.connections }
+            let number = counts.withLock {
+                $0.connections += 1
+                return $0.connections
+            }
             let thread = Thread { [self] in serve(connection, number: number) }
             thread.start()
         }
@@ -85,11 +89,15 @@ final class ScriptedPeer: Sendable {
                     let head = String(decoding: input[0..<end], as: UTF8.self)
                     let target = head.split(separator: " ").dropFirst().first.map(String.init) ?? ""
                     input.removeFirst(end)
-                    counts.withLock { $0.requests += 1; $0.perConnection[number, default: 0] += 1 }
+                    counts.withLock {
+                        $0.requests += 1
+                        $0.perConnection[number, default: 0] += 1
+                    }
                     switch behaviour {
                     case .answer, .answerThenClose, .answerSayingClose:
                         let closing = if case .answerSayingClose = behaviour { "Connection: close\r\n" } else { "" }
-                        let answer = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nRetry-After: 1\r\n\(closing)Content-Length: \(target.utf8.count)\r\n\r\n\(target)"
+                        let answer =
+                            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nRetry-After: 1\r\n\(closing)Content-Length: \(target.utf8.count)\r\n\r\n\(target)"
                         _ = answer.withCString { send(connection, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
                         guard case .answer = behaviour else { return }
                     case .closeAfterRequest:
@@ -140,8 +148,12 @@ struct PeerClientTests {
         // about reuse; the limit has its own test.
         let client = try PeerClient(idleLimit: .seconds(600))
         for index in 0..<50 {
-            let outcome = await client.send(Self.request("/v1/posts/\(index)/likes/7/toggle", body: Array("{}".utf8)), to: "http://127.0.0.1:\(peer.port)")
-            guard case .answered(let answer) = outcome else { Issue.record("request \(index): \(outcome)"); return }
+            let outcome = await client.send(
+                Self.request("/v1/posts/\(index)/likes/7/toggle", body: Array("{}".utf8)), to: "http://127.0.0.1:\(peer.port)")
+            guard case .answered(let answer) = outcome else {
+                Issue.record("request \(index): \(outcome)")
+                return
+            }
             #expect(answer.status == 200)
             #expect(String(decoding: answer.body, as: UTF8.self) == "/v1/posts/\(index)/likes/7/toggle")
             #expect(answer.headers["retry-after"] == "1")
@@ -157,13 +169,15 @@ struct PeerClientTests {
         defer { peer.stop() }
         let client = try PeerClient(idleLimit: .milliseconds(100))
         guard case .answered = await client.send(Self.request("/first", method: "GET"), to: "http://127.0.0.1:\(peer.port)") else {
-            Issue.record("the first request was not answered"); return
+            Issue.record("the first request was not answered")
+            return
         }
         // The client closes the idle connection (the peer reads its end of file), however long a
         // busy machine takes to get to it.
         #expect(try await Self.waitUntil { peer.closedConnections == 1 }, "the idle connection was not closed")
         guard case .answered(let answer) = await client.send(Self.request("/second", method: "GET"), to: "http://127.0.0.1:\(peer.port)") else {
-            Issue.record("the second request was not answered"); return
+            Issue.record("the second request was not answered")
+            return
         }
         #expect(String(decoding: answer.body, as: UTF8.self) == "/second")
         #expect(peer.connections == 2)
@@ -192,7 +206,9 @@ struct PeerClientTests {
         #expect(peer.connections <= 4)
     }
 
-    @Test("64 callers sending back to back, 6,400 requests: every one answered (a lost wake-up of the client's thread once left requests waiting forever)")
+    @Test(
+        "64 callers sending back to back, 6,400 requests: every one answered (a lost wake-up of the client's thread once left requests waiting forever)"
+    )
     func manyCallers() async throws {
         let peer = try ScriptedPeer(.answer)
         defer { peer.stop() }
@@ -203,7 +219,9 @@ struct PeerClientTests {
                     var answered = 0
                     for index in 0..<100 {
                         let outcome = await client.send(Self.request("/\(worker)/\(index)"), to: "http://127.0.0.1:\(peer.port)")
-                        if case .answered(let answer) = outcome, String(decoding: answer.body, as: UTF8.self) == "/\(worker)/\(index)" { answered += 1 }
+                        if case .answered(let answer) = outcome, String(decoding: answer.body, as: UTF8.self) == "/\(worker)/\(index)" {
+                            answered += 1
+                        }
                     }
                     return answered
                 }
@@ -243,7 +261,10 @@ struct PeerClientTests {
         peer.stop()
         let client = try PeerClient()
         let outcome = await client.send(Self.request("/x"), to: "http://127.0.0.1:\(port)")
-        guard case .notSent(let why) = outcome else { Issue.record("\(outcome)"); return }
+        guard case .notSent(let why) = outcome else {
+            Issue.record("\(outcome)")
+            return
+        }
         #expect(why.contains("cannot connect"), "\(why)")
     }
 
@@ -253,7 +274,10 @@ struct PeerClientTests {
         defer { peer.stop() }
         let client = try PeerClient()
         let outcome = await client.send(Self.request("/toggle"), to: "http://127.0.0.1:\(peer.port)")
-        guard case .broken = outcome else { Issue.record("\(outcome)"); return }
+        guard case .broken = outcome else {
+            Issue.record("\(outcome)")
+            return
+        }
         #expect(peer.requests == 1)
     }
 
@@ -264,7 +288,10 @@ struct PeerClientTests {
         let client = try PeerClient(timeout: .milliseconds(300))
         let outcome = await client.send(Self.request("/toggle"), to: "http://127.0.0.1:\(peer.port)")
         // The peer closes after 5 s: "did not answer" is the client's own timeout.
-        guard case .broken(let why) = outcome else { Issue.record("\(outcome)"); return }
+        guard case .broken(let why) = outcome else {
+            Issue.record("\(outcome)")
+            return
+        }
         #expect(why.contains("did not answer"), "\(why)")
     }
 
@@ -275,7 +302,10 @@ struct PeerClientTests {
         let client = try PeerClient()
         for index in 0..<5 {
             let outcome = await client.send(Self.request("/\(index)"), to: "http://127.0.0.1:\(peer.port)")
-            guard case .answered = outcome else { Issue.record("request \(index): \(outcome)"); return }
+            guard case .answered = outcome else {
+                Issue.record("request \(index): \(outcome)")
+                return
+            }
             // The peer has closed the connection before the next request is sent.
             #expect(try await Self.waitUntil { peer.closedConnections == index + 1 }, "the peer did not close connection \(index + 1)")
         }
@@ -288,7 +318,10 @@ struct PeerClientTests {
     func badURL() async throws {
         let client = try PeerClient()
         for url in ["https://127.0.0.1:8080", "127.0.0.1:8080", "http://", "http://127.0.0.1:99999", "http://no-such-host.invalid:8080"] {
-            guard case .notSent = await client.send(Self.request("/x"), to: url) else { Issue.record("\(url) was not refused"); continue }
+            guard case .notSent = await client.send(Self.request("/x"), to: url) else {
+                Issue.record("\(url) was not refused")
+                continue
+            }
         }
     }
 }
@@ -297,9 +330,14 @@ struct PeerClientTests {
 struct PeerResponseParserTests {
     @Test("a whole answer framed by Content-Length, with what follows left alone")
     func complete() {
-        let bytes = Array("HTTP/1.1 421 Misdirected Request\r\nContent-Type: application/json\r\nCounter-Owner:  http://b:8082 \r\nContent-Length: 2\r\n\r\n{}EXTRA".utf8)
-        #expect(PeerResponseParser.parse(bytes) == .complete(status: 421, headers: ["content-type": "application/json", "counter-owner": "http://b:8082", "content-length": "2"],
-                                                             body: Array("{}".utf8), used: bytes.count - 5, keepAlive: true))
+        let bytes = Array(
+            "HTTP/1.1 421 Misdirected Request\r\nContent-Type: application/json\r\nCounter-Owner:  http://b:8082 \r\nContent-Length: 2\r\n\r\n{}EXTRA"
+                .utf8)
+        #expect(
+            PeerResponseParser.parse(bytes)
+                == .complete(
+                    status: 421, headers: ["content-type": "application/json", "counter-owner": "http://b:8082", "content-length": "2"],
+                    body: Array("{}".utf8), used: bytes.count - 5, keepAlive: true))
     }
 
     @Test("every prefix of an answer is incomplete")
@@ -310,47 +348,71 @@ struct PeerResponseParserTests {
 
     @Test("Connection: close and HTTP/1.0 end the connection; no length reads to the close; bodyless statuses")
     func framing() {
-        if case .complete(_, _, _, _, let keepAlive) = PeerResponseParser.parse(Array("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n".utf8)) {
+        if case .complete(_, _, _, _, let keepAlive) = PeerResponseParser.parse(
+            Array("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n".utf8))
+        {
             #expect(!keepAlive)
-        } else { Issue.record("not complete") }
+        } else {
+            Issue.record("not complete")
+        }
         if case .complete(_, _, _, _, let keepAlive) = PeerResponseParser.parse(Array("HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n".utf8)) {
             #expect(!keepAlive)
-        } else { Issue.record("not complete") }
+        } else {
+            Issue.record("not complete")
+        }
         #expect(PeerResponseParser.parse(Array("HTTP/1.1 200 OK\r\n\r\nabc".utf8)) == .untilClose(status: 200, headers: [:], bodyStart: 19))
-        #expect(PeerResponseParser.parse(Array("HTTP/1.1 204 No Content\r\n\r\n".utf8)) == .complete(status: 204, headers: [:], body: [], used: 27, keepAlive: true))
-        if case .complete(_, _, _, _, let keepAlive) = PeerResponseParser.parse(Array("HTTP/1.1 200 OK\r\nConnection: keep-alive, Close\r\nContent-Length: 0\r\n\r\n".utf8)) {
+        #expect(
+            PeerResponseParser.parse(Array("HTTP/1.1 204 No Content\r\n\r\n".utf8))
+                == .complete(status: 204, headers: [:], body: [], used: 27, keepAlive: true))
+        if case .complete(_, _, _, _, let keepAlive) = PeerResponseParser.parse(
+            Array("HTTP/1.1 200 OK\r\nConnection: keep-alive, Close\r\nContent-Length: 0\r\n\r\n".utf8))
+        {
             #expect(!keepAlive)
-        } else { Issue.record("not complete") }
+        } else {
+            Issue.record("not complete")
+        }
         // The same length twice is one length.
-        #expect(PeerResponseParser.parse(Array("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok".utf8))
+        #expect(
+            PeerResponseParser.parse(Array("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok".utf8))
                 == .complete(status: 200, headers: ["content-length": "2"], body: Array("ok".utf8), used: 59, keepAlive: true))
     }
 
-    @Test("answers that cannot be framed safely, interim answers and absurd lengths are malformed", arguments: [
-        "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nabc",
-        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
-        "HTTP/1.1 2000 OK\r\n\r\n",
-        "SMTP ready\r\n\r\n",
-        "HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
-        "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
-        "HTTP/1.1 100 Continue\r\n\r\n",
-        "HTTP/1.1 200 OK\r\nContent-Length: 9223372036854775807\r\n\r\n",
-    ])
+    @Test(
+        "answers that cannot be framed safely, interim answers and absurd lengths are malformed",
+        arguments: [
+            "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nabc",
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+            "HTTP/1.1 2000 OK\r\n\r\n",
+            "SMTP ready\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
+            "HTTP/1.1 100 Continue\r\n\r\n",
+            "HTTP/1.1 200 OK\r\nContent-Length: 9223372036854775807\r\n\r\n",
+        ])
     func malformed(text: String) {
-        guard case .malformed = PeerResponseParser.parse(Array(text.utf8)) else { Issue.record("\(text.debugDescription) was read"); return }
+        guard case .malformed = PeerResponseParser.parse(Array(text.utf8)) else {
+            Issue.record("\(text.debugDescription) was read")
+            return
+        }
     }
 
     @Test("a head longer than the limit is malformed, not waited for")
     func longHead() {
         let bytes = Array(("HTTP/1.1 200 OK\r\nX: " + String(repeating: "a", count: PeerResponseParser.maximumHeadLength)).utf8)
-        guard case .malformed = PeerResponseParser.parse(bytes) else { Issue.record("not refused"); return }
+        guard case .malformed = PeerResponseParser.parse(bytes) else {
+            Issue.record("not refused")
+            return
+        }
     }
 
     @Test("request bytes: method, target, Host, headers, a length for bodies and for every method but GET")
     func encode() {
-        let post = PeerClient.encode(PeerClient.Request(method: "POST", target: "/v1/posts/query?x=1", headers: [("Authorization", "Bearer t")], body: Array("{}".utf8)),
-                                     authority: "10.0.0.2:8082")
-        #expect(String(decoding: post, as: UTF8.self) == "POST /v1/posts/query?x=1 HTTP/1.1\r\nHost: 10.0.0.2:8082\r\nAuthorization: Bearer t\r\nContent-Length: 2\r\n\r\n{}")
+        let post = PeerClient.encode(
+            PeerClient.Request(method: "POST", target: "/v1/posts/query?x=1", headers: [("Authorization", "Bearer t")], body: Array("{}".utf8)),
+            authority: "10.0.0.2:8082")
+        #expect(
+            String(decoding: post, as: UTF8.self)
+                == "POST /v1/posts/query?x=1 HTTP/1.1\r\nHost: 10.0.0.2:8082\r\nAuthorization: Bearer t\r\nContent-Length: 2\r\n\r\n{}")
         let get = PeerClient.encode(PeerClient.Request(method: "GET", target: "/v1/posts/1"), authority: "b:80")
         #expect(String(decoding: get, as: UTF8.self) == "GET /v1/posts/1 HTTP/1.1\r\nHost: b:80\r\n\r\n")
         let toggle = PeerClient.encode(PeerClient.Request(method: "POST", target: "/t"), authority: "b:80")
@@ -368,4 +430,3 @@ struct PeerResponseParserTests {
         }
     }
 }
-

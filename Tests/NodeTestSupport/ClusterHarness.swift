@@ -1,13 +1,14 @@
 import CounterWire
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import PostgresDriver
 import ShardRouter
 import Synchronization
 import TestSupport
 import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 /// Several `counter-node serve` processes of one cluster (one key prefix) on the test PostgreSQL
 /// and Redis, each with a node id of its own, and the checks a cluster must pass afterwards.
@@ -63,12 +64,15 @@ package final class ClusterHarness: Sendable {
     /// - Parameter leaseMilliseconds: `--lease-ms`; `nil`: the node's default.
     package func start(_ id: String, leaseMilliseconds: Int? = nil, extra: [String] = [], collectingErrors: Bool = false) async throws -> Node {
         let port = try PrivateServers.freePort()
-        let process = try ChildProcess([ChildProcess.builtProduct("AuditedNode"), "serve",
-                                        "--listen", "127.0.0.1:\(port)", "--postgres-url", TestEnvironment.postgresURL,
-                                        "--redis-url", redisURL, "--key-prefix", prefix, "--node-id", id,
-                                        "--audit-table", audit.name, "--shards", "2", "--log-level", "info"]
-                                        + (leaseMilliseconds.map { ["--lease-ms", String($0)] } ?? []) + extra,
-                                       mergingStandardError: collectingErrors)
+        let process = try ChildProcess(
+            [
+                ChildProcess.builtProduct("AuditedNode"), "serve",
+                "--listen", "127.0.0.1:\(port)", "--postgres-url", TestEnvironment.postgresURL,
+                "--redis-url", redisURL, "--key-prefix", prefix, "--node-id", id,
+                "--audit-table", audit.name, "--shards", "2", "--log-level", "info",
+            ]
+                + (leaseMilliseconds.map { ["--lease-ms", String($0)] } ?? []) + extra,
+            mergingStandardError: collectingErrors)
         let node = Node(id: id, port: port, process: process)
         started.withLock { $0.append(node) }
         guard try await process.waitUntilListening() else {
@@ -123,10 +127,14 @@ package final class ClusterHarness: Sendable {
         let rows = try await pool.query("SELECT user_id, post_id FROM likes WHERE post_id = ANY($1::bigint[])", [.int64Array(load.posts)])
         let members = Set(try rows.map { Pair(user: try $0.int64(0), post: try $0.int64(1)) })
         let (lost, phantom, undetermined) = load.audit(rows: members)
-        #expect(lost.isEmpty, "acknowledged likes missing from PostgreSQL: \(lost.prefix(5)); their unacknowledged requests: \(lost.prefix(5).map { load.failureHistory(of: $0) })")
+        #expect(
+            lost.isEmpty,
+            "acknowledged likes missing from PostgreSQL: \(lost.prefix(5)); their unacknowledged requests: \(lost.prefix(5).map { load.failureHistory(of: $0) })"
+        )
         #expect(phantom.isEmpty, "likes in PostgreSQL that were not acknowledged last: \(phantom.prefix(5))")
         #expect(undetermined == 0, "every pair's state is settled before the check")
-        let drift = try await pool.query("""
+        let drift = try await pool.query(
+            """
             SELECT p.id, p.likes_count, count(l.id) FROM posts p LEFT JOIN likes l ON l.post_id = p.id
             WHERE p.id = ANY($1::bigint[]) GROUP BY p.id HAVING p.likes_count <> count(l.id)
             """, [.int64Array(load.posts)])
@@ -177,8 +185,12 @@ package final class HTTPPairLoad: Sendable {
     /// sends nothing more for the pair: a later answer would not be its final state. `settle`
     /// decides them once every node runs again and no node can still hold the request
     /// (`requestHoldLimit` after it went unanswered).
-    private let state = Mutex<(expected: [Pair: PairLoad.Expected], stop: Bool, acknowledged: Int, failed: Int, statuses: [String: Int],
-                               unanswered: [Pair: ContinuousClock.Instant])>(([:], false, 0, 0, [:], [:]))
+    private let state = Mutex<
+        (
+            expected: [Pair: PairLoad.Expected], stop: Bool, acknowledged: Int, failed: Int, statuses: [String: Int],
+            unanswered: [Pair: ContinuousClock.Instant]
+        )
+    >(([:], false, 0, 0, [:], [:]))
     /// How long after a request went unanswered a node may still act on it: a request whose
     /// client timed out (5 s) may be parked on a moving slot for the node's slot-move wait (5 s)
     /// at the node it reached and again at the owner it is forwarded to. Seen in CI: a DELETE

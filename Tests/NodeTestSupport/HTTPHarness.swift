@@ -17,19 +17,23 @@ package struct HTTPHarness {
     package var port: Int { server.port }
     package var posts: [Int64] { writePath.posts }
 
-    package static func start(posts: Int = 3, redis target: RedisTarget = .single, postgresURL: String = TestEnvironment.postgresURL,
-                      redisURL: String? = nil,
-                      configure: (inout HTTPServerConfiguration) -> Void = { _ in },
-                      writePath configureWritePath: (inout WritePathConfiguration) -> Void = { _ in },
-                      readyMaxLag: Duration? = nil, users: UserAccess? = nil) async throws -> HTTPHarness {
-        let writePath = try await WritePathHarness.start(posts: posts, postgresURL: postgresURL, redis: target, redisURL: redisURL,
-                                                         configure: configureWritePath)
+    package static func start(
+        posts: Int = 3, redis target: RedisTarget = .single, postgresURL: String = TestEnvironment.postgresURL,
+        redisURL: String? = nil,
+        configure: (inout HTTPServerConfiguration) -> Void = { _ in },
+        writePath configureWritePath: (inout WritePathConfiguration) -> Void = { _ in },
+        readyMaxLag: Duration? = nil, users: UserAccess? = nil
+    ) async throws -> HTTPHarness {
+        let writePath = try await WritePathHarness.start(
+            posts: posts, postgresURL: postgresURL, redis: target, redisURL: redisURL,
+            configure: configureWritePath)
         var configuration = HTTPServerConfiguration()
         configuration.port = 0
         configure(&configuration)
         let storage = NodeStorage(postgres: writePath.pool, redis: writePath.redis, layout: writePath.layout)
-        let api = try CounterAPI(service: writePath.service, tokens: AccessTokens(api: apiToken, admin: adminToken),
-                                 storage: storage, readyMaxLag: readyMaxLag, users: users)
+        let api = try CounterAPI(
+            service: writePath.service, tokens: AccessTokens(api: apiToken, admin: adminToken),
+            storage: storage, readyMaxLag: readyMaxLag, users: users)
         let requests = try await RunningServices.start([api])
         let server = try HTTPServer(configuration: configuration, handler: api)
         try server.start()
@@ -37,8 +41,10 @@ package struct HTTPHarness {
     }
 
     /// Sends one request on its own connection and returns the response.
-    package func send(_ method: String, _ path: String, token: String? = HTTPHarness.apiToken, body: String? = nil,
-              headers: [String: String] = [:]) async throws -> RawHTTPResponse {
+    package func send(
+        _ method: String, _ path: String, token: String? = HTTPHarness.apiToken, body: String? = nil,
+        headers: [String: String] = [:]
+    ) async throws -> RawHTTPResponse {
         let request = RawHTTPClient.request(method, path, token: token, body: body, headers: headers)
         let responses = try await RawHTTPClient.exchange(port: port, chunks: [request], responses: 1)
         guard let response = responses.first else { throw PrivateServersError(message: "no response to \(method) \(path)") }

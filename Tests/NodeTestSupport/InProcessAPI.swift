@@ -14,8 +14,10 @@ package struct InProcessAPI {
     package let requests: RunningServices
     package var posts: [Int64] { writePath.posts }
 
-    package static func start(posts: Int = 3, tokens: AccessTokens = AccessTokens(api: HTTPHarness.apiToken, admin: HTTPHarness.adminToken),
-                              users: UserAccess? = nil) async throws -> InProcessAPI {
+    package static func start(
+        posts: Int = 3, tokens: AccessTokens = AccessTokens(api: HTTPHarness.apiToken, admin: HTTPHarness.adminToken),
+        users: UserAccess? = nil
+    ) async throws -> InProcessAPI {
         let writePath = try await WritePathHarness.start(posts: posts)
         let storage = NodeStorage(postgres: writePath.pool, redis: writePath.redis, layout: writePath.layout)
         let api = try CounterAPI(service: writePath.service, tokens: tokens, storage: storage, users: users)
@@ -24,8 +26,10 @@ package struct InProcessAPI {
     }
 
     /// `target` (`/path?name=value&…`, as sent) answered by the API.
-    package func send(_ method: String, _ target: String, token: String? = HTTPHarness.apiToken, body: String? = nil,
-                      headers: [String: String] = [:]) async -> HTTPResponse {
+    package func send(
+        _ method: String, _ target: String, token: String? = HTTPHarness.apiToken, body: String? = nil,
+        headers: [String: String] = [:]
+    ) async -> HTTPResponse {
         let parts = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
         let rawQuery = parts.count > 1 ? String(parts[1]) : ""
         var query: [String: String] = [:]
@@ -33,8 +37,9 @@ package struct InProcessAPI {
             let nameValue = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             query[String(nameValue[0])] = nameValue.count > 1 ? String(nameValue[1]) : ""
         }
-        let request = HTTPRequest(method: method, path: String(parts[0]), query: query, rawQuery: rawQuery,
-                                  authorization: token.map { "Bearer \($0)" }, headers: headers, body: Array((body ?? "").utf8))
+        let request = HTTPRequest(
+            method: method, path: String(parts[0]), query: query, rawQuery: rawQuery,
+            authorization: token.map { "Bearer \($0)" }, headers: headers, body: Array((body ?? "").utf8))
         return await api.answer(request)
     }
 

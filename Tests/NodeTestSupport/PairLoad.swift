@@ -72,7 +72,8 @@ package final class PairLoad: Sendable {
         let deadline = ContinuousClock.now + timeout
         while summary.acknowledged < since + count {
             guard ContinuousClock.now < deadline else {
-                throw HarnessError("the load acknowledged \(summary.acknowledged - since) operations of \(count) within \(timeout) (\(summary.errors))")
+                throw HarnessError(
+                    "the load acknowledged \(summary.acknowledged - since) operations of \(count) within \(timeout) (\(summary.errors))")
             }
             try await Task.sleep(for: .milliseconds(10))
         }
@@ -103,7 +104,8 @@ package final class PairLoad: Sendable {
 
     /// `expected` (each pair's last acknowledged state) against the rows PostgreSQL holds.
     package static func audit(expected: [Pair: Expected], rows members: Set<Pair>) -> (lost: [Pair], phantom: [Pair], undetermined: Int) {
-        var lost: [Pair] = [], phantom: [Pair] = []
+        var lost: [Pair] = []
+        var phantom: [Pair] = []
         var undetermined = 0
         for (pair, state) in expected {
             switch state {

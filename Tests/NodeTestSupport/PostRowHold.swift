@@ -28,8 +28,10 @@ package final class PostRowHold: Sendable {
     /// How many sessions wait for a lock this hold has, asked on `pool` (a session inside a
     /// transaction would see `pg_stat_activity` as it was when the transaction first read it).
     package func waiting(asking pool: PostgresPool) async throws -> Int64 {
-        try await pool.query("SELECT count(*) FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))",
-                             [.int64(backend)]).first?.int64(0) ?? 0
+        try await pool.query(
+            "SELECT count(*) FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))",
+            [.int64(backend)]
+        ).first?.int64(0) ?? 0
     }
 
     /// Waits (up to 30 s, however busy the machine) until at least `count` sessions wait for this

@@ -22,10 +22,12 @@ package struct WritePathHarness {
     package let running: RunningServices
 
     /// Creates `postCount` posts and starts a service over them.
-    package static func start(posts postCount: Int, postgresURL: String = TestEnvironment.postgresURL,
-                      redis target: RedisTarget = .single,
-                      redisURL: String? = nil,
-                      configure: (inout WritePathConfiguration) -> Void = { _ in }) async throws -> WritePathHarness {
+    package static func start(
+        posts postCount: Int, postgresURL: String = TestEnvironment.postgresURL,
+        redis target: RedisTarget = .single,
+        redisURL: String? = nil,
+        configure: (inout WritePathConfiguration) -> Void = { _ in }
+    ) async throws -> WritePathHarness {
         var postgres = PostgresConfiguration(url: postgresURL)
         postgres.maximumConnections = 4
         let pool = PostgresPool(configuration: postgres)
@@ -39,9 +41,10 @@ package struct WritePathHarness {
         let log = LogLines()
         let service = try CounterService(configuration: configuration, postgres: pool, redis: redisConfiguration, log: log.nodeLog)
         let running = try await RunningServices.start([service])
-        return WritePathHarness(pool: pool, redis: RedisClient(topology: service.redisTopology),
-                                layout: RedisKeyLayout(prefix: configuration.keyPrefix), service: service, posts: posts, log: log,
-                                running: running)
+        return WritePathHarness(
+            pool: pool, redis: RedisClient(topology: service.redisTopology),
+            layout: RedisKeyLayout(prefix: configuration.keyPrefix), service: service, posts: posts, log: log,
+            running: running)
     }
 
     /// A second service over the same prefix (a restart).
@@ -60,21 +63,24 @@ package struct WritePathHarness {
 
     /// (user, post) pairs with a `likes` row, for `posts`.
     package func postgresMembers(_ posts: [Int64]? = nil) async throws -> Set<Pair> {
-        let rows = try await pool.query("SELECT user_id, post_id FROM likes WHERE post_id = ANY($1::bigint[])",
-                                        [.int64Array(posts ?? self.posts)])
+        let rows = try await pool.query(
+            "SELECT user_id, post_id FROM likes WHERE post_id = ANY($1::bigint[])",
+            [.int64Array(posts ?? self.posts)])
         return Set(try rows.map { Pair(user: try $0.int64(0), post: try $0.int64(1)) })
     }
 
     /// Gives `post` the likers 1…`count` in PostgreSQL: their `likes` rows and its `likes_count`.
     package func addLikers(_ count: Int, to post: Int64) async throws {
-        try await pool.query("INSERT INTO likes (user_id, post_id) SELECT u, $1 FROM generate_series(1, $2::bigint) u",
-                             [.int64(post), .int64(Int64(count))])
+        try await pool.query(
+            "INSERT INTO likes (user_id, post_id) SELECT u, $1 FROM generate_series(1, $2::bigint) u",
+            [.int64(post), .int64(Int64(count))])
         try await pool.query("UPDATE posts SET likes_count = $2 WHERE id = $1", [.int64(post), .int64(Int64(count))])
     }
 
     /// `likes_count` per post, and the number of `likes` rows per post.
     package func postgresCounts() async throws -> [Int64: (count: Int64, rows: Int64)] {
-        let rows = try await pool.query("""
+        let rows = try await pool.query(
+            """
             SELECT p.id, p.likes_count, (SELECT count(*) FROM likes l WHERE l.post_id = p.id)
             FROM posts p WHERE p.id = ANY($1::bigint[])
             """, [.int64Array(posts)])

@@ -40,10 +40,12 @@ struct ChangeLogEntryTests {
         }
     }
 
-    @Test("malformed packed values are refused whole", arguments: [
-        "", " ", "42", "42+", "+7", "42+7 ", " 42+7", "42+7  43+1", "0+7", "42+0", "42*7", "42+7x", "42++7",
-        "42+99999999999999999999", "99999999999999999999+1", "42+7 43", "-1+7",
-    ])
+    @Test(
+        "malformed packed values are refused whole",
+        arguments: [
+            "", " ", "42", "42+", "+7", "42+7 ", " 42+7", "42+7  43+1", "0+7", "42+0", "42*7", "42+7x", "42++7",
+            "42+99999999999999999999", "99999999999999999999+1", "42+7 43", "-1+7",
+        ])
     func malformed(text: String) {
         #expect(ChangeLogEntry.unpack(Array(text.utf8)) == nil)
         #expect(ChangeLogEntry.changes(from: Self.entry(["c": text])) == nil)
@@ -61,7 +63,8 @@ struct ChangeLogEntryTests {
         #expect(ChangeLogEntry.changes(from: Self.entry(["c": "42+7", "u": "7"])) == nil)
     }
 
-    @Test("a change with a time of its own carries it as `t` in the one-change form; an entry without `t` has no time of its own; a bad `t` is refused")
+    @Test(
+        "a change with a time of its own carries it as `t` in the one-change form; an entry without `t` has no time of its own; a bad `t` is refused")
     func acknowledgementTime() {
         let timed = LikeChange(userID: 7, postID: 42, liked: true, acknowledgedAt: 1_733_300_000_123)
         let fields = ChangeLogEntry.fields(of: timed)

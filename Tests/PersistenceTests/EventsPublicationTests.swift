@@ -28,8 +28,13 @@ struct EventsPublicationTests {
             switch type {
             case UInt8(ascii: "B"): try reader.skip(8 + 8 + 4)
             case UInt8(ascii: "C"): try reader.skip(1 + 8 + 8 + 8)
-            case UInt8(ascii: "O"): try reader.skip(8); _ = try reader.string()
-            case UInt8(ascii: "Y"): try reader.skip(4); _ = try reader.string(); _ = try reader.string()
+            case UInt8(ascii: "O"):
+                try reader.skip(8)
+                _ = try reader.string()
+            case UInt8(ascii: "Y"):
+                try reader.skip(4)
+                _ = try reader.string()
+                _ = try reader.string()
             case UInt8(ascii: "R"):
                 let oid = try reader.uint32()
                 _ = try reader.string()
@@ -53,7 +58,8 @@ struct EventsPublicationTests {
                 }
                 if relations[oid] == "counter_like_events" {
                     guard columns.count == 6, let id = columns[0].flatMap({ Int64($0) }), let post = columns[1].flatMap({ Int64($0) }),
-                          let user = columns[2].flatMap({ Int64($0) }) else { throw ParseError("an event row of another shape: \(columns)") }
+                        let user = columns[2].flatMap({ Int64($0) })
+                    else { throw ParseError("an event row of another shape: \(columns)") }
                     found.append(Published(id: id, postID: post, userID: user, liked: columns[3] == "t"))
                 }
             default:
@@ -91,8 +97,9 @@ struct EventsPublicationTests {
     }
 
     static func entry(_ log: String, _ ms: UInt64, _ user: Int64, _ post: Int64, _ liked: Bool) -> LoggedLikeChange {
-        LoggedLikeChange(log: log, slot: HashSlot(key: log.utf8).rawValue, entryID: StreamEntryID(milliseconds: ms, sequence: 0),
-                         change: LikeChange(userID: user, postID: post, liked: liked))
+        LoggedLikeChange(
+            log: log, slot: HashSlot(key: log.utf8).rawValue, entryID: StreamEntryID(milliseconds: ms, sequence: 0),
+            change: LikeChange(userID: user, postID: post, liked: liked))
     }
 
     @Test("migrate's publication streams every event to pg_recvlogical (pgoutput) in id order while four flushers commit", .timeLimit(.minutes(2)))
@@ -106,10 +113,14 @@ struct EventsPublicationTests {
 
             let slot = "counter_test_\(UInt32.random(in: 0...UInt32.max))"
             let file = FileManager.default.temporaryDirectory.appendingPathComponent("\(slot).pgoutput").path
-            let create = try ChildProcess(["/usr/bin/pg_recvlogical", "-d", url, "--slot", slot, "--create-slot", "-P", "pgoutput"], mergingStandardError: true)
+            let create = try ChildProcess(
+                ["/usr/bin/pg_recvlogical", "-d", url, "--slot", slot, "--create-slot", "-P", "pgoutput"], mergingStandardError: true)
             #expect(try await create.waitForExit() == 0, "\(create.output)")
-            let stream = try ChildProcess(["/usr/bin/pg_recvlogical", "-d", url, "--slot", slot, "--start", "-o", "proto_version=1",
-                                           "-o", "publication_names=\(LikeEvents.publication)", "-f", file, "-F", "0"], mergingStandardError: true)
+            let stream = try ChildProcess(
+                [
+                    "/usr/bin/pg_recvlogical", "-d", url, "--slot", slot, "--start", "-o", "proto_version=1",
+                    "-o", "publication_names=\(LikeEvents.publication)", "-f", file, "-F", "0",
+                ], mergingStandardError: true)
             do {
                 let posts = try await TestEnvironment.createPosts(4, in: pool)
                 try await withThrowingTaskGroup(of: Void.self) { group in

@@ -9,7 +9,8 @@ import Testing
 struct LikeBatchApplierTests {
     /// The count of `likes` rows and `likes_count` for each post.
     static func counts(_ posts: [Int64], _ pool: PostgresPool) async throws -> [Int64: (rows: Int64, count: Int64)] {
-        let rows = try await pool.query("""
+        let rows = try await pool.query(
+            """
             SELECT p.id, (SELECT count(*) FROM likes l WHERE l.post_id = p.id), p.likes_count
             FROM posts p WHERE p.id = ANY($1::bigint[])
             """, [.int64Array(posts)])
@@ -30,9 +31,10 @@ struct LikeBatchApplierTests {
         var generator = SystemRandomNumberGenerator()
         // 10,000 changes over 20 posts and 800 users: many pairs appear several times in the batch.
         let changes = (0..<10_000).map { _ in
-            LikeChange(userID: Int64.random(in: 1...800, using: &generator),
-                       postID: posts.randomElement(using: &generator)!,
-                       liked: Bool.random(using: &generator))
+            LikeChange(
+                userID: Int64.random(in: 1...800, using: &generator),
+                postID: posts.randomElement(using: &generator)!,
+                liked: Bool.random(using: &generator))
         }
         // The model: the last change per pair wins.
         var expected: [LikeChange: Bool] = [:]
@@ -66,20 +68,22 @@ struct LikeBatchApplierTests {
         let pool = try await TestEnvironment.migratedPool()
         let post = try await TestEnvironment.createPosts(1, in: pool)[0]
         let first = try await pool.withTransaction { connection in
-            try LikeBatchApplier.apply([
-                LikeChange(userID: 1, postID: post, liked: true),
-                LikeChange(userID: 1, postID: post, liked: false),
-                LikeChange(userID: 2, postID: post, liked: false),
-                LikeChange(userID: 2, postID: post, liked: true),
-                LikeChange(userID: 3, postID: post, liked: false),
-            ], on: connection)
+            try LikeBatchApplier.apply(
+                [
+                    LikeChange(userID: 1, postID: post, liked: true),
+                    LikeChange(userID: 1, postID: post, liked: false),
+                    LikeChange(userID: 2, postID: post, liked: false),
+                    LikeChange(userID: 2, postID: post, liked: true),
+                    LikeChange(userID: 3, postID: post, liked: false),
+                ], on: connection)
         }
         #expect(first.movements[post] == .init(delta: 1, likesCount: 1))
         let second = try await pool.withTransaction { connection in
-            try LikeBatchApplier.apply([
-                LikeChange(userID: 2, postID: post, liked: true),   // already liked
-                LikeChange(userID: 4, postID: post, liked: false),  // never liked
-            ], on: connection)
+            try LikeBatchApplier.apply(
+                [
+                    LikeChange(userID: 2, postID: post, liked: true), // already liked
+                    LikeChange(userID: 4, postID: post, liked: false), // never liked
+                ], on: connection)
         }
         #expect(second.movements.isEmpty)
         #expect(try await Self.members([post], pool) == [LikeChange(userID: 2, postID: post, liked: true)])
@@ -92,12 +96,13 @@ struct LikeBatchApplierTests {
         let posts = try await TestEnvironment.createPosts(2, in: pool)
         try await pool.query("DELETE FROM posts WHERE id = $1", [.int64(posts[1])])
         let outcome = try await pool.withTransaction { connection in
-            try LikeBatchApplier.apply([
-                LikeChange(userID: 10, postID: posts[0], liked: true),
-                LikeChange(userID: 11, postID: posts[1], liked: true),
-                LikeChange(userID: 12, postID: posts[1], liked: true),
-                LikeChange(userID: 12, postID: posts[1], liked: false),
-            ], on: connection)
+            try LikeBatchApplier.apply(
+                [
+                    LikeChange(userID: 10, postID: posts[0], liked: true),
+                    LikeChange(userID: 11, postID: posts[1], liked: true),
+                    LikeChange(userID: 12, postID: posts[1], liked: true),
+                    LikeChange(userID: 12, postID: posts[1], liked: false),
+                ], on: connection)
         }
         #expect(outcome.missingPosts == [posts[1]: 2])
         #expect(outcome.movements[posts[0]] == .init(delta: 1, likesCount: 1))
@@ -112,8 +117,9 @@ struct LikeBatchApplierTests {
         let post = try await TestEnvironment.createPosts(1, in: pool)[0]
         let log = TestEnvironment.uniqueKeyPrefix("log")
         func entry(_ ms: UInt64, _ user: Int64, _ liked: Bool) -> LoggedLikeChange {
-            LoggedLikeChange(log: log, slot: HashSlot(key: log.utf8).rawValue, entryID: StreamEntryID(milliseconds: ms, sequence: 0),
-                             change: LikeChange(userID: user, postID: post, liked: liked))
+            LoggedLikeChange(
+                log: log, slot: HashSlot(key: log.utf8).rawValue, entryID: StreamEntryID(milliseconds: ms, sequence: 0),
+                change: LikeChange(userID: user, postID: post, liked: liked))
         }
         let batch = [entry(100, 1, true), entry(101, 2, true)]
         let first = try await LikeBatchApplier.apply(batch, pool: pool)
@@ -135,7 +141,9 @@ struct LikeBatchApplierTests {
         await pool.close()
     }
 
-    @Test("a like's row keeps when it was acknowledged: its log entry's time, or its own (a replayed change); an unlogged batch takes the transaction's time")
+    @Test(
+        "a like's row keeps when it was acknowledged: its log entry's time, or its own (a replayed change); an unlogged batch takes the transaction's time"
+    )
     func rowsKeepTheAcknowledgementTime() async throws {
         let pool = try await TestEnvironment.migratedPool()
         let post = try await TestEnvironment.createPosts(1, in: pool)[0]
@@ -146,19 +154,22 @@ struct LikeBatchApplierTests {
             LoggedLikeChange(log: log, slot: HashSlot(key: log.utf8).rawValue, entryID: StreamEntryID(milliseconds: ms, sequence: 0), change: change)
         }
         // Applied long after both were acknowledged (as after a PostgreSQL outage).
-        _ = try await LikeBatchApplier.apply([
-            entry(entryTime, LikeChange(userID: 1, postID: post, liked: true)),
-            entry(entryTime + 1, LikeChange(userID: 2, postID: post, liked: true, acknowledgedAt: replayedTime)),
-            // A like and its unlike: the pair's last change wins, its row goes (no time needed).
-            entry(entryTime + 2, LikeChange(userID: 3, postID: post, liked: true)),
-            entry(entryTime + 3, LikeChange(userID: 3, postID: post, liked: false)),
-        ], pool: pool)
+        _ = try await LikeBatchApplier.apply(
+            [
+                entry(entryTime, LikeChange(userID: 1, postID: post, liked: true)),
+                entry(entryTime + 1, LikeChange(userID: 2, postID: post, liked: true, acknowledgedAt: replayedTime)),
+                // A like and its unlike: the pair's last change wins, its row goes (no time needed).
+                entry(entryTime + 2, LikeChange(userID: 3, postID: post, liked: true)),
+                entry(entryTime + 3, LikeChange(userID: 3, postID: post, liked: false)),
+            ], pool: pool)
         _ = try await LikeBatchApplier.apply([LikeChange(userID: 4, postID: post, liked: true)], pool: pool)
-        let rows = Array(try await pool.query("""
-            SELECT user_id, (extract(epoch FROM created_at) * 1000)::bigint, created_at = updated_at,
-                   abs(extract(epoch FROM now() - created_at)) < 60
-            FROM likes WHERE post_id = $1 ORDER BY user_id
-            """, [.int64(post)]))
+        let rows = Array(
+            try await pool.query(
+                """
+                SELECT user_id, (extract(epoch FROM created_at) * 1000)::bigint, created_at = updated_at,
+                       abs(extract(epoch FROM now() - created_at)) < 60
+                FROM likes WHERE post_id = $1 ORDER BY user_id
+                """, [.int64(post)]))
         #expect(try rows.map { try $0.int64(0) } == [1, 2, 4])
         #expect(try rows[0].int64(1) == Int64(entryTime))
         #expect(try rows[1].int64(1) == replayedTime)
@@ -167,14 +178,19 @@ struct LikeBatchApplierTests {
         await pool.close()
     }
 
-    @Test("a batch meeting existing rows (the ON CONFLICT path) counts only the rows it inserts; a like again takes its later time, never an earlier one")
+    @Test(
+        "a batch meeting existing rows (the ON CONFLICT path) counts only the rows it inserts; a like again takes its later time, never an earlier one"
+    )
     func conflictPathCountsInsertsOnly() async throws {
         let pool = try await TestEnvironment.migratedPool()
         let post = try await TestEnvironment.createPosts(1, in: pool)[0]
-        let early: Int64 = 1_700_000_000_000, middle: Int64 = 1_700_000_500_000, late: Int64 = 1_700_001_000_000
+        let early: Int64 = 1_700_000_000_000
+        let middle: Int64 = 1_700_000_500_000
+        let late: Int64 = 1_700_001_000_000
         // Rows PostgreSQL has: user 1 liked early, user 2 late, user 3 with no time (made by
         // hand), user 6 whose unlike comes.
-        try await pool.query("""
+        try await pool.query(
+            """
             INSERT INTO likes (user_id, post_id, created_at, updated_at) VALUES
                 (1, $1, 'epoch'::timestamptz + $2 * interval '1 millisecond', now()),
                 (2, $1, 'epoch'::timestamptz + $3 * interval '1 millisecond', now()),
@@ -182,22 +198,26 @@ struct LikeBatchApplierTests {
                 (6, $1, now(), now())
             """, [.int64(post), .int64(early), .int64(late)])
         try await pool.query("UPDATE posts SET likes_count = 4 WHERE id = $1", [.int64(post)])
-        let outcome = try await LikeBatchApplier.apply([
-            LikeChange(userID: 1, postID: post, liked: true, acknowledgedAt: middle),
-            LikeChange(userID: 2, postID: post, liked: true, acknowledgedAt: middle),
-            LikeChange(userID: 3, postID: post, liked: true, acknowledgedAt: middle),
-            LikeChange(userID: 5, postID: post, liked: true, acknowledgedAt: middle),
-            LikeChange(userID: 7, postID: post, liked: true, acknowledgedAt: middle),
-            LikeChange(userID: 6, postID: post, liked: false, acknowledgedAt: middle),
-        ], pool: pool)
+        let outcome = try await LikeBatchApplier.apply(
+            [
+                LikeChange(userID: 1, postID: post, liked: true, acknowledgedAt: middle),
+                LikeChange(userID: 2, postID: post, liked: true, acknowledgedAt: middle),
+                LikeChange(userID: 3, postID: post, liked: true, acknowledgedAt: middle),
+                LikeChange(userID: 5, postID: post, liked: true, acknowledgedAt: middle),
+                LikeChange(userID: 7, postID: post, liked: true, acknowledgedAt: middle),
+                LikeChange(userID: 6, postID: post, liked: false, acknowledgedAt: middle),
+            ], pool: pool)
         #expect(outcome.movements[post] == .init(delta: 1, likesCount: 5), "two rows inserted, one deleted; the three liked again move nothing")
         let counts = try await Self.counts([post], pool)
         #expect(counts[post]?.rows == 5 && counts[post]?.count == 5)
-        let rows = Array(try await pool.query("SELECT user_id, (extract(epoch FROM created_at) * 1000)::bigint FROM likes WHERE post_id = $1 ORDER BY user_id",
-                                              [.int64(post)]))
+        let rows = Array(
+            try await pool.query(
+                "SELECT user_id, (extract(epoch FROM created_at) * 1000)::bigint FROM likes WHERE post_id = $1 ORDER BY user_id",
+                [.int64(post)]))
         #expect(try rows.map { try $0.int64(0) } == [1, 2, 3, 5, 7])
-        #expect(try rows.map { try $0.int64(1) } == [middle, late, middle, middle, middle],
-                "user 1's like again is later: its time; user 2's row is later already: kept; user 3's row had none")
+        #expect(
+            try rows.map { try $0.int64(1) } == [middle, late, middle, middle, middle],
+            "user 1's like again is later: its time; user 2's row is later already: kept; user 3's row had none")
         await pool.close()
     }
 
@@ -208,8 +228,9 @@ struct LikeBatchApplierTests {
         let log = TestEnvironment.uniqueKeyPrefix("audited")
         let audit = try await AuditTable.create(log, in: pool)
         let entries = (1...3).map { user in
-            LoggedLikeChange(log: log, slot: HashSlot(key: log.utf8).rawValue, entryID: StreamEntryID(milliseconds: 10, sequence: UInt64(user)),
-                             change: LikeChange(userID: Int64(user), postID: post, liked: true))
+            LoggedLikeChange(
+                log: log, slot: HashSlot(key: log.utf8).rawValue, entryID: StreamEntryID(milliseconds: 10, sequence: UInt64(user)),
+                change: LikeChange(userID: Int64(user), postID: post, liked: true))
         }
         _ = try await pool.withTransaction { try LikeBatchApplier.apply(entries, on: $0, audit: audit.flushAudit) }
         // Read again: skipped by the recorded progress, so not audited again.
@@ -223,18 +244,22 @@ struct LikeBatchApplierTests {
         }
         #expect(try await Self.members([post], pool).count == 3)
         await #expect(throws: PostgresError.self) {
-            _ = try await pool.withTransaction { try LikeBatchApplier.apply(entries, on: $0, audit: try AuditTable(name: "x; DROP TABLE likes").flushAudit) }
+            _ = try await pool.withTransaction {
+                try LikeBatchApplier.apply(entries, on: $0, audit: try AuditTable(name: "x; DROP TABLE likes").flushAudit)
+            }
         }
         try await pool.query("DROP TABLE \(audit.name)")
         await pool.close()
     }
 
-    @Test("bad batches are refused before anything is sent", arguments: [
-        ([LikeChange](), "empty batch"),
-        ([LikeChange(userID: 0, postID: 1, liked: true)], "positive"),
-        ([LikeChange(userID: 1, postID: -5, liked: true)], "positive"),
-        ([LikeChange(userID: 1, postID: 1, liked: true), LikeChange(userID: Int64.min, postID: 1, liked: false)], "change 1"),
-    ])
+    @Test(
+        "bad batches are refused before anything is sent",
+        arguments: [
+            ([LikeChange](), "empty batch"),
+            ([LikeChange(userID: 0, postID: 1, liked: true)], "positive"),
+            ([LikeChange(userID: 1, postID: -5, liked: true)], "positive"),
+            ([LikeChange(userID: 1, postID: 1, liked: true), LikeChange(userID: Int64.min, postID: 1, liked: false)], "change 1"),
+        ])
     func badInput(changes: [LikeChange], expectedText: String) async throws {
         let pool = PostgresPool(configuration: TestEnvironment.postgres())
         let error = await #expect(throws: PostgresError.self) {
@@ -246,8 +271,9 @@ struct LikeBatchApplierTests {
 
     @Test("an oversized batch is refused with the limit in the message")
     func oversized() async throws {
-        let changes = [LikeChange](repeating: LikeChange(userID: 1, postID: 1, liked: true),
-                                   count: LikeBatchApplier.maximumBatchSize + 1)
+        let changes = [LikeChange](
+            repeating: LikeChange(userID: 1, postID: 1, liked: true),
+            count: LikeBatchApplier.maximumBatchSize + 1)
         let pool = PostgresPool(configuration: TestEnvironment.postgres())
         let error = await #expect(throws: PostgresError.self) {
             try await LikeBatchApplier.apply(changes, pool: pool)
@@ -262,10 +288,12 @@ struct MultiLogBatchTests {
     func severalLogs() async throws {
         let pool = try await TestEnvironment.migratedPool()
         let posts = try await TestEnvironment.createPosts(2, in: pool)
-        let logA = TestEnvironment.uniqueKeyPrefix("logA"), logB = TestEnvironment.uniqueKeyPrefix("logB")
+        let logA = TestEnvironment.uniqueKeyPrefix("logA")
+        let logB = TestEnvironment.uniqueKeyPrefix("logB")
         func entry(_ log: String, _ ms: UInt64, _ post: Int64, _ user: Int64, _ liked: Bool) -> LoggedLikeChange {
-            LoggedLikeChange(log: log, slot: HashSlot(key: log.utf8).rawValue, entryID: StreamEntryID(milliseconds: ms, sequence: 0),
-                             change: LikeChange(userID: user, postID: post, liked: liked))
+            LoggedLikeChange(
+                log: log, slot: HashSlot(key: log.utf8).rawValue, entryID: StreamEntryID(milliseconds: ms, sequence: 0),
+                change: LikeChange(userID: user, postID: post, liked: liked))
         }
         let first = try await LikeBatchApplier.apply([entry(logA, 10, posts[0], 1, true), entry(logB, 5, posts[1], 1, true)], pool: pool)
         #expect(first.appliedThrough == [logA: StreamEntryID(milliseconds: 10, sequence: 0), logB: StreamEntryID(milliseconds: 5, sequence: 0)])

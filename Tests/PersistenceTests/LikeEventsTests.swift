@@ -10,8 +10,9 @@ import Testing
 @Suite("Change events: the outbox written by the flush transaction")
 struct LikeEventsTests {
     static func entry(_ log: String, _ ms: UInt64, _ user: Int64, _ post: Int64, _ liked: Bool) -> LoggedLikeChange {
-        LoggedLikeChange(log: log, slot: HashSlot(key: log.utf8).rawValue, entryID: StreamEntryID(milliseconds: ms, sequence: 0),
-                         change: LikeChange(userID: user, postID: post, liked: liked))
+        LoggedLikeChange(
+            log: log, slot: HashSlot(key: log.utf8).rawValue, entryID: StreamEntryID(milliseconds: ms, sequence: 0),
+            change: LikeChange(userID: user, postID: post, liked: liked))
     }
 
     /// Every pair's membership as the events tell it (the last event of each pair) against the
@@ -24,29 +25,33 @@ struct LikeEventsTests {
         return Set(told.filter(\.value).keys) == present
     }
 
-    @Test("an event per row the flush inserts or deletes, with the acknowledgement time; nothing for changes that change no row; nothing with events off")
+    @Test(
+        "an event per row the flush inserts or deletes, with the acknowledgement time; nothing for changes that change no row; nothing with events off"
+    )
     func eventsFollowTheRows() async throws {
         try await TestEnvironment.withScratchDatabase { pool, _ in
             _ = try await SchemaMigrator.migrate(pool)
             let post = try await TestEnvironment.createPosts(1, in: pool)[0]
             let log = "log:a"
             let t: UInt64 = 1_764_000_000_000
-            _ = try await LikeBatchApplier.apply([
-                Self.entry(log, t, 1, post, true),
-                Self.entry(log, t + 1, 2, post, true),
-                // A like and its unlike inside one batch: no row, no event.
-                Self.entry(log, t + 2, 3, post, true),
-                Self.entry(log, t + 3, 3, post, false),
-                // An unlike of a row that never was: nothing to delete, no event.
-                Self.entry(log, t + 4, 4, post, false),
-            ], pool: pool, events: true)
+            _ = try await LikeBatchApplier.apply(
+                [
+                    Self.entry(log, t, 1, post, true),
+                    Self.entry(log, t + 1, 2, post, true),
+                    // A like and its unlike inside one batch: no row, no event.
+                    Self.entry(log, t + 2, 3, post, true),
+                    Self.entry(log, t + 3, 3, post, false),
+                    // An unlike of a row that never was: nothing to delete, no event.
+                    Self.entry(log, t + 4, 4, post, false),
+                ], pool: pool, events: true)
             _ = try await LikeBatchApplier.apply([Self.entry(log, t + 10, 1, post, false)], pool: pool, events: true)
             // A like of a row PostgreSQL has already (the ON CONFLICT path, the row's time moved
             // to the later like's): no change of membership, no event.
             try await pool.query("INSERT INTO likes (user_id, post_id, created_at) VALUES (5, $1, '2020-01-01T00:00:00Z')", [.int64(post)])
             try await pool.query("UPDATE posts SET likes_count = likes_count + 1 WHERE id = $1", [.int64(post)])
-            _ = try await LikeBatchApplier.apply([Self.entry(log, t + 20, 5, post, true), Self.entry(log, t + 21, 6, post, true)],
-                                                 pool: pool, events: true)
+            _ = try await LikeBatchApplier.apply(
+                [Self.entry(log, t + 20, 5, post, true), Self.entry(log, t + 21, 6, post, true)],
+                pool: pool, events: true)
             // Events off: the rows change, no event.
             _ = try await LikeBatchApplier.apply([Self.entry(log, t + 30, 7, post, true)], pool: pool, events: false)
 
@@ -57,8 +62,9 @@ struct LikeEventsTests {
             #expect(events.map(\.likedAtMicroseconds) == [t, t + 1, t + 10, t + 21].map { Int64($0) * 1_000 })
             #expect(events.allSatisfy { $0.postID == post })
             #expect(zip(events, events.dropFirst()).allSatisfy { $0.committedAtMicroseconds <= $1.committedAtMicroseconds })
-            let movedTime = try await pool.query("SELECT (extract(epoch FROM created_at) * 1000)::bigint FROM likes WHERE user_id = 5 AND post_id = $1",
-                                                 [.int64(post)])
+            let movedTime = try await pool.query(
+                "SELECT (extract(epoch FROM created_at) * 1000)::bigint FROM likes WHERE user_id = 5 AND post_id = $1",
+                [.int64(post)])
             #expect(try movedTime.first?.int64(0) == Int64(t + 20), "the existing row took the later like's time (the ON CONFLICT update ran)")
             let clock = try await LikeEvents(pool: pool).clock()
             #expect(clock == LikeEvents.Clock(lastID: 4, prunedThrough: 0, prunedEvents: 0))
@@ -145,9 +151,12 @@ struct LikeEventsTests {
             var waiting: Int64 = 0
             for _ in 0..<600 where waiting == 0 {
                 try await Task.sleep(for: .milliseconds(50))
-                waiting = try await pool.query("""
-                    SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
-                    """).first?.int64(0) ?? 0
+                waiting =
+                    try await pool.query(
+                        """
+                        SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
+                        """
+                    ).first?.int64(0) ?? 0
             }
             #expect(waiting == 1, "B waits for the clock's row")
             #expect(try await LikeEvents(pool: pool).read(after: 0, limit: 10).isEmpty, "nothing is visible before a commit")
@@ -175,8 +184,14 @@ struct LikeEventsTests {
     static func finished(_ task: Task<Void, Error>) async -> Bool {
         // A task's completion is only observable by awaiting it; race it against a short sleep.
         await withTaskGroup(of: Bool.self) { group in
-            group.addTask { _ = try? await task.value; return true }
-            group.addTask { try? await Task.sleep(for: .milliseconds(5)); return false }
+            group.addTask {
+                _ = try? await task.value
+                return true
+            }
+            group.addTask {
+                try? await Task.sleep(for: .milliseconds(5))
+                return false
+            }
             let first = await group.next() ?? false
             group.cancelAll()
             return first
@@ -188,8 +203,9 @@ struct LikeEventsTests {
         try await TestEnvironment.withScratchDatabase { pool, _ in
             _ = try await SchemaMigrator.migrate(pool)
             let post = try await TestEnvironment.createPosts(1, in: pool)[0]
-            _ = try await LikeBatchApplier.apply((1...25).map { Self.entry("log:p", UInt64($0), Int64($0), post, true) },
-                                                 pool: pool, events: true)
+            _ = try await LikeBatchApplier.apply(
+                (1...25).map { Self.entry("log:p", UInt64($0), Int64($0), post, true) },
+                pool: pool, events: true)
             // Events 1-20 but 15 were committed two days ago, the rest now: 16-20 stand for old
             // events after a young one (a clock stepped back), and wait for it, so
             // pruned_through never passes an event that is still there.

@@ -1,7 +1,7 @@
 import Foundation
 import Persistence
-import Testing
 import TestSupport
+import Testing
 
 @Suite("Node registry against a real PostgreSQL")
 struct NodeRegistryTests {

@@ -11,8 +11,11 @@ struct PersistenceFuzzTests {
     func packedEntries() {
         var random = SeededGenerator(seed: 3)
         let seeds = ["42+7+9-7 43+1", "1+1", "9223372036854775807-9223372036854775807 5+5-5"].map { Array($0.utf8) }
-        #expect(ChangeLogEntry.unpack(seeds[0]) == [LikeChange(userID: 7, postID: 42, liked: true), LikeChange(userID: 9, postID: 42, liked: true),
-                                                    LikeChange(userID: 7, postID: 42, liked: false), LikeChange(userID: 1, postID: 43, liked: true)])
+        #expect(
+            ChangeLogEntry.unpack(seeds[0]) == [
+                LikeChange(userID: 7, postID: 42, liked: true), LikeChange(userID: 9, postID: 42, liked: true),
+                LikeChange(userID: 7, postID: 42, liked: false), LikeChange(userID: 1, postID: 43, liked: true),
+            ])
         #expect(ChangeLogEntry.unpack(seeds[1]) == [LikeChange(userID: 1, postID: 1, liked: true)])
         #expect(ChangeLogEntry.unpack(seeds[2])?.count == 3)
         let total = FuzzInput.count(200_000)
@@ -33,7 +36,9 @@ struct PersistenceFuzzTests {
 
 /// The share of `total` inputs a parser accepted must be at least `least`: a parser that refused
 /// everything would pass every check made inside the fuzz loops.
-func expectAccepted(_ accepted: Int, of total: Int, atLeast least: Double, _ what: String,
-                    sourceLocation: SourceLocation = #_sourceLocation) {
+func expectAccepted(
+    _ accepted: Int, of total: Int, atLeast least: Double, _ what: String,
+    sourceLocation: SourceLocation = #_sourceLocation
+) {
     #expect(Double(accepted) >= least * Double(total), "\(what): \(accepted) of \(total) inputs accepted", sourceLocation: sourceLocation)
 }

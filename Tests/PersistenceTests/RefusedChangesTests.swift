@@ -33,8 +33,9 @@ struct RefusedChangesTests {
     }
 
     static func entry(_ log: String, _ ms: UInt64, _ user: Int64, _ post: Int64, _ liked: Bool) -> LoggedLikeChange {
-        LoggedLikeChange(log: log, slot: HashSlot(key: log.utf8).rawValue, entryID: StreamEntryID(milliseconds: ms, sequence: 0),
-                         change: LikeChange(userID: user, postID: post, liked: liked))
+        LoggedLikeChange(
+            log: log, slot: HashSlot(key: log.utf8).rawValue, entryID: StreamEntryID(milliseconds: ms, sequence: 0),
+            change: LikeChange(userID: user, postID: post, liked: liked))
     }
 
     @Test("SQLSTATE classes: transient ones are retried, the others refuse what the statement carries")
@@ -57,7 +58,8 @@ struct RefusedChangesTests {
             var entries: [LoggedLikeChange] = []
             var wanted: Set<LikeChange> = []
             for index in 0..<400 {
-                let user = Int64(1 + index % 100), post = Int64(1 + index / 100)
+                let user = Int64(1 + index % 100)
+                let post = Int64(1 + index / 100)
                 entries.append(Self.entry("log-a", UInt64(1 + index), user, post, true))
                 wanted.insert(LikeChange(userID: user, postID: post, liked: true))
             }
@@ -73,9 +75,12 @@ struct RefusedChangesTests {
             }
             let refused = outcome.rejected.sorted { ($0.change.userID, $0.change.postID) < ($1.change.userID, $1.change.postID) }
             // Each refused change carries when it was acknowledged: its entry's time.
-            #expect(refused.map(\.change) == [LikeChange(userID: 666, postID: 1, liked: true, acknowledgedAt: 1_001),
-                                              LikeChange(userID: 666, postID: 3, liked: true, acknowledgedAt: 5),
-                                              LikeChange(userID: 777, postID: 2, liked: true, acknowledgedAt: 1_002)])
+            #expect(
+                refused.map(\.change) == [
+                    LikeChange(userID: 666, postID: 1, liked: true, acknowledgedAt: 1_001),
+                    LikeChange(userID: 666, postID: 3, liked: true, acknowledgedAt: 5),
+                    LikeChange(userID: 777, postID: 2, liked: true, acknowledgedAt: 1_002),
+                ])
             #expect(refused.map(\.sqlState) == ["P0001", "P0001", "23514"])
             #expect(refused[0].message == "user 666 is banned")
             #expect(refused[2].message.contains("no_777"))
@@ -84,7 +89,10 @@ struct RefusedChangesTests {
             let counts = try await pool.query("SELECT id, likes_count FROM posts ORDER BY id")
             #expect(try counts.map { try $0.int64(1) } == [100, 100, 100, 100])
             #expect(outcome.movements.mapValues(\.delta) == [1: 100, 2: 100, 3: 100, 4: 100])
-            #expect(outcome.appliedThrough == ["log-a": StreamEntryID(milliseconds: 1_002, sequence: 0), "log-b": StreamEntryID(milliseconds: 5, sequence: 0)])
+            #expect(
+                outcome.appliedThrough == [
+                    "log-a": StreamEntryID(milliseconds: 1_002, sequence: 0), "log-b": StreamEntryID(milliseconds: 5, sequence: 0),
+                ])
             let progress = try await pool.query("SELECT sum(applied_changes) FROM counter_flush_progress")
             #expect(try progress.first?.int64(0) == 404)
         }
@@ -93,8 +101,10 @@ struct RefusedChangesTests {
     @Test("refused pairs given as skipped are not sent; without isolation a refusal is thrown as it is")
     func skippingAndThrowing() async throws {
         try await Self.withAppRules { pool in
-            let changes = [LikeChange(userID: 1, postID: 1, liked: true), LikeChange(userID: 666, postID: 1, liked: true),
-                           LikeChange(userID: 2, postID: 1, liked: true)]
+            let changes = [
+                LikeChange(userID: 1, postID: 1, liked: true), LikeChange(userID: 666, postID: 1, liked: true),
+                LikeChange(userID: 2, postID: 1, liked: true),
+            ]
             let error = await #expect(throws: PostgresError.self) {
                 _ = try await pool.withTransaction { try LikeBatchApplier.apply(changes, on: $0) }
             }
@@ -115,7 +125,8 @@ struct RefusedChangesTests {
             let error = await #expect(throws: PostgresError.self) {
                 _ = try await pool.withTransaction { try LikeBatchApplier.apply(changes, on: $0, isolatingRefusals: true) }
             }
-            let state = error?.sqlState, retryable = error?.isRetryable ?? false
+            let state = error?.sqlState
+            let retryable = error?.isRetryable ?? false
             #expect(state == "40001")
             #expect(retryable)
             let remaining = try await pool.query("SELECT count(*) FROM likes").first?.int64(0)

@@ -20,12 +20,19 @@ struct SchemaMigratorTests {
             let second = try await SchemaMigrator.migrate(pool)
             #expect(second.applied.isEmpty)
             #expect(second.currentVersion == first.currentVersion)
-            let tables = try await pool.query("""
+            let tables = try await pool.query(
+                """
                 SELECT table_name FROM information_schema.tables
                 WHERE table_schema = 'public' ORDER BY table_name
-                """).map { $0.string(0)! }
-            #expect(tables == ["counter_event_clock", "counter_flush_progress", "counter_like_events", "counter_nodes", "counter_schema_migrations", "counter_slots", "likes", "posts"])
-            let unique = try await pool.query("""
+                """
+            ).map { $0.string(0)! }
+            #expect(
+                tables == [
+                    "counter_event_clock", "counter_flush_progress", "counter_like_events", "counter_nodes", "counter_schema_migrations",
+                    "counter_slots", "likes", "posts",
+                ])
+            let unique = try await pool.query(
+                """
                 SELECT count(*) FROM pg_indexes WHERE tablename = 'likes' AND indexdef LIKE '%UNIQUE%(user_id, post_id)%'
                 """)
             #expect(try unique.first?.int64(0) ?? 0 >= 1)
@@ -36,7 +43,8 @@ struct SchemaMigratorTests {
     func existingAppTables() async throws {
         try await Self.withScratchDatabase { pool in
             try await pool.withConnection { connection in
-                try await connection.runScript("""
+                try await connection.runScript(
+                    """
                     CREATE TABLE posts (id bigserial PRIMARY KEY, title text NOT NULL, created_at timestamptz, updated_at timestamptz);
                     INSERT INTO posts (title) VALUES ('first'), ('second');
                     """)
@@ -58,7 +66,8 @@ struct SchemaMigratorTests {
     func existingLaravelLikes() async throws {
         try await Self.withScratchDatabase { pool in
             try await pool.withConnection { connection in
-                try await connection.runScript("""
+                try await connection.runScript(
+                    """
                     CREATE TABLE posts (id bigserial PRIMARY KEY, likes_count integer NOT NULL DEFAULT 0);
                     CREATE TABLE likes (id bigserial PRIMARY KEY, user_id bigint NOT NULL, post_id bigint NOT NULL,
                         created_at timestamp(0), updated_at timestamp(0));
@@ -72,8 +81,11 @@ struct SchemaMigratorTests {
             // made by version 1 and dropped by version 7: the first of those covers it).
             #expect(try indexes.first?.int64(0) == 4)
             let outcome = try await pool.withTransaction { connection in
-                try LikeBatchApplier.apply([LikeChange(userID: 7, postID: 1, liked: true),
-                                            LikeChange(userID: 8, postID: 1, liked: true)], on: connection)
+                try LikeBatchApplier.apply(
+                    [
+                        LikeChange(userID: 7, postID: 1, liked: true),
+                        LikeChange(userID: 8, postID: 1, liked: true),
+                    ], on: connection)
             }
             #expect(outcome.movements[1]?.likesCount == 2)
         }
@@ -101,7 +113,8 @@ struct SchemaMigratorTests {
 
     /// The query of the backend building an index concurrently, and whether it waits on a lock.
     static func concurrentBuild(in pool: PostgresPool) async throws -> (query: String, waitsOnLock: Bool)? {
-        let rows = try await pool.query("""
+        let rows = try await pool.query(
+            """
             SELECT query, coalesce(wait_event_type, '') = 'Lock' FROM pg_stat_activity
             WHERE datname = current_database() AND query LIKE 'CREATE INDEX CONCURRENTLY%' AND pid <> pg_backend_pid()
             """)
@@ -109,14 +122,16 @@ struct SchemaMigratorTests {
         return (row.string(0) ?? "", try row.bool(1))
     }
 
-    @Test("the newest-first indexes of likes are built CONCURRENTLY: a flusher batch commits while each builds; progress says what happens",
-          arguments: [(5, "likes_post_id_created_at_index"), (6, "likes_user_id_created_at_index")])
+    @Test(
+        "the newest-first indexes of likes are built CONCURRENTLY: a flusher batch commits while each builds; progress says what happens",
+        arguments: [(5, "likes_post_id_created_at_index"), (6, "likes_user_id_created_at_index")])
     func indexBuildsWhileWritesGoOn(version: Int, index: String) async throws {
         try await Self.withScratchDatabase { pool in
             _ = try await SchemaMigrator.migrate(pool)
             // An existing table with rows, as an upgrade finds it: the new index not there yet.
             try await pool.query("INSERT INTO posts (id) SELECT generate_series(1, 100)")
-            try await pool.query("""
+            try await pool.query(
+                """
                 INSERT INTO likes (user_id, post_id, created_at, updated_at)
                 SELECT u, p, now(), now() FROM generate_series(1, 100) p, generate_series(1, 40) u
                 """)
@@ -153,7 +168,9 @@ struct SchemaMigratorTests {
                 if build?.waitsOnLock == true { break }
                 try await Task.sleep(for: .milliseconds(20))
             }
-            #expect(build?.waitsOnLock == true, "no concurrent build waited for the open batch: \(String(describing: build)); progress \(progress.entries)")
+            #expect(
+                build?.waitsOnLock == true,
+                "no concurrent build waited for the open batch: \(String(describing: build)); progress \(progress.entries)")
 
             // Another batch (another slot's flusher) commits while the build still waits, within 30 s.
             let writes = OrderLog()
@@ -165,7 +182,9 @@ struct SchemaMigratorTests {
             let committed = !writes.entries.isEmpty
             let stillBuilding = try await Self.concurrentBuild(in: pool)
             #expect(committed, "a batch written during the build did not commit within 30 s")
-            #expect(stillBuilding?.query.contains(index) == true, "the build of \(index) ended before the write committed: \(String(describing: stillBuilding))")
+            #expect(
+                stillBuilding?.query.contains(index) == true,
+                "the build of \(index) ended before the write committed: \(String(describing: stillBuilding))")
 
             release.open()
             try await inFlight.value
@@ -174,15 +193,18 @@ struct SchemaMigratorTests {
             #expect(report.applied == [version])
             let messages = progress.entries
             #expect(messages.count == 2, "\(messages)")
-            #expect(messages.first?.hasPrefix("building index \(index) ON ") == true && messages.first?.contains("CONCURRENTLY") == true
+            #expect(
+                messages.first?.hasPrefix("building index \(index) ON ") == true && messages.first?.contains("CONCURRENTLY") == true
                     && messages.first?.contains(" rows; writes to likes go on meanwhile") == true, "\(messages)")
             #expect(messages.last?.hasPrefix("built index \(index) in ") == true, "\(messages)")
-            let valid = try await pool.query("""
+            let valid = try await pool.query(
+                """
                 SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = $1
                 """, [.text(index)])
             #expect(try valid.map { try $0.bool(0) } == [true])
             // Counts still equal rows.
-            let drift = try await pool.query("""
+            let drift = try await pool.query(
+                """
                 SELECT count(*) FROM posts p WHERE likes_count <> (SELECT count(*) FROM likes l WHERE l.post_id = p.id)
                 """)
             #expect(try drift.first?.int64(0) == 0)
@@ -205,7 +227,8 @@ struct SchemaMigratorTests {
             let report = try await SchemaMigrator.migrate(pool, progress: { progress.append($0) })
             #expect(report.applied == [5])
             #expect(progress.entries.first == "dropping the invalid index likes_post_id_created_at_index an interrupted build left")
-            let index = try await pool.query("""
+            let index = try await pool.query(
+                """
                 SELECT i.indisvalid, pg_get_indexdef(i.indexrelid) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
                 WHERE c.relname = 'likes_post_id_created_at_index'
                 """)

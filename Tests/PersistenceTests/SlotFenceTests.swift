@@ -19,8 +19,9 @@ struct SlotFenceTests {
         #expect(reply.string == FencedScript.guardedWriteSHA)
     }
 
-    @Test("a write runs only while the writer holds the slot's epoch; a missing or other epoch refuses it whole",
-          arguments: RedisTarget.allCases)
+    @Test(
+        "a write runs only while the writer holds the slot's epoch; a missing or other epoch refuses it whole",
+        arguments: RedisTarget.allCases)
     func fencedWrites(_ target: RedisTarget) async throws {
         let redis = try await client(target)
         let layout = RedisKeyLayout(prefix: TestEnvironment.uniqueKeyPrefix("fence"))
@@ -29,9 +30,13 @@ struct SlotFenceTests {
         let likers = layout.likers(ofPost: post)
         let log = layout.changeLog(of: slot)
         func write(_ user: Int64, epoch: Int64) async -> Result<[RedisReply], RedisError> {
-            await redis.execute([SlotCommands(slot: slot, commands: [
-                .sadd(likers, [user]), .xadd(log, fields: [("u", user)]), .get(likers),
-            ], fence: layout.fence(of: slot, epoch: epoch))])[0]
+            await redis.execute([
+                SlotCommands(
+                    slot: slot,
+                    commands: [
+                        .sadd(likers, [user]), .xadd(log, fields: [("u", user)]), .get(likers),
+                    ], fence: layout.fence(of: slot, epoch: epoch))
+            ])[0]
         }
 
         // No epoch key yet: refused (fail closed), nothing written.
@@ -46,7 +51,10 @@ struct SlotFenceTests {
         #expect(held.count == 3)
         #expect(held[0].integer == 1)
         #expect(held[1].string?.contains("-") == true)
-        guard case .error(let text) = held[2] else { Issue.record("GET of a set should be an error reply, got \(held[2])"); return }
+        guard case .error(let text) = held[2] else {
+            Issue.record("GET of a set should be an error reply, got \(held[2])")
+            return
+        }
         #expect(text.hasPrefix("WRONGTYPE"))
 
         // A later claim: the old holder is refused, the new one runs.
@@ -74,8 +82,11 @@ struct SlotFenceTests {
         let slot = HashSlot(post: 77)
         _ = await SlotEpochKeys.raise([(slot, 3)], layout: layout, redis: redis)
         _ = try await redis.send(RedisCommand("SCRIPT", "FLUSH"), slot: slot)
-        let result = await redis.execute([SlotCommands(slot: slot, commands: [.sadd(layout.likers(ofPost: 77), [1])],
-                                                       fence: layout.fence(of: slot, epoch: 3))])[0]
+        let result = await redis.execute([
+            SlotCommands(
+                slot: slot, commands: [.sadd(layout.likers(ofPost: 77), [1])],
+                fence: layout.fence(of: slot, epoch: 3))
+        ])[0]
         #expect(try result.get()[0].integer == 1)
         _ = try await redis.send(.del([layout.likers(ofPost: 77), layout.epoch(of: slot)]), slot: slot)
         await redis.close()
@@ -88,8 +99,11 @@ struct SlotFenceTests {
         let slot = HashSlot(post: 78)
         _ = await SlotEpochKeys.raise([(slot, 1)], layout: layout, redis: redis)
         let users = (1...Int64(FencedScript.maximumArgumentsPerCommand - 1)).map { $0 }
-        let result = await redis.execute([SlotCommands(slot: slot, commands: [.sadd(layout.likers(ofPost: 78), users)],
-                                                       fence: layout.fence(of: slot, epoch: 1))])[0]
+        let result = await redis.execute([
+            SlotCommands(
+                slot: slot, commands: [.sadd(layout.likers(ofPost: 78), users)],
+                fence: layout.fence(of: slot, epoch: 1))
+        ])[0]
         #expect(try result.get()[0].integer == Int64(users.count))
         _ = try await redis.send(.del([layout.likers(ofPost: 78), layout.epoch(of: slot)]), slot: slot)
         await redis.close()

@@ -1,6 +1,6 @@
 import Persistence
-import Testing
 import TestSupport
+import Testing
 
 @Suite("Slot table against a real PostgreSQL")
 struct SlotTableTests {
@@ -45,8 +45,9 @@ struct SlotTableTests {
         let backToA = try await table.assign([.init(slot: 8, expectedEpoch: toB[8]!)], to: "a", incarnation: 1)
         #expect(backToA[8]! > toB[8]! && toB[8]! > a[8]!)
         #expect(try await table.version().epochSum > version.epochSum, "every change of owner changes the version")
-        #expect(try await table.assign([.init(slot: 8, expectedEpoch: a[8]!)], to: "c", incarnation: 3).isEmpty,
-                "a claim on an epoch that is gone wins nothing")
+        #expect(
+            try await table.assign([.init(slot: 8, expectedEpoch: a[8]!)], to: "c", incarnation: 3).isEmpty,
+            "a claim on an epoch that is gone wins nothing")
         await pool.close()
     }
 

@@ -1,6 +1,7 @@
 import Persistence
-@testable import ShardRouter
 import Testing
+
+@testable import ShardRouter
 
 @Suite("Hash slots and hash tags")
 struct HashSlotTests {
@@ -9,9 +10,11 @@ struct HashSlotTests {
         #expect(CRC16.checksum(Array("123456789".utf8)) == 0x31C3)
     }
 
-    @Test("slots agree with Redis Cluster's CLUSTER KEYSLOT", arguments: [
-        ("foo", 12182), ("bar", 5061), ("hello", 866), ("123", 5970),
-    ])
+    @Test(
+        "slots agree with Redis Cluster's CLUSTER KEYSLOT",
+        arguments: [
+            ("foo", 12182), ("bar", 5061), ("hello", 866), ("123", 5970),
+        ])
     func slotsMatchRedisCluster(key: String, slot: Int) {
         #expect(HashSlot(key: Array(key.utf8)).rawValue == UInt16(slot))
     }

@@ -1,5 +1,6 @@
-@testable import ShardRouter
 import Testing
+
+@testable import ShardRouter
 
 @Suite("Slot to shard map")
 struct ShardMapTests {

@@ -1,6 +1,6 @@
 import ShardRouter
-import Testing
 import TestSupport
+import Testing
 
 @Suite("Slot ownership across nodes (pure)")
 struct SlotOwnershipTests {

@@ -14,9 +14,11 @@ public struct AuditTable: Sendable {
     /// - Throws: `PostgresError(.invalidArgument)` unless `name` is a plain identifier (letters,
     ///   digits and `_`, at most 63 bytes): it is spliced into the SQL.
     public init(name: String) throws(PostgresError) {
-        guard !name.isEmpty, name.utf8.count <= 63, name.utf8.allSatisfy({ byte in
-            (byte >= 97 && byte <= 122) || (byte >= 65 && byte <= 90) || (byte >= 48 && byte <= 57) || byte == 95
-        }) else {
+        guard !name.isEmpty, name.utf8.count <= 63,
+            name.utf8.allSatisfy({ byte in
+                (byte >= 97 && byte <= 122) || (byte >= 65 && byte <= 90) || (byte >= 48 && byte <= 57) || byte == 95
+            })
+        else {
             throw PostgresError(code: .invalidArgument, message: "audit table \"\(name)\" is not a plain identifier (letters, digits, _)")
         }
         self.name = name
@@ -36,11 +38,15 @@ public struct AuditTable: Sendable {
             // One row per entry applied (an entry may hold many changes).
             var seen: Set<Entry> = []
             let entries = applied.filter { seen.insert(Entry(log: $0.log, id: $0.entryID)).inserted }
-            try connection.query("""
+            try connection.query(
+                """
                 INSERT INTO \(name) (log, entry_ms, entry_seq)
                 SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[])
-                """, [.textArray(entries.map(\.log)), .int64Array(entries.map { Int64($0.entryID.milliseconds) }),
-                      .int64Array(entries.map { Int64($0.entryID.sequence) })])
+                """,
+                [
+                    .textArray(entries.map(\.log)), .int64Array(entries.map { Int64($0.entryID.milliseconds) }),
+                    .int64Array(entries.map { Int64($0.entryID.sequence) }),
+                ])
         }
     }
 

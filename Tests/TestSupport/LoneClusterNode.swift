@@ -15,13 +15,20 @@ public final class LoneClusterNode: Sendable {
         var chosen = 0
         for _ in 0..<100 {
             let candidate = Int.random(in: 20_000...29_000)
-            if PrivateServers.isFree(candidate) && PrivateServers.isFree(candidate + 10_000) { chosen = candidate; break }
+            if PrivateServers.isFree(candidate) && PrivateServers.isFree(candidate + 10_000) {
+                chosen = candidate
+                break
+            }
         }
         guard chosen > 0 else { throw PrivateServersError(message: "no free port for a lone cluster node") }
         port = chosen
-        pid = try ProcessSpawn.spawn(["/usr/bin/redis-server", "--port", String(chosen), "--bind", "127.0.0.1", "--dir", folder.path,
-                         "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--save", "", "--appendonly", "no"],
-                        environment: ProcessInfo.processInfo.environment.map { "\($0.key)=\($0.value)" }) { actions in
+        pid = try ProcessSpawn.spawn(
+            [
+                "/usr/bin/redis-server", "--port", String(chosen), "--bind", "127.0.0.1", "--dir", folder.path,
+                "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--save", "", "--appendonly", "no",
+            ],
+            environment: ProcessInfo.processInfo.environment.map { "\($0.key)=\($0.value)" }
+        ) { actions in
             posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
         }
         // Until it answers (not merely until its port is bound): on a loaded CI machine, starting
@@ -36,8 +43,11 @@ public final class LoneClusterNode: Sendable {
             }
             try await Task.sleep(for: .milliseconds(50))
         }
-        let add = try ChildProcess(["/usr/bin/redis-cli", "-p", String(chosen), "cluster", "addslotsrange",
-                                    String(slots.lowerBound), String(slots.upperBound)], mergingStandardError: true)
+        let add = try ChildProcess(
+            [
+                "/usr/bin/redis-cli", "-p", String(chosen), "cluster", "addslotsrange",
+                String(slots.lowerBound), String(slots.upperBound),
+            ], mergingStandardError: true)
         guard try await add.waitForExit() == 0, add.output.first == "OK" else {
             stop()
             throw PrivateServersError(message: "CLUSTER ADDSLOTSRANGE failed: \(add.output)")

@@ -15,8 +15,9 @@ public final class PrivateRedisCluster: Sendable {
     private init() throws {
         dataDirectory = URL(fileURLWithPath: NSTemporaryDirectory())
             .appendingPathComponent("counter-cluster-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(at: dataDirectory, withIntermediateDirectories: true,
-                                                attributes: [.posixPermissions: 0o755])
+        try FileManager.default.createDirectory(
+            at: dataDirectory, withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o755])
         firstPort = try Self.freePortBlock()
     }
 
@@ -39,7 +40,8 @@ public final class PrivateRedisCluster: Sendable {
     public func pid(ofNodeOn port: Int) throws -> pid_t {
         let file = dataDirectory.appendingPathComponent("redis-cluster/\(port)/redis.pid")
         guard let text = try? String(contentsOf: file, encoding: .utf8),
-              let pid = pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            let pid = pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines))
+        else {
             throw PrivateServersError(message: "no pid file for the cluster node on port \(port)")
         }
         return pid
@@ -52,7 +54,9 @@ public final class PrivateRedisCluster: Sendable {
         let process = try ChildProcess(["/usr/bin/redis-cli"] + arguments)
         let status = try await process.waitForExit()
         let output = process.output.joined(separator: "\n")
-        guard status == 0 else { throw PrivateServersError(message: "redis-cli \(arguments.joined(separator: " ")) exited with \(status): \(output)") }
+        guard status == 0 else {
+            throw PrivateServersError(message: "redis-cli \(arguments.joined(separator: " ")) exited with \(status): \(output)")
+        }
         return output
     }
 
@@ -74,7 +78,8 @@ public final class PrivateRedisCluster: Sendable {
         return text.split(separator: "\n").compactMap { line in
             let fields = line.split(separator: " ").map(String.init)
             guard fields.count >= 8, let portText = fields[1].split(separator: "@").first?.split(separator: ":").last,
-                  let nodePort = Int(portText), !fields[2].contains("fail") else { return nil }
+                let nodePort = Int(portText), !fields[2].contains("fail")
+            else { return nil }
             let ranges = fields.dropFirst(8).compactMap { range -> ClosedRange<Int>? in
                 guard !range.hasPrefix("[") else { return nil }
                 let bounds = range.split(separator: "-").compactMap { Int($0) }
@@ -91,9 +96,11 @@ public final class PrivateRedisCluster: Sendable {
     }
 
     private func services(_ command: String) async throws {
-        try await runServicesScript([command, "redis"], environment: [
-            "COUNTER_DATA_DIR": dataDirectory.path, "COUNTER_REDIS_MODE": "cluster", "COUNTER_REDIS_CLUSTER_PORT": String(firstPort),
-        ])
+        try await runServicesScript(
+            [command, "redis"],
+            environment: [
+                "COUNTER_DATA_DIR": dataDirectory.path, "COUNTER_REDIS_MODE": "cluster", "COUNTER_REDIS_CLUSTER_PORT": String(firstPort),
+            ])
     }
 
     /// A first port P such that P…P+5 and their cluster bus ports (+10000) are free a moment ago.

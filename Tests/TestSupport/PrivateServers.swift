@@ -18,8 +18,9 @@ public final class PrivateServers: Sendable {
         self.redisAppendfsync = redisAppendfsync
         let folder = URL(fileURLWithPath: NSTemporaryDirectory())
             .appendingPathComponent("counter-private-\(UUID().uuidString.prefix(8))")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true,
-                                                attributes: [.posixPermissions: 0o755])
+        try FileManager.default.createDirectory(
+            at: folder, withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o755])
         dataDirectory = folder
         postgresPort = try Self.serverPort()
         redisPort = try Self.serverPort(besides: postgresPort)
@@ -64,17 +65,20 @@ public final class PrivateServers: Sendable {
     /// Runs `scripts/services <command>` against these servers and waits for it — on a thread
     /// of its own, so a cooperative thread is never blocked for the seconds it takes.
     public func run(_ command: String, only server: String? = nil) async throws {
-        try await runServicesScript([command] + (server.map { [$0] } ?? []), environment: [
-            "COUNTER_DATA_DIR": dataDirectory.path, "COUNTER_PG_PORT": String(postgresPort), "COUNTER_REDIS_PORT": String(redisPort),
-            "COUNTER_REDIS_APPENDFSYNC": redisAppendfsync,
-        ])
+        try await runServicesScript(
+            [command] + (server.map { [$0] } ?? []),
+            environment: [
+                "COUNTER_DATA_DIR": dataDirectory.path, "COUNTER_PG_PORT": String(postgresPort), "COUNTER_REDIS_PORT": String(redisPort),
+                "COUNTER_REDIS_APPENDFSYNC": redisAppendfsync,
+            ])
     }
 
     /// Kills the Redis with SIGKILL (no shutdown, no last write to its files) and waits until it
     /// is gone; `run("start", only: "redis")` starts it again from its AOF.
     public func killRedis() async throws {
         let pidFile = dataDirectory.appendingPathComponent("redis/redis.pid")
-        guard let text = try? String(contentsOf: pidFile, encoding: .utf8), let pid = pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+        guard let text = try? String(contentsOf: pidFile, encoding: .utf8), let pid = pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines))
+        else {
             throw PrivateServersError(message: "no Redis pid in \(pidFile.path)")
         }
         kill(pid, SIGKILL)

@@ -16,19 +16,24 @@ public struct RawHTTPResponse: Equatable, Sendable {
 public enum RawHTTPClient {
     /// Sends `chunks` on one connection (pausing `pause` between them) and reads `responses`
     /// responses, or until the server closes the connection or `timeout` passes.
-    public static func exchange(port: Int, chunks: [[UInt8]], responses: Int, pause: Duration = .zero,
-                                timeout: Duration = .seconds(10)) async throws -> [RawHTTPResponse] {
+    public static func exchange(
+        port: Int, chunks: [[UInt8]], responses: Int, pause: Duration = .zero,
+        timeout: Duration = .seconds(10)
+    ) async throws -> [RawHTTPResponse] {
         try await withCheckedThrowingContinuation { continuation in
             let thread = Thread {
-                continuation.resume(with: Result { try blockingExchange(port: port, chunks: chunks, responses: responses, pause: pause, timeout: timeout) })
+                continuation.resume(
+                    with: Result { try blockingExchange(port: port, chunks: chunks, responses: responses, pause: pause, timeout: timeout) })
             }
             thread.start()
         }
     }
 
     /// One request, built from its parts.
-    public static func request(_ method: String, _ path: String, token: String? = nil, body: String? = nil,
-                               headers: [String: String] = [:]) -> [UInt8] {
+    public static func request(
+        _ method: String, _ path: String, token: String? = nil, body: String? = nil,
+        headers: [String: String] = [:]
+    ) -> [UInt8] {
         var text = "\(method) \(path) HTTP/1.1\r\nHost: test\r\n"
         if let token { text += "Authorization: Bearer \(token)\r\n" }
         for (name, value) in headers { text += "\(name): \(value)\r\n" }
@@ -56,7 +61,8 @@ public enum RawHTTPClient {
         return descriptor
     }
 
-    private static func blockingExchange(port: Int, chunks: [[UInt8]], responses: Int, pause: Duration, timeout: Duration) throws -> [RawHTTPResponse] {
+    private static func blockingExchange(port: Int, chunks: [[UInt8]], responses: Int, pause: Duration, timeout: Duration) throws -> [RawHTTPResponse]
+    {
         let descriptor = try connectedSocket(port: port)
         defer { close(descriptor) }
         var one: Int32 = 1

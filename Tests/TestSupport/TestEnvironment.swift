@@ -79,7 +79,8 @@ public enum TestEnvironment {
         try await withScratchDatabase { pool, url in
             _ = try await SchemaMigrator.migrate(pool)
             try await pool.withConnection { connection in
-                try await connection.runScript("""
+                try await connection.runScript(
+                    """
                     CREATE FUNCTION refuse_banned() RETURNS trigger LANGUAGE plpgsql AS $$
                     BEGIN
                         IF COALESCE(NEW.user_id, OLD.user_id) = 666 THEN RAISE EXCEPTION 'user 666 is banned'; END IF;

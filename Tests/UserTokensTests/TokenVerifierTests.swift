@@ -171,7 +171,9 @@ struct TokenVerifierTests {
         offCurve["kid"] = "off"
         offCurve["y"] = offCurve["x"]
         let short = ["kty": "RSA", "kid": "short", "n": Base64URL.encode([UInt8](repeating: 0xC1, count: 128)), "e": "AQAB"]
-        let document = try JSONSerialization.data(withJSONObject: ["keys": [rsa, curve, offCurve, short, ["kty": "oct", "k": "abc"], Self.es.publicJWK]])
+        let document = try JSONSerialization.data(withJSONObject: [
+            "keys": [rsa, curve, offCurve, short, ["kty": "oct", "k": "abc"], Self.es.publicJWK]
+        ])
         let (keys, skipped) = try JSONWebKeySet.parse(document)
         #expect(keys.map(\.id) == ["ec-1"])
         #expect(skipped.count == 5, "\(skipped)")

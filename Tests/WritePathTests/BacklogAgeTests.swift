@@ -3,6 +3,7 @@ import Persistence
 import ShardRouter
 import Synchronization
 import Testing
+
 @testable import WritePath
 
 /// The backlog's age limit at its edge, on the shard's machine alone with a clock the test moves
@@ -27,7 +28,9 @@ struct BacklogAgeTests {
         return shell
     }
 
-    @Test("writes are accepted while the oldest change has waited less than the limit, however many wait, and refused (backlog_full, saying how long) from the limit on; reads go on; a flush lets writes in again; each turn is logged once")
+    @Test(
+        "writes are accepted while the oldest change has waited less than the limit, however many wait, and refused (backlog_full, saying how long) from the limit on; reads go on; a flush lets writes in again; each turn is logged once"
+    )
     func writesRefusedFromTheLimitOn() throws {
         let post: Int64 = 42
         let shell = Self.shard(posts: [post], backlogMaximumAge: .seconds(3))
@@ -70,9 +73,12 @@ extension ShardDriver {
     func perform(_ operation: LikeOperation, post: Int64, user: Int64) throws -> Result<LikeState, CounterError> {
         let answer = Mutex<Result<LikeState, CounterError>?>(nil)
         let request = ShardDecider.Request(operation: operation, postID: post, userID: user)
-        deliver(.operations([ShardOperation(request) { result in
-            answer.withLock { $0 = result.mapError { $0 as? CounterError ?? CounterError(code: .unavailable, message: "\($0)") } }
-        }]))
+        deliver(
+            .operations([
+                ShardOperation(request) { result in
+                    answer.withLock { $0 = result.mapError { $0 as? CounterError ?? CounterError(code: .unavailable, message: "\($0)") } }
+                }
+            ]))
         try #require(settle(), "the shard did not settle")
         return try #require(answer.withLock { $0 }, "\(operation) of post \(post) by \(user) was not answered")
     }

@@ -1,12 +1,13 @@
-import NodeTestSupport
 import Foundation
-@testable import NodeAPI
+import NodeTestSupport
 import Persistence
 import PostgresDriver
 import RedisDriver
 import ShardRouter
 import TestSupport
 import Testing
+
+@testable import NodeAPI
 @testable import WritePath
 
 /// A node on a Redis Cluster of the test's own while the cluster changes under load: slots
@@ -24,9 +25,11 @@ struct ClusterChangeTests {
 
     /// A write path on `cluster` over eight posts anywhere, `busy` more posts in `busySlots` and
     /// a hot post in `hotSlots`, flushing every 50 ms, with 16 workers already loading it.
-    static func startUnderLoad(on cluster: PrivateRedisCluster, hotSlots: Range<UInt16>, busy: Int = 0,
-                               busySlots: Range<UInt16> = 0..<16_384,
-                               acknowledgement: AcknowledgementMode = .redis) async throws -> (WritePathHarness, PairLoad, Task<Void, Never>) {
+    static func startUnderLoad(
+        on cluster: PrivateRedisCluster, hotSlots: Range<UInt16>, busy: Int = 0,
+        busySlots: Range<UInt16> = 0..<16_384,
+        acknowledgement: AcknowledgementMode = .redis
+    ) async throws -> (WritePathHarness, PairLoad, Task<Void, Never>) {
         let base = try await WritePathHarness.start(posts: 8, redis: .cluster, redisURL: cluster.url) {
             $0.flushInterval = .milliseconds(50)
             $0.acknowledgement = acknowledgement
@@ -49,10 +52,14 @@ struct ClusterChangeTests {
         let (lost, phantom, undetermined) = load.audit(rows: members)
         let counts = try await harness.postgresCounts()
         for post in posts {
-            #expect(counts[post]?.count == counts[post]?.rows, "\(label): post \(post) likes_count \(counts[post]?.count ?? -1), rows \(counts[post]?.rows ?? -1)")
+            #expect(
+                counts[post]?.count == counts[post]?.rows,
+                "\(label): post \(post) likes_count \(counts[post]?.count ?? -1), rows \(counts[post]?.rows ?? -1)")
         }
         let summary = load.summary
-        print("\(label): \(summary.acknowledged) acknowledged, \(summary.failed) failed (\(summary.errors)), \(undetermined) pairs undetermined; lost \(lost.count), phantom \(phantom.count)")
+        print(
+            "\(label): \(summary.acknowledged) acknowledged, \(summary.failed) failed (\(summary.errors)), \(undetermined) pairs undetermined; lost \(lost.count), phantom \(phantom.count)"
+        )
         return (lost.count, phantom.count)
     }
 
@@ -69,7 +76,9 @@ struct ClusterChangeTests {
         var disagreements: [String] = []
         for post in posts {
             let state = try await harness.service.perform(.count, post: post, user: 0)
-            if state.likesCount != counts[post]?.rows { disagreements.append("post \(post): answered \(state.likesCount), rows \(counts[post]?.rows ?? -1)") }
+            if state.likesCount != counts[post]?.rows {
+                disagreements.append("post \(post): answered \(state.likesCount), rows \(counts[post]?.rows ?? -1)")
+            }
             let slot = HashSlot(post: post)
             let hot = try await harness.redis.send(.exists([harness.layout.hydratedMarker(ofPost: post)]), slot: slot).integer == 1
             let redisMembers = try await harness.redis.send(RedisCommand("SMEMBERS", harness.layout.likers(ofPost: post)), slot: slot)
@@ -99,8 +108,10 @@ struct ClusterChangeTests {
             let target = try #require(masters.first { $0.id != source.id && !$0.slotRanges.isEmpty })
             let before = load.summary.acknowledged
             let started = ContinuousClock.now
-            try await cluster.redisCLI(["--cluster", "reshard", "127.0.0.1:\(cluster.firstPort)", "--cluster-from", source.id,
-                                        "--cluster-to", target.id, "--cluster-slots", "1200", "--cluster-pipeline", "1", "--cluster-yes"])
+            try await cluster.redisCLI([
+                "--cluster", "reshard", "127.0.0.1:\(cluster.firstPort)", "--cluster-from", source.id,
+                "--cluster-to", target.id, "--cluster-slots", "1200", "--cluster-pipeline", "1", "--cluster-yes",
+            ])
             let reshardTime = ContinuousClock.now - started
             // The load goes on after the move, on the slots' new master.
             try await load.waitForAcknowledged(500, since: load.summary.acknowledged)
@@ -121,9 +132,12 @@ struct ClusterChangeTests {
             #expect(phantom == 0)
             #expect(load.summary.failed == 0, "the node gave up on operations during the resharding: \(load.summary.errors)")
             try await Self.expectRedisAgrees(harness, posts: posts, label: "resharding")
-            let moved = redisNodes.reduce(0) { $0 + $1.moved }, asks = redisNodes.reduce(0) { $0 + $1.ask }
+            let moved = redisNodes.reduce(0) { $0 + $1.moved }
+            let asks = redisNodes.reduce(0) { $0 + $1.ask }
             let retries = redisNodes.reduce(0) { $0 + $1.tryAgain }
-            print("resharding: 1,200 slots moved in \(reshardTime) under load; \(load.summary.acknowledged - before) operations acknowledged meanwhile; redirects: \(moved) MOVED, \(asks) ASK, \(retries) TRYAGAIN")
+            print(
+                "resharding: 1,200 slots moved in \(reshardTime) under load; \(load.summary.acknowledged - before) operations acknowledged meanwhile; redirects: \(moved) MOVED, \(asks) ASK, \(retries) TRYAGAIN"
+            )
             await harness.stop()
         }
     }
@@ -137,9 +151,12 @@ struct ClusterChangeTests {
     /// loss asynchronous replication allows — while PostgreSQL has the part the flusher wrote.
     /// With `--ack replicated` a write is answered only once the replica has it: the paused
     /// replica's master answers `not_replicated` (not acknowledged), and nothing acknowledged is lost.
-    @Test("a master killed under load: its replica takes over, the node follows, repairs the slots by itself (PostgreSQL and Redis agree within 30 s, no reconcile) and reports what was lost; with --ack replicated or postgres nothing acknowledged is lost",
-          arguments: [(Duration.zero, AcknowledgementMode.redis), (.seconds(1), .redis), (.seconds(1), .replicated), (.seconds(1), .memory),
-                      (.seconds(1), .postgres)])
+    @Test(
+        "a master killed under load: its replica takes over, the node follows, repairs the slots by itself (PostgreSQL and Redis agree within 30 s, no reconcile) and reports what was lost; with --ack replicated or postgres nothing acknowledged is lost",
+        arguments: [
+            (Duration.zero, AcknowledgementMode.redis), (.seconds(1), .redis), (.seconds(1), .replicated), (.seconds(1), .memory),
+            (.seconds(1), .postgres),
+        ])
     func failoverUnderLoad(replicaLag: Duration, acknowledgement: AcknowledgementMode) async throws {
         try await PrivateRedisCluster.with { cluster in
             let (harness, load, running) = try await Self.startUnderLoad(on: cluster, hotSlots: 0..<16_384, busy: 3, acknowledgement: acknowledgement)
@@ -174,8 +191,10 @@ struct ClusterChangeTests {
                 pausedReplica = try cluster.pid(ofNodeOn: replica.port)
                 kill(pausedReplica!, SIGSTOP)
                 let filler = "{\(HashSlot(post: hot).hashTag)}:replication-filler"
-                try await cluster.redisCLI(["-p", String(victim.port), "eval", "redis.call('SET', KEYS[1], string.rep('x', 40 * 1024 * 1024))",
-                                            "1", filler])
+                try await cluster.redisCLI([
+                    "-p", String(victim.port), "eval", "redis.call('SET', KEYS[1], string.rep('x', 40 * 1024 * 1024))",
+                    "1", filler,
+                ])
                 try await Task.sleep(for: replicaLag)
             }
             kill(try cluster.pid(ofNodeOn: victim.port), SIGKILL)
@@ -208,7 +227,9 @@ struct ClusterChangeTests {
             // Whatever failover lost, no like appears that nobody asked for.
             #expect(members.allSatisfy { expected[$0] != nil }, "a like nobody requested")
             if acknowledgement == .replicated || acknowledgement == .postgres {
-                #expect(lost.isEmpty && undone.isEmpty, "acknowledged after its replica (or PostgreSQL) had it, yet lost: \(lost.count) like(s), \(undone.count) unlike(s)")
+                #expect(
+                    lost.isEmpty && undone.isEmpty,
+                    "acknowledged after its replica (or PostgreSQL) had it, yet lost: \(lost.count) like(s), \(undone.count) unlike(s)")
             }
             for (post, state) in try await harness.postgresCounts() {
                 #expect(state.count == state.rows, "post \(post): likes_count \(state.count), rows \(state.rows)")
@@ -226,14 +247,17 @@ struct ClusterChangeTests {
             let agreedAfter = ContinuousClock.now - killed
             #expect(disagreements.isEmpty, "without reconcile, 30 s after the failover: \(disagreements.prefix(5))")
             let stats = await harness.service.stats()
-            let repairs = stats.reduce(0) { $0 + $1.failoverRepairs }, reported = stats.reduce(0) { $0 + $1.failoverLostChanges }
+            let repairs = stats.reduce(0) { $0 + $1.failoverRepairs }
+            let reported = stats.reduce(0) { $0 + $1.failoverLostChanges }
             #expect(repairs > 0, "the failover's slots were repaired")
             #expect(reported >= lost.count + undone.count, "acknowledged changes lost: \(lost.count + undone.count), reported \(reported)")
             let reconciler = Reconciler(records: PostRecords(pool: harness.pool), service: harness.service)
             let report = try await reconciler.reconcile(posts: posts, after: 0, limit: 1_000, repair: false)
             #expect(report.drifted.isEmpty && report.redisDrifted.isEmpty, "reconcile finds nothing left: \(report)")
             let summary = load.summary
-            print("failover (--ack \(acknowledgement), replica \(replicaLag == .zero ? "current" : "\(replicaLag) behind")): master 127.0.0.1:\(victim.port) killed after \(acknowledgedBefore) acknowledged operations; the node served its slots again after \(recovery); \(summary.acknowledged) acknowledged, \(summary.failed) refused meanwhile (\(summary.errors)); acknowledged but lost: \(lost.count) like(s) and \(undone.count) unlike(s) of \(expected.count - undetermined) settled pairs; \(repairs) slot(s) repaired, \(reported) lost change(s) reported; Redis and PostgreSQL agreed \(agreedAfter) after the master's death")
+            print(
+                "failover (--ack \(acknowledgement), replica \(replicaLag == .zero ? "current" : "\(replicaLag) behind")): master 127.0.0.1:\(victim.port) killed after \(acknowledgedBefore) acknowledged operations; the node served its slots again after \(recovery); \(summary.acknowledged) acknowledged, \(summary.failed) refused meanwhile (\(summary.errors)); acknowledged but lost: \(lost.count) like(s) and \(undone.count) unlike(s) of \(expected.count - undetermined) settled pairs; \(repairs) slot(s) repaired, \(reported) lost change(s) reported; Redis and PostgreSQL agreed \(agreedAfter) after the master's death"
+            )
             await harness.stop()
         }
     }

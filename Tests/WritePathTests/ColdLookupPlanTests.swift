@@ -2,13 +2,16 @@ import Foundation
 import Persistence
 import TestSupport
 import Testing
+
 @testable import WritePath
 
 /// The batch's one PostgreSQL statement for cold posts (`ColdLookup`) on a real server: what it
 /// returns, and that it reads `likes` by its indexes only, whatever PostgreSQL's statistics say.
 @Suite("The cold lookup against real PostgreSQL")
 struct ColdLookupPlanTests {
-    @Test("a table grown since its statistics were taken: the lookup reads likes by index, never by a scan of the table, and returns exactly the rows asked")
+    @Test(
+        "a table grown since its statistics were taken: the lookup reads likes by index, never by a scan of the table, and returns exactly the rows asked"
+    )
     func readsLikesByIndexOnStaleStatistics() async throws {
         try await TestEnvironment.withScratchDatabase { pool, _ in
             _ = try await SchemaMigrator.migrate(pool)

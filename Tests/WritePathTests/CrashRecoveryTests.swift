@@ -1,10 +1,11 @@
-import NodeTestSupport
 import Foundation
+import NodeTestSupport
 import Persistence
 import PostgresDriver
 import ShardRouter
 import TestSupport
 import Testing
+
 @testable import WritePath
 
 @Suite("Crash and restart", .serialized)
@@ -40,14 +41,25 @@ struct CrashRecoveryTests {
     /// (else phantom), each recorded as an issue; every post's `likes_count` equals its rows.
     /// - Returns: the counts, the pairs left undetermined (in flight at a kill), and each post's rows.
     static func audit(_ expected: [Pair: Expected], posts: [Int64], pool: PostgresPool) async throws
-        -> (lost: Int, phantom: Int, undetermined: Int, rows: [Int64: Int64]) {
+        -> (lost: Int, phantom: Int, undetermined: Int, rows: [Int64: Int64])
+    {
         let rows = try await pool.query("SELECT user_id, post_id FROM likes WHERE post_id = ANY($1::bigint[])", [.int64Array(posts)])
         let members = Set(try rows.map { Pair(user: try $0.int64(0), post: try $0.int64(1)) })
-        var lost = 0, phantom = 0, undetermined = 0
+        var lost = 0
+        var phantom = 0
+        var undetermined = 0
         for (pair, state) in expected {
             switch state {
-            case .liked(true): if !members.contains(pair) { lost += 1; Issue.record("acknowledged like lost: \(pair)") }
-            case .liked(false): if members.contains(pair) { phantom += 1; Issue.record("acknowledged unlike undone: \(pair)") }
+            case .liked(true):
+                if !members.contains(pair) {
+                    lost += 1
+                    Issue.record("acknowledged like lost: \(pair)")
+                }
+            case .liked(false):
+                if members.contains(pair) {
+                    phantom += 1
+                    Issue.record("acknowledged unlike undone: \(pair)")
+                }
             case .either: undetermined += 1
             }
         }
@@ -55,7 +67,8 @@ struct CrashRecoveryTests {
             phantom += 1
             Issue.record("a like nobody requested: \(pair)")
         }
-        let counts = try await pool.query("""
+        let counts = try await pool.query(
+            """
             SELECT p.id, p.likes_count, (SELECT count(*) FROM likes l WHERE l.post_id = p.id)
             FROM posts p WHERE p.id = ANY($1::bigint[])
             """, [.int64Array(posts)])
@@ -89,7 +102,9 @@ struct CrashRecoveryTests {
         }
         #expect(!last.isEmpty, "the drivers write change events")
         let told = Set(last.filter(\.value).keys)
-        #expect(told == members, "events say \(told.subtracting(members).count) pairs liked that have no row, and miss \(members.subtracting(told).count) rows")
+        #expect(
+            told == members,
+            "events say \(told.subtracting(members).count) pairs liked that have no row, and miss \(members.subtracting(told).count) rows")
     }
 
     /// The most posts a driver reported evicted (`V <evicted>` lines).
@@ -100,8 +115,10 @@ struct CrashRecoveryTests {
     /// Runs the driver's `recover` (the logs flushed, then every post's count answered), audits
     /// PostgreSQL against `expected` — nothing lost or phantom, counts equal rows — and checks
     /// that the count answered for every post, hot or cold, equals its rows.
-    static func recoverAndAudit(driver: String, _ common: [String], _ expected: [Pair: Expected], posts: [Int64],
-                                pool: PostgresPool) async throws -> (lost: Int, phantom: Int) {
+    static func recoverAndAudit(
+        driver: String, _ common: [String], _ expected: [Pair: Expected], posts: [Int64],
+        pool: PostgresPool
+    ) async throws -> (lost: Int, phantom: Int) {
         let recovery = try ChildProcess([driver, "recover"] + common + ["1", "100"])
         #expect(try await recovery.waitForExit() == 0)
         #expect(recovery.output.contains("FLUSHED"))
@@ -110,7 +127,9 @@ struct CrashRecoveryTests {
         let answered = recovery.output.filter { $0.hasPrefix("C ") }.map { $0.split(separator: " ") }
         #expect(answered.count == posts.count)
         for fields in answered {
-            #expect(Int64(fields[2]) == rowsByPost[Int64(fields[1]) ?? 0], "post \(fields[1]): answered \(fields[2]), rows \(rowsByPost[Int64(fields[1]) ?? 0] ?? -1)")
+            #expect(
+                Int64(fields[2]) == rowsByPost[Int64(fields[1]) ?? 0],
+                "post \(fields[1]): answered \(fields[2]), rows \(rowsByPost[Int64(fields[1]) ?? 0] ?? -1)")
         }
         return (lost, phantom)
     }
@@ -129,17 +148,18 @@ struct CrashRecoveryTests {
             let pair = Pair(user: user, post: post)
             switch fields[0] {
             case "S":
-                if inFlight[pair] != nil { previous[pair] = .some(nil) }  // killed before its answer
+                if inFlight[pair] != nil { previous[pair] = .some(nil) } // killed before its answer
                 inFlight[pair] = String(fields[4])
             case "A":
                 let liked = fields[4] == "1"
-                let before = previous[pair] ?? false  // fresh posts: nobody likes them
-                let wanted: Bool? = switch inFlight[pair] {
-                case "toggle": before.map { !$0 }
-                case "like": true
-                case "unlike": false
-                default: nil
-                }
+                let before = previous[pair] ?? false // fresh posts: nobody likes them
+                let wanted: Bool? =
+                    switch inFlight[pair] {
+                    case "toggle": before.map { !$0 }
+                    case "like": true
+                    case "unlike": false
+                    default: nil
+                    }
                 if let wanted, wanted != liked {
                     wrongAnswers += 1
                     if wrongAnswers <= 5 { Issue.record("\(pair): \(inFlight[pair] ?? "?") answered \(liked) after \(String(describing: before))") }
@@ -154,8 +174,9 @@ struct CrashRecoveryTests {
         return wrongAnswers
     }
 
-    @Test("SIGKILL in the middle of acknowledged changes: after restart and flush, PostgreSQL holds exactly the acknowledged states",
-          arguments: RedisTarget.allCases)
+    @Test(
+        "SIGKILL in the middle of acknowledged changes: after restart and flush, PostgreSQL holds exactly the acknowledged states",
+        arguments: RedisTarget.allCases)
     func killNineThenRecover(redis: RedisTarget) async throws {
         let pool = try await TestEnvironment.migratedPool()
         let posts = try await TestEnvironment.createPosts(6, in: pool)
@@ -180,12 +201,15 @@ struct CrashRecoveryTests {
         #expect(recovery.output.contains("FLUSHED"))
 
         let (lost, phantom, undetermined, _) = try await Self.audit(expected, posts: posts, pool: pool)
-        print("crash test (\(redis)): \(acknowledged) acknowledged operations over \(expected.count) pairs before SIGKILL; \(undetermined) pairs in flight; lost \(lost), phantom \(phantom)")
+        print(
+            "crash test (\(redis)): \(acknowledged) acknowledged operations over \(expected.count) pairs before SIGKILL; \(undetermined) pairs in flight; lost \(lost), phantom \(phantom)"
+        )
         await pool.close()
     }
 
-    @Test("SIGKILL twice while idle posts are evicted every 100 ms: nothing acknowledged lost, nothing phantom, and every count answered after the restart equals PostgreSQL's rows",
-          arguments: RedisTarget.allCases)
+    @Test(
+        "SIGKILL twice while idle posts are evicted every 100 ms: nothing acknowledged lost, nothing phantom, and every count answered after the restart equals PostgreSQL's rows",
+        arguments: RedisTarget.allCases)
     func killNineWhileEvicting(redis: RedisTarget) async throws {
         let pool = try await TestEnvironment.migratedPool()
         // Many posts, few operations on each: every post goes quiet now and then, and is evicted.
@@ -212,12 +236,15 @@ struct CrashRecoveryTests {
         #expect(Self.wrongAnswers(in: lines) == 0)
 
         let (lost, phantom) = try await Self.recoverAndAudit(driver: driver, common, expected, posts: posts, pool: pool)
-        print("crash while evicting (\(redis)): \(lines.filter { $0.hasPrefix("A ") }.count) acknowledged over \(expected.count) pairs in two runs; lost \(lost), phantom \(phantom)")
+        print(
+            "crash while evicting (\(redis)): \(lines.filter { $0.hasPrefix("A ") }.count) acknowledged over \(expected.count) pairs in two runs; lost \(lost), phantom \(phantom)"
+        )
         await pool.close()
     }
 
-    @Test("Redis killed (SIGKILL) twice while idle posts are evicted every 100 ms, on a Redis that syncs each write: nothing acknowledged lost, nothing phantom, every answer follows from the one before, and every count after the restart equals PostgreSQL's rows",
-          .timeLimit(.minutes(4)))
+    @Test(
+        "Redis killed (SIGKILL) twice while idle posts are evicted every 100 ms, on a Redis that syncs each write: nothing acknowledged lost, nothing phantom, every answer follows from the one before, and every count after the restart equals PostgreSQL's rows",
+        .timeLimit(.minutes(4)))
     func redisKilledWhileEvicting() async throws {
         // A Redis of its own, killed and started again from its AOF; with `appendfsync always` it
         // loses nothing it acknowledged, so neither may the service. Evictions run all the time,
@@ -258,13 +285,16 @@ struct CrashRecoveryTests {
             let expected = Self.expectations(from: lines)
             #expect(Self.wrongAnswers(in: lines) == 0)
             let (lost, phantom) = try await Self.recoverAndAudit(driver: driver, common, expected, posts: posts, pool: pool)
-            print("Redis killed while evicting: \(lines.filter { $0.hasPrefix("A ") }.count) acknowledged, \(failed) failed while Redis was down, \(evicted) evictions, over \(expected.count) pairs; lost \(lost), phantom \(phantom)")
+            print(
+                "Redis killed while evicting: \(lines.filter { $0.hasPrefix("A ") }.count) acknowledged, \(failed) failed while Redis was down, \(evicted) evictions, over \(expected.count) pairs; lost \(lost), phantom \(phantom)"
+            )
             await pool.close()
         }
     }
 
-    @Test("a restart without a final flush: the new service recovers the logs, flushes them, and reads its state from Redis",
-          arguments: RedisTarget.allCases)
+    @Test(
+        "a restart without a final flush: the new service recovers the logs, flushes them, and reads its state from Redis",
+        arguments: RedisTarget.allCases)
     func restartWithoutFlush(redis: RedisTarget) async throws {
         let harness = try await WritePathHarness.start(posts: 3, redis: redis) { configuration in
             configuration.flushOnlyWhenAsked()
@@ -277,15 +307,18 @@ struct CrashRecoveryTests {
 
         let restarted = try await harness.restarted()
         #expect(await restarted.service.stats().reduce(0) { $0 + $1.pendingChanges } == 120)
-        #expect(try await restarted.service.perform(.read, post: harness.posts[0], user: 1) == LikeState(postID: harness.posts[0], userID: 1, isLiked: true, likesCount: 40))
+        #expect(
+            try await restarted.service.perform(.read, post: harness.posts[0], user: 1)
+                == LikeState(postID: harness.posts[0], userID: 1, isLiked: true, likesCount: 40))
         try await restarted.service.flush()
         #expect(try await restarted.postgresMembers().count == 120)
         for (_, state) in try await restarted.postgresCounts() { #expect(state.count == 40 && state.rows == 40) }
         await restarted.stop()
     }
 
-    @Test("an upgrade: one-change entries the previous version left in a log are applied beside packed ones, each once, also when some were applied before a crash",
-          .timeLimit(.minutes(1)), arguments: RedisTarget.allCases)
+    @Test(
+        "an upgrade: one-change entries the previous version left in a log are applied beside packed ones, each once, also when some were applied before a crash",
+        .timeLimit(.minutes(1)), arguments: RedisTarget.allCases)
     func upgradeFromOneChangeEntries(redis: RedisTarget) async throws {
         let pool = try await TestEnvironment.migratedPool()
         let audit = try await AuditTable.create(TestEnvironment.uniqueKeyPrefix("upgrade"), in: pool)
@@ -323,7 +356,10 @@ struct CrashRecoveryTests {
         // Entries without a time of their own: each like's row keeps its entry's time.
         let times = try await pool.query(
             "SELECT user_id, (extract(epoch FROM created_at) * 1000)::bigint FROM likes WHERE post_id = $1 ORDER BY user_id", [.int64(oldPost)])
-        #expect(try times.map { [try $0.int64(0), try $0.int64(1)] } == [[2, Int64(written[1].id.milliseconds)], [3, Int64(written[3].id.milliseconds)]])
+        #expect(
+            try times.map { [try $0.int64(0), try $0.int64(1)] } == [
+                [2, Int64(written[1].id.milliseconds)], [3, Int64(written[3].id.milliseconds)],
+            ])
         let auditRows = try await pool.query("SELECT count(*) FROM \(audit.name) WHERE log = $1", [.text(log)])
         #expect(try auditRows.first?.int64(0) == 4)
         let remaining = try await harness.redis.pipeline([.xlen(log)], slot: slot)

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import WritePath
 
 @Suite("Dead-letter pins: posts with refused changes stay in Redis (pure)")
@@ -17,7 +18,7 @@ struct DeadLetterPinsTests {
         // A slot gained: what other processes wrote for it is known from the next read only.
         pins.slotGained(at: Self.at(2))
         #expect(pins.holds(2))
-        pins.read([], startedAt: Self.at(1.5))  // began before the gain: older than the read taken
+        pins.read([], startedAt: Self.at(1.5)) // began before the gain: older than the read taken
         #expect(pins.holds(2))
         pins.read([], startedAt: Self.at(3))
         #expect(!pins.holds(1) && !pins.holds(2))
@@ -29,13 +30,13 @@ struct DeadLetterPinsTests {
         pins.read([], startedAt: Self.at(1))
         pins.lettersWritten(of: [7], at: Self.at(2))
         #expect(pins.holds(7))
-        pins.read([], startedAt: Self.at(1.5))  // ignored: older than the read taken
+        pins.read([], startedAt: Self.at(1.5)) // ignored: older than the read taken
         #expect(pins.holds(7))
-        pins.read([], startedAt: Self.at(2))  // began as the letter was written: may have missed it
+        pins.read([], startedAt: Self.at(2)) // began as the letter was written: may have missed it
         #expect(pins.holds(7))
-        pins.read([7], startedAt: Self.at(3))  // found: still pinned
+        pins.read([7], startedAt: Self.at(3)) // found: still pinned
         #expect(pins.holds(7))
-        pins.read([], startedAt: Self.at(4))  // replayed or dropped
+        pins.read([], startedAt: Self.at(4)) // replayed or dropped
         #expect(!pins.holds(7))
         #expect(pins.posts.isEmpty)
     }

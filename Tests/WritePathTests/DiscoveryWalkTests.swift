@@ -1,4 +1,5 @@
 import Testing
+
 @testable import WritePath
 
 /// The sweeper's walk of Redis's hydration markers against evictions that run meanwhile, on the

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import WritePath
 
 /// The pace of eviction when many posts go idle at once, on the shard's machine alone (no I/O):
@@ -9,7 +10,7 @@ struct EvictionBacklogTests {
     @Test("a round that evicts a full quota is followed by the next one within 50 ms; a partial round waits the usual interval")
     func fullRoundsFollowEachOther() throws {
         var configuration = WritePathConfiguration()
-        configuration.hotIdle = .seconds(2)   // rounds every 500 ms
+        configuration.hotIdle = .seconds(2) // rounds every 500 ms
         configuration.flushInterval = .seconds(3_600)
         configuration.flushMaxAge = .seconds(3_600)
         var now = ContinuousClock.now
@@ -30,7 +31,7 @@ struct EvictionBacklogTests {
         var timers = ModelTimers()
         actions = []
         machine.handle(.discovered([9_000_000]), now: now, into: &actions)
-        actions.forEach { timers.take($0) }
+        for action in actions { timers.take(action) }
         var round = unloading(actions)
         var rounds: [(evicted: Int, nextIn: Duration)] = []
         var evicted: Set<Int64> = []
@@ -40,15 +41,18 @@ struct EvictionBacklogTests {
                 now = max(now, next.at)
                 actions = []
                 for timer in timers.fire(at: now) { machine.handle(.timerFired(timer), now: now, into: &actions) }
-                actions.forEach { timers.take($0) }
+                for action in actions { timers.take(action) }
                 round = unloading(actions)
                 continue
             }
             evicted.formUnion(round)
             actions = []
             machine.handle(.postsUnloaded(.evicted(.idle), failed: [], fenced: []), now: now, into: &actions)
-            actions.forEach { timers.take($0) }
-            guard let next = timers.deadlines[.eviction] else { Issue.record("no next round"); return }
+            for action in actions { timers.take(action) }
+            guard let next = timers.deadlines[.eviction] else {
+                Issue.record("no next round")
+                return
+            }
             rounds.append((round.count, next - now))
             round = unloading(actions)
         }

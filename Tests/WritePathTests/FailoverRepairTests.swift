@@ -4,6 +4,7 @@ import PostgresDriver
 import RedisDriver
 import ShardRouter
 import Testing
+
 @testable import WritePath
 
 /// The repair after a Redis failover and the check of a log that reads empty, at the edges a
@@ -26,8 +27,10 @@ struct FailoverRepairTests {
     /// Appends a change of user `user` (a like) to the post of `slot` as a batch does — the
     /// world's log and the shard's books — holding back what `hold` picks; returns the entry.
     @discardableResult
-    static func append(_ driver: ShardDriver, user: Int64, slot: UInt16,
-                       holding hold: (ShardStateMachine.Action) -> Bool = { _ in false }) throws -> (StreamEntryID, held: [ShardStateMachine.Action]) {
+    static func append(
+        _ driver: ShardDriver, user: Int64, slot: UInt16,
+        holding hold: (ShardStateMachine.Action) -> Bool = { _ in false }
+    ) throws -> (StreamEntryID, held: [ShardStateMachine.Action]) {
         let before = driver.world.newestEntry(slot)
         driver.submit([ShardDecider.Request(operation: .like, postID: Flushes.postOfSlot[slot]!, userID: user)], label: "like \(user)")
         let held = driver.run(holding: { action in
@@ -42,7 +45,8 @@ struct FailoverRepairTests {
         return (entry, held.filter(hold))
     }
 
-    @Test("a log read empty is judged by PostgreSQL's progress only up to what was noted when it was read; the flush ends with that answer, not before")
+    @Test(
+        "a log read empty is judged by PostgreSQL's progress only up to what was noted when it was read; the flush ends with that answer, not before")
     func entriesAppendedDuringTheCheckAreNotLost() throws {
         let driver = Flushes.driver()
         Self.claimAll(driver)
@@ -157,10 +161,14 @@ struct FailoverRepairTests {
         // The claim settles.
         var machine: ShardStateMachine { driver.current.machine }
         for _ in 0..<500 {
-            if !driver.inFlight.isEmpty { driver.performOne(at: 0, trouble: .none) } else if !driver.deliveries.isEmpty {
+            if !driver.inFlight.isEmpty {
+                driver.performOne(at: 0, trouble: .none)
+            } else if !driver.deliveries.isEmpty {
                 let delivery = driver.deliveries.removeFirst()
                 driver.deliver(delivery.event, to: delivery.process)
-            } else { break }
+            } else {
+                break
+            }
         }
         try #require(driver.slots.allSatisfy { machine.slotState($0).batchEpoch != nil }, "the claim settled")
         // A batch starts: its operations are read, its writes not yet made.
@@ -183,10 +191,14 @@ struct FailoverRepairTests {
         #expect(machine.slotState(batchSlot) == .serving(epoch: epoch), "not repaired under the batch's feet")
         // The batch ends; then the repair begins.
         for _ in 0..<200 where machine.lane.isBatchInFlight {
-            if !driver.inFlight.isEmpty { driver.performOne(at: 0, trouble: .none) } else if !driver.deliveries.isEmpty {
+            if !driver.inFlight.isEmpty {
+                driver.performOne(at: 0, trouble: .none)
+            } else if !driver.deliveries.isEmpty {
                 let delivery = driver.deliveries.removeFirst()
                 driver.deliver(delivery.event, to: delivery.process)
-            } else { break }
+            } else {
+                break
+            }
         }
         #expect(!machine.lane.isBatchInFlight)
         #expect(machine.slotState(batchSlot) == .repairing(epoch: epoch))

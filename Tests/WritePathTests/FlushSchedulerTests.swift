@@ -2,6 +2,7 @@ import CounterCore
 import RedisDriver
 import TestSupport
 import Testing
+
 @testable import WritePath
 
 @Suite("Flush scheduler (pure)")
@@ -169,7 +170,8 @@ struct FlushSchedulerTests {
         var scheduler = scheduler()
         _ = scheduler.appended([1: (2, Self.id(5)), 2: (1, Self.id(7))], now: at(0))
         guard case .wait(let both, _) = scheduler.waiterAdded(marks: [1: Self.id(5), 2: Self.id(7)]),
-              case .wait(let first, _) = scheduler.waiterAdded(marks: [1: Self.id(4)]) else {
+            case .wait(let first, _) = scheduler.waiterAdded(marks: [1: Self.id(4)])
+        else {
             Issue.record("waiters should wait")
             return
         }
@@ -225,7 +227,7 @@ struct FlushSchedulerTests {
             return
         }
         #expect(scheduler.nextAction(now: at(1)) == .flush)
-        #expect(scheduler.stop(drain: false) == .none)   // awake: it asks again anyway
+        #expect(scheduler.stop(drain: false) == .none) // awake: it asks again anyway
         #expect(scheduler.nextAction(now: at(2)) == .finish(failWaiters: [waiter]))
         #expect(scheduler.isStopped)
         #expect(scheduler.waiterAdded(marks: [1: Self.id(5)]) == .refuse)
@@ -249,14 +251,15 @@ struct FlushSchedulerTests {
         var scheduler = scheduler(interval: .seconds(60), maxAge: .seconds(60))
         _ = scheduler.appended([1: (5, Self.id(5))], now: at(0))
         guard case .wait(let flushed, _) = scheduler.waiterAdded(marks: [1: Self.id(5)]),
-              case .wait(let hopeless, _) = scheduler.waiterAdded(marks: [9: Self.id(1)]) else {
+            case .wait(let hopeless, _) = scheduler.waiterAdded(marks: [9: Self.id(1)])
+        else {
             Issue.record("waiters should wait")
             return
         }
-        #expect(scheduler.nextAction(now: at(0)) == .flush)   // a waiter is there
+        #expect(scheduler.nextAction(now: at(0)) == .flush) // a waiter is there
         scheduler.flushFailed(now: at(0))
         #expect(scheduler.nextAction(now: at(1)) == .sleep(until: at(50)))
-        #expect(scheduler.stop(drain: true) == .none)       // the backoff runs its course
+        #expect(scheduler.stop(drain: true) == .none) // the backoff runs its course
         #expect(scheduler.nextAction(now: at(50)) == .flush)
         #expect(scheduler.flushPlan(now: at(50))?.slots.map(\.slot) == [1])
         #expect(scheduler.settled(slot: 1, removed: 5, applied: Self.id(5), stillDirtySince: nil) == [flushed])
@@ -322,7 +325,9 @@ struct FlushSchedulerTests {
         #expect(scheduler.oldestDirtySince == at(500))
     }
 
-    @Test("a flush reads every slot whole when all fits in flushBatchSize; otherwise the oldest first, each up to its share (at least 64), until about flushBatchSize")
+    @Test(
+        "a flush reads every slot whole when all fits in flushBatchSize; otherwise the oldest first, each up to its share (at least 64), until about flushBatchSize"
+    )
     func plan() {
         var scheduler = scheduler(batch: 200)
         for (slot, time, pending) in [(10, 50, 100), (11, 10, 100), (12, 30, 10), (13, 10, 30), (14, 40, 100)] as [(UInt16, Int, Int)] {
@@ -330,13 +335,16 @@ struct FlushSchedulerTests {
         }
         // Five dirty: 200 / 5 is below 64, so shares of 64. Oldest first (equal ages by slot):
         // 11 (64 of its 100), 13 (30), 12 (10), 14 (64): 168, then 10 brings it past 200.
-        #expect(scheduler.flushPlan(now: at(100)) == FlushScheduler.FlushPlan(slots: [
-            .init(slot: 11, pending: 100, appended: Self.id(11)),
-            .init(slot: 13, pending: 30, appended: Self.id(13)),
-            .init(slot: 12, pending: 10, appended: Self.id(12)),
-            .init(slot: 14, pending: 100, appended: Self.id(14)),
-            .init(slot: 10, pending: 100, appended: Self.id(10)),
-        ], changesPerSlot: 64))
+        #expect(
+            scheduler.flushPlan(now: at(100))
+                == FlushScheduler.FlushPlan(
+                    slots: [
+                        .init(slot: 11, pending: 100, appended: Self.id(11)),
+                        .init(slot: 13, pending: 30, appended: Self.id(13)),
+                        .init(slot: 12, pending: 10, appended: Self.id(12)),
+                        .init(slot: 14, pending: 100, appended: Self.id(14)),
+                        .init(slot: 10, pending: 100, appended: Self.id(10)),
+                    ], changesPerSlot: 64))
         // Big slots: the batch fills sooner. 500 each, shares of 64: four slots make 256 ≥ 200.
         var busy = self.scheduler(batch: 200)
         for slot: UInt16 in 1...6 { _ = busy.appended([slot: (500, Self.id(UInt64(slot)))], now: at(Int(slot))) }
@@ -355,8 +363,9 @@ struct FlushSchedulerTests {
 
     // MARK: - Random events
 
-    @Test("random events: the scheduler stays equal to the plain reference, no wake-up is lost or repeated, a drain empties the logs",
-          arguments: 0..<20)
+    @Test(
+        "random events: the scheduler stays equal to the plain reference, no wake-up is lost or repeated, a drain empties the logs",
+        arguments: 0..<20)
     func randomEvents(seed: Int) throws {
         var simulation = FlushSimulation(seed: seed, start: t0)
         try simulation.run(events: 300)
@@ -478,8 +487,9 @@ private struct ReferenceFlusher {
             let planned = allDirty.prefix(count).map { min(max($0.value.pending, 1), perSlot) }.reduce(0, +)
             if planned >= batchSize { break }
         }
-        return FlushScheduler.FlushPlan(slots: allDirty.prefix(count).map { .init(slot: $0.key, pending: $0.value.pending, appended: $0.value.appended) },
-                                        changesPerSlot: perSlot)
+        return FlushScheduler.FlushPlan(
+            slots: allDirty.prefix(count).map { .init(slot: $0.key, pending: $0.value.pending, appended: $0.value.appended) },
+            changesPerSlot: perSlot)
     }
 }
 
@@ -597,7 +607,10 @@ private struct FlushSimulation {
     mutating func flushAll() throws {
         var failed = false
         for slot in scheduler.slotsToRescan {
-            if failures && chance(20) { failed = true; continue }
+            if failures && chance(20) {
+                failed = true
+                continue
+            }
             try rescan(slot)
         }
         if !failed { try addWaiter(marks: scheduler.unflushedMarks) }
@@ -678,7 +691,10 @@ private struct FlushSimulation {
     mutating func flush() throws {
         var nodeFailure = false
         for slot in scheduler.slotsToRescan {
-            if failures && chance(10) { nodeFailure = true; continue }
+            if failures && chance(10) {
+                nodeFailure = true
+                continue
+            }
             try rescan(slot)
         }
         let planTime = now
@@ -701,8 +717,9 @@ private struct FlushSimulation {
         }
         if chance(30) { try append() }
         for (planned, entries) in reads where entries?.isEmpty == true {
-            try settled(scheduler.emptyLogRead(planned),
-                        reference.settle(planned.slot, removed: planned.pending, applied: planned.appended, stillDirtySince: nil))
+            try settled(
+                scheduler.emptyLogRead(planned),
+                reference.settle(planned.slot, removed: planned.pending, applied: planned.appended, stillDirtySince: nil))
         }
         var read: [(slot: UInt16, newest: StreamEntryID, count: Int)] = []
         for (planned, entries) in reads {
@@ -719,8 +736,9 @@ private struct FlushSimulation {
                 logs[slot]!.removeFirst(removed)
             }
             let stillDirtySince = count >= plan.changesPerSlot ? nil : planTime
-            try settled(scheduler.settled(slot: slot, removed: removed, applied: newest, stillDirtySince: stillDirtySince),
-                        reference.settle(slot, removed: removed, applied: newest, stillDirtySince: stillDirtySince))
+            try settled(
+                scheduler.settled(slot: slot, removed: removed, applied: newest, stillDirtySince: stillDirtySince),
+                reference.settle(slot, removed: removed, applied: newest, stillDirtySince: stillDirtySince))
         }
         scheduler.flushCommitted(at: now)
         reference.lastFlush = now
@@ -769,8 +787,9 @@ private struct FlushSimulation {
             let expected = reference.backlog[slot] ?? .init()
             try check(state == expected, "slot \(slot): \(state), the reference \(expected)")
             try check(state.pending >= 0, "slot \(slot) counts \(state.pending)")
-            try check(scheduler.hasPendingChanges(inSlot: slot) == (reference.uncertain.contains(slot) || expected.hasWork),
-                      "pending changes of slot \(slot)")
+            try check(
+                scheduler.hasPendingChanges(inSlot: slot) == (reference.uncertain.contains(slot) || expected.hasWork),
+                "pending changes of slot \(slot)")
             sum += state.pending
         }
         try check(scheduler.pendingTotal == sum && sum == reference.pendingTotal, "total \(scheduler.pendingTotal), slots sum to \(sum)")

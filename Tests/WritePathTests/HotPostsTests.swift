@@ -1,6 +1,7 @@
 import RedisDriver
 import TestSupport
 import Testing
+
 @testable import WritePath
 
 @Suite("Hot posts: least recently touched first, for eviction (pure)")
@@ -14,13 +15,13 @@ struct HotPostsTests {
         var hot = HotPosts()
         hot.touched([1, 2, 3], at: Self.at(0))
         hot.touched([4], at: Self.at(1))
-        hot.touched([1], at: Self.at(2))  // 1 moves to the back
+        hot.touched([1], at: Self.at(2)) // 1 moves to the back
         #expect(hot.count == 4)
         #expect(hot.takeIdle(touchedBefore: Self.at(1.5), limit: 2).map(\.post) == [2, 3])
         #expect(hot.takeIdle(touchedBefore: Self.at(1.5), limit: 10).map(\.post) == [4])
-        #expect(hot.takeIdle(touchedBefore: Self.at(1.5), limit: 10).isEmpty)  // 1 was touched at 2
+        #expect(hot.takeIdle(touchedBefore: Self.at(1.5), limit: 10).isEmpty) // 1 was touched at 2
         hot.forget([2, 3])
-        hot.requeue([4])  // could not go: back in the queue, its last touch unchanged
+        hot.requeue([4]) // could not go: back in the queue, its last touch unchanged
         #expect(hot.takeIdle(touchedBefore: Self.at(3), limit: 10).map(\.post) == [1, 4])
         #expect(hot.entry(of: 4)?.lastTouched == Self.at(1))
     }
@@ -28,7 +29,8 @@ struct HotPostsTests {
     @Test("a change records the newest log entry of the post, never an older one")
     func newestChange() {
         var hot = HotPosts()
-        let older = StreamEntryID(milliseconds: 10, sequence: 0), newer = StreamEntryID(milliseconds: 11, sequence: 3)
+        let older = StreamEntryID(milliseconds: 10, sequence: 0)
+        let newer = StreamEntryID(milliseconds: 11, sequence: 3)
         hot.changed(7, in: newer, at: Self.at(0))
         hot.changed(7, in: older, at: Self.at(1))
         #expect(hot.entry(of: 7)?.newestChange == newer)
@@ -58,7 +60,7 @@ extension HotPostsTests {
         // 2 kept its place at the front: it is still the least recently touched.
         #expect(hot.takeIdle(touchedBefore: Self.at(1), limit: 10).map(\.post) == [2, 4, 5])
         hot.touched([6], at: Self.at(2))
-        hot.discovered([6, 7], at: Self.at(3))  // 6 is known: its last touch stays
+        hot.discovered([6, 7], at: Self.at(3)) // 6 is known: its last touch stays
         #expect(hot.entry(of: 6)?.lastTouched == Self.at(2) && hot.entry(of: 7)?.lastTouched == Self.at(3))
     }
 }

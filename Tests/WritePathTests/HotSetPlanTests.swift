@@ -2,6 +2,7 @@ import Persistence
 import RedisDriver
 import ShardRouter
 import Testing
+
 @testable import WritePath
 
 @Suite("Hot set sweeps: markers, SCAN pages, memory requests (pure)")
@@ -52,12 +53,15 @@ struct HotSetPlanTests {
 
     @Test("above the target, each shard is asked for its share of hot posts (at least 100, at most 5,000); below, nothing")
     func shrinkRequests() {
-        let a = RedisEndpoint(host: "a", port: 1), b = RedisEndpoint(host: "b", port: 1)
-        let requests = HotSetPlan.shrinkRequests(used: [a: 1_000, b: 500], target: 800, isCluster: true,
-                                                 slotsOf: { $0 == a ? [1, 2] : [3] }, hotPostsPerShard: [10_000, 0, 100_000])
+        let a = RedisEndpoint(host: "a", port: 1)
+        let b = RedisEndpoint(host: "b", port: 1)
+        let requests = HotSetPlan.shrinkRequests(
+            used: [a: 1_000, b: 500], target: 800, isCluster: true,
+            slotsOf: { $0 == a ? [1, 2] : [3] }, hotPostsPerShard: [10_000, 0, 100_000])
         // a is 20 % above: 2,000 of shard 0's 10,000; shard 2's 20,000 is capped; shard 1 holds none.
         #expect(requests == [.init(shard: 0, slots: [1, 2], count: 2_000), .init(shard: 2, slots: [1, 2], count: 5_000)])
-        #expect(HotSetPlan.shrinkRequests(used: [a: 801], target: 800, isCluster: false, slotsOf: { _ in [] }, hotPostsPerShard: [10])
+        #expect(
+            HotSetPlan.shrinkRequests(used: [a: 801], target: 800, isCluster: false, slotsOf: { _ in [] }, hotPostsPerShard: [10])
                 == [.init(shard: 0, slots: nil, count: 100)])
         #expect(HotSetPlan.shrinkRequests(used: [a: 800], target: 800, isCluster: false, slotsOf: { _ in [] }, hotPostsPerShard: [10]).isEmpty)
     }

@@ -4,6 +4,7 @@ import RedisDriver
 import ShardRouter
 import TestSupport
 import Testing
+
 @testable import WritePath
 
 /// Redis as a hot set over PostgreSQL, against real servers: posts from before a restart are
@@ -24,7 +25,7 @@ struct HotSetTests {
     func postsFromBeforeAreEvicted(redis: RedisTarget) async throws {
         let harness = try await WritePathHarness.start(posts: 6, redis: redis) { $0.hotIdle = nil }
         for (index, post) in harness.posts.enumerated() { _ = try await harness.service.perform(.like, post: post, user: Int64(index + 1)) }
-        await harness.stopService()  // drains: PostgreSQL has everything
+        await harness.stopService() // drains: PostgreSQL has everything
         for post in harness.posts { #expect(try await harness.isHot(post)) }
 
         let restarted = try await harness.restarted { $0.hotIdle = .milliseconds(200) }
@@ -51,8 +52,10 @@ struct HotSetTests {
             let probe = RedisClient(configuration: try RedisConfiguration(url: servers.redisURL))
             // What the posts cost in Redis, apart from what eviction cannot free (each slot's
             // log, empty or not): loaded, then all evicted by a restart with a short idle time.
-            let first = try await WritePathHarness.start(posts: 2_000, postgresURL: servers.postgresURL, redis: .single,
-                                                         redisURL: servers.redisURL) { $0.hotIdle = nil }
+            let first = try await WritePathHarness.start(
+                posts: 2_000, postgresURL: servers.postgresURL, redis: .single,
+                redisURL: servers.redisURL
+            ) { $0.hotIdle = nil }
             let posts = first.posts
             for (index, post) in posts.enumerated() { _ = try await first.service.perform(.like, post: post, user: Int64(index % 7 + 1)) }
             await first.stopService()
@@ -80,7 +83,9 @@ struct HotSetTests {
             }
             let stats = await harness.service.stats()
             let evicted = stats.reduce(0) { $0 + $1.evictedForMemory }
-            print("memory target: posts loaded \(loaded) B, cold \(cold) B, target \(target) B; used \(used) B after \(evicted) of \(posts.count) posts evicted")
+            print(
+                "memory target: posts loaded \(loaded) B, cold \(cold) B, target \(target) B; used \(used) B after \(evicted) of \(posts.count) posts evicted"
+            )
             #expect(used <= target, "used_memory \(used) above the target \(target)")
             #expect(evicted > 0 && evicted < posts.count)
             #expect(stats.reduce(0) { $0 + $1.evictedPosts } == evicted)
@@ -100,14 +105,16 @@ struct HotSetTests {
     @Test("a full Redis (maxmemory, noeviction) refuses writes with a retryable 503 and loses none; writes go on once there is room")
     func fullRedis() async throws {
         try await PrivateServers.with { servers in
-            let harness = try await WritePathHarness.start(posts: 4, postgresURL: servers.postgresURL, redis: .single,
-                                                           redisURL: servers.redisURL)
+            let harness = try await WritePathHarness.start(
+                posts: 4, postgresURL: servers.postgresURL, redis: .single,
+                redisURL: servers.redisURL)
             let probe = RedisClient(configuration: try RedisConfiguration(url: servers.redisURL))
             let master = try #require(probe.masters.first)
             for post in harness.posts { _ = try await harness.service.perform(.like, post: post, user: 1) }
             let used = try await Self.usedMemory(probe)
             _ = try await probe.pipeline([RedisCommand("CONFIG", "SET", "maxmemory", String(used + 20_000))], toMaster: master)
-            var acknowledged: Set<Pair> = [], refused: Set<Pair> = []
+            var acknowledged: Set<Pair> = []
+            var refused: Set<Pair> = []
             var user: Int64 = 2
             while refused.count < 20 && user < 100_000 {
                 let post = harness.posts[Int(user) % harness.posts.count]

@@ -1,10 +1,11 @@
+import Foundation
 import NodeTestSupport
 import Persistence
 import RedisDriver
 import ShardRouter
 import TestSupport
 import Testing
-import Foundation
+
 @testable import WritePath
 
 @Suite("The index of changes waiting for PostgreSQL, which the lists lay over its rows")
@@ -16,15 +17,19 @@ struct PendingLikesTests {
     @Test("a pair's newest change is kept until its entry is applied; an older entry's flush leaves it")
     func newestUntilApplied() {
         var index = PendingLikes()
-        let post: Int64 = 42, slot = HashSlot(post: 42).rawValue
+        let post: Int64 = 42
+        let slot = HashSlot(post: 42).rawValue
         index.logged(LikeChange(userID: 7, postID: post, liked: true), in: Self.id(100))
         index.logged(LikeChange(userID: 8, postID: post, liked: true), in: Self.id(100))
         index.logged(LikeChange(userID: 7, postID: post, liked: false), in: Self.id(105))
         index.logged(LikeChange(userID: 9, postID: post, liked: true, acknowledgedAt: 50), in: Self.id(106))
         #expect(index.count == 3)
-        #expect(Set(index.of(post: post)) == [PendingLike(postID: post, userID: 7, liked: false, acknowledgedAt: 105),
-                                              PendingLike(postID: post, userID: 8, liked: true, acknowledgedAt: 100),
-                                              PendingLike(postID: post, userID: 9, liked: true, acknowledgedAt: 50)])
+        #expect(
+            Set(index.of(post: post)) == [
+                PendingLike(postID: post, userID: 7, liked: false, acknowledgedAt: 105),
+                PendingLike(postID: post, userID: 8, liked: true, acknowledgedAt: 100),
+                PendingLike(postID: post, userID: 9, liked: true, acknowledgedAt: 50),
+            ])
         #expect(index.of(user: 7) == [PendingLike(postID: post, userID: 7, liked: false, acknowledgedAt: 105)])
         index.applied(slot: slot, through: Self.id(100))
         #expect(Set(index.of(post: post).map(\.userID)) == [7, 9], "7's newer change waits still")
@@ -67,7 +72,9 @@ struct PendingLikesTests {
         #expect(index.of(post: 42).map(\.userID) == [7], "a slot won again starts with no flush known")
     }
 
-    @Test("after a restart (a sole writer's logs from before it) and after a write whose outcome is unknown, the pending view flushes first: nothing acknowledged is missed")
+    @Test(
+        "after a restart (a sole writer's logs from before it) and after a write whose outcome is unknown, the pending view flushes first: nothing acknowledged is missed"
+    )
     func restartAndUncertain() async throws {
         let harness = try await WritePathHarness.start(posts: 2) { $0.flushOnlyWhenAsked() }
         let post = harness.posts[0]
@@ -93,7 +100,9 @@ struct PendingLikesTests {
         let after = Int64(Date().timeIntervalSince1970 * 1000)
         let waiting4 = try await restarted.service.pendingLikes(ofPost: post)
         #expect(waiting4.map(\.userID) == [4] && waiting4.allSatisfy { !$0.liked })
-        #expect((before - 5...after + 5).contains(waiting4[0].acknowledgedAt), "the unlike's time is when it was answered: \(waiting4[0].acknowledgedAt) in \(before)…\(after)")
+        #expect(
+            (before - 5...after + 5).contains(waiting4[0].acknowledgedAt),
+            "the unlike's time is when it was answered: \(waiting4[0].acknowledgedAt) in \(before)…\(after)")
         let ofUser = try await restarted.service.pendingLikes(ofUser: 4)
         #expect(ofUser.changes == waiting4 && ofUser.servedSlots.firstMissing == nil, "a sole writer answers for every slot")
         await restarted.stop()

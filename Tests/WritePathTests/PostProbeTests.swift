@@ -3,6 +3,7 @@ import Persistence
 import RedisDriver
 import ShardRouter
 import Testing
+
 @testable import WritePath
 
 /// An operator's probe of posts (inspect, reconcile) on the shard's machine alone: it runs

@@ -52,7 +52,8 @@ struct RedisModel {
         let key = arguments.count > 1 ? arguments[1] : ""
         switch arguments[0] {
         case "EXISTS":
-            return .integer(Int64(arguments.dropFirst().filter { sets[$0] != nil || strings[$0] != nil || hashes[$0] != nil || streams[$0] != nil }.count))
+            return .integer(
+                Int64(arguments.dropFirst().filter { sets[$0] != nil || strings[$0] != nil || hashes[$0] != nil || streams[$0] != nil }.count))
         case "GET":
             guard sets[key] == nil, hashes[key] == nil, streams[key] == nil else { return .error("WRONGTYPE model: not a string") }
             return strings[key].map { .bulkString(Array($0.utf8)) } ?? .null
@@ -60,10 +61,14 @@ struct RedisModel {
             guard sets[key] == nil, strings[key] == nil else { return .error("WRONGTYPE model: not a hash") }
             return .array(arguments.dropFirst(2).map { field in hashes[key]?[field].map { .bulkString(Array($0.utf8)) } ?? .null })
         case "HSET":
-            guard sets[key] == nil, strings[key] == nil, arguments.count >= 4, arguments.count % 2 == 0 else { return .error("ERR model: HSET takes a key and pairs") }
+            guard sets[key] == nil, strings[key] == nil, arguments.count >= 4, arguments.count % 2 == 0 else {
+                return .error("ERR model: HSET takes a key and pairs")
+            }
             var hash = hashes[key] ?? [:]
             var added = 0
-            for index in stride(from: 2, to: arguments.count, by: 2) where hash.updateValue(arguments[index + 1], forKey: arguments[index]) == nil { added += 1 }
+            for index in stride(from: 2, to: arguments.count, by: 2) where hash.updateValue(arguments[index + 1], forKey: arguments[index]) == nil {
+                added += 1
+            }
             hashes[key] = hash
             return .integer(Int64(added))
         case "SCARD":
@@ -78,13 +83,16 @@ struct RedisModel {
         case "SREM":
             var set = sets[key] ?? []
             let removed = arguments.dropFirst(2).filter { set.remove($0) != nil }.count
-            sets[key] = set.isEmpty ? nil : set   // Redis deletes an empty set
+            sets[key] = set.isEmpty ? nil : set // Redis deletes an empty set
             return .integer(Int64(removed))
         case "DEL", "UNLINK":
             var deleted = 0
             for key in arguments.dropFirst() {
                 if sets.removeValue(forKey: key) != nil || strings.removeValue(forKey: key) != nil
-                    || hashes.removeValue(forKey: key) != nil || streams.removeValue(forKey: key) != nil { deleted += 1 }
+                    || hashes.removeValue(forKey: key) != nil || streams.removeValue(forKey: key) != nil
+                {
+                    deleted += 1
+                }
             }
             return .integer(Int64(deleted))
         case "SET":

@@ -4,6 +4,7 @@ import RedisDriver
 import ShardRouter
 import TestSupport
 import Testing
+
 @testable import WritePath
 
 @Suite("Shard batch protocol (pure)")
@@ -45,18 +46,19 @@ struct ShardBatchProtocolTests {
         #expect(read.posts == [1, 2, 3])
         #expect(read.users == [[7, 8], [], [9]])
         let groups = read.commands(layout: Self.layout)
-        #expect(groups.map(\.commands) == [
-            [.get(Self.marker(1)), .scard(Self.likers(1)), .smismember(Self.likers(1), [Int64(7), Int64(8)])],
-            [.get(Self.marker(2)), .scard(Self.likers(2))],
-            [.get(Self.marker(3)), .scard(Self.likers(3)), .smismember(Self.likers(3), [Int64(9)])],
-        ])
+        #expect(
+            groups.map(\.commands) == [
+                [.get(Self.marker(1)), .scard(Self.likers(1)), .smismember(Self.likers(1), [Int64(7), Int64(8)])],
+                [.get(Self.marker(2)), .scard(Self.likers(2))],
+                [.get(Self.marker(3)), .scard(Self.likers(3)), .smismember(Self.likers(3), [Int64(9)])],
+            ])
         #expect(groups.map(\.slot.rawValue) == [Self.slot(1), Self.slot(2), Self.slot(3)])
         #expect(groups.allSatisfy { !$0.atomic })
 
         let outcome = read.outcome(of: [
             .success([Self.hot, .integer(5), .array([.integer(1), .integer(0)])]),
             .success([Self.hot, .integer(0)]),
-            .success([.null, .integer(0), .array([.integer(0)])]),   // no marker
+            .success([.null, .integer(0), .array([.integer(0)])]), // no marker
         ])
         #expect(outcome.views == [1: .init(likesCount: 5, members: [7: true, 8: false]), 2: .init(likesCount: 0, members: [:])])
         #expect(outcome.unhydrated == [3])
@@ -64,8 +66,10 @@ struct ShardBatchProtocolTests {
         #expect(outcome.failures.isEmpty)
 
         // A warm marker: the post's hash is read next, with the same users.
-        let warm = read.outcome(of: [.success([Self.warm, .integer(0), .array([.integer(0), .integer(0)])]),
-                                     .success([Self.hot, .integer(0)]), .success([.null, .integer(0), .array([.integer(0)])])])
+        let warm = read.outcome(of: [
+            .success([Self.warm, .integer(0), .array([.integer(0), .integer(0)])]),
+            .success([Self.hot, .integer(0)]), .success([.null, .integer(0), .array([.integer(0)])]),
+        ])
         #expect(warm.warm == [1] && warm.warmUsers == [[7, 8]] && warm.views.keys.sorted() == [2] && warm.unhydrated == [3])
         let warmRead = WarmRead(posts: warm.warm, users: warm.warmUsers)
         #expect(warmRead.commands(layout: Self.layout).map(\.commands) == [[.hmget(Self.layout.warmMembers(ofPost: 1), ["n", Int64(7), Int64(8)])]])
@@ -79,10 +83,12 @@ struct ShardBatchProtocolTests {
 
     @Test("a wrong SMISMEMBER flag count, an error reply or a failed node fails only its own post")
     func readFailures() throws {
-        let read = BatchRead([Self.request(.like, 1, 7), Self.request(.like, 1, 8), Self.request(.like, 2, 7),
-                              Self.request(.like, 3, 7), Self.request(.like, 4, 7)])
+        let read = BatchRead([
+            Self.request(.like, 1, 7), Self.request(.like, 1, 8), Self.request(.like, 2, 7),
+            Self.request(.like, 3, 7), Self.request(.like, 4, 7),
+        ])
         let outcome = read.outcome(of: [
-            .success([.integer(1), .integer(5), .array([.integer(1)])]),   // one flag for two users
+            .success([.integer(1), .integer(5), .array([.integer(1)])]), // one flag for two users
             .success([.integer(1), .error("WRONGTYPE Operation against a key holding the wrong kind of value"), .array([.integer(0)])]),
             .failure(RedisError(code: .connectionFailed, message: "refused")),
             .success([.integer(1), .integer(2), .array([.integer(1)])]),
@@ -97,44 +103,67 @@ struct ShardBatchProtocolTests {
         // Through the machine: the failed posts' requests are answered at once; the good post goes on.
         let requests = [Self.request(.like, 1, 7), Self.request(.like, 4, 8), Self.request(.toggle, 1, 9)]
         var machine = BatchStateMachine(requests: requests, acknowledgement: .redis, layout: Self.layout)
-        guard case .read = machine.start() else { Issue.record("a batch starts with a read"); return }
+        guard case .read = machine.start() else {
+            Issue.record("a batch starts with a read")
+            return
+        }
         let action = machine.redisReplied([
-            .success([.integer(1), .integer(5), .array([.integer(1)])]),   // post 1: two users, one flag
+            .success([.integer(1), .integer(5), .array([.integer(1)])]), // post 1: two users, one flag
             .success([.integer(1), .integer(2), .array([.integer(0)])]),
         ])
         let settled = machine.takeSettled()
         #expect(settled.answers.map(\.request) == [0, 2])
         #expect(settled.answers.allSatisfy { (try? $0.result.get()) == nil })
         #expect(settled.answers.allSatisfy { if case .failure(let error) = $0.result { error.code == .unavailable } else { false } })
-        guard case .write(let transactions) = action else { Issue.record("post 4 is written"); return }
+        guard case .write(let transactions) = action else {
+            Issue.record("post 4 is written")
+            return
+        }
         #expect(transactions.map(\.slot.rawValue) == [Self.slot(4)])
     }
 
     @Test("a small cold post the batch writes is decided on its likers from the lookup and loaded by the write itself, in its slot's transaction")
     func coldPostLoadedByItsWrite() throws {
-        var machine = BatchStateMachine(requests: [Self.request(.like, 1, 7), Self.request(.read, 1, 5)], acknowledgement: .redis,
-                                        layout: Self.layout, warmThreshold: 10)
+        var machine = BatchStateMachine(
+            requests: [Self.request(.like, 1, 7), Self.request(.read, 1, 5)], acknowledgement: .redis,
+            layout: Self.layout, warmThreshold: 10)
         _ = machine.start()
         guard case .findPosts(let lookup) = machine.redisReplied([.success([.null, .integer(0), .array([.integer(0), .integer(0)])])]),
-              lookup.posts == [1] else {
-            Issue.record("an unloaded post is looked for in PostgreSQL"); return
+            lookup.posts == [1]
+        else {
+            Issue.record("an unloaded post is looked for in PostgreSQL")
+            return
         }
         // Written: its likers come back whole when it is small; its users' memberships are
         // asked too, for when it is large (then it turns warm).
         #expect(lookup.loading == [1] && lookup.loadBelow == 10 && lookup.pairs == [.init(post: 1, user: 7), .init(post: 1, user: 5)])
         guard case .write(let groups) = machine.postsFound(.init(counts: [1: 2], likers: [1: [5, 6]])) else {
-            Issue.record("then written"); return
+            Issue.record("then written")
+            return
         }
         #expect(groups.count == 1 && groups[0].atomic)
         let likers = Self.likers(1)
-        #expect(Array(groups[0].commands.prefix(4)) == [.del([likers]), .sadd(likers, [Int64(5), Int64(6)]), .set(Self.marker(1), "1"),
-                                                         .sadd(likers, [Int64(7)])])
-        guard case .finish(let completion) = machine.redisReplied([.success([.integer(0), .integer(2), .status("OK"), .integer(1),
-                                                                             .bulkString(Array("5-0".utf8))])]) else {
-            Issue.record("nothing left to do"); return
+        #expect(
+            Array(groups[0].commands.prefix(4)) == [
+                .del([likers]), .sadd(likers, [Int64(5), Int64(6)]), .set(Self.marker(1), "1"),
+                .sadd(likers, [Int64(7)]),
+            ])
+        guard
+            case .finish(let completion) = machine.redisReplied([
+                .success([
+                    .integer(0), .integer(2), .status("OK"), .integer(1),
+                    .bulkString(Array("5-0".utf8)),
+                ])
+            ])
+        else {
+            Issue.record("nothing left to do")
+            return
         }
-        #expect(completion.answers.map(\.result) == [.success(LikeState(postID: 1, userID: 7, isLiked: true, likesCount: 3)),
-                                                     .success(LikeState(postID: 1, userID: 5, isLiked: true, likesCount: 3))])
+        #expect(
+            completion.answers.map(\.result) == [
+                .success(LikeState(postID: 1, userID: 7, isLiked: true, likesCount: 3)),
+                .success(LikeState(postID: 1, userID: 5, isLiked: true, likesCount: 3)),
+            ])
         #expect(completion.touched == [1])
         #expect(completion.statistics.coldReads == 1)
     }
@@ -145,17 +174,23 @@ struct ShardBatchProtocolTests {
         var machine = BatchStateMachine(requests: requests, acknowledgement: .redis, layout: Self.layout, warmThreshold: 10)
         _ = machine.start()
         let unloaded = RedisReply.array([.integer(0)])
-        guard case .findPosts(let lookup) = machine.redisReplied([
-            .success([.null, .integer(0), .array([.integer(0), .integer(0)])]), .success([.null, .integer(0), unloaded]),
-            .success([Self.hot, .integer(4), .array([.integer(0)])]),
-        ]) else { Issue.record("unloaded posts are looked for"); return }
+        guard
+            case .findPosts(let lookup) = machine.redisReplied([
+                .success([.null, .integer(0), .array([.integer(0), .integer(0)])]), .success([.null, .integer(0), unloaded]),
+                .success([Self.hot, .integer(4), .array([.integer(0)])]),
+            ])
+        else {
+            Issue.record("unloaded posts are looked for")
+            return
+        }
         #expect(Set(lookup.posts) == [1, 2])
         #expect(Set(lookup.pairs) == [.init(post: 1, user: 7), .init(post: 1, user: 9), .init(post: 2, user: 8)])
         // Both written: both asked to come back whole, below the threshold.
         #expect(lookup.loading.sorted() == [1, 2] && lookup.loadBelow == 10)
         // Post 1 is large (10 likers, of whom 9; its likers do not come back); post 2 is small.
         guard case .write(let groups) = machine.postsFound(.init(counts: [1: 10, 2: 3], likers: [1: [9], 2: [1, 2, 3]])) else {
-            Issue.record("all three posts are written here"); return
+            Issue.record("all three posts are written here")
+            return
         }
         let settled = machine.takeSettled()
         #expect(settled.answers.isEmpty && settled.missingPosts.isEmpty)
@@ -166,18 +201,28 @@ struct ShardBatchProtocolTests {
         #expect(small.commands.contains(.set(Self.marker(2), "1")))
         let large = try #require(groups.first { $0.slot.rawValue == Self.slot(1) })
         let hash = Self.layout.warmMembers(ofPost: 1)
-        #expect(Array(large.commands.prefix(3)) == [.del([Self.likers(1), hash]), .set(Self.marker(1), "warm"),
-                                                      .hset(hash, [("n", Int64(10)), (Int64(7), "1"), (Int64(9), "0")])])
-        #expect(large.commands.count == 4)  // and the log entry
-        guard case .finish(let completion) = machine.redisReplied(groups.map { group in
-            .success(group.commands.dropLast().map { _ in RedisReply.integer(1) } + [.bulkString(Array("5-0".utf8))])
-        }) else { Issue.record("nothing left to do"); return }
-        #expect(completion.answers.map(\.result) == [
-            .success(LikeState(postID: 1, userID: 7, isLiked: true, likesCount: 11)),
-            .success(LikeState(postID: 2, userID: 8, isLiked: true, likesCount: 4)),
-            .success(LikeState(postID: 1, userID: 9, isLiked: false, likesCount: 10)),
-            .success(LikeState(postID: 3, userID: 7, isLiked: true, likesCount: 5)),
-        ])
+        #expect(
+            Array(large.commands.prefix(3)) == [
+                .del([Self.likers(1), hash]), .set(Self.marker(1), "warm"),
+                .hset(hash, [("n", Int64(10)), (Int64(7), "1"), (Int64(9), "0")]),
+            ])
+        #expect(large.commands.count == 4) // and the log entry
+        guard
+            case .finish(let completion) = machine.redisReplied(
+                groups.map { group in
+                    .success(group.commands.dropLast().map { _ in RedisReply.integer(1) } + [.bulkString(Array("5-0".utf8))])
+                })
+        else {
+            Issue.record("nothing left to do")
+            return
+        }
+        #expect(
+            completion.answers.map(\.result) == [
+                .success(LikeState(postID: 1, userID: 7, isLiked: true, likesCount: 11)),
+                .success(LikeState(postID: 2, userID: 8, isLiked: true, likesCount: 4)),
+                .success(LikeState(postID: 1, userID: 9, isLiked: false, likesCount: 10)),
+                .success(LikeState(postID: 3, userID: 7, isLiked: true, likesCount: 5)),
+            ])
         #expect(Set(completion.touched) == [1, 2, 3])
     }
 
@@ -185,16 +230,27 @@ struct ShardBatchProtocolTests {
     func streamedHydrationCommands() {
         let loading = Self.layout.loadingLikers(ofPost: 1, attempt: 42)
         #expect(loading == Self.likers(1) + ":loading:42")
-        #expect(loading.contains("{\(HashSlot(post: 1).hashTag)}"))  // the post's slot
-        #expect(PostHydration.loadingPage([5, 6], post: 1, loading: loading).commands == [.sadd(loading, [Int64(5), Int64(6)]), .expire(loading, seconds: 600)])
+        #expect(loading.contains("{\(HashSlot(post: 1).hashTag)}")) // the post's slot
+        #expect(
+            PostHydration.loadingPage([5, 6], post: 1, loading: loading).commands == [
+                .sadd(loading, [Int64(5), Int64(6)]), .expire(loading, seconds: 600),
+            ])
         let published = PostHydration.publishing(post: 1, loading: loading, loaded: 2, epoch: 7, layout: Self.layout)
         #expect(published.slot == HashSlot(post: 1))
-        #expect(published.commands == [RedisCommand("EVAL", PostHydration.publishScript, "5", Self.layout.epoch(of: HashSlot(post: 1)),
-                                                    loading, Self.likers(1), Self.marker(1), Self.layout.warmMembers(ofPost: 1), "7", "2")])
+        #expect(
+            published.commands == [
+                RedisCommand(
+                    "EVAL", PostHydration.publishScript, "5", Self.layout.epoch(of: HashSlot(post: 1)),
+                    loading, Self.likers(1), Self.marker(1), Self.layout.warmMembers(ofPost: 1), "7", "2")
+            ])
         // A sole writer holds no epoch: the script skips the check.
-        #expect(PostHydration.publishing(post: 1, loading: loading, loaded: 0, epoch: nil, layout: Self.layout).commands
-                == [RedisCommand("EVAL", PostHydration.publishScript, "5", Self.layout.epoch(of: HashSlot(post: 1)),
-                                 loading, Self.likers(1), Self.marker(1), Self.layout.warmMembers(ofPost: 1), "", "0")])
+        #expect(
+            PostHydration.publishing(post: 1, loading: loading, loaded: 0, epoch: nil, layout: Self.layout).commands
+                == [
+                    RedisCommand(
+                        "EVAL", PostHydration.publishScript, "5", Self.layout.epoch(of: HashSlot(post: 1)),
+                        loading, Self.likers(1), Self.marker(1), Self.layout.warmMembers(ofPost: 1), "", "0")
+                ])
         #expect(PostHydration.fetchLikers(pageSize: 10_000) == "FETCH 10000 FROM counter_hydration")
     }
 
@@ -206,11 +262,12 @@ struct ShardBatchProtocolTests {
         let changes = [LikeChange(userID: 30_000, postID: 1, liked: true), LikeChange(userID: 1, postID: 2, liked: true)]
         let commands = BatchWrite.loadCommands(changes, loading: [1: users, 2: []], layout: Self.layout)
         #expect(FencedScript.maximumArgumentsPerCommand == 4_000)
-        #expect(commands == [.del([Self.likers(1)])]
-            + stride(from: 0, to: 25_000, by: 4_000).map { .sadd(Self.likers(1), Array(users[$0..<min($0 + 4_000, 25_000)])) }
-            + [.set(Self.marker(1), "1")]
-            // A post without likers: emptied and marked.
-            + [.del([Self.likers(2)]), .set(Self.marker(2), "1")])
+        #expect(
+            commands == [.del([Self.likers(1)])]
+                + stride(from: 0, to: 25_000, by: 4_000).map { .sadd(Self.likers(1), Array(users[$0..<min($0 + 4_000, 25_000)])) }
+                + [.set(Self.marker(1), "1")]
+                // A post without likers: emptied and marked.
+                + [.del([Self.likers(2)]), .set(Self.marker(2), "1")])
         // Posts not being loaded add nothing.
         #expect(BatchWrite.loadCommands(changes, loading: [:], layout: Self.layout).isEmpty)
 
@@ -219,10 +276,11 @@ struct ShardBatchProtocolTests {
         let postgres = PostgresModel(posts: [1], likes: [1: users])
         let run = Self.run([Self.request(.like, 1, 30_000), Self.request(.read, 1, 5)], redis: &redis, postgres: postgres)
         #expect(run.steps == [.read, .findPosts, .write])
-        #expect(run.answers == [
-            0: .success(LikeState(postID: 1, userID: 30_000, isLiked: true, likesCount: 25_001)),
-            1: .success(LikeState(postID: 1, userID: 5, isLiked: true, likesCount: 25_001)),
-        ])
+        #expect(
+            run.answers == [
+                0: .success(LikeState(postID: 1, userID: 30_000, isLiked: true, likesCount: 25_001)),
+                1: .success(LikeState(postID: 1, userID: 5, isLiked: true, likesCount: 25_001)),
+            ])
         #expect(redis.members(Self.likers(1)).count == 25_001)
         #expect(redis.strings[Self.marker(1)] == "1")
     }
@@ -234,24 +292,31 @@ struct ShardBatchProtocolTests {
         let requests = [Self.request(.like, 2, 7), Self.request(.toggle, 1, 7), Self.request(.like, 3, 7), Self.request(.read, 2, 9)]
         let run = Self.run(requests, redis: &redis, postgres: postgres)
         #expect(run.missingPosts == [2])
-        #expect(run.answers == [
-            0: .failure(.unknownPost(2)),
-            1: .success(LikeState(postID: 1, userID: 7, isLiked: false, likesCount: 0)),
-            2: .success(LikeState(postID: 3, userID: 7, isLiked: true, likesCount: 2)),
-            3: .failure(.unknownPost(2)),
-        ])
+        #expect(
+            run.answers == [
+                0: .failure(.unknownPost(2)),
+                1: .success(LikeState(postID: 1, userID: 7, isLiked: false, likesCount: 0)),
+                2: .success(LikeState(postID: 3, userID: 7, isLiked: true, likesCount: 2)),
+                3: .failure(.unknownPost(2)),
+            ])
         // Refused at once, before the write; nothing of post 2 reaches Redis.
         #expect(run.early.map(\.request) == [0, 3])
         #expect(redis.sets[Self.likers(2)] == nil && redis.strings[Self.marker(2)] == nil)
-        #expect(run.completion.statistics == .init(committedChanges: 2, coldWrites: 1))  // post 3 was written cold
+        #expect(run.completion.statistics == .init(committedChanges: 2, coldWrites: 1)) // post 3 was written cold
 
         // When every unloaded post is missing, the batch goes straight on to the decision.
-        var machine = BatchStateMachine(requests: [Self.request(.like, 2, 7), Self.request(.like, 1, 8)], acknowledgement: .redis,
-                                        layout: Self.layout)
+        var machine = BatchStateMachine(
+            requests: [Self.request(.like, 2, 7), Self.request(.like, 1, 8)], acknowledgement: .redis,
+            layout: Self.layout)
         _ = machine.start()
-        _ = machine.redisReplied([.success([.null, .integer(0), .array([.integer(0)])]),
-                                  .success([.integer(1), .integer(1), .array([.integer(0)])])])
-        guard case .write = machine.postsFound(.init()) else { Issue.record("post 1 is written"); return }
+        _ = machine.redisReplied([
+            .success([.null, .integer(0), .array([.integer(0)])]),
+            .success([.integer(1), .integer(1), .array([.integer(0)])]),
+        ])
+        guard case .write = machine.postsFound(.init()) else {
+            Issue.record("post 1 is written")
+            return
+        }
         #expect(machine.takeSettled().missingPosts == [2])
     }
 
@@ -261,22 +326,25 @@ struct ShardBatchProtocolTests {
     func coldReadsNeverHydrate() throws {
         var redis = Self.hydratedRedis([1: [7]])
         let postgres = PostgresModel(posts: [1, 2, 3], likes: [2: [7, 8, 9], 3: []])
-        let requests = [Self.request(.read, 2, 7), Self.request(.count, 2, 0), Self.request(.read, 2, 5), Self.request(.read, 1, 7),
-                        Self.request(.read, 3, 7), Self.request(.count, 4, 0), Self.request(.read, 2, 7)]
+        let requests = [
+            Self.request(.read, 2, 7), Self.request(.count, 2, 0), Self.request(.read, 2, 5), Self.request(.read, 1, 7),
+            Self.request(.read, 3, 7), Self.request(.count, 4, 0), Self.request(.read, 2, 7),
+        ]
         let run = Self.run(requests, redis: &redis, postgres: postgres)
         #expect(run.steps == [.read, .findPosts])
         // One lookup: every cold post for existence and count, each asked membership once.
         #expect(run.lookups.map(\.posts) == [[2, 3, 4]])
         #expect(run.lookups.first?.pairs == [.init(post: 2, user: 7), .init(post: 2, user: 5), .init(post: 3, user: 7)])
-        #expect(run.answers == [
-            0: .success(LikeState(postID: 2, userID: 7, isLiked: true, likesCount: 3)),
-            1: .success(LikeState(postID: 2, userID: 0, isLiked: false, likesCount: 3)),
-            2: .success(LikeState(postID: 2, userID: 5, isLiked: false, likesCount: 3)),
-            3: .success(LikeState(postID: 1, userID: 7, isLiked: true, likesCount: 1)),
-            4: .success(LikeState(postID: 3, userID: 7, isLiked: false, likesCount: 0)),
-            5: .failure(.unknownPost(4)),
-            6: .success(LikeState(postID: 2, userID: 7, isLiked: true, likesCount: 3)),
-        ])
+        #expect(
+            run.answers == [
+                0: .success(LikeState(postID: 2, userID: 7, isLiked: true, likesCount: 3)),
+                1: .success(LikeState(postID: 2, userID: 0, isLiked: false, likesCount: 3)),
+                2: .success(LikeState(postID: 2, userID: 5, isLiked: false, likesCount: 3)),
+                3: .success(LikeState(postID: 1, userID: 7, isLiked: true, likesCount: 1)),
+                4: .success(LikeState(postID: 3, userID: 7, isLiked: false, likesCount: 0)),
+                5: .failure(.unknownPost(4)),
+                6: .success(LikeState(postID: 2, userID: 7, isLiked: true, likesCount: 3)),
+            ])
         #expect(run.missingPosts == [4])
         // Nothing of the cold posts reached Redis.
         for post: Int64 in [2, 3, 4] { #expect(redis.sets[Self.likers(post)] == nil && redis.strings[Self.marker(post)] == nil) }
@@ -288,11 +356,15 @@ struct ShardBatchProtocolTests {
     @Test("a cold post with a million likers is read without being loaded: its size does not matter to a read")
     func coldGiantRead() throws {
         var redis = RedisModel()
-        let run = Self.run([Self.request(.read, 1, 7), Self.request(.count, 1, 0)], redis: &redis,
-                           postgres: PostgresModel(posts: [1], likes: [1: Array(1...1_000)]), warmThreshold: 100)
+        let run = Self.run(
+            [Self.request(.read, 1, 7), Self.request(.count, 1, 0)], redis: &redis,
+            postgres: PostgresModel(posts: [1], likes: [1: Array(1...1_000)]), warmThreshold: 100)
         #expect(run.steps == [.read, .findPosts])
-        #expect(run.answers == [0: .success(LikeState(postID: 1, userID: 7, isLiked: true, likesCount: 1_000)),
-                                1: .success(LikeState(postID: 1, userID: 0, isLiked: false, likesCount: 1_000))])
+        #expect(
+            run.answers == [
+                0: .success(LikeState(postID: 1, userID: 7, isLiked: true, likesCount: 1_000)),
+                1: .success(LikeState(postID: 1, userID: 0, isLiked: false, likesCount: 1_000)),
+            ])
         #expect(redis.strings.isEmpty && redis.sets.isEmpty)
     }
 
@@ -300,18 +372,20 @@ struct ShardBatchProtocolTests {
     func coldPostWrittenIsLoaded() throws {
         var redis = RedisModel()
         let postgres = PostgresModel(posts: [1, 2], likes: [1: [5], 2: [5]])
-        let run = Self.run([Self.request(.read, 1, 5), Self.request(.toggle, 1, 7), Self.request(.read, 2, 5)],
-                           redis: &redis, postgres: postgres)
+        let run = Self.run(
+            [Self.request(.read, 1, 5), Self.request(.toggle, 1, 7), Self.request(.read, 2, 5)],
+            redis: &redis, postgres: postgres)
         #expect(run.steps == [.read, .findPosts, .write])
         // The written post comes whole (it is small); its users' memberships are asked too (for
         // a large one, which would turn warm), and the read-only post's reader.
         #expect(run.lookups.first?.pairs == [.init(post: 1, user: 5), .init(post: 1, user: 7), .init(post: 2, user: 5)])
         #expect(run.lookups.first?.loading == [1])
-        #expect(run.answers == [
-            0: .success(LikeState(postID: 1, userID: 5, isLiked: true, likesCount: 1)),
-            1: .success(LikeState(postID: 1, userID: 7, isLiked: true, likesCount: 2)),
-            2: .success(LikeState(postID: 2, userID: 5, isLiked: true, likesCount: 1)),
-        ])
+        #expect(
+            run.answers == [
+                0: .success(LikeState(postID: 1, userID: 5, isLiked: true, likesCount: 1)),
+                1: .success(LikeState(postID: 1, userID: 7, isLiked: true, likesCount: 2)),
+                2: .success(LikeState(postID: 2, userID: 5, isLiked: true, likesCount: 1)),
+            ])
         #expect(redis.members(Self.likers(1)) == [5, 7])
         #expect(redis.sets[Self.likers(2)] == nil && redis.strings[Self.marker(2)] == nil)
         // Both reads were answered from PostgreSQL's rows (post 1's before its write loaded it).
@@ -331,8 +405,9 @@ struct ShardBatchProtocolTests {
         #expect(loading.query == ColdLookup.postsPart + "\nUNION ALL\n" + ColdLookup.pairsPart(2, 3) + "\nUNION ALL\n" + ColdLookup.loadingPart(4, 5))
         #expect(loading.parameters == [.int64Array([1, 2]), .int64Array([1]), .int64Array([7]), .int64Array([2]), .int64(500)])
         #expect(ColdLookup(posts: [2], loading: [2], loadBelow: 9).query == ColdLookup.postsPart + "\nUNION ALL\n" + ColdLookup.loadingPart(2, 3))
-        let rows = PostgresRows(columns: ["id", "likes_count", "int8"], rows: [["1", "4", nil], ["2", "0", nil], ["1", nil, "7"]],
-                                affectedRows: 0)
+        let rows = PostgresRows(
+            columns: ["id", "likes_count", "int8"], rows: [["1", "4", nil], ["2", "0", nil], ["1", nil, "7"]],
+            affectedRows: 0)
         let found = try ColdLookup.found(in: rows)
         #expect(found.counts == [1: 4, 2: 0])
         #expect(found.likers == [1: [7]])
@@ -346,8 +421,9 @@ struct ShardBatchProtocolTests {
     @Test("PostgreSQL failing while posts are loaded fails the batch's open requests, counted once")
     func postgresFailure() throws {
         var redis = Self.hydratedRedis([1: []])
-        let run = Self.run([Self.request(.like, 1, 7), Self.request(.like, 2, 7)], redis: &redis,
-                           postgres: PostgresModel(posts: [1, 2], likes: [:]), postgresDown: true)
+        let run = Self.run(
+            [Self.request(.like, 1, 7), Self.request(.like, 2, 7)], redis: &redis,
+            postgres: PostgresModel(posts: [1, 2], likes: [:]), postgresDown: true)
         #expect(run.steps == [.read, .findPosts])
         #expect(run.answers.count == 2)
         #expect(run.answers.values.allSatisfy { if case .failure(let error) = $0 { error.code == .unavailable } else { false } })
@@ -360,14 +436,15 @@ struct ShardBatchProtocolTests {
     @Test("membership is written once per post and direction, in the state of each user's last change")
     func membershipCommands() {
         let layout = RedisKeyLayout(prefix: "t")
-        let commands = BatchWrite.membershipCommands([
-            LikeChange(userID: 7, postID: 1, liked: true),
-            LikeChange(userID: 8, postID: 1, liked: false),
-            LikeChange(userID: 7, postID: 1, liked: false),   // 7's last change on post 1: unlike
-            LikeChange(userID: 9, postID: 2, liked: true),
-            LikeChange(userID: 10, postID: 1, liked: true),
-            LikeChange(userID: 9, postID: 1, liked: true),
-        ], layout: layout)
+        let commands = BatchWrite.membershipCommands(
+            [
+                LikeChange(userID: 7, postID: 1, liked: true),
+                LikeChange(userID: 8, postID: 1, liked: false),
+                LikeChange(userID: 7, postID: 1, liked: false), // 7's last change on post 1: unlike
+                LikeChange(userID: 9, postID: 2, liked: true),
+                LikeChange(userID: 10, postID: 1, liked: true),
+                LikeChange(userID: 9, postID: 1, liked: true),
+            ], layout: layout)
         let expected: [RedisCommand] = [
             .sadd(layout.likers(ofPost: 1), [Int64(10), Int64(9)]),
             .srem(layout.likers(ofPost: 1), [Int64(7), Int64(8)]),
@@ -390,11 +467,15 @@ struct ShardBatchProtocolTests {
         #expect(write.transactions.map(\.slot.rawValue) == [Self.slot(1), Self.slot(2)])
         #expect(write.transactions.allSatisfy { $0.atomic })
         // One packed entry per slot, its changes in decision order.
-        #expect(write.transactions[0].commands == [
-            .sadd(Self.likers(1), [Int64(8)]), .srem(Self.likers(1), [Int64(7)]),
-            .xadd(log1, fields: [("c", "1+7+8-7")]),
-        ])
-        #expect(write.transactions[1].commands == [.sadd(Self.likers(2), [Int64(9)]), .xadd(log2, fields: [("u", Int64(9)), ("p", Int64(2)), ("l", "1")])])
+        #expect(
+            write.transactions[0].commands == [
+                .sadd(Self.likers(1), [Int64(8)]), .srem(Self.likers(1), [Int64(7)]),
+                .xadd(log1, fields: [("c", "1+7+8-7")]),
+            ])
+        #expect(
+            write.transactions[1].commands == [
+                .sadd(Self.likers(2), [Int64(9)]), .xadd(log2, fields: [("u", Int64(9)), ("p", Int64(2)), ("l", "1")]),
+            ])
 
         func id(_ text: String) -> RedisReply { .bulkString(Array(text.utf8)) }
         let outcome = write.outcome(of: [
@@ -425,10 +506,11 @@ struct ShardBatchProtocolTests {
         let write = BatchWrite(changes, layout: Self.layout)
         #expect(write.transactions.count == 1)
         let entries = write.transactions[0].commands.filter { $0.name == "XADD" }
-        #expect(entries == [
-            ChangeLogEntry.append(changes[..<perEntry], to: Self.layout.changeLog(of: HashSlot(post: 1))),
-            ChangeLogEntry.append(changes[perEntry...], to: Self.layout.changeLog(of: HashSlot(post: 1))),
-        ])
+        #expect(
+            entries == [
+                ChangeLogEntry.append(changes[..<perEntry], to: Self.layout.changeLog(of: HashSlot(post: 1))),
+                ChangeLogEntry.append(changes[perEntry...], to: Self.layout.changeLog(of: HashSlot(post: 1))),
+            ])
         func id(_ text: String) -> RedisReply { .bulkString(Array(text.utf8)) }
         let membership = write.transactions[0].commands.count - 2
         let outcome = write.outcome(of: [.success(Array(repeating: .integer(1), count: membership) + [id("7-0"), id("7-1")])])
@@ -448,11 +530,12 @@ struct ShardBatchProtocolTests {
         ]
         let write = BatchWrite(changes, layout: Self.layout)
         #expect(write.transactions.count == 1)
-        #expect(write.transactions[0].commands.filter { $0.name == "XADD" } == [
-            .xadd(log, fields: [("u", Int64(7)), ("p", Int64(1)), ("l", "1")]),
-            .xadd(log, fields: [("u", Int64(8)), ("p", Int64(1)), ("l", "1"), ("t", Int64(1_700_000_000_456))]),
-            .xadd(log, fields: [("c", "1+9-7")]),
-        ])
+        #expect(
+            write.transactions[0].commands.filter { $0.name == "XADD" } == [
+                .xadd(log, fields: [("u", Int64(7)), ("p", Int64(1)), ("l", "1")]),
+                .xadd(log, fields: [("u", Int64(8)), ("p", Int64(1)), ("l", "1"), ("t", Int64(1_700_000_000_456))]),
+                .xadd(log, fields: [("c", "1+9-7")]),
+            ])
         func id(_ text: String) -> RedisReply { .bulkString(Array(text.utf8)) }
         let membership = write.transactions[0].commands.count - 3
         let outcome = write.outcome(of: [.success(Array(repeating: .integer(1), count: membership) + [id("5-0"), id("5-1"), id("5-2")])])
@@ -461,13 +544,16 @@ struct ShardBatchProtocolTests {
         #expect(outcome.appended[Self.slot(1)]?.newest == StreamEntryID("5-2"))
         // The decider gives a replayed request's change its time.
         var views: [Int64: ShardDecider.PostView] = [1: .init(likesCount: 0, members: [8: false])]
-        let decision = ShardDecider.decide([ShardDecider.Request(operation: .like, postID: 1, userID: 8, acknowledgedAt: 1_700_000_000_456)], views: &views)
+        let decision = ShardDecider.decide(
+            [ShardDecider.Request(operation: .like, postID: 1, userID: 8, acknowledgedAt: 1_700_000_000_456)], views: &views)
         #expect(decision.changes == [changes[1]])
     }
 
-    @Test("a slot whose node failed fails only its posts; one whose connection broke is also uncertain", arguments: [
-        RedisModel.Fault.nodeDown, .lostBeforeRunning, .lostAfterRunning,
-    ])
+    @Test(
+        "a slot whose node failed fails only its posts; one whose connection broke is also uncertain",
+        arguments: [
+            RedisModel.Fault.nodeDown, .lostBeforeRunning, .lostAfterRunning,
+        ])
     func writeFailureOfOneSlot(fault: RedisModel.Fault) throws {
         try #require(Self.slot(1) != Self.slot(2))
         var redis = Self.hydratedRedis([1: [], 2: []])
@@ -477,7 +563,10 @@ struct ShardBatchProtocolTests {
         }
         #expect(run.answers[0] == .success(LikeState(postID: 1, userID: 7, isLiked: true, likesCount: 1)))
         for index in [1, 2] {
-            guard case .failure(let error)? = run.answers[index] else { Issue.record("post 2 fails"); continue }
+            guard case .failure(let error)? = run.answers[index] else {
+                Issue.record("post 2 fails")
+                continue
+            }
             #expect(error.code == .unavailable)
             #expect(error.retryAfterSeconds == 1)
         }
@@ -492,31 +581,39 @@ struct ShardBatchProtocolTests {
     @Test("redis: answered after the write, once the flusher knows of it")
     func redisAcknowledgement() throws {
         var redis = Self.hydratedRedis([1: [7]])
-        let run = Self.run([Self.request(.toggle, 1, 7), Self.request(.toggle, 1, 8), Self.request(.count, 1, 0)],
-                           acknowledgement: .redis, redis: &redis, postgres: PostgresModel())
+        let run = Self.run(
+            [Self.request(.toggle, 1, 7), Self.request(.toggle, 1, 8), Self.request(.count, 1, 0)],
+            acknowledgement: .redis, redis: &redis, postgres: PostgresModel())
         #expect(run.early.isEmpty)
-        #expect(run.completion.answers == [
-            Answer(request: 0, result: .success(LikeState(postID: 1, userID: 7, isLiked: false, likesCount: 0))),
-            Answer(request: 1, result: .success(LikeState(postID: 1, userID: 8, isLiked: true, likesCount: 1))),
-            Answer(request: 2, result: .success(LikeState(postID: 1, userID: 0, isLiked: false, likesCount: 1))),
-        ])
+        #expect(
+            run.completion.answers == [
+                Answer(request: 0, result: .success(LikeState(postID: 1, userID: 7, isLiked: false, likesCount: 0))),
+                Answer(request: 1, result: .success(LikeState(postID: 1, userID: 8, isLiked: true, likesCount: 1))),
+                Answer(request: 2, result: .success(LikeState(postID: 1, userID: 0, isLiked: false, likesCount: 1))),
+            ])
         #expect(run.completion.afterApplied == nil)
         #expect(run.completion.appended[Self.slot(1)]?.count == 2)
     }
 
     @Test("memory: answered at the decision, before the write; a failed write is counted as lost")
     func memoryAcknowledgement() throws {
-        var machine = BatchStateMachine(requests: [Self.request(.like, 1, 7), Self.request(.like, 1, 8)], acknowledgement: .memory,
-                                        layout: Self.layout)
+        var machine = BatchStateMachine(
+            requests: [Self.request(.like, 1, 7), Self.request(.like, 1, 8)], acknowledgement: .memory,
+            layout: Self.layout)
         _ = machine.start()
         let action = machine.redisReplied([.success([.integer(1), .integer(4), .array([.integer(0), .integer(1)])])])
-        guard case .write = action else { Issue.record("the change is written"); return }
-        #expect(machine.takeSettled().answers == [
-            Answer(request: 0, result: .success(LikeState(postID: 1, userID: 7, isLiked: true, likesCount: 5))),
-            Answer(request: 1, result: .success(LikeState(postID: 1, userID: 8, isLiked: true, likesCount: 5))),
-        ])
+        guard case .write = action else {
+            Issue.record("the change is written")
+            return
+        }
+        #expect(
+            machine.takeSettled().answers == [
+                Answer(request: 0, result: .success(LikeState(postID: 1, userID: 7, isLiked: true, likesCount: 5))),
+                Answer(request: 1, result: .success(LikeState(postID: 1, userID: 8, isLiked: true, likesCount: 5))),
+            ])
         guard case .finish(let completion) = machine.redisReplied([.failure(RedisError(code: .connectionFailed, message: "down"))]) else {
-            Issue.record("the batch ends"); return
+            Issue.record("the batch ends")
+            return
         }
         #expect(machine.takeSettled().answers.isEmpty)
         #expect(completion.answers.isEmpty && completion.afterApplied == nil)
@@ -536,10 +633,11 @@ struct ShardBatchProtocolTests {
         #expect(waiting.marks == run.completion.appended.mapValues(\.newest))
         #expect(waiting.marks.keys.sorted() == [Self.slot(1)])
         #expect(waiting.marks[Self.slot(1)] == redis.streams[Self.layout.changeLog(of: HashSlot(post: 1))]?.last?.id)
-        #expect(waiting.answers == [
-            Answer(request: 0, result: .success(LikeState(postID: 1, userID: 7, isLiked: true, likesCount: 1))),
-            Answer(request: 2, result: .success(LikeState(postID: 1, userID: 8, isLiked: false, likesCount: 1))),
-        ])
+        #expect(
+            waiting.answers == [
+                Answer(request: 0, result: .success(LikeState(postID: 1, userID: 7, isLiked: true, likesCount: 1))),
+                Answer(request: 2, result: .success(LikeState(postID: 1, userID: 8, isLiked: false, likesCount: 1))),
+            ])
 
         // Nothing written: nothing to wait for.
         let reads = Self.run([Self.request(.read, 1, 7)], acknowledgement: .postgres, redis: &redis, postgres: PostgresModel())
@@ -551,15 +649,20 @@ struct ShardBatchProtocolTests {
     @Test("an empty batch finishes at once")
     func emptyBatch() {
         var machine = BatchStateMachine(requests: [], acknowledgement: .redis, layout: Self.layout)
-        guard case .finish(let completion) = machine.start() else { Issue.record("nothing to do"); return }
+        guard case .finish(let completion) = machine.start() else {
+            Issue.record("nothing to do")
+            return
+        }
         #expect(completion.answers.isEmpty && completion.appended.isEmpty)
     }
 
     // MARK: - Model-based
 
-    @Test("random batches against a model Redis, with flushes and evictions between them: its sets, warm hashes and logs match a reference, answers one serial order, cold posts read, loaded and turned warm exactly", arguments: [
-        (UInt64(1), AcknowledgementMode.redis), (2, .redis), (3, .postgres), (4, .memory), (5, .redis),
-    ])
+    @Test(
+        "random batches against a model Redis, with flushes and evictions between them: its sets, warm hashes and logs match a reference, answers one serial order, cold posts read, loaded and turned warm exactly",
+        arguments: [
+            (UInt64(1), AcknowledgementMode.redis), (2, .redis), (3, .postgres), (4, .memory), (5, .redis),
+        ])
     func modelBased(seed: UInt64, acknowledgement: AcknowledgementMode) throws {
         var random = SeededGenerator(seed: seed)
         var postgres = PostgresModel(posts: [1, 2, 3], likes: [1: [1, 2], 2: [3]])
@@ -567,9 +670,11 @@ struct ShardBatchProtocolTests {
         var redis = RedisModel()
         var reference = postgres.likes.mapValues { Set($0) }
         for post in postgres.posts where reference[post] == nil { reference[post] = [] }
-        var replayed = reference   // PostgreSQL's rows with every log entry so far applied
-        var logged: [String: Int] = [:]   // entries per log before the batch
-        var evictions = 0, coldLookups = 0, warmSeen = 0
+        var replayed = reference // PostgreSQL's rows with every log entry so far applied
+        var logged: [String: Int] = [:] // entries per log before the batch
+        var evictions = 0
+        var coldLookups = 0
+        var warmSeen = 0
         try #require(Set((1...4).map { Self.slot(Int64($0)) }).count == 4, "one post per slot, so a slot's failure is its post's")
         for batch in 0..<400 {
             let requests = (0..<Int.random(in: 1...30, using: &random)).map { _ -> Request in
@@ -580,8 +685,10 @@ struct ShardBatchProtocolTests {
             // Faults anywhere, except on memory-mode writes, whose answers are given before them.
             // Posts with two likers or more in PostgreSQL turn warm when written cold; the others
             // are loaded whole: both tiers meet every fault.
-            let run = Self.run(requests, acknowledgement: acknowledgement, redis: &redis, postgres: postgres,
-                               postgresDown: random.next() % 25 == 0, warmThreshold: 2) { step, _ in
+            let run = Self.run(
+                requests, acknowledgement: acknowledgement, redis: &redis, postgres: postgres,
+                postgresDown: random.next() % 25 == 0, warmThreshold: 2
+            ) { step, _ in
                 guard random.next() % 10 == 0, !(acknowledgement == .memory && step == .write) else { return nil }
                 return [RedisModel.Fault.nodeDown, .lostBeforeRunning, .lostAfterRunning].randomElement(using: &random)
             }
@@ -593,8 +700,9 @@ struct ShardBatchProtocolTests {
             for (index, request) in requests.enumerated() {
                 guard let answer = answers[index] else { continue }
                 let success = (try? answer.get()) != nil
-                #expect(succeeded.updateValue(success, forKey: request.postID) ?? success == success,
-                        "batch \(batch): post \(request.postID) partly failed")
+                #expect(
+                    succeeded.updateValue(success, forKey: request.postID) ?? success == success,
+                    "batch \(batch): post \(request.postID) partly failed")
                 switch answer {
                 case .success(let state):
                     #expect(state == Self.apply(request, to: &reference[request.postID]!), "batch \(batch), request \(index)")
@@ -668,14 +776,16 @@ struct ShardBatchProtocolTests {
                 evictions += evicted.count
                 _ = redis.execute(PostHydration.transactions(unloading: evicted, layout: Self.layout))
                 for post in evicted {
-                    #expect(redis.strings[Self.marker(post)] == nil && redis.sets[Self.likers(post)] == nil
+                    #expect(
+                        redis.strings[Self.marker(post)] == nil && redis.sets[Self.likers(post)] == nil
                             && redis.hashes[Self.layout.warmMembers(ofPost: post)] == nil)
                 }
             }
             coldLookups += run.lookups.count
         }
-        #expect(evictions > 20 && coldLookups > 20 && warmSeen > 20,
-                "evictions \(evictions), cold lookups \(coldLookups), warm posts seen \(warmSeen): the run must meet cold and warm posts")
+        #expect(
+            evictions > 20 && coldLookups > 20 && warmSeen > 20,
+            "evictions \(evictions), cold lookups \(coldLookups), warm posts seen \(warmSeen): the run must meet cold and warm posts")
     }
 
     /// Applies `request` to a post's likers, as one serial step; returns its answer.
@@ -738,11 +848,14 @@ extension ShardBatchProtocolTests {
 
     /// Runs `requests` as one batch to its end, the way the shard does, against the models;
     /// `fault` may break any Redis group, `postgresDown` fails every PostgreSQL query.
-    static func run(_ requests: [Request], acknowledgement: AcknowledgementMode = .redis, redis: inout RedisModel,
-                    postgres: PostgresModel, postgresDown: Bool = false, warmThreshold: Int64 = .max,
-                    fault: (Step, SlotCommands) -> RedisModel.Fault? = { _, _ in nil }) -> BatchRun {
-        var machine = BatchStateMachine(requests: requests, acknowledgement: acknowledgement, layout: layout,
-                                        warmThreshold: warmThreshold)
+    static func run(
+        _ requests: [Request], acknowledgement: AcknowledgementMode = .redis, redis: inout RedisModel,
+        postgres: PostgresModel, postgresDown: Bool = false, warmThreshold: Int64 = .max,
+        fault: (Step, SlotCommands) -> RedisModel.Fault? = { _, _ in nil }
+    ) -> BatchRun {
+        var machine = BatchStateMachine(
+            requests: requests, acknowledgement: acknowledgement, layout: layout,
+            warmThreshold: warmThreshold)
         var run = BatchRun()
         var action = machine.start()
         while true {
@@ -755,16 +868,19 @@ extension ShardBatchProtocolTests {
                 action = machine.redisReplied(redis.execute(groups) { fault(.read, $0) })
             case .write(let groups):
                 run.steps.append(.write)
-                action = machine.redisReplied(redis.execute(groups) { group in
-                    let broken = fault(.write, group)
-                    if broken == .lostAfterRunning { run.lostWrites.insert(group.slot.rawValue) }
-                    return broken
-                })
+                action = machine.redisReplied(
+                    redis.execute(groups) { group in
+                        let broken = fault(.write, group)
+                        if broken == .lostAfterRunning { run.lostWrites.insert(group.slot.rawValue) }
+                        return broken
+                    })
             case .findPosts(let lookup):
                 run.steps.append(.findPosts)
                 run.lookups.append(lookup)
-                action = postgresDown ? machine.postgresFailed(PostgresError(code: .connectionFailed, message: "model: down"))
-                                      : machine.postsFound(postgres.lookUp(lookup))
+                action =
+                    postgresDown
+                    ? machine.postgresFailed(PostgresError(code: .connectionFailed, message: "model: down"))
+                    : machine.postsFound(postgres.lookUp(lookup))
             case .finish(let completion):
                 run.completion = completion
                 return run

@@ -2,6 +2,7 @@ import Foundation
 import Persistence
 import ShardRouter
 import Synchronization
+
 @testable import WritePath
 
 /// The timers a driven shard machine set, kept as its shell (`ShardTimers`) keeps them: each

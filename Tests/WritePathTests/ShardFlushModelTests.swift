@@ -3,6 +3,7 @@ import Persistence
 import RedisDriver
 import ShardRouter
 import Testing
+
 @testable import WritePath
 
 /// A shard's flushes as steps (rescan → plan → read → apply → trim), with the batches that append
@@ -37,8 +38,9 @@ struct ShardFlushModelTests {
         configuration.flushInterval = .milliseconds(50)
         configuration.flushMaxAge = .milliseconds(100)
         configuration.keyPrefix = "model"
-        let world = ShardWorld(layout: RedisKeyLayout(prefix: "model"),
-                               likes: Dictionary(uniqueKeysWithValues: postOfSlot.values.map { ($0, Set<Int64>()) }))
+        let world = ShardWorld(
+            layout: RedisKeyLayout(prefix: "model"),
+            likes: Dictionary(uniqueKeysWithValues: postOfSlot.values.map { ($0, Set<Int64>()) }))
         for slot in slots { world.slotEpochs[slot] = 10 }
         return ShardDriver(world: world, slotRange: 0..<4, configuration: configuration)
     }
@@ -94,15 +96,17 @@ struct ShardFlushModelTests {
         // What is left is the next owner's (or the next start's) to drain.
         world.drainEverything()
         let notOnce = world.appended.filter { world.applied[$0.id] != 1 }
-        #expect(notOnce.isEmpty, "\(interference) at step \(step): not applied exactly once \(notOnce.map { "\($0.id): \(world.applied[$0.id] ?? 0)" })")
+        #expect(
+            notOnce.isEmpty, "\(interference) at step \(step): not applied exactly once \(notOnce.map { "\($0.id): \(world.applied[$0.id] ?? 0)" })")
         #expect(world.trimmed.isSubset(of: Set(world.applied.keys)), "\(interference) at step \(step): trimmed before it was applied")
         for post in world.posts.sorted() {
             #expect(world.likes[post] ?? [] == world.truth[post] ?? [], "\(interference) at step \(step): the rows of post \(post)")
         }
     }
 
-    @Test("forget, fence or stop between every pair of a shard's steps (batches and flushes): nothing lost, nothing applied twice",
-          arguments: Interference.allCases)
+    @Test(
+        "forget, fence or stop between every pair of a shard's steps (batches and flushes): nothing lost, nothing applied twice",
+        arguments: Interference.allCases)
     func interferenceAtEveryStep(_ interference: Interference) throws {
         // The steps of the claim's drain, and of the batches and flushes that follow: up to 60 I/O results.
         for step in 1...60 { try scenario(interference, at: step) }

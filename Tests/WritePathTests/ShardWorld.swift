@@ -3,6 +3,7 @@ import Persistence
 import PostgresDriver
 import RedisDriver
 import ShardRouter
+
 @testable import WritePath
 
 /// Redis and PostgreSQL in memory, as a whole shard sees them — the tests' one fake of the shard's
@@ -141,7 +142,8 @@ final class ShardWorld {
     /// one whose epoch is no longer its key's is refused (`FENCED`), the others run (or break as
     /// `fault` says).
     func fencedExecute(_ groups: [SlotCommands], epochs: [UInt16: Int64]?, fault: (SlotCommands) -> RedisModel.Fault?)
-        -> (results: [Result<[RedisReply], RedisError>], fenced: [ShardStateMachine.FencedSlot]) {
+        -> (results: [Result<[RedisReply], RedisError>], fenced: [ShardStateMachine.FencedSlot])
+    {
         var results: [Result<[RedisReply], RedisError>] = []
         var fenced: [ShardStateMachine.FencedSlot] = []
         for group in groups {
@@ -190,7 +192,9 @@ final class ShardWorld {
             return .batchRedisReplied(results, fenced: fenced)
 
         case .readFlushProgress(let slots):
-            if trouble.postgresBeforeCommit != nil { return .flushProgressRead(.failure(PostgresError(code: .connectionFailed, message: "model: down"))) }
+            if trouble.postgresBeforeCommit != nil {
+                return .flushProgressRead(.failure(PostgresError(code: .connectionFailed, message: "model: down")))
+            }
             var found: [UInt16: StreamEntryID] = [:]
             for slot in slots { found[slot] = progress[logKey(slot)] }
             return .flushProgressRead(.success(found))
@@ -204,14 +208,17 @@ final class ShardWorld {
             return .replicationAwaited(ReplicationOutcome(confirmed: redisFault == nil, detail: "model"))
 
         case .findPosts(let lookup, let take):
-            if trouble.postgresBeforeCommit != nil { return .batchPostsFound(take: take, .failure(PostgresError(code: .connectionFailed, message: "model: down"))) }
+            if trouble.postgresBeforeCommit != nil {
+                return .batchPostsFound(take: take, .failure(PostgresError(code: .connectionFailed, message: "model: down")))
+            }
             coldLookups += lookup.posts.count
             let model = PostgresModel(posts: posts, likes: likes.mapValues { $0.sorted() })
             return .batchPostsFound(take: take, .success(model.lookUp(lookup)))
 
         case .loadWarmPost(let post):
-            let promotion = WarmPostPromotion(post: post, pool: Self.idlePool, redis: Self.idleRedis, layout: layout,
-                                               pageSize: 3)
+            let promotion = WarmPostPromotion(
+                post: post, pool: Self.idlePool, redis: Self.idleRedis, layout: layout,
+                pageSize: 3)
             if trouble.postgresBeforeCommit != nil || redisFault == .lostBeforeRunning || redisFault == .nodeDown {
                 return .warmPostLoaded(promotion, .failure(lost))
             }
@@ -253,8 +260,10 @@ final class ShardWorld {
                 }
                 let entries = redis.streams[logKey(slot)] ?? []
                 let perEntry = entries.last.flatMap { ChangeLogEntry.changes(from: $0)?.count } ?? 1
-                summaries[slot] = .success(.init(changes: entries.count * max(1, perEntry), newest: entries.last?.id,
-                                                 entries: listing.contains(slot) ? entries.map(\.id) : nil))
+                summaries[slot] = .success(
+                    .init(
+                        changes: entries.count * max(1, perEntry), newest: entries.last?.id,
+                        entries: listing.contains(slot) ? entries.map(\.id) : nil))
             }
             return .logsRescanned(summaries)
 
@@ -272,7 +281,9 @@ final class ShardWorld {
             return .deadLettersAdded(redisFault == nil ? .success(()) : .failure(lost))
 
         case .applyFlush(let transaction):
-            if trouble.postgresBeforeCommit == true { return .flushTransactionEnded(.failed(PostgresError(code: .connectionFailed, message: "model: down"))) }
+            if trouble.postgresBeforeCommit == true {
+                return .flushTransactionEnded(.failed(PostgresError(code: .connectionFailed, message: "model: down")))
+            }
             let stale = transaction.epochs.filter { slotEpochs[$0.key] != $0.value }.keys.sorted()
             if !stale.isEmpty { return .flushTransactionEnded(.staleSlots(stale)) }
             var byEntry: [StreamEntryID: (log: String, changes: [LikeChange])] = [:]
@@ -281,7 +292,9 @@ final class ShardWorld {
                 apply(id, entry.changes, skipping: transaction.skipping)
                 progress[entry.log] = id
             }
-            if trouble.postgresBeforeCommit == false { return .flushTransactionEnded(.failed(PostgresError(code: .connectionLost, message: "model: lost after commit"))) }
+            if trouble.postgresBeforeCommit == false {
+                return .flushTransactionEnded(.failed(PostgresError(code: .connectionLost, message: "model: lost after commit")))
+            }
             return .flushTransactionEnded(.committed(at: Date()))
 
         case .trimLogs(let newest, let epochs):
@@ -329,7 +342,8 @@ final class ShardWorld {
                 for post in hadKeys where marker(post) == nil {
                     evictedPosts += 1
                     if likes[post] ?? [] != truth[post] ?? [] {
-                        unsafeEvictions.append("post \(post) evicted with rows \((likes[post] ?? []).sorted()) but truth \((truth[post] ?? []).sorted())")
+                        unsafeEvictions.append(
+                            "post \(post) evicted with rows \((likes[post] ?? []).sorted()) but truth \((truth[post] ?? []).sorted())")
                     }
                 }
             }

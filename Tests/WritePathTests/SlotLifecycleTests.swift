@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import WritePath
 
 /// The slot table, tried pair by pair: every state with every event, against the table written
@@ -144,7 +145,9 @@ struct SlotLifecycleTests {
         #expect(pairs - rendered.count == 84, "refused pairs")
     }
 
-    @Test("a claim never serves before its epoch key is raised and its log drained, nor a repair before its posts left Redis; a hand-off never ends before the flush")
+    @Test(
+        "a claim never serves before its epoch key is raised and its log drained, nor a repair before its posts left Redis; a hand-off never ends before the flush"
+    )
     func orderOfSteps() {
         // Breadth-first over the reachable states from notOwned, with every event: serving is
         // entered only from draining (on drained), notOwned after a hand-off only from
@@ -170,8 +173,9 @@ struct SlotLifecycleTests {
             .appendingPathComponent("docs/ARCHITECTURE.md")
         let document = try String(contentsOf: url, encoding: .utf8)
         let documented = document.split(separator: "\n").map(String.init).filter { line in
-            Self.renderedTable().contains(line) || (line.hasPrefix("| `") && line.contains("`) | `") && line.hasSuffix(" |")
-                                                     && SlotLifecycle.State.all(epoch: Self.held).contains { line.hasPrefix("| `\(Self.name($0))` |") })
+            Self.renderedTable().contains(line)
+                || (line.hasPrefix("| `") && line.contains("`) | `") && line.hasSuffix(" |")
+                    && SlotLifecycle.State.all(epoch: Self.held).contains { line.hasPrefix("| `\(Self.name($0))` |") })
         }
         #expect(documented == Self.renderedTable())
     }

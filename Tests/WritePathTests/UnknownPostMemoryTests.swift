@@ -1,5 +1,6 @@
 import TestSupport
 import Testing
+
 @testable import WritePath
 
 @Suite("Memory of unknown posts (pure)")
@@ -79,7 +80,7 @@ struct UnknownPostMemoryTests {
         var remembered: [Int64: Int] = [:]
         var now = 0
         for _ in 0..<50_000 {
-            now += Int(random.next() % 100)   // 0–99 ms per step
+            now += Int(random.next() % 100) // 0–99 ms per step
             let instant = Self.start + .milliseconds(now)
             // Mostly new ids (a client sending garbage), sometimes one seen before, sometimes a recheck.
             let post = Int64(random.next() % 4 == 0 ? random.next() % 150 : 1_000 + random.next() % 1_000_000)

@@ -2,8 +2,9 @@ import Foundation
 import Persistence
 import ShardRouter
 import Synchronization
-import Testing
 import TestSupport
+import Testing
+
 @testable import WritePath
 
 /// The whole shard — batches, cold reads and writes, warm posts and their promotion, flushes,
@@ -105,7 +106,9 @@ struct WholeShardModelTests {
             self.configuration = configuration
             postIDs = Array(1...10)
             var likes: [Int64: Set<Int64>] = [:]
-            for post in postIDs { likes[post] = Set((0..<Int.random(in: 0...9, using: &random)).map { _ in Int64.random(in: 1...12, using: &random) }) }
+            for post in postIDs {
+                likes[post] = Set((0..<Int.random(in: 0...9, using: &random)).map { _ in Int64.random(in: 1...12, using: &random) })
+            }
             world = ShardWorld(layout: RedisKeyLayout(prefix: "model"), likes: likes)
             self.random = random
             slots = Array(Set(postIDs.map { HashSlot(post: $0).rawValue })).sorted()
@@ -199,7 +202,9 @@ struct WholeShardModelTests {
                 listChecks += 1
                 let truth = world.truth[post] ?? []
                 if members != truth {
-                    listDisagreements.append("post \(post): rows with pending changes \(members.sorted()), truth \(truth.sorted()) (pending \(changes.map { "\($0.userID)\($0.liked ? "+" : "-")" }))")
+                    listDisagreements.append(
+                        "post \(post): rows with pending changes \(members.sorted()), truth \(truth.sorted()) (pending \(changes.map { "\($0.userID)\($0.liked ? "+" : "-")" }))"
+                    )
                 }
             }
         }
@@ -223,7 +228,8 @@ struct WholeShardModelTests {
                 let kind: LikeOperation = [.toggle, .toggle, .like, .unlike, .read, .count].randomElement(using: &random)!
                 // A head of three posts takes most of the traffic; the tail goes idle and is evicted.
                 let post = random.next() % 10 < 7 ? postIDs[Int.random(in: 0..<3, using: &random)] : postIDs.randomElement(using: &random)!
-                let request = ShardDecider.Request(operation: kind, postID: post, userID: kind == .count ? 0 : Int64.random(in: 1...12, using: &random))
+                let request = ShardDecider.Request(
+                    operation: kind, postID: post, userID: kind == .count ? 0 : Int64.random(in: 1...12, using: &random))
                 let id = nextOperation
                 nextOperation += 1
                 current.operations.append(id)
@@ -363,7 +369,10 @@ struct WholeShardModelTests {
                 deliver(.deciding(true), to: processes.count - 1)
             }
             if case .pageRead = walk { advanceWalk() }
-            if case .began = walk { advanceWalk(); advanceWalk() }
+            if case .began = walk {
+                advanceWalk()
+                advanceWalk()
+            }
             walk = .idle
             deliver(.stop(drain: true), to: processes.count - 1)
             for _ in 0..<20_000 {
@@ -384,8 +393,9 @@ struct WholeShardModelTests {
         }
     }
 
-    @Test("random steps with crashes, Redis restarts and failures: answers, Redis and PostgreSQL agree with the truth; nothing lost or applied twice",
-          arguments: Array(UInt64(1)...UInt64(12)))
+    @Test(
+        "random steps with crashes, Redis restarts and failures: answers, Redis and PostgreSQL agree with the truth; nothing lost or applied twice",
+        arguments: Array(UInt64(1)...UInt64(12)))
     func wholeShard(seed: UInt64) throws {
         let driver = Driver(seed: seed)
         let world = driver.world
@@ -418,8 +428,9 @@ struct WholeShardModelTests {
             }
         }
         if case .userChanges(let changes, let answered) = driver.current.machine.pendingAnswer(.user(1)) {
-            #expect(changes.isEmpty && Set(answered.ranges.flatMap { Array($0) }) == served,
-                    "seed \(seed): user 1: \(changes), answered for \(answered.ranges), serving \(served.sorted())")
+            #expect(
+                changes.isEmpty && Set(answered.ranges.flatMap { Array($0) }) == served,
+                "seed \(seed): user 1: \(changes), answered for \(answered.ranges), serving \(served.sorted())")
         } else {
             Issue.record("seed \(seed): a user's pending changes are not known after the drain")
         }
@@ -436,11 +447,15 @@ struct WholeShardModelTests {
         #expect(counts.values.allSatisfy { $0 == 1 }, "seed \(seed): an operation answered twice")
         let unanswered = driver.current.operations.filter { counts[$0] == nil }
         #expect(unanswered.isEmpty, "seed \(seed): operations of the last process never answered: \(unanswered.count)")
-        print("whole shard seed \(seed): \(driver.nextOperation) operations, \(driver.checkedAnswers) answers checked, "
-              + "\(world.appended.count) entries, \(world.evictedPosts) evictions, \(world.publications) promotions, "
-              + "\(world.coldLookups) cold lookups, \(driver.listChecks) list views checked, \(driver.crashes) crashes, \(driver.redisRestarts) Redis restarts, \(driver.faults) faults")
+        print(
+            "whole shard seed \(seed): \(driver.nextOperation) operations, \(driver.checkedAnswers) answers checked, "
+                + "\(world.appended.count) entries, \(world.evictedPosts) evictions, \(world.publications) promotions, "
+                + "\(world.coldLookups) cold lookups, \(driver.listChecks) list views checked, \(driver.crashes) crashes, \(driver.redisRestarts) Redis restarts, \(driver.faults) faults"
+        )
         #expect(driver.listChecks > 1_000, "seed \(seed): the lists' view must be compared often (\(driver.listChecks))")
-        #expect(world.appended.count > 50 && world.evictedPosts > 5 && world.coldLookups > 20,
-                "seed \(seed): the run must write, evict and read cold (\(world.appended.count) entries, \(world.evictedPosts) evictions, \(world.coldLookups) lookups)")
+        #expect(
+            world.appended.count > 50 && world.evictedPosts > 5 && world.coldLookups > 20,
+            "seed \(seed): the run must write, evict and read cold (\(world.appended.count) entries, \(world.evictedPosts) evictions, \(world.coldLookups) lookups)"
+        )
     }
 }

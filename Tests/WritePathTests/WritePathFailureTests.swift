@@ -2,6 +2,7 @@ import NodeTestSupport
 import ShardRouter
 import TestSupport
 import Testing
+
 @testable import WritePath
 
 /// Stops and starts servers of its own, so the shared ones are not disturbed.
@@ -135,7 +136,9 @@ struct WritePathFailureTests {
 
 @Suite("Write path behaviour against the shared servers")
 struct WritePathBehaviourTests {
-    @Test("a post deleted with pending likes: its changes reach the dead-letter stream with the reason; other posts are applied", arguments: RedisTarget.allCases)
+    @Test(
+        "a post deleted with pending likes: its changes reach the dead-letter stream with the reason; other posts are applied",
+        arguments: RedisTarget.allCases)
     func deadLetters(redis: RedisTarget) async throws {
         let harness = try await WritePathHarness.start(posts: 2, redis: redis) {
             $0.flushOnlyWhenAsked()
@@ -151,7 +154,8 @@ struct WritePathBehaviourTests {
 
         #expect(try await harness.postgresMembers([kept]).count == 5)
         #expect(try await harness.postgresCounts()[kept]?.count == 5)
-        let letters = try await harness.redis.send(.xrange(harness.layout.deadLetters, count: 100), slot: harness.layout.deadLettersSlot).streamEntries()
+        let letters = try await harness.redis.send(.xrange(harness.layout.deadLetters, count: 100), slot: harness.layout.deadLettersSlot)
+            .streamEntries()
         #expect(letters.count == 5)
         #expect(letters.allSatisfy { $0.string("p") == String(deleted) && $0.string("reason") == "post does not exist in posts" })
         #expect(Set(letters.compactMap { $0.string("u") }) == ["1", "2", "3", "4", "5"])
@@ -169,7 +173,9 @@ struct WritePathBehaviourTests {
         await harness.stop()
     }
 
-    @Test("a post liked without pause is flushed within the maximum age, though the interval and batch size never trigger", arguments: RedisTarget.allCases)
+    @Test(
+        "a post liked without pause is flushed within the maximum age, though the interval and batch size never trigger",
+        arguments: RedisTarget.allCases)
     func maximumAge(redis: RedisTarget) async throws {
         let harness = try await WritePathHarness.start(posts: 1, redis: redis) {
             $0.flushInterval = .seconds(3_600)
@@ -195,7 +201,9 @@ struct WritePathBehaviourTests {
         await harness.stop()
     }
 
-    @Test("above the backlog limit writes are refused with a retryable error; reads go on; writes resume after a flush", arguments: RedisTarget.allCases)
+    @Test(
+        "above the backlog limit writes are refused with a retryable error; reads go on; writes resume after a flush", arguments: RedisTarget.allCases
+    )
     func backlogLimit(redis: RedisTarget) async throws {
         let harness = try await WritePathHarness.start(posts: 1, redis: redis) {
             $0.shardCount = 1
@@ -217,8 +225,9 @@ struct WritePathBehaviourTests {
         #expect(error?.code == .backlogFull, "after \(liked) likes: \(report)")
         #expect(error?.retryAfterSeconds != nil)
         _ = try? await harness.service.perform(.like, post: post, user: refusedUser + 1)
-        #expect(try await harness.service.perform(.read, post: post, user: refusedUser)
-                    == LikeState(postID: post, userID: refusedUser, isLiked: false, likesCount: liked))
+        #expect(
+            try await harness.service.perform(.read, post: post, user: refusedUser)
+                == LikeState(postID: post, userID: refusedUser, isLiked: false, likesCount: liked))
         // Logged when the refusals start and when they end, not per refused write.
         #expect(harness.log.lines(of: "writes_refused").count == 1)
         try await harness.service.flush()
@@ -227,7 +236,9 @@ struct WritePathBehaviourTests {
         await harness.stop()
     }
 
-    @Test("a change that has waited for PostgreSQL longer than the age limit: writes are refused (backlog_full, saying how long), reads go on, writes resume after a flush", arguments: RedisTarget.allCases)
+    @Test(
+        "a change that has waited for PostgreSQL longer than the age limit: writes are refused (backlog_full, saying how long), reads go on, writes resume after a flush",
+        arguments: RedisTarget.allCases)
     func backlogAgeLimit(redis: RedisTarget) async throws {
         let harness = try await WritePathHarness.start(posts: 1, redis: redis) {
             $0.shardCount = 1
@@ -260,7 +271,9 @@ struct WritePathBehaviourTests {
         await harness.stop()
     }
 
-    @Test("more operations at once than a shard may hold waiting: the rest are refused (overloaded, retryable) and change nothing; the shard goes on", arguments: RedisTarget.allCases)
+    @Test(
+        "more operations at once than a shard may hold waiting: the rest are refused (overloaded, retryable) and change nothing; the shard goes on",
+        arguments: RedisTarget.allCases)
     func queueBound(redis: RedisTarget) async throws {
         let harness = try await WritePathHarness.start(posts: 1, redis: redis) {
             $0.shardCount = 1
@@ -270,10 +283,13 @@ struct WritePathBehaviourTests {
         _ = try await harness.service.perform(.read, post: post, user: 1)
         // 2,000 likes queued at once, far faster than a batch is decided.
         let results = await harness.service.performMany((1...2_000).map { (LikeOperation.like, post, Int64($0)) })
-        var liked = 0, refused = 0
+        var liked = 0
+        var refused = 0
         for result in results {
             switch result {
-            case .success(let state): #expect(state.isLiked); liked += 1
+            case .success(let state):
+                #expect(state.isLiked)
+                liked += 1
             case .failure(let error as CounterError):
                 #expect(error.code == .overloaded && error.retryAfterSeconds == 1, "\(error)")
                 refused += 1
@@ -316,7 +332,9 @@ struct WritePathBehaviourTests {
         await harness.stop()
     }
 
-    @Test("promoting a warm post with many likers to a whole set is logged as it starts and once loaded, with how many", arguments: RedisTarget.allCases)
+    @Test(
+        "promoting a warm post with many likers to a whole set is logged as it starts and once loaded, with how many", arguments: RedisTarget.allCases
+    )
     func largePostLogged(redis: RedisTarget) async throws {
         let harness = try await WritePathHarness.start(posts: 2, redis: redis) { configuration in
             configuration.flushOnlyWhenAsked()
@@ -337,7 +355,8 @@ struct WritePathBehaviourTests {
         }
         #expect(lines.count == 2)
         #expect(lines.first?.contains("post=\(large)") == true && lines.first?.contains("phase=started") == true)
-        #expect(lines.last?.contains("phase=loaded") == true && lines.last?.contains("likers=\(likers)") == true
+        #expect(
+            lines.last?.contains("phase=loaded") == true && lines.last?.contains("likers=\(likers)") == true
                 && lines.last?.contains("promoted_from=warm") == true)
         await harness.stop()
     }

@@ -4,11 +4,14 @@ import RedisDriver
 import ShardRouter
 import TestSupport
 import Testing
+
 @testable import WritePath
 
 @Suite("Write path against real Redis and PostgreSQL")
 struct WritePathTests {
-    @Test("1,000 concurrent likes then 500 unlikes on one post: serial answers, exact counts everywhere, few transactions", arguments: RedisTarget.allCases)
+    @Test(
+        "1,000 concurrent likes then 500 unlikes on one post: serial answers, exact counts everywhere, few transactions",
+        arguments: RedisTarget.allCases)
     func concurrentLikesOnOnePost(redis: RedisTarget) async throws {
         let harness = try await WritePathHarness.start(posts: 1, redis: redis)
         let post = harness.posts[0]
@@ -48,7 +51,9 @@ struct WritePathTests {
         #expect(lag.count == 1_500)
         #expect(lag.buckets.reduce(0, +) == 1_500)
         #expect(lag.sumSeconds >= 0 && lag.sumSeconds / 1_500 < 60)
-        print("1,500 changes on one post: \(groupCommits) group commits (average \(1_500 / max(groupCommits, 1))), \(transactions) PostgreSQL transactions")
+        print(
+            "1,500 changes on one post: \(groupCommits) group commits (average \(1_500 / max(groupCommits, 1))), \(transactions) PostgreSQL transactions"
+        )
         await harness.stop()
     }
 
@@ -93,7 +98,10 @@ struct WritePathTests {
         let ghost = harness.posts[0] + 1_000_000_000_000
         let error = await #expect(throws: CounterError.self) { try await harness.service.perform(.like, post: ghost, user: 1) }
         #expect(error?.code == .unknownPost)
-        #expect(try await harness.redis.send(.exists([harness.layout.likers(ofPost: ghost), harness.layout.hydratedMarker(ofPost: ghost)]), slot: HashSlot(post: ghost)).integer == 0)
+        #expect(
+            try await harness.redis.send(
+                .exists([harness.layout.likers(ofPost: ghost), harness.layout.hydratedMarker(ofPost: ghost)]), slot: HashSlot(post: ghost)
+            ).integer == 0)
         // Remembered: once the post exists, the node still refuses it until its memory of the
         // refusal expires (5 s by default) — it did not ask PostgreSQL again.
         try await harness.pool.query("INSERT INTO posts (id) VALUES ($1)", [.int64(ghost)])
@@ -127,8 +135,9 @@ struct WritePathTests {
         await harness.stop()
     }
 
-    @Test("a cold post is read from PostgreSQL — count, memberships, a feed of many — and nothing of it is loaded into Redis; its first write loads it",
-          arguments: RedisTarget.allCases)
+    @Test(
+        "a cold post is read from PostgreSQL — count, memberships, a feed of many — and nothing of it is loaded into Redis; its first write loads it",
+        arguments: RedisTarget.allCases)
     func coldReadsFromPostgres(redis: RedisTarget) async throws {
         let harness = try await WritePathHarness.start(posts: 40, redis: redis) { configuration in
             // A cold read ignores the size that makes a write load a post in the background.
@@ -137,8 +146,10 @@ struct WritePathTests {
         let post = harness.posts[0]
         try await harness.addLikers(30, to: post)
         func redisKeys(_ post: Int64) async throws -> Int64 {
-            try await harness.redis.send(.exists([harness.layout.likers(ofPost: post), harness.layout.hydratedMarker(ofPost: post)]),
-                                         slot: HashSlot(post: post)).integer ?? -1
+            try await harness.redis.send(
+                .exists([harness.layout.likers(ofPost: post), harness.layout.hydratedMarker(ofPost: post)]),
+                slot: HashSlot(post: post)
+            ).integer ?? -1
         }
         #expect(try await harness.service.perform(.read, post: post, user: 7) == LikeState(postID: post, userID: 7, isLiked: true, likesCount: 30))
         #expect(try await harness.service.perform(.read, post: post, user: 31) == LikeState(postID: post, userID: 31, isLiked: false, likesCount: 30))
@@ -178,8 +189,9 @@ struct WritePathTests {
         return evicted
     }
 
-    @Test("an idle post leaves Redis once PostgreSQL has all of it, never before; it is read cold, then its next write loads it again",
-          arguments: RedisTarget.allCases)
+    @Test(
+        "an idle post leaves Redis once PostgreSQL has all of it, never before; it is read cold, then its next write loads it again",
+        arguments: RedisTarget.allCases)
     func idlePostsAreEvicted(redis: RedisTarget) async throws {
         // The witness has nothing pending (written and flushed first) and is touched last, with
         // the others' writes: a round that evicts it took every post idle at least as long, the
@@ -238,8 +250,9 @@ struct WritePathTests {
         await harness.stop()
     }
 
-    @Test("a post with a change PostgreSQL refused stays in Redis while its dead letter waits — read with the change, also after a restart — so the replay finds the change still wanted; once the letter is gone the post is evicted like any other",
-          .timeLimit(.minutes(2)), arguments: RedisTarget.allCases)
+    @Test(
+        "a post with a change PostgreSQL refused stays in Redis while its dead letter waits — read with the change, also after a restart — so the replay finds the change still wanted; once the letter is gone the post is evicted like any other",
+        .timeLimit(.minutes(2)), arguments: RedisTarget.allCases)
     func deadLetteredPostsStayHot(redis: RedisTarget) async throws {
         // A database of its own: the trigger must not reach other tests.
         try await TestEnvironment.withUser666Refused { pool, url in
@@ -254,7 +267,8 @@ struct WritePathTests {
             _ = try await harness.service.perform(.like, post: pinned, user: 666)
             _ = try await harness.service.perform(.like, post: other, user: 1)
             try await harness.service.flush()
-            let letters = try await harness.redis.send(.xrange(harness.layout.deadLetters, count: 10), slot: harness.layout.deadLettersSlot).streamEntries()
+            let letters = try await harness.redis.send(.xrange(harness.layout.deadLetters, count: 10), slot: harness.layout.deadLettersSlot)
+                .streamEntries()
             #expect(letters.map { $0.string("p") } == [String(pinned)])
 
             // The other post goes once idle; the pinned one stays, idle longer (touched first), so
@@ -263,7 +277,9 @@ struct WritePathTests {
             #expect(try await Self.waitForEvictions(1, of: harness.service) == 1)
             #expect(try await harness.isHot(pinned), "a post whose change waits in the dead letters must stay in Redis")
             #expect(try await !harness.isHot(other))
-            #expect(try await harness.service.perform(.read, post: pinned, user: 666) == LikeState(postID: pinned, userID: 666, isLiked: true, likesCount: 2))
+            #expect(
+                try await harness.service.perform(.read, post: pinned, user: 666)
+                    == LikeState(postID: pinned, userID: 666, isLiked: true, likesCount: 2))
 
             // A restart: the new process knows the letter from the stream, not from its memory.
             // The other post, written again and flushed by the drain, is in Redis with nothing
@@ -292,8 +308,9 @@ struct WritePathTests {
         }
     }
 
-    @Test("a large cold post is written at once, warm: its count and the memberships seen in Redis, no likers set; other users are looked up in PostgreSQL; exact after a restart with changes pending, a flush and an eviction",
-          arguments: RedisTarget.allCases)
+    @Test(
+        "a large cold post is written at once, warm: its count and the memberships seen in Redis, no likers set; other users are looked up in PostgreSQL; exact after a restart with changes pending, a flush and an eviction",
+        arguments: RedisTarget.allCases)
     func largePostTurnsWarm(redis: RedisTarget) async throws {
         let harness = try await WritePathHarness.start(posts: 1, redis: redis) { configuration in
             configuration.warmThreshold = 1_000
@@ -305,9 +322,11 @@ struct WritePathTests {
         try await harness.addLikers(2_500, to: post)
         func warmState() async throws -> (marker: String?, hash: [String: String], likersSet: Int64) {
             let slot = HashSlot(post: post)
-            let replies = try await harness.redis.pipeline([
-                .get(layout.hydratedMarker(ofPost: post)), RedisCommand("HGETALL", layout.warmMembers(ofPost: post)), .exists([layout.likers(ofPost: post)]),
-            ], slot: slot)
+            let replies = try await harness.redis.pipeline(
+                [
+                    .get(layout.hydratedMarker(ofPost: post)), RedisCommand("HGETALL", layout.warmMembers(ofPost: post)),
+                    .exists([layout.likers(ofPost: post)]),
+                ], slot: slot)
             var hash: [String: String] = [:]
             let flat = replies[1].array ?? []
             for index in stride(from: 0, to: flat.count - 1, by: 2) { hash[flat[index].string ?? ""] = flat[index + 1].string ?? "" }
@@ -315,11 +334,14 @@ struct WritePathTests {
         }
 
         // The first write is answered from the count and one membership: nothing is loaded.
-        #expect(try await harness.service.perform(.toggle, post: post, user: 9_001) == LikeState(postID: post, userID: 9_001, isLiked: true, likesCount: 2_501))
+        #expect(
+            try await harness.service.perform(.toggle, post: post, user: 9_001)
+                == LikeState(postID: post, userID: 9_001, isLiked: true, likesCount: 2_501))
         var state = try await warmState()
         #expect(state.marker == "warm" && state.hash == ["n": "2501", "9001": "1"] && state.likersSet == 0)
         // A liker the hash does not know yet: looked up, then remembered.
-        #expect(try await harness.service.perform(.unlike, post: post, user: 1) == LikeState(postID: post, userID: 1, isLiked: false, likesCount: 2_500))
+        #expect(
+            try await harness.service.perform(.unlike, post: post, user: 1) == LikeState(postID: post, userID: 1, isLiked: false, likesCount: 2_500))
         let readsBefore = await harness.service.stats().reduce(0) { $0 + $1.coldReads }
         #expect(try await harness.service.perform(.read, post: post, user: 2) == LikeState(postID: post, userID: 2, isLiked: true, likesCount: 2_500))
         #expect(try await harness.service.perform(.read, post: post, user: 9_001).isLiked)
@@ -335,11 +357,14 @@ struct WritePathTests {
         await harness.stopService(drain: false)
         let restarted = try await harness.restarted()
         #expect(try await restarted.service.perform(.like, post: post, user: 9_002).likesCount == 2_501)
-        #expect(try await restarted.service.perform(.toggle, post: post, user: 1) == LikeState(postID: post, userID: 1, isLiked: true, likesCount: 2_502))
+        #expect(
+            try await restarted.service.perform(.toggle, post: post, user: 1) == LikeState(postID: post, userID: 1, isLiked: true, likesCount: 2_502))
         try await restarted.service.flush()
         #expect(try await restarted.postgresCounts()[post].map { $0.count == 2_502 && $0.rows == 2_502 } == true)
         let members = try await restarted.postgresMembers()
-        #expect(members.contains(Pair(user: 9_001, post: post)) && members.contains(Pair(user: 9_002, post: post)) && members.contains(Pair(user: 1, post: post)))
+        #expect(
+            members.contains(Pair(user: 9_001, post: post)) && members.contains(Pair(user: 9_002, post: post))
+                && members.contains(Pair(user: 1, post: post)))
         await restarted.stopService()
 
         // Evicted once nothing waits: the warm hash goes with the marker; the post is read cold
@@ -352,16 +377,21 @@ struct WritePathTests {
         }
         let report = await evicting.flushReport()
         #expect(state.marker == nil && state.hash.isEmpty && state.likersSet == 0, "the warm post was not evicted: \(report)")
-        #expect(try await evicting.service.perform(.read, post: post, user: 9_002) == LikeState(postID: post, userID: 9_002, isLiked: true, likesCount: 2_502))
-        #expect(try await evicting.service.perform(.toggle, post: post, user: 9_002) == LikeState(postID: post, userID: 9_002, isLiked: false, likesCount: 2_501))
+        #expect(
+            try await evicting.service.perform(.read, post: post, user: 9_002)
+                == LikeState(postID: post, userID: 9_002, isLiked: true, likesCount: 2_502))
+        #expect(
+            try await evicting.service.perform(.toggle, post: post, user: 9_002)
+                == LikeState(postID: post, userID: 9_002, isLiked: false, likesCount: 2_501))
         #expect(try await warmState().hash == ["n": "2501", "9002": "0"])
         try await evicting.service.flush()
         #expect(try await evicting.postgresCounts()[post].map { $0.count == 2_501 && $0.rows == 2_501 } == true)
         await evicting.stop()
     }
 
-    @Test("a warm post busy with users Redis does not know is promoted: loaded whole in the background while it keeps answering, its hash laid over the rows; the likers set is then exact",
-          arguments: RedisTarget.allCases)
+    @Test(
+        "a warm post busy with users Redis does not know is promoted: loaded whole in the background while it keeps answering, its hash laid over the rows; the likers set is then exact",
+        arguments: RedisTarget.allCases)
     func warmPostPromoted(redis: RedisTarget) async throws {
         let harness = try await WritePathHarness.start(posts: 1, redis: redis) { configuration in
             configuration.warmThreshold = 1_000
@@ -381,7 +411,9 @@ struct WritePathTests {
             expected.insert(user)
             count += 1
             #expect(liked == LikeState(postID: post, userID: user, isLiked: true, likesCount: count))
-            #expect(try await harness.service.perform(.read, post: post, user: user - 3_000) == LikeState(postID: post, userID: user - 3_000, isLiked: user != 3_001, likesCount: count))
+            #expect(
+                try await harness.service.perform(.read, post: post, user: user - 3_000)
+                    == LikeState(postID: post, userID: user - 3_000, isLiked: user != 3_001, likesCount: count))
         }
         // Promoted once the lookups passed 40; writes went on meanwhile.
         var marker: String?
@@ -393,23 +425,27 @@ struct WritePathTests {
             try await Task.sleep(for: .milliseconds(20))
         }
         #expect(marker == "1", "not promoted: \(harness.log.lines(of: "hydrating_large_post"))")
-        let replies = try await harness.redis.pipeline([
-            RedisCommand("SMEMBERS", layout.likers(ofPost: post)), .exists([layout.warmMembers(ofPost: post)]),
-        ], slot: HashSlot(post: post))
+        let replies = try await harness.redis.pipeline(
+            [
+                RedisCommand("SMEMBERS", layout.likers(ofPost: post)), .exists([layout.warmMembers(ofPost: post)]),
+            ], slot: HashSlot(post: post))
         #expect(Set((replies[0].array ?? []).compactMap(\.integer)) == expected)
         #expect(replies[1].integer == 0)
         #expect(harness.log.lines(of: "hydrating_large_post").contains { $0.contains("promoted_from=warm") })
         #expect(await harness.service.stats().reduce(0) { $0 + $1.promotedPosts } == 1)
         // Hot now: answered from the set; PostgreSQL agrees after a flush.
-        #expect(try await harness.service.perform(.read, post: post, user: 1_500) == LikeState(postID: post, userID: 1_500, isLiked: true, likesCount: Int64(expected.count)))
+        #expect(
+            try await harness.service.perform(.read, post: post, user: 1_500)
+                == LikeState(postID: post, userID: 1_500, isLiked: true, likesCount: Int64(expected.count)))
         try await harness.service.flush()
         #expect(try await harness.postgresMembers() == Set(expected.map { Pair(user: $0, post: post) }))
         #expect(try await harness.postgresCounts()[post].map { $0.count == Int64(expected.count) && $0.rows == Int64(expected.count) } == true)
         await harness.stop()
     }
 
-    @Test("a promotion is published all or nothing: refused when the post is no longer warm, the slot's epoch moved, the loading set is not whole or the hash laid over it misses its count, and nothing changes then",
-          arguments: RedisTarget.allCases)
+    @Test(
+        "a promotion is published all or nothing: refused when the post is no longer warm, the slot's epoch moved, the loading set is not whole or the hash laid over it misses its count, and nothing changes then",
+        arguments: RedisTarget.allCases)
     func largePostPublication(redis: RedisTarget) async throws {
         let harness = try await WritePathHarness.start(posts: 1, redis: redis)
         let post = harness.posts[0]
@@ -418,23 +454,38 @@ struct WritePathTests {
         let loading = layout.loadingLikers(ofPost: post, attempt: 1)
         func run(_ group: SlotCommands) async throws -> RedisReply { try await harness.redis.execute([group]).first!.get()[0] }
         func state() async throws -> [RedisReply] {
-            try await harness.redis.pipeline([.exists([layout.likers(ofPost: post)]), .scard(layout.likers(ofPost: post)),
-                                              .exists([loading])], slot: slot)
+            try await harness.redis.pipeline(
+                [
+                    .exists([layout.likers(ofPost: post)]), .scard(layout.likers(ofPost: post)),
+                    .exists([loading]),
+                ], slot: slot)
         }
         _ = try await harness.redis.pipeline([.set(layout.epoch(of: slot), "5"), .sadd(loading, [Int64(1), Int64(2), Int64(3)])], slot: slot)
         // Not warm (Redis lost or reset the post meanwhile): refused, nothing done.
         let gone = try await run(PostHydration.publishing(post: post, loading: loading, loaded: 3, epoch: 5, layout: layout))
-        guard case .error(let goneText) = gone else { Issue.record("refused"); return }
+        guard case .error(let goneText) = gone else {
+            Issue.record("refused")
+            return
+        }
         #expect(goneText.hasPrefix("GONE"))
-        _ = try await harness.redis.pipeline([.set(layout.hydratedMarker(ofPost: post), "warm"),
-                                              .hset(layout.warmMembers(ofPost: post), [("n", Int64(3))])], slot: slot)
+        _ = try await harness.redis.pipeline(
+            [
+                .set(layout.hydratedMarker(ofPost: post), "warm"),
+                .hset(layout.warmMembers(ofPost: post), [("n", Int64(3))]),
+            ], slot: slot)
         // Another epoch: fenced, nothing done.
         let fenced = try await run(PostHydration.publishing(post: post, loading: loading, loaded: 3, epoch: 4, layout: layout))
-        guard case .error(let fencedText) = fenced else { Issue.record("refused"); return }
+        guard case .error(let fencedText) = fenced else {
+            Issue.record("refused")
+            return
+        }
         #expect(fencedText.hasPrefix("FENCED"))
         // Fewer likers in the set than were loaded (a failover lost some): refused, nothing done.
         let incomplete = try await run(PostHydration.publishing(post: post, loading: loading, loaded: 4, epoch: 5, layout: layout))
-        guard case .error(let incompleteText) = incomplete else { Issue.record("refused"); return }
+        guard case .error(let incompleteText) = incomplete else {
+            Issue.record("refused")
+            return
+        }
         #expect(incompleteText.hasPrefix("INCOMPLETE"))
         #expect(try await state().map(\.integer) == [0, 0, 1])
         // Whole, under the epoch held: the set becomes the likers set and the post is marked hot.
@@ -448,28 +499,37 @@ struct WritePathTests {
         // since it turned warm, 1 and 2 untouched), the count checked, the hash dropped.
         let warm = layout.warmMembers(ofPost: post)
         let promoting = layout.loadingLikers(ofPost: post, attempt: 2)
-        _ = try await harness.redis.pipeline([
-            .del([layout.likers(ofPost: post)]), .set(layout.hydratedMarker(ofPost: post), "warm"),
-            .sadd(promoting, [Int64(1), Int64(2), Int64(3)]), .hset(warm, [("n", Int64(9)), (Int64(3), "0"), (Int64(4), "1")]),
-        ], slot: slot)
+        _ = try await harness.redis.pipeline(
+            [
+                .del([layout.likers(ofPost: post)]), .set(layout.hydratedMarker(ofPost: post), "warm"),
+                .sadd(promoting, [Int64(1), Int64(2), Int64(3)]), .hset(warm, [("n", Int64(9)), (Int64(3), "0"), (Int64(4), "1")]),
+            ], slot: slot)
         // A count the merge does not give: refused, the post stays warm and whole.
         let mismatch = try await run(PostHydration.publishing(post: post, loading: promoting, loaded: 3, epoch: 5, layout: layout))
-        guard case .error(let mismatchText) = mismatch else { Issue.record("refused"); return }
+        guard case .error(let mismatchText) = mismatch else {
+            Issue.record("refused")
+            return
+        }
         #expect(mismatchText.hasPrefix("MISMATCH"))
-        let kept = try await harness.redis.pipeline([.get(layout.hydratedMarker(ofPost: post)), .exists([warm, layout.likers(ofPost: post)])], slot: slot)
+        let kept = try await harness.redis.pipeline(
+            [.get(layout.hydratedMarker(ofPost: post)), .exists([warm, layout.likers(ofPost: post)])], slot: slot)
         #expect(kept[0].string == "warm" && kept[1].integer == 1)
-        _ = try await harness.redis.pipeline([.del([promoting]), .sadd(promoting, [Int64(1), Int64(2), Int64(3)]), .hset(warm, [("n", Int64(3))])], slot: slot)
+        _ = try await harness.redis.pipeline(
+            [.del([promoting]), .sadd(promoting, [Int64(1), Int64(2), Int64(3)]), .hset(warm, [("n", Int64(3))])], slot: slot)
         #expect(try await run(PostHydration.publishing(post: post, loading: promoting, loaded: 3, epoch: 5, layout: layout)).string == "OK")
-        let promoted = try await harness.redis.pipeline([
-            .get(layout.hydratedMarker(ofPost: post)), RedisCommand("SMEMBERS", layout.likers(ofPost: post)), .exists([warm, promoting]),
-        ], slot: slot)
+        let promoted = try await harness.redis.pipeline(
+            [
+                .get(layout.hydratedMarker(ofPost: post)), RedisCommand("SMEMBERS", layout.likers(ofPost: post)), .exists([warm, promoting]),
+            ], slot: slot)
         #expect(promoted[0].string == "1")
         #expect(Set((promoted[1].array ?? []).compactMap(\.integer)) == [1, 2, 4])
         #expect(promoted[2].integer == 0)
         await harness.stop()
     }
 
-    @Test("a flush takes whole log entries only up to its budget: big batches reach PostgreSQL in transactions of bounded size", arguments: RedisTarget.allCases)
+    @Test(
+        "a flush takes whole log entries only up to its budget: big batches reach PostgreSQL in transactions of bounded size",
+        arguments: RedisTarget.allCases)
     func flushBudget(redis: RedisTarget) async throws {
         let harness = try await WritePathHarness.start(posts: 1, redis: redis) { configuration in
             configuration.flushOnlyWhenAsked()

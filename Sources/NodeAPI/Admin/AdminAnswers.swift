@@ -9,8 +9,9 @@ enum AdminAnswers {
     /// `"repair":true` to fix what drifted.
     static func reconcile(_ body: [UInt8], _ reconciler: Reconciler) async throws -> HTTPResponse {
         let request = try reconcileRequest(body)
-        let report = try await reconciler.reconcile(posts: request.postIDs, after: request.after ?? 0, limit: request.limit ?? 1_000,
-                                                    repair: request.repair ?? false)
+        let report = try await reconciler.reconcile(
+            posts: request.postIDs, after: request.after ?? 0, limit: request.limit ?? 1_000,
+            repair: request.repair ?? false)
         return .json(report)
     }
 
@@ -43,9 +44,11 @@ enum AdminAnswers {
     static func replay(_ body: [UInt8], _ deadLetters: DeadLetters) async throws -> HTTPResponse {
         let ids = try replayIDs(body)
         let outcome = try await deadLetters.replay(ids: ids)
-        return .json(ReplayResult(replayed: outcome.replayed.map(\.description),
-                                  superseded: outcome.superseded.map(\.description),
-                                  failed: outcome.failed.map { ReplayResult.Failure(id: $0.0.description, reason: $0.1) }))
+        return .json(
+            ReplayResult(
+                replayed: outcome.replayed.map(\.description),
+                superseded: outcome.superseded.map(\.description),
+                failed: outcome.failed.map { ReplayResult.Failure(id: $0.0.description, reason: $0.1) }))
     }
 
     /// The letters a replay call (one node's or the cluster's) names; `nil` for all.
@@ -72,7 +75,8 @@ enum AdminAnswers {
             // Up to 19 digits a part, as the API document's pattern says: every such value fits
             // (a real id's milliseconds have 13), so the document and the node agree exactly.
             guard text.split(separator: "-", omittingEmptySubsequences: false).allSatisfy({ $0.utf8.count <= 19 }),
-                  let id = LetterID(text) else {
+                let id = LetterID(text)
+            else {
                 throw RequestError(code: .invalidID, message: "ids must be entry ids like \"1700000000000-0\"")
             }
             return id

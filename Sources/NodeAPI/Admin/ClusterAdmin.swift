@@ -37,8 +37,9 @@ struct ClusterAdmin: Sendable {
     /// `POST /admin/cluster/flush[?wait=false]`.
     func flush(wait: Bool, authorization: String?) async -> ClusterFlushResult {
         let nodes = await liveNodes()
-        let request = HTTPRequest(method: "POST", path: "/admin/flush", query: wait ? [:] : ["wait": "false"],
-                                  rawQuery: wait ? "" : "wait=false", authorization: authorization)
+        let request = HTTPRequest(
+            method: "POST", path: "/admin/flush", query: wait ? [:] : ["wait": "false"],
+            rawQuery: wait ? "" : "wait=false", authorization: authorization)
         let answers = await ask(nodes, FlushResult.self, patiently: wait) { _ in request }
         // Read after the flushes: a slot taken over meanwhile was drained by its new owner.
         return ClusterAdminMerge.flush(wait: wait, answers, unserved: await unservedSlots())
@@ -68,7 +69,8 @@ struct ClusterAdmin: Sendable {
         let repair = request.repair ?? false
         let answers = await ask(nodes, ReconcileReport.self) { node in
             guard let part = byOwner[node.id], !part.isEmpty,
-                  let body = try? WireEncoder.encode(ReconcileRequest(postIDs: part, repair: repair)) else { return nil }
+                let body = try? WireEncoder.encode(ReconcileRequest(postIDs: part, repair: repair))
+            else { return nil }
             return HTTPRequest(method: "POST", path: "/admin/reconcile", authorization: authorization, body: body)
         }
         return ClusterAdminMerge.reconcile(answers, asked: byOwner, unowned: unowned, nextAfter: nextAfter, unserved: await unservedSlots())
@@ -86,8 +88,9 @@ struct ClusterAdmin: Sendable {
             guard !part.isEmpty, let body = try? WireEncoder.encode(DeadLetterSelection(ids: part.map(\.id.description))) else { return nil }
             return HTTPRequest(method: "POST", path: "/admin/dead-letters/replay", authorization: authorization, body: body)
         }
-        return ClusterAdminMerge.replay(answers, asked: byOwner.mapValues { $0.map(\.id.description) },
-                                        unowned: unowned.map(\.id.description), unserved: await unservedSlots())
+        return ClusterAdminMerge.replay(
+            answers, asked: byOwner.mapValues { $0.map(\.id.description) },
+            unowned: unowned.map(\.id.description), unserved: await unservedSlots())
     }
 
     // MARK: - The nodes
@@ -128,8 +131,10 @@ struct ClusterAdmin: Sendable {
     }
 
     /// Each node's answer to its request (nodes given none are left out), decoded.
-    private func ask<Answer: Sendable & Equatable & Codable>(_ nodes: [Target], _ answer: Answer.Type, patiently: Bool = false,
-                                                             request: (Target) -> HTTPRequest?) async -> [ClusterNodeAnswer<Answer>] {
+    private func ask<Answer: Sendable & Equatable & Codable>(
+        _ nodes: [Target], _ answer: Answer.Type, patiently: Bool = false,
+        request: (Target) -> HTTPRequest?
+    ) async -> [ClusterNodeAnswer<Answer>] {
         let asked = nodes.compactMap { node in request(node).map { (node, $0) } }
         return await withTaskGroup(of: (Int, ClusterNodeAnswer<Answer>).self) { group in
             for (index, (node, request)) in asked.enumerated() {
@@ -141,8 +146,10 @@ struct ClusterAdmin: Sendable {
         }
     }
 
-    private func answer<Answer: Sendable & Equatable & Codable>(of node: Target, to request: HTTPRequest, patiently: Bool,
-                                                                as _: Answer.Type) async -> ClusterNodeAnswer<Answer> {
+    private func answer<Answer: Sendable & Equatable & Codable>(
+        of node: Target, to request: HTTPRequest, patiently: Bool,
+        as _: Answer.Type
+    ) async -> ClusterNodeAnswer<Answer> {
         let response: HTTPResponse
         if node.isSelf {
             response = await here(request)
@@ -163,14 +170,16 @@ struct ClusterAdmin: Sendable {
             }
         }
         guard response.status == 200 else {
-            let detail = (try? WireDecoder.decode(ErrorBody.self, from: response.body)).map { "\($0.error.code): \($0.error.message)" }
+            let detail =
+                (try? WireDecoder.decode(ErrorBody.self, from: response.body)).map { "\($0.error.code): \($0.error.message)" }
                 ?? String(decoding: response.body.prefix(300), as: UTF8.self)
             return ClusterNodeAnswer(nodeID: node.id, url: node.url, answer: nil, error: "answered \(response.status) \(detail)")
         }
         do {
             return ClusterNodeAnswer(nodeID: node.id, url: node.url, answer: try WireDecoder.decode(Answer.self, from: response.body), error: nil)
         } catch {
-            return ClusterNodeAnswer(nodeID: node.id, url: node.url, answer: nil, error: "an answer that is not \(Answer.self): \(WireDecoder.describe(error))")
+            return ClusterNodeAnswer(
+                nodeID: node.id, url: node.url, answer: nil, error: "an answer that is not \(Answer.self): \(WireDecoder.describe(error))")
         }
     }
 }

@@ -51,13 +51,15 @@ struct DeadLetters: Sendable {
             let acknowledgedAt = letter.acknowledgedAt
             do {
                 if letter.fields["sqlstate"] != nil {
-                    let state = try await service.perform(change.liked ? .confirmLike : .confirmUnlike, post: change.postID, user: change.userID,
-                                                          acknowledgedAt: acknowledgedAt)
+                    let state = try await service.perform(
+                        change.liked ? .confirmLike : .confirmUnlike, post: change.postID, user: change.userID,
+                        acknowledgedAt: acknowledgedAt)
                     try await stream.remove([letter.id])
                     if state.isLiked == change.liked { outcome.replayed.append(letter.id) } else { outcome.superseded.append(letter.id) }
                 } else {
-                    _ = try await service.perform(change.liked ? .like : .unlike, post: change.postID, user: change.userID,
-                                                  acknowledgedAt: acknowledgedAt)
+                    _ = try await service.perform(
+                        change.liked ? .like : .unlike, post: change.postID, user: change.userID,
+                        acknowledgedAt: acknowledgedAt)
                     try await stream.remove([letter.id])
                     outcome.replayed.append(letter.id)
                 }

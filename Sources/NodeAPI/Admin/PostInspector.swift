@@ -32,7 +32,8 @@ struct PostInspector: Sendable {
         let postgresView = PostInspection.Postgres(
             exists: row != nil, likesCount: row?.likesCount, likesRows: row?.likesRows ?? 0,
             isLiked: user == nil ? nil : row?.isLiked ?? false)
-        return PostInspection(postID: post, verdict: InspectionVerdict.of(redis: redisView, postgres: postgresView),
-                              redis: redisView, postgres: postgresView, userID: user)
+        return PostInspection(
+            postID: post, verdict: InspectionVerdict.of(redis: redisView, postgres: postgresView),
+            redis: redisView, postgres: postgresView, userID: user)
     }
 }

@@ -69,8 +69,9 @@ struct Reconciler: Sendable {
             if held.count != read.rows {
                 drift = (held.count, read.rows, read.pending)
             } else if !held.warm, held.count > 0, held.count <= Self.membershipCheckLimit,
-                      case .likers(let likers) = try await service.probe(.likers(read.postID)),
-                      let members = likers.redis, members != likers.rows {
+                case .likers(let likers) = try await service.probe(.likers(read.postID)),
+                let members = likers.redis, members != likers.rows
+            {
                 // A failover that lost a like and an unlike leaves the count right and the members wrong.
                 drift = (Int64(members.count), Int64(likers.rows.count), likers.pending)
             }

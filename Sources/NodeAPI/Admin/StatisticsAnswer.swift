@@ -53,9 +53,10 @@ enum StatisticsAnswer {
             mode: redis.mode, mapRefreshes: redis.mapRefreshes,
             secondsSinceMapRefresh: redis.secondsSinceMapRefresh, lastMapError: redis.lastMapError,
             nodes: redis.nodes.map { node in
-                RedisNodeStatistics(endpoint: node.endpoint.description, slots: node.slots, connected: node.connected,
-                                    pipelines: node.pipelines, errors: node.errors, moved: node.moved, ask: node.ask,
-                                    tryAgain: node.tryAgain, clusterDown: node.clusterDown, lastError: node.lastError)
+                RedisNodeStatistics(
+                    endpoint: node.endpoint.description, slots: node.slots, connected: node.connected,
+                    pipelines: node.pipelines, errors: node.errors, moved: node.moved, ask: node.ask,
+                    tryAgain: node.tryAgain, clusterDown: node.clusterDown, lastError: node.lastError)
             })
     }
 

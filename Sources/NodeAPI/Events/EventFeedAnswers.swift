@@ -26,7 +26,8 @@ struct EventFeedAnswers: Sendable {
             try QueryArguments.refuseUnknown(query, known: ["after", "limit", "wait"], route: "/v1/events")
             if let text = query["after"] {
                 guard let value = QueryArguments.wholeNumber(text, in: 0...Int64.max) else {
-                    throw RequestError(code: .invalidArgument, message: "after \"\(text)\" is not an event id (a whole number, 0 for the oldest kept)")
+                    throw RequestError(
+                        code: .invalidArgument, message: "after \"\(text)\" is not an event id (a whole number, 0 for the oldest kept)")
                 }
                 after = value
             }
@@ -38,7 +39,8 @@ struct EventFeedAnswers: Sendable {
             }
             if let text = query["wait"] {
                 guard let value = QueryArguments.wholeNumber(text, in: 0...Int64(Self.maximumWaitSeconds)) else {
-                    throw RequestError(code: .invalidArgument, message: "wait \"\(text)\" is not a whole number of seconds from 0 to \(Self.maximumWaitSeconds)")
+                    throw RequestError(
+                        code: .invalidArgument, message: "wait \"\(text)\" is not a whole number of seconds from 0 to \(Self.maximumWaitSeconds)")
                 }
                 waitSeconds = Int(value)
             }
@@ -56,8 +58,10 @@ struct EventFeedAnswers: Sendable {
             (events, clock) = try await read(arguments)
             if let refusal = Self.refusal(arguments.after, events, clock) { return refusal }
         }
-        return .json(EventsPage(events: events.map(Self.body), nextAfter: events.last?.id ?? arguments.after,
-                                newestID: max(clock.lastID, events.last?.id ?? 0)))
+        return .json(
+            EventsPage(
+                events: events.map(Self.body), nextAfter: events.last?.id ?? arguments.after,
+                newestID: max(clock.lastID, events.last?.id ?? 0)))
     }
 
     /// The events, then the clock: read in this order, a prune between the two shows as events
@@ -70,21 +74,24 @@ struct EventFeedAnswers: Sendable {
     static func refusal(_ after: Int64, _ events: [LikeEvents.Event], _ clock: LikeEvents.Clock) -> HTTPResponse? {
         // 0 starts at the oldest kept, whatever was pruned before.
         if after > 0 && after < clock.prunedThrough && events.first?.id != after + 1 {
-            return .error(.eventsPruned,
-                          message: "events \(after + 1)-\(clock.prunedThrough) were pruned by retention before this consumer read them; "
-                              + "the oldest kept is \(clock.prunedThrough + 1): resume from after=\(clock.prunedThrough) and reconcile what was missed")
+            return .error(
+                .eventsPruned,
+                message: "events \(after + 1)-\(clock.prunedThrough) were pruned by retention before this consumer read them; "
+                    + "the oldest kept is \(clock.prunedThrough + 1): resume from after=\(clock.prunedThrough) and reconcile what was missed")
         }
         if after > clock.lastID {
-            return .error(.invalidArgument,
-                          message: "after \(after) is beyond the newest event, \(clock.lastID): a cursor of another database? Start again from after=0")
+            return .error(
+                .invalidArgument,
+                message: "after \(after) is beyond the newest event, \(clock.lastID): a cursor of another database? Start again from after=0")
         }
         return nil
     }
 
     static func body(_ event: LikeEvents.Event) -> ChangeEvent {
-        ChangeEvent(id: event.id, postID: event.postID, userID: event.userID, liked: event.liked,
-                    likedAt: LikeTime.text(milliseconds: milliseconds(event.likedAtMicroseconds)),
-                    committedAt: LikeTime.text(milliseconds: milliseconds(event.committedAtMicroseconds)))
+        ChangeEvent(
+            id: event.id, postID: event.postID, userID: event.userID, liked: event.liked,
+            likedAt: LikeTime.text(milliseconds: milliseconds(event.likedAtMicroseconds)),
+            committedAt: LikeTime.text(milliseconds: milliseconds(event.committedAtMicroseconds)))
     }
 
     private static func milliseconds(_ micros: Int64) -> Int64 { micros >= 0 ? micros / 1000 : (micros - 999) / 1000 }

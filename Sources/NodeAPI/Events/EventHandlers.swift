@@ -7,7 +7,8 @@ enum EventHandlers {
     static func page(_ api: CounterAPI, _ request: RouteRequest) async throws -> HTTPResponse {
         let arguments = try EventFeedAnswers.Arguments(request.query)
         guard api.service.configuration.events else {
-            return .error(.eventsOff, message: "this node runs with --events false: its flushes write no change events; run every node with --events true")
+            return .error(
+                .eventsOff, message: "this node runs with --events false: its flushes write no change events; run every node with --events true")
         }
         return try await api.events.page(arguments)
     }

@@ -24,8 +24,10 @@ actor EventWatch {
     private var polling = false
     private var released = false
 
-    init(events: LikeEvents, interval: Duration = .milliseconds(20), wake: LoopAlarm = LoopAlarm(),
-         start: @escaping @Sendable (@escaping @Sendable () async -> Void) -> Bool) {
+    init(
+        events: LikeEvents, interval: Duration = .milliseconds(20), wake: LoopAlarm = LoopAlarm(),
+        start: @escaping @Sendable (@escaping @Sendable () async -> Void) -> Bool
+    ) {
         self.events = events
         self.interval = interval
         self.wake = wake

@@ -45,14 +45,17 @@ enum LikeHandlers {
             if request.http.forwardedBy != nil {
                 return forwarder.misdirectedResponse(slot: HashSlot(post: posts[elsewhere[0]]).rawValue)
             }
-            let answers = try await FeedSplit.ask(elsewhere.map { posts[$0] }, user: viewer, include: include, like: request.http,
-                                                  map: api.member?.map, forwarder: forwarder)
+            let answers = try await FeedSplit.ask(
+                elsewhere.map { posts[$0] }, user: viewer, include: include, like: request.http,
+                map: api.member?.map, forwarder: forwarder)
             for index in elsewhere { states[index] = answers.states[posts[index]] }
             recent.merge(answers.recentLikers) { mine, _ in mine }
         }
         guard withLikers else { return HTTPResponse(status: 200, body: HotAnswers.feedPage(states.compactMap { $0 })) }
-        return .json(FeedPage(posts: states.compactMap { $0 }.map {
-            FeedEntry(postID: $0.postID, likesCount: $0.likesCount, isLiked: $0.isLiked, recentLikers: recent[$0.postID] ?? [])
-        }))
+        return .json(
+            FeedPage(
+                posts: states.compactMap { $0 }.map {
+                    FeedEntry(postID: $0.postID, likesCount: $0.likesCount, isLiked: $0.isLiked, recentLikers: recent[$0.postID] ?? [])
+                }))
     }
 }

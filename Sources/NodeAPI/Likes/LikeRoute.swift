@@ -52,8 +52,9 @@ struct LikeRoute: Sendable {
     /// The request run here and awaited: the slow path's form of the same handler.
     func perform(_ service: CounterService, _ request: RouteRequest) async throws -> HTTPResponse {
         guard let user = Self.user(of: request) else { throw CounterError(code: .invalidArgument, message: "no user for \(request.route.label)") }
-        let state = try await service.perform(operation(for: HTTPMethod(rawValue: request.http.method)), post: request.ids.post, user: user,
-                                              waitingForSlot: request.waitingForSlot)
+        let state = try await service.perform(
+            operation(for: HTTPMethod(rawValue: request.http.method)), post: request.ids.post, user: user,
+            waitingForSlot: request.waitingForSlot)
         return response(state)
     }
 }

@@ -35,8 +35,11 @@ struct ClusterPendingLikes {
             }
             guard let missing = covered.firstMissing else { return changes }
             guard ContinuousClock.now < deadline, !Task.isCancelled else {
-                throw CounterError(code: .notOwner, message: "no live node served slot \(missing) within \(ownerWait) (a takeover is under way): its changes cannot be listed yet; retry",
-                                   retryAfterSeconds: 1)
+                throw CounterError(
+                    code: .notOwner,
+                    message:
+                        "no live node served slot \(missing) within \(ownerWait) (a takeover is under way): its changes cannot be listed yet; retry",
+                    retryAfterSeconds: 1)
             }
             try await Task.sleep(for: .milliseconds(50))
             try? await member.refreshMap()
@@ -53,18 +56,23 @@ struct ClusterPendingLikes {
                 group.addTask {
                     switch await forwarder.get(target, credentialsOf: request, from: peer.advertiseURL) {
                     case .failure(let failure):
-                        throw CounterError(code: .unavailable, message: "node \(peer.id) did not answer for user \(user)'s changes: \(failure.why); retry",
-                                           retryAfterSeconds: 1)
+                        throw CounterError(
+                            code: .unavailable, message: "node \(peer.id) did not answer for user \(user)'s changes: \(failure.why); retry",
+                            retryAfterSeconds: 1)
                     case .success(let response):
                         guard response.status == 200, let body = try? WireDecoder.decode(PendingLikesBody.self, from: response.body),
-                              body.pending.allSatisfy({ LikeChange.acknowledgementRange.contains($0.atMilliseconds) }),
-                              body.slots.allSatisfy({ $0.count == 2 && $0[0] <= $0[1] }) else {
+                            body.pending.allSatisfy({ LikeChange.acknowledgementRange.contains($0.atMilliseconds) }),
+                            body.slots.allSatisfy({ $0.count == 2 && $0[0] <= $0[1] })
+                        else {
                             let text = String(decoding: response.body.prefix(300), as: UTF8.self)
-                            throw CounterError(code: .unavailable, message: "node \(peer.id) answered \(response.status) for user \(user)'s changes: \(text)",
-                                               retryAfterSeconds: 1)
+                            throw CounterError(
+                                code: .unavailable, message: "node \(peer.id) answered \(response.status) for user \(user)'s changes: \(text)",
+                                retryAfterSeconds: 1)
                         }
                         return UserPendingLikes(
-                            changes: body.pending.map { PendingLike(postID: $0.postID, userID: user, liked: $0.liked, acknowledgedAt: $0.atMilliseconds) },
+                            changes: body.pending.map {
+                                PendingLike(postID: $0.postID, userID: user, liked: $0.liked, acknowledgedAt: $0.atMilliseconds)
+                            },
                             servedSlots: SlotSet(ranges: body.slots.map { $0[0]...$0[1] }))
                     }
                 }

@@ -37,8 +37,9 @@ struct LikeListAnswers: Sendable {
             do {
                 return try ListCursor.parse(cursor, kind: kind, owner: owner).after
             } catch .foreign {
-                throw RequestError(code: .invalidCursor,
-                                   message: "the cursor belongs to another list; pass the next_cursor of this list's previous page")
+                throw RequestError(
+                    code: .invalidCursor,
+                    message: "the cursor belongs to another list; pass the next_cursor of this list's previous page")
             } catch {
                 throw RequestError(code: .invalidCursor, message: "the cursor is not one this service gave; pass a next_cursor as given")
             }
@@ -52,8 +53,9 @@ struct LikeListAnswers: Sendable {
         let count = try await service.perform(.count, post: post, user: 0, waitingForSlot: waitingForSlot)
         let pending = try await service.pendingLikes(ofPost: post, waitingForSlot: waitingForSlot)
         let (items, next) = try await page(.likers, of: post, pending: pending, after: after, limit: arguments.limit)
-        return LikersPage(postID: post, likesCount: count.likesCount,
-                          likers: items.map { Liker(userID: $0.id, likedAt: Self.text($0)) }, nextCursor: next)
+        return LikersPage(
+            postID: post, likesCount: count.likesCount,
+            likers: items.map { Liker(userID: $0.id, likedAt: Self.text($0)) }, nextCursor: next)
     }
 
     /// A page of the posts `user` liked, with `pending` the user's changes waiting in every
@@ -71,9 +73,10 @@ struct LikeListAnswers: Sendable {
         guard !posts.isEmpty else { return [:] }
         let pending = try await service.pendingLikes(ofPosts: posts)
         let limit = FeedQuery.recentLikersCount
-        let merges = Dictionary(uniqueKeysWithValues: Set(posts).map { post in
-            (post, LikeListMerge(kind: .likers, pending: pending[post] ?? [], after: nil, limit: limit))
-        })
+        let merges = Dictionary(
+            uniqueKeysWithValues: Set(posts).map { post in
+                (post, LikeListMerge(kind: .likers, pending: pending[post] ?? [], after: nil, limit: limit))
+            })
         // Each post reads what its own pending changes could remove: one post with a thousand
         // waiting does not make every other post of the page read a thousand rows.
         let rows = try await lists.firstLikers(limits: merges.mapValues(\.rowsToRead))
@@ -92,8 +95,10 @@ struct LikeListAnswers: Sendable {
         return answer
     }
 
-    private func page(_ kind: LikeLists.Kind, of owner: Int64, pending: [PendingLike], after: LikeLists.Position?,
-                      limit: Int) async throws -> ([LikeLists.Position], String?) {
+    private func page(
+        _ kind: LikeLists.Kind, of owner: Int64, pending: [PendingLike], after: LikeLists.Position?,
+        limit: Int
+    ) async throws -> ([LikeLists.Position], String?) {
         let merge = LikeListMerge(kind: kind, pending: pending, after: after, limit: limit)
         var rows: [LikeLists.Position] = []
         while true {

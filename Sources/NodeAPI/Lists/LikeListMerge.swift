@@ -48,7 +48,8 @@ struct LikeListMerge {
         guard rowsExhausted || surviving.count > limit else { return nil }
         var merged: [LikeLists.Position] = []
         merged.reserveCapacity(min(surviving.count + pendingLikes.count, limit + 1))
-        var row = 0, like = 0
+        var row = 0
+        var like = 0
         while merged.count <= limit && (row < surviving.count || like < pendingLikes.count) {
             if like == pendingLikes.count || (row < surviving.count && surviving[row].precedes(pendingLikes[like])) {
                 merged.append(surviving[row])

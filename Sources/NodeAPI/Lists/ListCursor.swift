@@ -21,10 +21,11 @@ struct ListCursor: Equatable {
         guard !text.isEmpty, text.utf8.count <= 128, let bytes = Base64URL.decode(text.utf8) else { throw .malformed }
         let parts = bytes.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
         guard parts.count == 4, parts[0].count == 1,
-              let tag = parts[0].first, tag == UInt8(ascii: "l") || tag == UInt8(ascii: "u"),
-              let listOwner = EntityID.parse(bytes: parts[1]),
-              let microseconds = DecimalText.parse(parts[2]), Self.microseconds.contains(microseconds),
-              let id = EntityID.parse(bytes: parts[3]) else { throw .malformed }
+            let tag = parts[0].first, tag == UInt8(ascii: "l") || tag == UInt8(ascii: "u"),
+            let listOwner = EntityID.parse(bytes: parts[1]),
+            let microseconds = DecimalText.parse(parts[2]), Self.microseconds.contains(microseconds),
+            let id = EntityID.parse(bytes: parts[3])
+        else { throw .malformed }
         guard (tag == UInt8(ascii: "l")) == (kind == .likers), listOwner == owner else { throw .foreign }
         return ListCursor(kind: kind, owner: owner, after: LikeLists.Position(microseconds: microseconds, id: id))
     }

@@ -35,9 +35,12 @@ enum ListHandlers {
             return .error(.forbidden, message: "a user's token reads only that user's own changes")
         }
         let pending = try await api.service.pendingLikes(ofUser: user)
-        return .json(PendingLikesBody(userID: user, pending: pending.changes.map {
-            PendingLikesBody.Change(postID: $0.postID, liked: $0.liked, atMilliseconds: $0.acknowledgedAt)
-        }, slots: pending.servedSlots.ranges.map { [$0.lowerBound, $0.upperBound] }))
+        return .json(
+            PendingLikesBody(
+                userID: user,
+                pending: pending.changes.map {
+                    PendingLikesBody.Change(postID: $0.postID, liked: $0.liked, atMilliseconds: $0.acknowledgedAt)
+                }, slots: pending.servedSlots.ranges.map { [$0.lowerBound, $0.upperBound] }))
     }
 
     /// A page of `user`'s likes: the changes waiting for PostgreSQL are every shard's of this
@@ -46,9 +49,11 @@ enum ListHandlers {
         let arguments = try LikeListAnswers.Arguments(request.query)
         let pending: [PendingLike]
         if let member = api.member, let forwarder = api.forwarding.forwarder {
-            pending = try await ClusterPendingLikes(service: api.service, member: member, forwarder: forwarder,
-                                                    ownerWait: api.service.configuration.slotMoveWait)
-                .all(of: user, credentialsOf: request.http)
+            pending = try await ClusterPendingLikes(
+                service: api.service, member: member, forwarder: forwarder,
+                ownerWait: api.service.configuration.slotMoveWait
+            )
+            .all(of: user, credentialsOf: request.http)
         } else {
             pending = try await api.service.pendingLikes(ofUser: user).changes
         }

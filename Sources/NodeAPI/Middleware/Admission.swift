@@ -27,8 +27,10 @@ struct Admission: Sendable {
             case .caller(let admitted): caller = admitted
             }
             guard let method, route.methods.contains(method) else {
-                return .answer(.error(.methodNotAllowed, message: "\(request.method) is not allowed on \(route.label); use \(route.allowed)",
-                                      headers: ["Allow": route.allowed]))
+                return .answer(
+                    .error(
+                        .methodNotAllowed, message: "\(request.method) is not allowed on \(route.label); use \(route.allowed)",
+                        headers: ["Allow": route.allowed]))
             }
             return .proceed(RouteRequest(http: request, route: route, ids: ids, caller: caller))
         }

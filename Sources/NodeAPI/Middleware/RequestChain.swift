@@ -27,8 +27,10 @@ final class RequestChain: Sendable {
     /// The requests that wait for more than the write path's answer, run as children of the API's service.
     let tasks: RequestTasks
 
-    init(admission: Admission, writeLimit: UserWriteLimit, forwarding: SlotForwarding, errors: ErrorAnswers, service: CounterService,
-         tasks: RequestTasks) {
+    init(
+        admission: Admission, writeLimit: UserWriteLimit, forwarding: SlotForwarding, errors: ErrorAnswers, service: CounterService,
+        tasks: RequestTasks
+    ) {
         self.admission = admission
         self.writeLimit = writeLimit
         self.forwarding = forwarding

@@ -66,7 +66,8 @@ struct SlotForwarding: Sendable {
         case .none: return []
         // 421 to a request forwarded here by mistake; no owner within the wait, or one that
         // cannot be reached; a toggle whose connection broke after it was sent.
-        case .toOwner(let repeatable): return repeatable ? [.notOwner, .noOwner, .unavailable] : [.notOwner, .noOwner, .unavailable, .outcomeUnknown]
+        case .toOwner(let repeatable):
+            return repeatable ? [.notOwner, .noOwner, .unavailable] : [.notOwner, .noOwner, .unavailable, .outcomeUnknown]
         }
     }
 }

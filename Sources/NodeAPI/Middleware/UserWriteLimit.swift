@@ -18,9 +18,10 @@ struct UserWriteLimit: Sendable {
         guard request.route.rateLimited, method != .get, case .user(let user) = request.caller, let limiter else { return nil }
         if forwards && ownership.state(of: HashSlot(post: request.ids.post).rawValue) == .notOwned { return nil }
         guard let wait = limiter.admit(user) else { return nil }
-        return .error(.rateLimited,
-                      message: "user \(user) may write \(Int(limiter.writesPerSecond)) times a second (\(limiter.burst) at once); try again in \(wait) s",
-                      retryAfterSeconds: wait)
+        return .error(
+            .rateLimited,
+            message: "user \(user) may write \(Int(limiter.writesPerSecond)) times a second (\(limiter.burst) at once); try again in \(wait) s",
+            retryAfterSeconds: wait)
     }
 
     /// The codes this step answers on `route`, for `method`.

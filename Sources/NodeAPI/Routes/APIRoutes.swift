@@ -6,41 +6,54 @@
 enum APIRoutes {
     static let table = RouteTable([
         // Likes, for backends: the user in the path. The hot routes, first.
-        Route("/v1/posts/{post}/likes/{user}/toggle", .post, access: .api, forwarding: .toOwner(repeatable: false),
-              errors: [.postNotFound] + ErrorCode.writePath, .like(LikeRoute(.toggle))),
-        Route("/v1/posts/{post}/likes/{user}", .get, .put, .delete, access: .api, forwarding: .toOwner(repeatable: true),
-              errors: [.postNotFound] + ErrorCode.writePath, .like(LikeRoute(.byMethod))),
+        Route(
+            "/v1/posts/{post}/likes/{user}/toggle", .post, access: .api, forwarding: .toOwner(repeatable: false),
+            errors: [.postNotFound] + ErrorCode.writePath, .like(LikeRoute(.toggle))),
+        Route(
+            "/v1/posts/{post}/likes/{user}", .get, .put, .delete, access: .api, forwarding: .toOwner(repeatable: true),
+            errors: [.postNotFound] + ErrorCode.writePath, .like(LikeRoute(.byMethod))),
         // Likes, for apps: the user is the token's; writes count against the user's rate.
-        Route("/v1/posts/{post}/like/toggle", .post, access: .user, forwarding: .toOwner(repeatable: false), rateLimited: true,
-              errors: [.postNotFound] + ErrorCode.writePath, .like(LikeRoute(.toggle))),
-        Route("/v1/posts/{post}/like", .get, .put, .delete, access: .user, forwarding: .toOwner(repeatable: true), rateLimited: true,
-              errors: [.postNotFound] + ErrorCode.writePath, .like(LikeRoute(.byMethod))),
-        Route("/api/posts/{id}/like", .post, access: .user, forwarding: .toOwner(repeatable: false), rateLimited: true, onlyWith: .seedRoute,
-              errors: [.postNotFound] + ErrorCode.writePath, .like(LikeRoute(.toggle, answer: .seed))),
-        Route("/v1/posts/{post}", .get, access: .api, forwarding: .toOwner(repeatable: true),
-              errors: [.postNotFound] + ErrorCode.writePath, .task(LikeHandlers.count)),
+        Route(
+            "/v1/posts/{post}/like/toggle", .post, access: .user, forwarding: .toOwner(repeatable: false), rateLimited: true,
+            errors: [.postNotFound] + ErrorCode.writePath, .like(LikeRoute(.toggle))),
+        Route(
+            "/v1/posts/{post}/like", .get, .put, .delete, access: .user, forwarding: .toOwner(repeatable: true), rateLimited: true,
+            errors: [.postNotFound] + ErrorCode.writePath, .like(LikeRoute(.byMethod))),
+        Route(
+            "/api/posts/{id}/like", .post, access: .user, forwarding: .toOwner(repeatable: false), rateLimited: true, onlyWith: .seedRoute,
+            errors: [.postNotFound] + ErrorCode.writePath, .like(LikeRoute(.toggle, answer: .seed))),
+        Route(
+            "/v1/posts/{post}", .get, access: .api, forwarding: .toOwner(repeatable: true),
+            errors: [.postNotFound] + ErrorCode.writePath, .task(LikeHandlers.count)),
         // A forwarded page for posts this node does not own is answered 421 (or 503 no_owner).
-        Route("/v1/posts/query", .post, access: .apiOrUser,
-              errors: ErrorCode.body + [.forbidden, .notOwner] + ErrorCode.writePath, .task(LikeHandlers.feed)),
+        Route(
+            "/v1/posts/query", .post, access: .apiOrUser,
+            errors: ErrorCode.body + [.forbidden, .notOwner] + ErrorCode.writePath, .task(LikeHandlers.feed)),
 
         // The lists.
-        Route("/v1/posts/{post}/likers", .get, access: .apiOrUser, forwarding: .toOwner(repeatable: true),
-              errors: [.invalidArgument, .invalidCursor, .postNotFound] + ErrorCode.writePath, .task(ListHandlers.likers)),
-        Route("/v1/users/{user}/likes", .get, access: .apiOrUser,
-              errors: [.forbidden, .invalidArgument, .invalidCursor] + ErrorCode.writePath, .task(ListHandlers.userLikes)),
-        Route("/v1/me/likes", .get, access: .user,
-              errors: [.invalidArgument, .invalidCursor] + ErrorCode.writePath, .task(ListHandlers.myLikes)),
-        Route("/v1/users/{user}/likes/pending", .get, access: .apiOrUser,
-              errors: [.forbidden] + ErrorCode.writePath, .task(ListHandlers.pending)),
+        Route(
+            "/v1/posts/{post}/likers", .get, access: .apiOrUser, forwarding: .toOwner(repeatable: true),
+            errors: [.invalidArgument, .invalidCursor, .postNotFound] + ErrorCode.writePath, .task(ListHandlers.likers)),
+        Route(
+            "/v1/users/{user}/likes", .get, access: .apiOrUser,
+            errors: [.forbidden, .invalidArgument, .invalidCursor] + ErrorCode.writePath, .task(ListHandlers.userLikes)),
+        Route(
+            "/v1/me/likes", .get, access: .user,
+            errors: [.invalidArgument, .invalidCursor] + ErrorCode.writePath, .task(ListHandlers.myLikes)),
+        Route(
+            "/v1/users/{user}/likes/pending", .get, access: .apiOrUser,
+            errors: [.forbidden] + ErrorCode.writePath, .task(ListHandlers.pending)),
 
         // The change events.
-        Route("/v1/events", .get, access: .events,
-              errors: [.invalidArgument, .eventsOff, .eventsPruned, .unavailable], .task(EventHandlers.page)),
+        Route(
+            "/v1/events", .get, access: .events,
+            errors: [.invalidArgument, .eventsOff, .eventsPruned, .unavailable], .task(EventHandlers.page)),
 
         // The cluster.
         Route("/v1/cluster", .get, access: .any, errors: [.notClustered], .task(ClusterHandlers.map)),
-        Route("/admin/cluster/drain", .post, access: .admin,
-              errors: ErrorCode.body + [.notClustered, .nodeNotFound, .unavailable], .task(ClusterHandlers.drain)),
+        Route(
+            "/admin/cluster/drain", .post, access: .admin,
+            errors: ErrorCode.body + [.notClustered, .nodeNotFound, .unavailable], .task(ClusterHandlers.drain)),
 
         // For operators' tools.
         Route("/healthz", .get, access: .open, .instant(OperationHandlers.health)),
@@ -61,7 +74,8 @@ enum APIRoutes {
         Route("/admin/cluster/flush", .post, access: .admin, errors: [.invalidArgument], .task(ClusterAdminHandlers.flush)),
         Route("/admin/cluster/stats", .get, access: .admin, .task(ClusterAdminHandlers.stats)),
         Route("/admin/cluster/reconcile", .post, access: .admin, errors: ErrorCode.body + [.unavailable], .task(ClusterAdminHandlers.reconcile)),
-        Route("/admin/cluster/dead-letters/replay", .post, access: .admin, errors: ErrorCode.body + [.unavailable],
-              .task(ClusterAdminHandlers.replay)),
+        Route(
+            "/admin/cluster/dead-letters/replay", .post, access: .admin, errors: ErrorCode.body + [.unavailable],
+            .task(ClusterAdminHandlers.replay)),
     ])
 }

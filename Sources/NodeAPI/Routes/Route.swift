@@ -46,8 +46,10 @@ final class Route: Sendable {
     let errors: [ErrorCode]
     let handler: Handler
 
-    init(_ path: String, _ methods: HTTPMethod..., access: Access, forwarding: Forwarding = .none, rateLimited: Bool = false,
-         onlyWith: Setting? = nil, errors: [ErrorCode] = [], _ handler: Handler) {
+    init(
+        _ path: String, _ methods: HTTPMethod..., access: Access, forwarding: Forwarding = .none, rateLimited: Bool = false,
+        onlyWith: Setting? = nil, errors: [ErrorCode] = [], _ handler: Handler
+    ) {
         precondition(!methods.isEmpty, "route \(path) answers no method")
         pattern = PathPattern(path)
         self.methods = methods
@@ -68,5 +70,8 @@ final class Route: Sendable {
 
 /// The methods the API answers; any other is refused `405`.
 enum HTTPMethod: String, Sendable, CaseIterable {
-    case get = "GET", put = "PUT", delete = "DELETE", post = "POST"
+    case get = "GET"
+    case put = "PUT"
+    case delete = "DELETE"
+    case post = "POST"
 }

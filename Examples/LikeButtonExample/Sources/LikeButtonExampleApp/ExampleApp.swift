@@ -1,58 +1,59 @@
 #if canImport(SwiftUI)
-import CounterClient
-import LikeButtonUI
-import SwiftUI
-#if os(macOS)
-import AppKit
-#endif
+    import CounterClient
+    import LikeButtonUI
+    import SwiftUI
+    #if os(macOS)
+        import AppKit
+    #endif
 
-/// Posts 1–10 of a node started with `scripts/run` (which creates them), as the signed-in user
-/// of the token in COUNTER_USER_TOKEN (`scripts/run` prints one for user 7). The app holds only
-/// its user's token, never the service's API token: the node takes the user from the token.
-/// Set COUNTER_URL in the scheme's environment for another node.
-@main
-struct LikeButtonExampleApp: App {
-    let client = CounterServiceClient(configuration: .init(
-        baseURL: URL(string: ProcessInfo.processInfo.environment["COUNTER_URL"] ?? "http://127.0.0.1:8080")!,
-        userToken: SignedInUser.token))
+    /// Posts 1–10 of a node started with `scripts/run` (which creates them), as the signed-in user
+    /// of the token in COUNTER_USER_TOKEN (`scripts/run` prints one for user 7). The app holds only
+    /// its user's token, never the service's API token: the node takes the user from the token.
+    /// Set COUNTER_URL in the scheme's environment for another node.
+    @main
+    struct LikeButtonExampleApp: App {
+        let client = CounterServiceClient(
+            configuration: .init(
+                baseURL: URL(string: ProcessInfo.processInfo.environment["COUNTER_URL"] ?? "http://127.0.0.1:8080")!,
+                userToken: SignedInUser.token))
 
-    init() {
-        #if os(macOS)
-        // Started with `swift run` there is no app bundle: come to the front with a Dock icon.
-        NSApplication.shared.setActivationPolicy(.regular)
-        NSApplication.shared.activate(ignoringOtherApps: true)
-        #endif
-    }
+        init() {
+            #if os(macOS)
+                // Started with `swift run` there is no app bundle: come to the front with a Dock icon.
+                NSApplication.shared.setActivationPolicy(.regular)
+                NSApplication.shared.activate(ignoringOtherApps: true)
+            #endif
+        }
 
-    var body: some Scene {
-        WindowGroup {
-            NavigationStack {
-                FeedScreen(posts: Array(1...10), client: client)
-                    .navigationTitle("Feed")
+        var body: some Scene {
+            WindowGroup {
+                NavigationStack {
+                    FeedScreen(posts: Array(1...10), client: client)
+                        .navigationTitle("Feed")
+                }
             }
         }
     }
-}
-/// Where the app's user token comes from. A real app asks its identity provider (Sign in with
-/// Apple, Auth0, Firebase, its own backend) and keeps the token in the Keychain; `refresh` is
-/// `true` after the node refused the last one (it expired), and a real app then renews it. The
-/// demo reads the token `scripts/run` printed.
-enum SignedInUser {
-    struct NoToken: Error, CustomStringConvertible {
-        var description: String { "set COUNTER_USER_TOKEN (scripts/run prints one) in the scheme's environment" }
-    }
+    /// Where the app's user token comes from. A real app asks its identity provider (Sign in with
+    /// Apple, Auth0, Firebase, its own backend) and keeps the token in the Keychain; `refresh` is
+    /// `true` after the node refused the last one (it expired), and a real app then renews it. The
+    /// demo reads the token `scripts/run` printed.
+    enum SignedInUser {
+        struct NoToken: Error, CustomStringConvertible {
+            var description: String { "set COUNTER_USER_TOKEN (scripts/run prints one) in the scheme's environment" }
+        }
 
-    @Sendable static func token(refresh: Bool) async throws -> String {
-        guard let token = ProcessInfo.processInfo.environment["COUNTER_USER_TOKEN"], !token.isEmpty else { throw NoToken() }
-        return token
+        @Sendable static func token(refresh: Bool) async throws -> String {
+            guard let token = ProcessInfo.processInfo.environment["COUNTER_USER_TOKEN"], !token.isEmpty else { throw NoToken() }
+            return token
+        }
     }
-}
 #else
-// Linux: nothing to run; the example is for Apple platforms.
-@main
-struct LikeButtonExampleApp {
-    static func main() {
-        print("LikeButtonExample needs SwiftUI (iOS 17 / macOS 15); see Examples/LikeButtonExample/README.md")
+    // Linux: nothing to run; the example is for Apple platforms.
+    @main
+    struct LikeButtonExampleApp {
+        static func main() {
+            print("LikeButtonExample needs SwiftUI (iOS 17 / macOS 15); see Examples/LikeButtonExample/README.md")
+        }
     }
-}
 #endif
