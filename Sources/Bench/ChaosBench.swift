@@ -79,7 +79,7 @@ struct ChaosBench {
             arguments: [
                 "--listen", "127.0.0.1:\(options.port)", "--postgres-url", postgresURL, "--redis-url", redisURL,
                 "--key-prefix", "chaos", "--node-id", "chaos-1", "--shards", "2", "--backlog-limit", String(options.backlogLimit),
-                "--shutdown-timeout", "20", "--log-level", "info",
+                "--shutdown-timeout", "20s", "--log-level", "info",
             ] + (options.hotIdle.map { ["--hot-idle", $0] } ?? []), endpoint: endpoint, logFile: logFile)
         try await node.startReady()
         say("node answering on \(endpoint) (log: \(logFile.path))")

@@ -121,24 +121,23 @@ public struct NodeConfiguration: Sendable, Equatable {
             "--ack-replicas", "COUNTER_ACK_REPLICAS", "with --ack replicated: replicas of each master a write must reach before it is answered",
             1...16,
             get: { $0.writePath.acknowledgementReplicas }, set: { $0.writePath.acknowledgementReplicas = $1 }),
-        integer(
-            "--ack-replica-timeout-ms", "COUNTER_ACK_REPLICA_TIMEOUT_MS",
-            "with --ack replicated: how long a write waits for its replicas before it is answered 503 not_replicated (milliseconds)", 1...60_000,
-            get: { Int($0.writePath.acknowledgementReplicaTimeout.inMilliseconds) },
-            set: { $0.writePath.acknowledgementReplicaTimeout = .milliseconds($1) }),
+        duration(
+            "--ack-replica-timeout", "COUNTER_ACK_REPLICA_TIMEOUT",
+            "with --ack replicated: how long a write waits for its replicas before it is answered 503 not_replicated",
+            .milliseconds(1) ... .seconds(60),
+            get: { $0.writePath.acknowledgementReplicaTimeout }, set: { $0.writePath.acknowledgementReplicaTimeout = $1 }),
         integer(
             "--backlog-limit", "COUNTER_BACKLOG_LIMIT", "changes a shard lets wait for PostgreSQL before refusing writes with 503", 1...1_000_000_000,
             get: { $0.writePath.backlogLimitPerShard }, set: { $0.writePath.backlogLimitPerShard = $1 }),
-        integer(
+        duration(
             "--backlog-max-age", "COUNTER_BACKLOG_MAX_AGE",
-            "how long a shard's oldest change may wait for PostgreSQL before the shard refuses writes with 503 backlog_full (seconds; 0: no limit)",
-            0...86_400,
-            get: { Int(($0.writePath.backlogMaximumAge ?? .zero).inSeconds) },
-            set: { $0.writePath.backlogMaximumAge = $1 == 0 ? nil : .seconds($1) }),
+            "how long a shard's oldest change may wait for PostgreSQL before the shard refuses writes with 503 backlog_full",
+            .zero ... .seconds(86_400), zero: "no limit",
+            get: { $0.writePath.backlogMaximumAge ?? .zero }, set: { $0.writePath.backlogMaximumAge = $1 == .zero ? nil : $1 }),
         Setting(
             flag: "--hot-idle", environment: "COUNTER_HOT_IDLE",
             summary:
-                "a post untouched this long leaves Redis once PostgreSQL has all of it; its reads are then answered from PostgreSQL (500ms, 60s, 10m, 2h; off: never)",
+                "a post untouched this long leaves Redis once PostgreSQL has all of it; its reads are then answered from PostgreSQL (\(durationForm), at least 100ms; off: never)",
             defaultValue: { $0.writePath.hotIdle?.settingText ?? "off" },
             apply: { configuration, value in
                 if value == "off" || value == "0" {
@@ -174,19 +173,17 @@ public struct NodeConfiguration: Sendable, Equatable {
             "posts a shard remembers as not existing for 5 s, so PostgreSQL is not asked again (about 100 bytes each; the oldest go first)",
             1...10_000_000,
             get: { $0.writePath.unknownPostsRemembered }, set: { $0.writePath.unknownPostsRemembered = $1 }),
-        integer(
-            "--flush-interval-ms", "COUNTER_FLUSH_INTERVAL_MS", "a flush runs at least this often while changes wait (milliseconds)", 1...3_600_000,
-            get: { Int($0.writePath.flushInterval.inMilliseconds) },
-            set: { $0.writePath.flushInterval = .milliseconds($1) }),
+        duration(
+            "--flush-interval", "COUNTER_FLUSH_INTERVAL", "a flush runs at least this often while changes wait", .milliseconds(1) ... .seconds(3_600),
+            get: { $0.writePath.flushInterval }, set: { $0.writePath.flushInterval = $1 }),
         integer(
             "--flush-batch-size", "COUNTER_FLUSH_BATCH_SIZE", "changes that trigger a flush at once; also about the most one flush carries",
             1...1_000_000,
             get: { $0.writePath.flushBatchSize }, set: { $0.writePath.flushBatchSize = $1 }),
-        integer(
-            "--flush-max-age-ms", "COUNTER_FLUSH_MAX_AGE_MS",
-            "a change waits at most about this long, from when its slot's log first had a change waiting (milliseconds)", 1...3_600_000,
-            get: { Int($0.writePath.flushMaxAge.inMilliseconds) },
-            set: { $0.writePath.flushMaxAge = .milliseconds($1) }),
+        duration(
+            "--flush-max-age", "COUNTER_FLUSH_MAX_AGE", "a change waits at most about this long, from when its slot's log first had a change waiting",
+            .milliseconds(1) ... .seconds(3_600),
+            get: { $0.writePath.flushMaxAge }, set: { $0.writePath.flushMaxAge = $1 }),
         Setting(
             flag: "--listen", environment: "COUNTER_LISTEN", summary: "HTTP address and port (IPv4), host:port",
             defaultValue: { "\($0.http.host):\($0.http.port)" },
@@ -206,7 +203,8 @@ public struct NodeConfiguration: Sendable, Equatable {
             get: { $0.writePath.events }, set: { $0.writePath.events = $1 }),
         Setting(
             flag: "--event-retention", environment: "COUNTER_EVENT_RETENTION",
-            summary: "change events older than this are pruned, oldest first, in small batches (1h, 7d; off: kept until deleted by hand)",
+            summary:
+                "change events older than this are pruned, oldest first, in small batches (\(durationForm), at least 60s; off: kept until deleted by hand)",
             defaultValue: { $0.eventRetention?.settingText ?? "off" },
             apply: { configuration, value in
                 if value == "off" {
@@ -233,7 +231,7 @@ public struct NodeConfiguration: Sendable, Equatable {
         Setting(
             flag: "--user-token-jwks", environment: "COUNTER_USER_TOKEN_JWKS",
             summary:
-                "JWKS file path or http(s):// URL with the identity provider's RS256/ES256 public keys; read at start and every --user-token-jwks-refresh seconds",
+                "JWKS file path or http(s):// URL with the identity provider's RS256/ES256 public keys; read at start and every --user-token-jwks-refresh",
             defaultValue: { $0.users.keySetLocation ?? "(none)" },
             apply: { configuration, value in
                 guard !value.isEmpty else { return "must be a file path or an http(s):// URL" }
@@ -245,10 +243,10 @@ public struct NodeConfiguration: Sendable, Equatable {
                 configuration.users.keySetLocation = value
                 return nil
             }),
-        integer(
+        duration(
             "--user-token-jwks-refresh", "COUNTER_USER_TOKEN_JWKS_REFRESH",
-            "seconds between reads of the JWKS (a rotated key is picked up without a restart)", 1...86_400,
-            get: { Int($0.users.keySetRefresh.components.seconds) }, set: { $0.users.keySetRefresh = .seconds($1) }),
+            "how often the JWKS is read again (a rotated key is picked up without a restart)", .seconds(1) ... .seconds(86_400), step: .seconds(1),
+            get: { $0.users.keySetRefresh }, set: { $0.users.keySetRefresh = $1 }),
         optionalText(
             "--user-token-issuer", "COUNTER_USER_TOKEN_ISSUER", "when set, end users' tokens must carry this \"iss\"",
             get: { $0.users.rules.issuer }, set: { $0.users.rules.issuer = $1 }),
@@ -264,9 +262,10 @@ public struct NodeConfiguration: Sendable, Equatable {
                 configuration.users.rules.userClaim = value
                 return nil
             }),
-        integer(
-            "--user-token-leeway", "COUNTER_USER_TOKEN_LEEWAY", "seconds a token's exp and nbf may be off, for clocks that differ", 0...600,
-            get: { Int($0.users.rules.leewaySeconds) }, set: { $0.users.rules.leewaySeconds = Int64($1) }),
+        duration(
+            "--user-token-leeway", "COUNTER_USER_TOKEN_LEEWAY", "how far a token's exp and nbf may be off, for clocks that differ",
+            .zero ... .seconds(600), step: .seconds(1),
+            get: { .seconds($0.users.rules.leewaySeconds) }, set: { $0.users.rules.leewaySeconds = $1.components.seconds }),
         boolean(
             "--api-token-on-user-routes", "COUNTER_API_TOKEN_ON_USER_ROUTES",
             "whether the user routes also take the API token, with the user named in a Counter-User header (for a gateway that authenticated the user itself)",
@@ -305,9 +304,10 @@ public struct NodeConfiguration: Sendable, Equatable {
                 configuration.nodeURLSetting = value.hasSuffix("/") ? String(value.dropLast()) : value
                 return nil
             }),
-        integer(
-            "--idle-timeout", "COUNTER_IDLE_TIMEOUT", "seconds an idle or slow HTTP connection is kept", 1...3_600,
-            get: { Int($0.http.idleTimeout.components.seconds) }, set: { $0.http.idleTimeout = .seconds($1) }),
+        duration(
+            "--idle-timeout", "COUNTER_IDLE_TIMEOUT", "how long an idle or slow HTTP connection is kept", .seconds(1) ... .seconds(3_600),
+            step: .seconds(1),
+            get: { $0.http.idleTimeout }, set: { $0.http.idleTimeout = $1 }),
         boolean(
             "--migrate", "COUNTER_MIGRATE", "whether serve runs migrate first",
             get: { $0.migrateOnStart }, set: { $0.migrateOnStart = $1 }),
@@ -357,19 +357,19 @@ public struct NodeConfiguration: Sendable, Equatable {
                 configuration.advertiseURLSetting = value.hasSuffix("/") ? String(value.dropLast()) : value
                 return nil
             }),
-        integer(
-            "--lease-ms", "COUNTER_LEASE_MS",
-            "how long the node's lease lasts without renewal; a node silent this long loses its slots (milliseconds)", 600...600_000,
-            get: { Int($0.lease.inMilliseconds) }, set: { $0.lease = .milliseconds($1) }),
-        integer(
-            "--ready-max-lag", "COUNTER_READY_MAX_LAG",
-            "/readyz fails while the oldest change waiting for PostgreSQL is older than this (seconds; 0: never)", 0...86_400,
-            get: { Int($0.readyMaxLagSeconds) }, set: { $0.readyMaxLagSeconds = $1 }),
-        integer(
+        duration(
+            "--lease", "COUNTER_LEASE", "how long the node's lease lasts without renewal; a node silent this long loses its slots",
+            .milliseconds(600) ... .seconds(600),
+            get: { $0.lease }, set: { $0.lease = $1 }),
+        duration(
+            "--ready-max-lag", "COUNTER_READY_MAX_LAG", "/readyz fails while the oldest change waiting for PostgreSQL is older than this",
+            .zero ... .seconds(86_400), step: .seconds(1), zero: "never",
+            get: { .seconds($0.readyMaxLagSeconds) }, set: { $0.readyMaxLagSeconds = Int($1.components.seconds) }),
+        duration(
             "--shutdown-timeout", "COUNTER_SHUTDOWN_TIMEOUT",
-            "a shutdown that has not flushed everything this long after the first signal exits 0 and leaves the rest in the Redis logs for the next start, saying what it left (seconds; 0: no limit)",
-            0...86_400,
-            get: { $0.shutdownTimeoutSeconds }, set: { $0.shutdownTimeoutSeconds = $1 }),
+            "a shutdown that has not flushed everything this long after the first signal exits 0 and leaves the rest in the Redis logs for the next start, saying what it left",
+            .zero ... .seconds(86_400), step: .seconds(1), zero: "no limit",
+            get: { .seconds($0.shutdownTimeoutSeconds) }, set: { $0.shutdownTimeoutSeconds = Int($1.components.seconds) }),
         integer(
             "--max-moving-slots", "COUNTER_MAX_MOVING_SLOTS",
             "slots handed between live nodes at once (takeovers of dead nodes' slots are not limited)", 1...16_384,
@@ -401,6 +401,50 @@ public struct NodeConfiguration: Sendable, Equatable {
                 set(&configuration, number)
                 return nil
             })
+    }
+
+    /// How every duration setting is written (and shown): a whole number with its unit.
+    static let durationForm = "a duration: 500ms, 30s, 10m, 2h, 7d; a bare number is seconds"
+
+    /// A duration setting, written and shown as `durationForm` says, within `range`, in whole
+    /// `step`s; `zero`, when given, says what 0 means.
+    private static func duration(
+        _ flag: String, _ environment: String, _ summary: String, _ range: ClosedRange<Duration>, step: Duration = .milliseconds(1),
+        zero: String? = nil,
+        get: @escaping @Sendable (NodeConfiguration) -> Duration,
+        set: @escaping @Sendable (inout NodeConfiguration, Duration) -> Void
+    ) -> Setting {
+        let bounds = "\(range.lowerBound.settingText) to \(range.upperBound.settingText)"
+        let whole = step == .seconds(1) ? ", whole seconds" : ""
+        return Setting(
+            flag: flag, environment: environment,
+            summary: "\(summary) (\(durationForm); \(bounds)\(whole)\(zero.map { "; 0: \($0)" } ?? ""))",
+            defaultValue: { get($0).settingText },
+            apply: { configuration, value in
+                guard let duration = Duration.parsingSetting(value), range.contains(duration),
+                    duration.inMilliseconds % step.inMilliseconds == 0
+                else { return "must be a duration from \(bounds)\(whole), like 30s or 500ms" }
+                set(&configuration, duration)
+                return nil
+            })
+    }
+
+    /// Settings' former names, still read (from the flag or the environment variable) as the
+    /// setting that replaced them: each took a bare number of milliseconds.
+    public static let formerNames: [(flag: String, environment: String, now: String)] = [
+        ("--ack-replica-timeout-ms", "COUNTER_ACK_REPLICA_TIMEOUT_MS", "--ack-replica-timeout"),
+        ("--flush-interval-ms", "COUNTER_FLUSH_INTERVAL_MS", "--flush-interval"),
+        ("--flush-max-age-ms", "COUNTER_FLUSH_MAX_AGE_MS", "--flush-max-age"),
+        ("--lease-ms", "COUNTER_LEASE_MS", "--lease"),
+    ]
+
+    /// The setting `flag` names, and its value as that setting reads it: a former name's bare
+    /// milliseconds become `<n>ms`.
+    private static func setting(named flag: String, value: String) -> (Setting, String)? {
+        if let setting = settings.first(where: { $0.flag == flag }) { return (setting, value) }
+        guard let former = formerNames.first(where: { $0.flag == flag }), let setting = settings.first(where: { $0.flag == former.now })
+        else { return nil }
+        return (setting, !value.isEmpty && value.allSatisfy { $0.isASCII && $0.isNumber } ? "\(value)ms" : value)
     }
 
     /// A bearer token of `tokens` (at least 16 characters; shown as set or not, never itself).
@@ -454,6 +498,13 @@ public struct NodeConfiguration: Sendable, Equatable {
     /// - Throws: `ConfigurationError` naming the setting and what is wrong with its value.
     public static func parse(arguments: [String], environment: [String: String]) throws(ConfigurationError) -> (NodeConfiguration, [String]) {
         var configuration = NodeConfiguration()
+        // A former name's variable first: the setting's own name wins when both are set.
+        for former in formerNames {
+            guard let value = environment[former.environment], let (setting, converted) = setting(named: former.flag, value: value) else { continue }
+            if let why = setting.apply(&configuration, converted) {
+                throw ConfigurationError(message: "\(former.environment)=\(value): \(why)")
+            }
+        }
         for setting in settings {
             if let value = environment[setting.environment], let why = setting.apply(&configuration, value) {
                 throw ConfigurationError(message: "\(setting.environment)=\(value): \(why)")
@@ -464,7 +515,7 @@ public struct NodeConfiguration: Sendable, Equatable {
         while index < arguments.count {
             let argument = arguments[index]
             let (flag, inlineValue) = split(argument)
-            guard let setting = settings.first(where: { $0.flag == flag }) else {
+            guard settings.contains(where: { $0.flag == flag }) || formerNames.contains(where: { $0.flag == flag }) else {
                 rest.append(argument)
                 index += 1
                 continue
@@ -477,7 +528,8 @@ public struct NodeConfiguration: Sendable, Equatable {
                 index += 1
                 value = arguments[index]
             }
-            if let why = setting.apply(&configuration, value) {
+            guard let (setting, converted) = setting(named: flag, value: value) else { preconditionFailure("\(flag) is a setting") }
+            if let why = setting.apply(&configuration, converted) {
                 throw ConfigurationError(message: "\(flag) \(value): \(why)")
             }
             index += 1
@@ -493,9 +545,11 @@ public struct NodeConfiguration: Sendable, Equatable {
     /// The settings as `--help` lists them: flag, environment variable, default, meaning.
     public static var settingsHelp: String {
         let defaults = NodeConfiguration()
-        return settings.map { setting in
+        let listed = settings.map { setting in
             "  \(setting.flag) VALUE\n      env \(setting.environment), default \(setting.defaultValue(defaults))\n      \(setting.summary)"
-        }.joined(separator: "\n")
+        }
+        let former = formerNames.map { "  \($0.flag) N (env \($0.environment)): read as \($0.now) Nms" }
+        return (listed + ["", "Former names, still read (a bare number of milliseconds):"] + former).joined(separator: "\n")
     }
 
     /// Why this configuration must not be served, if it must not: a non-loopback address needs

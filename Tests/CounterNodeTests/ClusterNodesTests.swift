@@ -292,7 +292,7 @@ struct ClusterNodesTests {
             // owning its slots (each a process started and run) have at least 14 s, not 2.
             let nodes = try await Self.startThree(
                 harness, leaseMilliseconds: 15_000,
-                extra: ["--flush-interval-ms", "3600000", "--flush-max-age-ms", "3600000"])
+                extra: ["--flush-interval", "1h", "--flush-max-age", "1h"])
             func command(_ arguments: [String], via node: ClusterHarness.Node? = nil) async throws -> (status: Int32, output: [String]) {
                 let process = try ChildProcess(
                     [ChildProcess.builtProduct("counter-node")] + arguments + ["--node", (node ?? nodes[0]).url],
@@ -434,7 +434,7 @@ struct ClusterNodesTests {
         try await ClusterHarness.with("lists") { harness in
             let posts = try await TestEnvironment.createPosts(30, in: harness.pool)
             // Nothing flushes on its own: every change waits in some node's log.
-            let nodes = try await Self.startThree(harness, extra: ["--flush-interval-ms", "3600000", "--flush-max-age-ms", "3600000"])
+            let nodes = try await Self.startThree(harness, extra: ["--flush-interval", "1h", "--flush-max-age", "1h"])
             let user = Int64.random(in: 1_000...1_000_000_000) * 1_000
             let client = CounterServiceClient(configuration: .init(baseURL: URL(string: nodes[0].url)!))
             for post in posts {

@@ -30,18 +30,19 @@ struct NodeConfigurationTests {
     @Test("write-path settings are read from flags and environment")
     func writePathSettings() throws {
         let (configuration, _) = try NodeConfiguration.parse(
-            arguments: ["--ack", "postgres", "--shards=8", "--flush-interval-ms", "50"],
-            environment: ["COUNTER_FLUSH_MAX_AGE_MS": "750", "COUNTER_KEY_PREFIX": "likes-prod"])
+            arguments: ["--ack", "postgres", "--shards=8", "--flush-interval", "50ms"],
+            environment: ["COUNTER_FLUSH_MAX_AGE": "750ms", "COUNTER_KEY_PREFIX": "likes-prod"])
         #expect(configuration.writePath.acknowledgement == .postgres)
         #expect(configuration.writePath.shardCount == 8)
         #expect(configuration.writePath.flushInterval == .milliseconds(50))
         #expect(configuration.writePath.flushMaxAge == .milliseconds(750))
         #expect(configuration.writePath.keyPrefix == "likes-prod")
-        #expect(NodeConfiguration.settingsHelp.contains("default 200"))
+        #expect(NodeConfiguration.settingsHelp.contains("default 200ms"))
         // The backlog's age limit: 120 s unless set; 0 turns it off.
         #expect(configuration.writePath.backlogMaximumAge == .seconds(120))
         #expect(try NodeConfiguration.parse(arguments: ["--backlog-max-age", "30"], environment: [:]).0.writePath.backlogMaximumAge == .seconds(30))
         #expect(try NodeConfiguration.parse(arguments: [], environment: ["COUNTER_BACKLOG_MAX_AGE": "0"]).0.writePath.backlogMaximumAge == nil)
+        #expect(try NodeConfiguration.parse(arguments: ["--backlog-max-age", "2m"], environment: [:]).0.writePath.backlogMaximumAge == .seconds(120))
         // Eviction of idle posts: 10 minutes unless set, in any unit; off turns it off.
         #expect(configuration.writePath.hotIdle == .seconds(600))
         #expect(NodeConfiguration.settingsHelp.contains("default 10m"))
@@ -55,6 +56,41 @@ struct NodeConfigurationTests {
         #expect(configuration.writePath.hotMemoryTarget == nil)
         #expect(try NodeConfiguration.parse(arguments: ["--hot-memory-target", "256mb"], environment: [:]).0.writePath.hotMemoryTarget == 256 << 20)
         #expect(try NodeConfiguration.parse(arguments: [], environment: ["COUNTER_HOT_MEMORY_TARGET": "4GB"]).0.writePath.hotMemoryTarget == 4 << 30)
+    }
+
+    @Test("every duration is written one way (500ms, 30s, 10m, 2h, 7d; a bare number is seconds), and --help shows each default so")
+    func durationsInOneStyle() throws {
+        let help = NodeConfiguration.settingsHelp
+        for (flag, shown) in [
+            ("--flush-interval", "200ms"), ("--flush-max-age", "1s"), ("--ack-replica-timeout", "500ms"), ("--lease", "3s"),
+            ("--backlog-max-age", "2m"), ("--idle-timeout", "30s"), ("--shutdown-timeout", "25s"), ("--hot-idle", "10m"),
+            ("--event-retention", "7d"),
+        ] {
+            #expect(help.contains("  \(flag) VALUE\n      env "), "\(flag)")
+            let block = help.components(separatedBy: "  \(flag) VALUE\n")[1].split(separator: "\n").prefix(2).joined(separator: "\n")
+            #expect(block.contains("default \(shown)\n") && block.contains("a duration"), "\(flag): \(block)")
+        }
+        let (configuration, _) = try NodeConfiguration.parse(
+            arguments: ["--lease", "10s", "--shutdown-timeout", "1m", "--idle-timeout", "45", "--ready-max-lag", "5s"], environment: [:])
+        #expect(configuration.lease == .seconds(10))
+        #expect(configuration.shutdownTimeout == .seconds(60))
+        #expect(configuration.http.idleTimeout == .seconds(45))
+        #expect(configuration.readyMaxLagSeconds == 5)
+        #expect(throws: ConfigurationError.self) { try NodeConfiguration.parse(arguments: ["--idle-timeout", "1500ms"], environment: [:]) }
+        #expect(throws: ConfigurationError.self) { try NodeConfiguration.parse(arguments: ["--lease", "100ms"], environment: [:]) }
+    }
+
+    @Test("the former names of the millisecond settings are still read, as the settings that replaced them; the new name wins")
+    func formerNames() throws {
+        let (configuration, _) = try NodeConfiguration.parse(
+            arguments: ["--flush-interval-ms", "50", "--lease-ms=1500"],
+            environment: ["COUNTER_FLUSH_MAX_AGE_MS": "750", "COUNTER_ACK_REPLICA_TIMEOUT_MS": "900", "COUNTER_ACK_REPLICA_TIMEOUT": "1s"])
+        #expect(configuration.writePath.flushInterval == .milliseconds(50))
+        #expect(configuration.lease == .milliseconds(1_500))
+        #expect(configuration.writePath.flushMaxAge == .milliseconds(750))
+        #expect(configuration.writePath.acknowledgementReplicaTimeout == .seconds(1))
+        #expect(NodeConfiguration.settingsHelp.contains("--flush-interval-ms N (env COUNTER_FLUSH_INTERVAL_MS): read as --flush-interval Nms"))
+        #expect(throws: ConfigurationError.self) { try NodeConfiguration.parse(arguments: ["--lease-ms", "100"], environment: [:]) }
     }
 
     @Test(

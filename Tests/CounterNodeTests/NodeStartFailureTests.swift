@@ -28,7 +28,7 @@ struct NodeStartFailureTests {
             [
                 ChildProcess.builtProduct("counter-node"), "serve", "--listen", "127.0.0.1:\(listen)",
                 "--key-prefix", prefix ?? TestEnvironment.uniqueKeyPrefix("start").replacingOccurrences(of: ":", with: "-"),
-                "--log-level", "debug", "--lease-ms", "1500",
+                "--log-level", "debug", "--lease", "1500ms",
             ] + servers + arguments,
             mergingStandardError: true)
         // A node that started after all (a test's premise broke) is stopped, so the expectations
@@ -94,7 +94,7 @@ struct NodeStartFailureTests {
         let holder = try ChildProcess(
             [
                 ChildProcess.builtProduct("counter-node"), "serve", "--listen", "127.0.0.1:\(port)",
-                "--key-prefix", prefix, "--node-id", "taken", "--lease-ms", "4000",
+                "--key-prefix", prefix, "--node-id", "taken", "--lease", "4s",
                 "--postgres-url", TestEnvironment.postgresURL, "--redis-url", TestEnvironment.redisURL,
             ],
             mergingStandardError: true)

@@ -6,7 +6,7 @@ import ShardRouter
 import TestSupport
 import Testing
 
-/// Each node runs with a 30 s lease (`--lease-ms 30000`): what these tests hold does not depend
+/// Each node runs with a 30 s lease (`--lease 30s`): what these tests hold does not depend
 /// on it, and with the default 3 s a node of a loaded machine whose renewals came late stopped
 /// deciding (503, "cannot renew its cluster lease") in the middle of a test that is not about it.
 @Suite("counter-node serve as a process")
@@ -27,12 +27,12 @@ struct ServeProcessTests {
         let port = try PrivateServers.freePort()
         let node = try ChildProcess(
             [
-                ChildProcess.builtProduct("counter-node"), "serve", "--lease-ms", "30000",
+                ChildProcess.builtProduct("counter-node"), "serve", "--lease", "30s",
                 "--listen", "127.0.0.1:\(port)", "--postgres-url", TestEnvironment.postgresURL,
                 "--redis-url", TestEnvironment.redisURL, "--key-prefix", prefix,
                 "--api-token", "serve-test-token-0123456789", "--admin-token", "serve-admin-token-0123456789",
                 // Nothing flushes on its own during the test: only the shutdown does.
-                "--flush-interval-ms", "3600000", "--flush-max-age-ms", "3600000", "--flush-batch-size", "1000000",
+                "--flush-interval", "1h", "--flush-max-age", "1h", "--flush-batch-size", "1000000",
             ],
             mergingStandardError: true)
         try #require(try await node.waitUntilListening(), "\(node.lastLines)")
@@ -68,9 +68,9 @@ struct ServeProcessTests {
             let port = try PrivateServers.freePort()
             let node = try ChildProcess(
                 [
-                    ChildProcess.builtProduct("counter-node"), "serve", "--lease-ms", "30000", "--listen", "127.0.0.1:\(port)",
+                    ChildProcess.builtProduct("counter-node"), "serve", "--lease", "30s", "--listen", "127.0.0.1:\(port)",
                     "--postgres-url", servers.postgresURL, "--redis-url", servers.redisURL, "--demo-posts", "3",
-                    "--flush-interval-ms", "3600000", "--flush-max-age-ms", "3600000", "--flush-batch-size", "1000000",
+                    "--flush-interval", "1h", "--flush-max-age", "1h", "--flush-batch-size", "1000000",
                     "--shutdown-timeout", "3600",
                 ],
                 mergingStandardError: true)
@@ -102,13 +102,13 @@ struct ServeProcessTests {
         try await PrivateServers.with { servers in
             let port = try PrivateServers.freePort()
             let arguments = [
-                ChildProcess.builtProduct("counter-node"), "serve", "--lease-ms", "30000", "--listen", "127.0.0.1:\(port)",
+                ChildProcess.builtProduct("counter-node"), "serve", "--lease", "30s", "--listen", "127.0.0.1:\(port)",
                 "--postgres-url", servers.postgresURL, "--redis-url", servers.redisURL, "--demo-posts", "3",
             ]
             let node = try ChildProcess(
                 arguments + [
                     "--shutdown-timeout", "2", "--log-level", "info",
-                    "--flush-interval-ms", "3600000", "--flush-max-age-ms", "3600000", "--flush-batch-size", "1000000",
+                    "--flush-interval", "1h", "--flush-max-age", "1h", "--flush-batch-size", "1000000",
                 ],
                 mergingStandardError: true)
             try #require(try await node.waitUntilListening(), "\(node.lastLines)")
@@ -154,7 +154,7 @@ struct ServeProcessTests {
         let prefix = TestEnvironment.uniqueKeyPrefix("jsonlog").replacingOccurrences(of: ":", with: "-")
         let node = try ChildProcess(
             [
-                ChildProcess.builtProduct("counter-node"), "serve", "--lease-ms", "30000", "--listen", "127.0.0.1:\(try PrivateServers.freePort())",
+                ChildProcess.builtProduct("counter-node"), "serve", "--lease", "30s", "--listen", "127.0.0.1:\(try PrivateServers.freePort())",
                 "--postgres-url", TestEnvironment.postgresURL, "--redis-url", TestEnvironment.redisURL,
                 "--key-prefix", prefix, "--log-level", "info", "--log-format", "json",
             ], mergingStandardError: true)
@@ -175,7 +175,7 @@ struct ServeProcessTests {
     @Test("serve refuses a non-loopback address without tokens, before touching anything")
     func refusesOpenAddress() async throws {
         let node = try ChildProcess([
-            ChildProcess.builtProduct("counter-node"), "serve", "--lease-ms", "30000", "--listen", "0.0.0.0:0",
+            ChildProcess.builtProduct("counter-node"), "serve", "--lease", "30s", "--listen", "0.0.0.0:0",
             "--postgres-url", "postgresql://nobody@127.0.0.1:1/none",
         ])
         #expect(try await node.waitForExit() == 2)
@@ -188,7 +188,7 @@ struct ServeProcessTests {
         defer { close(holder) }
         let prefix = TestEnvironment.uniqueKeyPrefix("serve").replacingOccurrences(of: ":", with: "-")
         let node = try ChildProcess([
-            ChildProcess.builtProduct("counter-node"), "serve", "--lease-ms", "30000", "--listen", "127.0.0.1:\(port)",
+            ChildProcess.builtProduct("counter-node"), "serve", "--lease", "30s", "--listen", "127.0.0.1:\(port)",
             "--postgres-url", TestEnvironment.postgresURL, "--redis-url", TestEnvironment.redisURL,
             "--key-prefix", prefix,
         ])

@@ -3,7 +3,7 @@ import TestSupport
 import Testing
 import UserTokens
 
-/// Each node runs with a 30 s lease (`--lease-ms 30000`): what these tests hold does not depend
+/// Each node runs with a 30 s lease (`--lease 30s`): what these tests hold does not depend
 /// on it, and with the default 3 s a node of a loaded machine whose renewals came late stopped
 /// deciding (503, "cannot renew its cluster lease") in the middle of a test that is not about it.
 @Suite("End users' key sets, read from a file or a URL")
@@ -39,7 +39,7 @@ struct UserTokenKeysTests {
         let port = try PrivateServers.freePort()
         let node = try ChildProcess(
             [
-                ChildProcess.builtProduct("counter-node"), "serve", "--lease-ms", "30000", "--listen", "127.0.0.1:\(port)",
+                ChildProcess.builtProduct("counter-node"), "serve", "--lease", "30s", "--listen", "127.0.0.1:\(port)",
                 "--postgres-url", TestEnvironment.postgresURL, "--redis-url", TestEnvironment.redisURL,
                 "--key-prefix", prefix, "--log-level", "info",
                 "--user-token-jwks", file.path, "--user-token-jwks-refresh", "1",
@@ -81,14 +81,14 @@ struct UserTokenKeysTests {
     func unreadableKeySet() async throws {
         let node = try ChildProcess(
             [
-                ChildProcess.builtProduct("counter-node"), "serve", "--lease-ms", "30000", "--listen", "127.0.0.1:0",
+                ChildProcess.builtProduct("counter-node"), "serve", "--lease", "30s", "--listen", "127.0.0.1:0",
                 "--postgres-url", TestEnvironment.postgresURL, "--redis-url", TestEnvironment.redisURL,
                 "--user-token-jwks", "/nonexistent/jwks.json",
             ], mergingStandardError: true)
         #expect(try await node.waitForExit() == 1)
         #expect(node.output.contains { $0.contains("cannot start") && $0.contains("/nonexistent/jwks.json") }, "\(node.lastLines)")
         let short = try ChildProcess(
-            [ChildProcess.builtProduct("counter-node"), "serve", "--lease-ms", "30000", "--user-token-secret", "too-short"],
+            [ChildProcess.builtProduct("counter-node"), "serve", "--lease", "30s", "--user-token-secret", "too-short"],
             mergingStandardError: true)
         #expect(try await short.waitForExit() == 2)
         #expect(short.output.contains { $0.contains("at least 32 bytes") }, "\(short.lastLines)")

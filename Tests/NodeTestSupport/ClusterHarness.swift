@@ -61,7 +61,7 @@ package final class ClusterHarness: Sendable {
     /// Starts node `id` and returns once it listens (it has joined and serves its slots).
     /// - Parameter collectingErrors: the node's log and errors are collected with its output
     ///   (for a test that reads them) instead of going to the test's standard error.
-    /// - Parameter leaseMilliseconds: `--lease-ms`; `nil`: the node's default.
+    /// - Parameter leaseMilliseconds: `--lease` in milliseconds; `nil`: the node's default.
     package func start(_ id: String, leaseMilliseconds: Int? = nil, extra: [String] = [], collectingErrors: Bool = false) async throws -> Node {
         let port = try PrivateServers.freePort()
         let process = try ChildProcess(
@@ -71,7 +71,7 @@ package final class ClusterHarness: Sendable {
                 "--redis-url", redisURL, "--key-prefix", prefix, "--node-id", id,
                 "--audit-table", audit.name, "--shards", "2", "--log-level", "info",
             ]
-                + (leaseMilliseconds.map { ["--lease-ms", String($0)] } ?? []) + extra,
+                + (leaseMilliseconds.map { ["--lease", "\($0)ms"] } ?? []) + extra,
             mergingStandardError: collectingErrors)
         let node = Node(id: id, port: port, process: process)
         started.withLock { $0.append(node) }

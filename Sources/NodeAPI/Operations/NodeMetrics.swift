@@ -18,7 +18,7 @@ enum NodeMetrics {
             "1 when the last readiness check passed (the one /readyz answers with: PostgreSQL and Redis answer, the backlog is young enough, the node serves its slots; run on /readyz and every \(Int(ReadinessSchedule.interval.inSeconds)) s), else 0.",
             ready ? "1" : "0", into: &text)
         MetricsText.single(
-            "counter_flush_max_age_seconds", "gauge", "The configured --flush-max-age-ms: about the longest a change should wait for PostgreSQL.",
+            "counter_flush_max_age_seconds", "gauge", "The configured --flush-max-age: about the longest a change should wait for PostgreSQL.",
             "\(service.configuration.flushMaxAge.inSeconds)", into: &text)
         if let users = api.users, users.configuration.isEnabled { UserMetrics.render(users, into: &text) }
         await EventMetrics.render(enabled: service.configuration.events, retention: api.retention, events: api.storage.events, into: &text)
