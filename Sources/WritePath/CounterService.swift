@@ -18,7 +18,8 @@ public final class CounterService: Service {
     public let configuration: WritePathConfiguration
     /// Which shard owns which slot.
     public let shardMap: ShardMap
-    private let shards: [Shard]
+    /// The shards, by index (`shardMap`).
+    let shards: [Shard]
     /// Acknowledgement → PostgreSQL commit, per change, over all shards.
     public let writeBehindLag = WriteBehindLag()
     /// Rung after every flush transaction of this node that commits: whoever sleeps on it (the
@@ -379,13 +380,6 @@ public final class CounterService: Service {
         var pending: [UInt16: Int] = [:]
         for shard in shards { pending.merge(await shard.ask { .pendingBySlot($0) }) { $0 + $1 } }
         return pending
-    }
-
-    /// Makes the shards read `slots`' logs again before their next flush, as after a write
-    /// whose outcome is unknown (for tests).
-    func noteUncertain(_ slots: Set<UInt16>) async {
-        for slot in slots { shards[shardMap.shard(for: HashSlot(rawValue: slot)!)].tell(.logsUncertain([slot])) }
-        for shard in shards { _ = await shard.ask { .pendingBySlot($0) } }
     }
 
     // MARK: - Operators' looks at posts
