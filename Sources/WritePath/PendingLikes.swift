@@ -79,21 +79,34 @@ struct PendingLikes {
 
     /// PostgreSQL has every entry of `slot`'s log up to `through`.
     mutating func applied(slot: UInt16, through: StreamEntryID) {
+        _ = applied(slot: slot, through: through, read: nil)
+    }
+
+    /// A flush read `slot`'s log from its head up to `through` — the entries `read` — and applied
+    /// them: what the index holds up to there is no longer pending. A change indexed under an
+    /// entry the read did not meet was gone from Redis (a failover, a restart without its data):
+    /// it is returned, a pair's newest each, as `dropMissing` does, in the same pass.
+    mutating func applied(slot: UInt16, through: StreamEntryID, read: Set<StreamEntryID>?) -> [PendingLike] {
         appliedThrough[slot] = max(appliedThrough[slot] ?? through, through)
         if let mark = unindexed[slot], mark <= through { unindexed[slot] = nil }
-        guard var queue = bySlot[slot] else { return }
+        guard var queue = bySlot[slot] else { return [] }
         bySlot[slot] = nil
+        var lost: [PendingLike] = []
         while queue.head < queue.items.count, queue.items[queue.head].entry <= through {
             let item = queue.items[queue.head]
+            if let read, !read.contains(item.entry), let change = byPost[item.pair.postID]?[item.pair.userID], change.entry == item.entry {
+                lost.append(PendingLike(postID: item.pair.postID, userID: item.pair.userID, liked: change.liked, acknowledgedAt: change.at))
+            }
             remove(item.pair, ifIn: item.entry)
             queue.head += 1
         }
-        if queue.head == queue.items.count { return }
+        guard queue.head < queue.items.count else { return lost }
         if queue.head > queue.items.count / 2 {
             queue.items.removeFirst(queue.head)
             queue.head = 0
         }
         bySlot[slot] = queue
+        return lost
     }
 
     /// `slot` left this shard (or its books were forgotten): another owner drains its log.

@@ -669,13 +669,12 @@ struct WriteBehind {
             for id in scheduler.takeWaitersOfLostEntries(slot: slot, present: read, through: newest) {
                 effects += failWaiter(id, with: ShardStateMachine.lostInFailover, into: &actions)
             }
-            lost += pendingLikes.dropMissing(slot: slot, present: read, through: newest).count
+            lost += pendingLikes.applied(slot: slot, through: newest, read: read).count
             // The trim removes exactly the entries read (the read began at the log's start); the
             // scheduler counts changes.
             let removedEntries = (results[slot].flatMap { try? $0.get() }) ?? 0
             let counts = run.readCounts[slot] ?? (0, 0)
             let removed = removedEntries >= counts.entries ? counts.changes : removedEntries
-            pendingLikes.applied(slot: slot, through: newest)
             satisfied += scheduler.settled(
                 slot: slot, removed: removed, applied: newest,
                 stillDirtySince: run.fullReads.contains(slot) ? nil : run.startedAt)
