@@ -19,6 +19,16 @@ public struct NodeConfiguration: Sendable, Equatable {
     public var postgresPoolSize: Int = 4
     /// Shards, acknowledgement mode, memory and flush settings of the write path.
     public var writePath = WritePathConfiguration()
+
+    /// The write path of a node of a cluster: `writePath`, with a batch waiting for Redis at
+    /// most half the lease. A Redis that silent has already made the node stop deciding (its
+    /// lease check gives up after a quarter of the lease), and the shard's callers — and what
+    /// queues behind the batch — should hear so rather than wait out the command timeout.
+    public var nodeWritePath: WritePathConfiguration {
+        var configuration = writePath
+        configuration.batchRedisTimeout = lease / 2
+        return configuration
+    }
     /// Address, port and limits of the HTTP server.
     public var http = HTTPServerConfiguration()
     /// Bearer tokens for the API and the admin API. Default: none (only allowed on loopback).

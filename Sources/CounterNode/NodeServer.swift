@@ -116,7 +116,7 @@ struct NodeParts {
         let pool = PostgresPool(configuration: configuration.postgres)
         // A node of a cluster (possibly of one): it serves only the slots it wins.
         let service = try CounterService(
-            configuration: configuration.writePath, postgres: pool, redis: redis,
+            configuration: configuration.nodeWritePath, postgres: pool, redis: redis,
             ownership: OwnedSlots(), log: log)
         let adminRedis = RedisClient(topology: service.redisTopology)
         // The membership has connections of its own: a lease renewal must never wait behind

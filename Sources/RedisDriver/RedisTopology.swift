@@ -133,22 +133,25 @@ public final class RedisTopology: Sendable {
     // MARK: - What clients report
 
     func noteMoved(_ slot: HashSlot, to endpoint: RedisEndpoint) {
-        let handler = state.withLock { state -> (@Sendable ([UInt16]) -> Void)? in
-            let promoted = state.map.isPromotion(of: slot, to: endpoint)
+        let (promoted, handler) = state.withLock { state in (state.map.isPromotion(of: slot, to: endpoint), state.failoverHandler) }
+        // The failover is told before the map sends anything to the promoted replica (see
+        // `onFailover`).
+        if promoted { handler?([slot.rawValue]) }
+        state.withLock { state in
             state.map.move(slot, to: endpoint)
             state.refreshWanted = true
-            guard promoted else { return nil }
-            state.failedOverSlots += 1
-            return state.failoverHandler
+            if promoted { state.failedOverSlots += 1 }
         }
         refreshAlarm.ring()
-        handler?([slot.rawValue])
     }
 
     /// Calls `handler` (from the thread that noticed) with the slots whose master failed over:
     /// a replica of their master serves them now, in a map read again or by a `MOVED` answer.
-    /// What that master acknowledged and had not replicated is gone from Redis. One handler;
-    /// a later call replaces it.
+    /// What that master acknowledged and had not replicated is gone from Redis. The handler is
+    /// called before the map routes anything to the promoted replica, so whatever the handler
+    /// tells (a shard's inbox) learns of the failover before any reply from that replica —
+    /// nothing read there is taken for what the old master held. One handler; a later call
+    /// replaces it.
     public func onFailover(_ handler: @escaping @Sendable ([UInt16]) -> Void) {
         state.withLock { $0.failoverHandler = handler }
     }
@@ -214,16 +217,11 @@ public final class RedisTopology: Sendable {
         }
     }
 
-    private func install(_ map: ClusterSlotMap) {
+    /// Puts `map` in place of the one held, telling the failover handler first of the slots it
+    /// gives to a replica of their master (tests install maps of their own).
+    func install(_ map: ClusterSlotMap) {
         let (promoted, handler) = state.withLock { state -> ([UInt16], (@Sendable ([UInt16]) -> Void)?) in
-            let promoted = state.refreshes == 0 ? [] : state.map.promotedSlots(in: map)
-            state.map = map
-            state.refreshes += 1
-            state.lastRefresh = .now
-            state.lastRefreshError = nil
-            state.refreshWanted = false
-            state.failedOverSlots += promoted.count
-            return (promoted, state.failoverHandler)
+            (state.refreshes == 0 ? [] : state.map.promotedSlots(in: map), state.failoverHandler)
         }
         if !promoted.isEmpty {
             log.log(
@@ -232,7 +230,16 @@ public final class RedisTopology: Sendable {
                     "slots": ClusterSlotMap.describe(SlotSet(ranges: promoted.map { Int($0)...Int($0) }).ranges),
                     "count": String(promoted.count),
                 ])
+            // Told before the map sends anything to the promoted replicas (see `onFailover`).
             handler?(promoted)
+        }
+        state.withLock { state in
+            state.map = map
+            state.refreshes += 1
+            state.lastRefresh = .now
+            state.lastRefreshError = nil
+            state.refreshWanted = false
+            state.failedOverSlots += promoted.count
         }
     }
 }

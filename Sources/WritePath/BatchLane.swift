@@ -38,6 +38,10 @@ struct BatchLane {
         var awaitingReplication: BatchStateMachine.Completion?
         /// Its cold lookup is with PostgreSQL (`.findPosts`).
         var waitingForPostgres = false
+        /// Slots whose Redis master failed over while the batch ran: what it read of them may
+        /// come from the promoted replica before the slot's repair, which lacks what the master
+        /// had not replicated, so its answers on them are refused (`slotsFailedOver(_:)`).
+        var failedOver: Set<UInt16> = []
     }
 
     /// What the lane has done, for the shard's statistics.
@@ -105,7 +109,8 @@ struct BatchLane {
 
     /// Whether operations arriving now would be looked at before the batch in flight (or the
     /// work between batches) ends: only then need they wake the loop.
-    var wantsOperations: Bool { isIdle }
+    /// While the node does not decide, arrivals are refused at once (`arrived`), so they wake it.
+    var wantsOperations: Bool { isIdle || !deciding }
 
     /// When the first parked operation gives up (the `parkedOperations` timer).
     var parkedDeadline: ContinuousClock.Instant? {
@@ -119,16 +124,29 @@ struct BatchLane {
     // MARK: - Arrivals
 
     /// Queues `operations` for the next batch; refuses them while the shard stops (`accepting`
-    /// false), and writes while the backlog waiting for PostgreSQL is at its limit (`pending`
-    /// changes, or the age of the oldest).
+    /// false), those this node would decide while it may not (its lease may be running out —
+    /// they would otherwise wait behind a batch or work held up by what keeps the lease from
+    /// being renewed), and writes while the backlog waiting for PostgreSQL is at its limit
+    /// (`pending` changes, or the age of the oldest).
     mutating func arrived(
-        _ operations: [ShardOperation], accepting: Bool, pending: Int, oldestPendingAge age: Duration?,
+        _ arrivals: [ShardOperation], accepting: Bool, slots: SlotOwnership, pending: Int, oldestPendingAge age: Duration?,
         into actions: inout [ShardStateMachine.Action]
     ) {
         guard accepting else {
             let refusal = CounterError(code: .shuttingDown, message: "the node is shutting down")
-            actions.append(.answer(operations.map { ($0, .failure(refusal)) }))
+            actions.append(.answer(arrivals.map { ($0, .failure(refusal)) }))
             return
+        }
+        var operations = arrivals
+        if !deciding {
+            var refused: [(ShardOperation, Result<LikeState, CounterError>)] = []
+            operations.removeAll { operation in
+                guard slots.state(of: operation.slot).admission == .decide else { return false }
+                refused.append((operation, .failure(ShardStateMachine.leaseLapsed)))
+                return true
+            }
+            if !refused.isEmpty { actions.append(.answer(refused)) }
+            guard !operations.isEmpty else { return }
         }
         let limit = configuration.backlogLimitPerShard
         let tooOld = configuration.backlogMaximumAge.flatMap { maximum in age.map { $0 >= maximum } } ?? false
@@ -347,13 +365,33 @@ struct BatchLane {
         return end(current, answering: completion, into: &actions)
     }
 
+    /// These slots' Redis master failed over while the batch runs. The batch may read a slot
+    /// from the promoted replica before the slot is repaired: an answer decided on what that
+    /// replica lacks — an unlike found already done because the like it undoes was lost — would
+    /// contradict a change acknowledged before, even one PostgreSQL has. Its answers on these
+    /// slots are refused (`lostInFailover`: the outcome is unknown, read before repeating);
+    /// what it wrote stays in the slot's log, which the repair drains.
+    mutating func slotsFailedOver(_ slots: Set<UInt16>) {
+        guard batch != nil, !slots.isEmpty else { return }
+        batch!.failedOver.formUnion(slots)
+    }
+
+    /// `answers`, with those on slots that failed over during the batch refused.
+    private func refusingFailedOver(_ answers: [BatchStateMachine.Answer], of current: BatchInFlight) -> [BatchStateMachine.Answer] {
+        guard !current.failedOver.isEmpty else { return answers }
+        return answers.map { answer in
+            guard case .success = answer.result, current.failedOver.contains(current.operations[answer.request].slot) else { return answer }
+            return BatchStateMachine.Answer(request: answer.request, result: .failure(ShardStateMachine.lostInFailover))
+        }
+    }
+
     /// Answers due now, and posts found missing (remembered).
     private mutating func settle(
         _ settled: BatchStateMachine.Settled, of current: BatchInFlight, now: ContinuousClock.Instant,
         into actions: inout [ShardStateMachine.Action]
     ) {
         if !settled.missingPosts.isEmpty { unknownPosts.remember(settled.missingPosts, at: now) }
-        if !settled.answers.isEmpty { actions.append(.answerBatch(current.operations, settled.answers)) }
+        if !settled.answers.isEmpty { actions.append(.answerBatch(current.operations, refusingFailedOver(settled.answers, of: current))) }
     }
 
     /// The batch is over: its answers, and what waited for it to end.
@@ -363,9 +401,16 @@ struct BatchLane {
     ) -> [Effect] {
         batch = nil
         lastTakeDone = current.take
-        if !completion.answers.isEmpty { actions.append(.answerBatch(current.operations, completion.answers)) }
+        var answers = completion.answers
+        var waiting = completion.afterApplied?.answers ?? []
+        if !current.failedOver.isEmpty {
+            let failedOver = { (answer: BatchStateMachine.Answer) in current.failedOver.contains(current.operations[answer.request].slot) }
+            answers = refusingFailedOver(answers + waiting.filter(failedOver), of: current)
+            waiting.removeAll(where: failedOver)
+        }
+        if !answers.isEmpty { actions.append(.answerBatch(current.operations, answers)) }
         var effects: [Effect] = []
-        if let (marks, waiting) = completion.afterApplied {
+        if let marks = completion.afterApplied?.marks {
             let answers = waiting.compactMap { answer -> (ShardOperation, LikeState)? in
                 guard case .success(let state) = answer.result else { return nil }
                 return (current.operations[answer.request], state)
@@ -387,9 +432,26 @@ struct BatchLane {
             actions.append(.answer(queued.map { ($0, .failure(ShardStateMachine.leaseLapsed)) }))
             queued = []
         }
-        guard let current = batch, current.waitingForPostgres else { return [] }
-        return postsFound(take: current.take, .failure(ShardStateMachine.leaseLapsed), now: now, into: &actions)
+        guard let current = batch else { return [] }
+        if current.waitingForPostgres {
+            return postsFound(take: current.take, .failure(ShardStateMachine.leaseLapsed), now: now, into: &actions)
+        }
+        // A batch waiting for Redis answers now. Its round trip is awaited in the shard's loop
+        // (for at most `batchRedisTimeout`), so this is heard when the reply is back but before
+        // the batch takes it: what it read is not decided on (nothing is written), and what it
+        // wrote is answered as unknown. The batch itself goes on.
+        guard current.awaitingReplication == nil else { return [] }
+        let answers = batch!.machine.giveUpAnswers(notDecided: ShardStateMachine.leaseLapsed, maybeWritten: Self.lapsedWhileWriting)
+        if !answers.isEmpty { actions.append(.answerBatch(current.operations, answers)) }
+        return []
     }
+
+    /// The answer to a request whose write was sent to Redis when the node stopped deciding.
+    static let lapsedWhileWriting = CounterError(
+        code: .unavailable,
+        message:
+            "this node cannot renew its cluster lease and stops deciding; the change was sent to Redis, which has not answered: it may or may not have been made — read the state before repeating a toggle",
+        retryAfterSeconds: 1)
 
     // MARK: - Operations waiting for their slot
 

@@ -170,12 +170,12 @@ struct BatchStateMachine {
             let outcome = read.outcome(of: results)
             fail(outcome.failures)
             views = outcome.views
-            if !outcome.warm.isEmpty {
+            if !outcome.warm.isEmpty, !open.isEmpty {
                 let warmRead = WarmRead(posts: outcome.warm, users: outcome.warmUsers)
                 state = .readingWarm(warmRead, cold: outcome.unhydrated)
                 return .read(warmRead.commands(layout: layout))
             }
-            guard !outcome.unhydrated.isEmpty else { return decide() }
+            guard !outcome.unhydrated.isEmpty, !open.isEmpty else { return decide() }
             return lookUpCold(outcome.unhydrated, warmUnknown: [])
 
         case .readingWarm(let warmRead, let cold):
@@ -185,7 +185,7 @@ struct BatchStateMachine {
                 views[post] = view
                 warm.insert(post)
             }
-            guard !cold.isEmpty || !outcome.unknown.isEmpty else { return decide() }
+            guard !cold.isEmpty || !outcome.unknown.isEmpty, !open.isEmpty else { return decide() }
             return lookUpCold(cold, warmUnknown: outcome.unknown)
 
         case .writing(let write, let answers):
@@ -290,6 +290,31 @@ struct BatchStateMachine {
         for index in open { settled.answers.append(Answer(request: index, result: .failure(failure))) }
         open = []
         return finish(decided: [], write: nil)
+    }
+
+    /// The shard stops deciding (its node cannot renew its lease) while the batch waits for
+    /// Redis, which may not answer for as long as its command timeout: every request still
+    /// unanswered is answered now, and the batch answers nothing more. Requests read but not yet
+    /// decided get `notDecided` (nothing was done: once the read is back the batch decides on
+    /// none of them and writes nothing); those whose write was sent get `maybeWritten` (the write
+    /// may or may not run — it goes on, and what it logs is flushed as ever). In `memory` mode a
+    /// sent write's requests were answered at the decision already.
+    mutating func giveUpAnswers(notDecided: CounterError, maybeWritten: CounterError) -> [Answer] {
+        let error: CounterError
+        switch state {
+        case .reading, .readingWarm, .findingPosts: error = notDecided
+        case .writing(let write, _):
+            state = .writing(write, answers: [])
+            guard acknowledgement != .memory else {
+                open = []
+                return []
+            }
+            error = maybeWritten
+        case .idle, .finished: return []
+        }
+        let answers = open.map { Answer(request: $0, result: .failure(error)) }
+        open = []
+        return answers
     }
 
     // MARK: - Steps

@@ -73,7 +73,8 @@ public final class CounterService: Service {
         var clients: [RedisClient] = []
         for index in 0..<configuration.shardCount {
             let io = ShardIO(
-                index: index, batchRedis: RedisClient(topology: topology), flushRedis: RedisClient(topology: topology),
+                index: index, batchRedis: RedisClient(topology: topology, timeout: configuration.batchRedisTimeout),
+                flushRedis: RedisClient(topology: topology),
                 hydrationRedis: RedisClient(topology: topology), pool: postgres, layout: layout,
                 configuration: configuration, ownership: ownership, lag: writeBehindLag, commits: flushCommits, log: log)
             shards.append(

@@ -102,7 +102,7 @@ struct ShardStateMachine {
         switch event {
         case .operations(let operations):
             lane.arrived(
-                operations, accepting: lifecycle == .running, pending: flushes.pendingTotal,
+                operations, accepting: lifecycle == .running, slots: ownership, pending: flushes.pendingTotal,
                 oldestPendingAge: flushes.oldestPendingAge(now: now), into: &actions)
         case .queuedOperationsDone(let reply): lane.addBarrier(reply, into: &actions)
         case .flushAll(let reply): route(flushes.flushAll(reply, into: &actions), now: now, into: &actions)
@@ -130,6 +130,7 @@ struct ShardStateMachine {
             // The flushes that failed on the dead master need not wait out their backoff: its
             // replica serves now, and the repair's drain is a flush.
             flushes.failureResolved()
+            lane.slotsFailedOver(Set(slots))
             route(ownership.redisFailedOver(slots, batchInFlight: lane.isBatchInFlight, now: now, into: &actions), now: now, into: &actions)
         case .deciding(let deciding): route(lane.setDeciding(deciding, now: now, into: &actions), now: now, into: &actions)
         case .slotPostsListed(let results): route(ownership.slotPostsListed(results, now: now, into: &actions), now: now, into: &actions)

@@ -12,6 +12,12 @@ public struct WritePathConfiguration: Sendable, Equatable {
     /// With `.replicated`: how long a batch waits for them (`WAIT`'s timeout); then its writes
     /// are answered `not_replicated`. Defaults to 500 ms.
     public var acknowledgementReplicaTimeout: Duration = .milliseconds(500)
+    /// How long a batch waits for a Redis reply before the connection is dropped and the batch's
+    /// requests on it are answered `unavailable`; `nil`: the connection's command timeout (5 s).
+    /// A batch's round trips are awaited in its shard's loop, so nothing else of the shard moves
+    /// meanwhile — a node of a cluster sets half its lease: by then it has stopped deciding
+    /// (Redis did not answer its lease check), and its callers should hear so. Defaults to `nil`.
+    public var batchRedisTimeout: Duration? = nil
     /// Changes a shard lets wait for PostgreSQL before it refuses new writes. Defaults to `1_000_000`.
     public var backlogLimitPerShard: Int = 1_000_000
     /// How long a shard's oldest change may wait for PostgreSQL before the shard refuses new

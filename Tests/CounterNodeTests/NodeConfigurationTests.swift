@@ -80,6 +80,16 @@ struct NodeConfigurationTests {
         #expect(throws: ConfigurationError.self) { try NodeConfiguration.parse(arguments: ["--lease", "100ms"], environment: [:]) }
     }
 
+    @Test(
+        "a node's batches wait for Redis at most half its lease (its lease check has given up by then); the write path alone keeps the command timeout"
+    )
+    func batchRedisTimeoutFollowsTheLease() throws {
+        let (configuration, _) = try NodeConfiguration.parse(arguments: ["--lease", "4s"], environment: [:])
+        #expect(configuration.writePath.batchRedisTimeout == nil)
+        #expect(configuration.nodeWritePath.batchRedisTimeout == .seconds(2))
+        #expect(configuration.nodeWritePath.flushInterval == configuration.writePath.flushInterval)
+    }
+
     @Test("the former names of the millisecond settings are still read, as the settings that replaced them; the new name wins")
     func formerNames() throws {
         let (configuration, _) = try NodeConfiguration.parse(

@@ -1,6 +1,8 @@
-import RedisDriver
 import ShardRouter
+import Synchronization
 import Testing
+
+@testable import RedisDriver
 
 @Suite("A failover in the slot map: a replica promoted in its master's place, not a slot migrated (pure)")
 struct ClusterFailoverMapTests {
@@ -32,5 +34,63 @@ struct ClusterFailoverMapTests {
         #expect(before.isPromotion(of: HashSlot(rawValue: 17)!, to: endpoint(7004)), "a MOVED to the master's replica")
         #expect(!before.isPromotion(of: HashSlot(rawValue: 17)!, to: endpoint(7002)), "a MOVED to another master: a migration")
         #expect(!before.isPromotion(of: HashSlot(rawValue: 6000)!, to: endpoint(7006)), "another master's replica")
+    }
+}
+
+/// The failover is told before the map sends anything to the promoted replica: whatever the
+/// handler tells (a shard's inbox) hears of it before any reply read there, so nothing the
+/// replica lacks is taken for what the dead master held.
+@Suite("A failover is told before the map routes to the promoted replica (pure)")
+struct FailoverToldFirstTests {
+    typealias Maps = ClusterFailoverMapTests
+
+    static let before: [(ClosedRange<Int>, master: Int, replica: Int?)] = [
+        (0...5460, 7001, 7004), (5461...10922, 7002, 7005), (10923...16383, 7003, 7006),
+    ]
+
+    /// Calls `change` on a topology holding `before`; returns the master of slot 17 as the
+    /// failover handler saw it (each call), the slots it was told, and the master after.
+    static func observe(_ change: (RedisTopology) throws -> Void) throws -> (seen: [Int], told: [UInt16], after: Int?) {
+        let topology = RedisTopology(configuration: try RedisConfiguration(url: "redis-cluster://127.0.0.1:7001"))
+        topology.install(try Maps.map(before))
+        let seen = Mutex<(ports: [Int], slots: [UInt16])>(([], []))
+        topology.onFailover { [topology] slots in
+            let port = topology.map.master(of: HashSlot(rawValue: 17)!)?.port ?? -1
+            seen.withLock {
+                $0.ports.append(port)
+                $0.slots += slots
+            }
+        }
+        try change(topology)
+        let (ports, slots) = seen.withLock { $0 }
+        return (ports, slots, topology.map.master(of: HashSlot(rawValue: 17)!)?.port)
+    }
+
+    @Test("a map read again that promotes a replica: the handler is called while the map still names the dead master")
+    func refreshedMap() throws {
+        let (seen, told, after) = try Self.observe { topology in
+            topology.install(try Maps.map([(0...5460, 7004, nil), (5461...10922, 7002, 7005), (10923...16383, 7003, 7006)]))
+        }
+        #expect(seen == [7001], "the handler ran once, before the map changed")
+        #expect(told.count == 5461 && told.contains(17))
+        #expect(after == 7004)
+    }
+
+    @Test("a MOVED to the master's replica: the handler is called while the map still names the dead master")
+    func movedToTheReplica() throws {
+        let (seen, told, after) = try Self.observe { topology in
+            topology.noteMoved(HashSlot(rawValue: 17)!, to: RedisEndpoint(host: "127.0.0.1", port: 7004))
+        }
+        #expect(seen == [7001] && told == [17])
+        #expect(after == 7004)
+    }
+
+    @Test("a MOVED to another master (a migration) is no failover")
+    func movedElsewhere() throws {
+        let (seen, _, after) = try Self.observe { topology in
+            topology.noteMoved(HashSlot(rawValue: 17)!, to: RedisEndpoint(host: "127.0.0.1", port: 7002))
+        }
+        #expect(seen.isEmpty)
+        #expect(after == 7002)
     }
 }
