@@ -88,6 +88,17 @@ public struct ClusterSlotMap: Sendable, Equatable {
         return promoted
     }
 
+    /// Keeps from `older` the replicas this map does not name at all. A `CLUSTER SLOTS` answer
+    /// leaves out a replica flagged as failing (paused, cut off, slow) — the one a failover may
+    /// promote a moment later: remembered, its promotion is still seen as one (`promotedSlots`,
+    /// `isPromotion`), not as a migration whose slots need no repair.
+    public mutating func rememberReplicas(of older: ClusterSlotMap) {
+        let named = Set(masters).union(replicas)
+        for (replica, master) in older.masterOfReplica where !named.contains(replica) {
+            masterOfReplica[replica] = master
+        }
+    }
+
     /// Records that `endpoint` now serves `slot` (a `MOVED` redirect).
     public mutating func move(_ slot: HashSlot, to endpoint: RedisEndpoint) {
         assign(Int(slot.rawValue), to: endpoint)

@@ -234,7 +234,9 @@ public final class RedisTopology: Sendable {
             handler?(promoted)
         }
         state.withLock { state in
-            state.map = map
+            var installed = map
+            installed.rememberReplicas(of: state.map)
+            state.map = installed
             state.refreshes += 1
             state.lastRefresh = .now
             state.lastRefreshError = nil

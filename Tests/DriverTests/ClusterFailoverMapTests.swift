@@ -76,6 +76,32 @@ struct FailoverToldFirstTests {
         #expect(after == 7004)
     }
 
+    @Test("a replica a map read in between left out (flagged as failing) and then promoted is still a failover, by a map read again or a MOVED")
+    func replicaLeftOutThenPromoted() throws {
+        // While 7004 is paused, CLUSTER SLOTS lists 7001's slots with no replica.
+        let leftOut: [(ClosedRange<Int>, master: Int, replica: Int?)] = [
+            (0...5460, 7001, nil), (5461...10922, 7002, 7005), (10923...16383, 7003, 7006),
+        ]
+        let (seen, told, after) = try Self.observe { topology in
+            topology.install(try Maps.map(leftOut))
+            topology.install(try Maps.map([(0...5460, 7004, nil), (5461...10922, 7002, 7005), (10923...16383, 7003, 7006)]))
+        }
+        #expect(seen == [7001] && told.count == 5461, "the promotion was seen: \(told.count) slots told")
+        #expect(after == 7004)
+        let (movedSeen, movedTold, _) = try Self.observe { topology in
+            topology.install(try Maps.map(leftOut))
+            topology.noteMoved(HashSlot(rawValue: 17)!, to: RedisEndpoint(host: "127.0.0.1", port: 7004))
+        }
+        #expect(movedSeen == [7001] && movedTold == [17])
+        // A replica named again elsewhere is that master's now.
+        var map = try Maps.map(leftOut)
+        map.rememberReplicas(of: try Maps.map(Self.before))
+        var moved = try Maps.map([(0...5460, 7001, nil), (5461...10922, 7002, 7004), (10923...16383, 7003, 7006)])
+        moved.rememberReplicas(of: map)
+        #expect(moved.isPromotion(of: HashSlot(rawValue: 6000)!, to: RedisEndpoint(host: "127.0.0.1", port: 7004)))
+        #expect(!moved.isPromotion(of: HashSlot(rawValue: 17)!, to: RedisEndpoint(host: "127.0.0.1", port: 7004)))
+    }
+
     @Test("a MOVED to the master's replica: the handler is called while the map still names the dead master")
     func movedToTheReplica() throws {
         let (seen, told, after) = try Self.observe { topology in
