@@ -76,16 +76,42 @@ public struct ClusterSlotMap: Sendable, Equatable {
     }
 
     /// The slots that `newer` gives to a replica of their master in this map: the slots of the
-    /// masters that failed over between the two maps.
+    /// masters that failed over between the two maps. Also a master all of whose slots went, at
+    /// once, to one endpoint that served none here, while it serves none in `newer`: a failover
+    /// even when this map did not name that endpoint as its replica (one that joined, or was
+    /// first listed, after this map was read — `CLUSTER SLOTS` leaves out a replica that has not
+    /// reported its offset yet). A resharding moves slots one at a time, so a map read in between
+    /// sees a master keep some of them; a master that held only moved slots and lost them all at
+    /// once is taken for a failover, whose repair is only extra work.
     public func promotedSlots(in newer: ClusterSlotMap) -> [UInt16] {
         var promoted: [UInt16] = []
+        // Per master here: the one endpoint its slots went to in `newer`, or nil once two differ.
+        var wholeMove: [Int16: RedisEndpoint?] = [:]
         for slot in 0..<HashSlot.count {
             let now = newer.owners[slot]
             let before = owners[slot]
-            guard now >= 0, before >= 0, newer.masters[Int(now)] != masters[Int(before)] else { continue }
-            if masterOfReplica[newer.masters[Int(now)]] == masters[Int(before)] { promoted.append(UInt16(slot)) }
+            guard before >= 0 else { continue }
+            let target: RedisEndpoint? = now >= 0 ? newer.masters[Int(now)] : nil
+            if let seen = wholeMove[before] {
+                if seen != target { wholeMove[before] = .some(nil) }
+            } else {
+                wholeMove[before] = .some(target)
+            }
+            guard let target, target != masters[Int(before)] else { continue }
+            if masterOfReplica[target] == masters[Int(before)] { promoted.append(UInt16(slot)) }
         }
-        return promoted
+        let servingNow = Set(newer.owners.filter { $0 >= 0 }.map { newer.masters[Int($0)] })
+        let servingBefore = Set(owners.filter { $0 >= 0 }.map { masters[Int($0)] })
+        let unnamedPromotions = wholeMove.compactMap { master, target -> Int16? in
+            guard let target = target ?? nil, masterOfReplica[target] != masters[Int(master)],
+                !servingBefore.contains(target), !servingNow.contains(masters[Int(master)])
+            else { return nil }
+            return master
+        }
+        guard !unnamedPromotions.isEmpty else { return promoted }
+        let failed = Set(unnamedPromotions)
+        for slot in 0..<HashSlot.count where failed.contains(owners[slot]) { promoted.append(UInt16(slot)) }
+        return promoted.sorted()
     }
 
     /// Keeps from `older` the replicas this map does not name at all. A `CLUSTER SLOTS` answer

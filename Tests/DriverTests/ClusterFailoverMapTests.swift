@@ -19,6 +19,23 @@ struct ClusterFailoverMapTests {
         return try ClusterSlotMap(clusterSlots: reply, askedHost: "127.0.0.1")
     }
 
+    @Test(
+        "a master all of whose slots went at once to an endpoint that served none, the master serving none now, failed over, though the map did not name that replica; a partial move, or a move to a master that served slots, is a migration"
+    )
+    func unnamedReplicaPromoted() throws {
+        // The map was read before 7004 was listed as 7001's replica.
+        let before = try Self.map([(0...5460, 7001, nil), (5461...10922, 7002, 7005), (10923...16383, 7003, 7006)])
+        let failedOver = try Self.map([(0...5460, 7004, nil), (5461...10922, 7002, 7005), (10923...16383, 7003, 7006)])
+        let promoted = before.promotedSlots(in: failedOver)
+        #expect(promoted.count == 5461 && promoted.first == 0 && promoted.last == 5460)
+        // 7001 keeps some of its slots: a resharding under way.
+        let partial = try Self.map([(0...99, 7004, nil), (100...5460, 7001, nil), (5461...10922, 7002, 7005), (10923...16383, 7003, 7006)])
+        #expect(before.promotedSlots(in: partial).isEmpty)
+        // All of 7001's slots to 7002, which served slots before: a migration.
+        let merged = try Self.map([(0...10922, 7002, 7005), (10923...16383, 7003, 7006)])
+        #expect(before.promotedSlots(in: merged).isEmpty)
+    }
+
     @Test("the slots a replica took over from its master are promoted; those migrated to another master, or unchanged, are not")
     func promotedSlots() throws {
         let before = try Self.map([(0...5460, 7001, 7004), (5461...10922, 7002, 7005), (10923...16383, 7003, 7006)])
