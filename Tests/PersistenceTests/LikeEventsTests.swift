@@ -2,6 +2,7 @@ import Persistence
 import PostgresDriver
 import RedisDriver
 import ShardRouter
+import Synchronization
 import TestSupport
 import Testing
 
@@ -84,7 +85,9 @@ struct LikeEventsTests {
             writersConfiguration.maximumConnections = writers
             let writersPool = PostgresPool(configuration: writersConfiguration)
             // Each writer toggles its post's users 1...5 in turn, one batch of 1-3 changes at a time.
+            let writersDone = Mutex(false)
             let writing = Task {
+                defer { writersDone.withLock { $0 = true } }
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     for (index, post) in posts.enumerated() {
                         group.addTask {
@@ -109,11 +112,13 @@ struct LikeEventsTests {
             var seen: [LikeEvents.Event] = []
             var after: Int64 = 0
             while true {
+                // Done before this read, and the read found nothing more: every event was read.
+                let done = writersDone.withLock { $0 }
                 let page = try await LikeEvents(pool: pool).read(after: after, limit: 7)
                 seen += page
                 after = page.last?.id ?? after
                 if page.isEmpty {
-                    if await Self.finished(writing) { break }
+                    if done { break }
                     try await Task.sleep(for: .milliseconds(1))
                 }
             }
@@ -178,23 +183,6 @@ struct LikeEventsTests {
             _ = try await LikeBatchApplier.apply([Self.entry("log:s", 1_764_000_000_123, 1, post, true)], pool: pool, events: true)
             let events = try await LikeEvents(pool: pool).read(after: 0, limit: 10)
             #expect(events.map(\.likedAtMicroseconds) == [1_764_000_000_123_000])
-        }
-    }
-
-    static func finished(_ task: Task<Void, Error>) async -> Bool {
-        // A task's completion is only observable by awaiting it; race it against a short sleep.
-        await withTaskGroup(of: Bool.self) { group in
-            group.addTask {
-                _ = try? await task.value
-                return true
-            }
-            group.addTask {
-                try? await Task.sleep(for: .milliseconds(5))
-                return false
-            }
-            let first = await group.next() ?? false
-            group.cancelAll()
-            return first
         }
     }
 
