@@ -85,32 +85,23 @@ public struct ClusterSlotMap: Sendable, Equatable {
     /// once is taken for a failover, whose repair is only extra work.
     public func promotedSlots(in newer: ClusterSlotMap) -> [UInt16] {
         var promoted: [UInt16] = []
-        // Per master here: the one endpoint its slots went to in `newer`, or nil once two differ.
-        var wholeMove: [Int16: RedisEndpoint?] = [:]
-        for slot in 0..<HashSlot.count {
-            let now = newer.owners[slot]
-            let before = owners[slot]
-            guard before >= 0 else { continue }
-            let target: RedisEndpoint? = now >= 0 ? newer.masters[Int(now)] : nil
-            if let seen = wholeMove[before] {
-                if seen != target { wholeMove[before] = .some(nil) }
-            } else {
-                wholeMove[before] = .some(target)
-            }
-            guard let target, target != masters[Int(before)] else { continue }
-            if masterOfReplica[target] == masters[Int(before)] { promoted.append(UInt16(slot)) }
+        // Per master here, the owners (indices into `newer.masters`, -1: none) its slots have there.
+        var wentTo: [Int16: Set<Int16>] = [:]
+        for slot in 0..<HashSlot.count where owners[slot] >= 0 {
+            let (before, now) = (owners[slot], newer.owners[slot])
+            wentTo[before, default: []].insert(now)
+            if now >= 0, masterOfReplica[newer.masters[Int(now)]] == masters[Int(before)] { promoted.append(UInt16(slot)) }
         }
-        let servingNow = Set(newer.owners.filter { $0 >= 0 }.map { newer.masters[Int($0)] })
-        let servingBefore = Set(owners.filter { $0 >= 0 }.map { masters[Int($0)] })
-        let unnamedPromotions = wholeMove.compactMap { master, target -> Int16? in
-            guard let target = target ?? nil, masterOfReplica[target] != masters[Int(master)],
-                !servingBefore.contains(target), !servingNow.contains(masters[Int(master)])
-            else { return nil }
-            return master
-        }
-        guard !unnamedPromotions.isEmpty else { return promoted }
-        let failed = Set(unnamedPromotions)
-        for slot in 0..<HashSlot.count where failed.contains(owners[slot]) { promoted.append(UInt16(slot)) }
+        let servedBefore = Set(wentTo.keys.map { masters[Int($0)] })
+        let servedNow = Set(newer.owners.filter { $0 >= 0 }.map { newer.masters[Int($0)] })
+        let unnamed = Set(
+            wentTo.compactMap { master, owners -> Int16? in
+                guard owners.count == 1, let to = owners.first, to >= 0 else { return nil }
+                let (old, new) = (masters[Int(master)], newer.masters[Int(to)])
+                return masterOfReplica[new] != old && !servedBefore.contains(new) && !servedNow.contains(old) ? master : nil
+            })
+        guard !unnamed.isEmpty else { return promoted }
+        for slot in 0..<HashSlot.count where unnamed.contains(owners[slot]) { promoted.append(UInt16(slot)) }
         return promoted.sorted()
     }
 
