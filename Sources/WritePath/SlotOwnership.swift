@@ -90,10 +90,8 @@ struct SlotOwnership {
     private var pendingHandOffRaises: [UInt16: Int64] = [:]
     /// Slots whose log a drain is reading or waiting on (a claim's or a repair's): one at a time.
     private var slotsDraining: Set<UInt16> = []
-    /// Slots being repaired after their Redis master failed over, and the repairs finished since
-    /// they were last logged.
-    private var repairs: [UInt16: SlotRepair] = [:]
-    private var repairsDone = RepairTotals()
+    /// The repairs under way after a Redis failover, and those finished since last logged.
+    private var repairs = SlotRepairs()
     /// Slots whose master failed over while a batch was in flight: repaired once it ends, so that
     /// nothing it reads before the repair is written after it.
     private var failoversAfterBatch: Set<UInt16> = []
@@ -101,7 +99,7 @@ struct SlotOwnership {
     /// within `failoverMemory` repairs it before serving it.
     private var recentFailovers: [UInt16: ContinuousClock.Instant] = [:]
     /// Slots repaired since the shard started.
-    private(set) var failoverRepairs = 0
+    var failoverRepairs: Int { repairs.started }
 
     /// How soon a repair step that failed (Redis not answering) is tried again.
     static let repairRetryDelay: Duration = .milliseconds(500)
@@ -138,7 +136,7 @@ struct SlotOwnership {
 
     /// Whether `slot` is being repaired after its Redis master failed over.
     func isRepairing(_ slot: UInt16) -> Bool {
-        repairs[slot] != nil
+        repairs.isUnderWay(slot)
     }
 
     /// Every slot's state, with its number, in order.
@@ -169,7 +167,7 @@ struct SlotOwnership {
 
     /// The earliest retry of a repair step (the `repairRetry` timer).
     var nextRepairRetry: ContinuousClock.Instant? {
-        repairs.values.compactMap(\.retryAt).min()
+        repairs.nextRetry
     }
 
     /// The slots whose state changed since the last call, with their states now.
@@ -193,7 +191,7 @@ struct SlotOwnership {
         var effects: [Effect] = []
         if transition.to != from {
             // A repair ends with the slot served again, or with the slot gone elsewhere.
-            if case .repairing = from { repairs[slot] = nil }
+            if case .repairing = from { repairs.end(slot) }
             slots[Int(slot) - slotRange.lowerBound] = transition.to
             changedSlots.insert(slot)
             if case .quiescing = transition.to { quiescingSlots.insert(slot) } else { quiescingSlots.remove(slot) }
@@ -531,10 +529,7 @@ struct SlotOwnership {
         let effects = move(slot, .failedOver, now: now, into: &actions)
         guard case .repairing = state(of: slot) else { return (false, effects) }
         recentFailovers[slot] = nil
-        guard repairs[slot] == nil else { return (false, effects) }
-        repairs[slot] = SlotRepair(startedAt: now)
-        failoverRepairs += 1
-        return (true, effects)
+        return (repairs.start(slot, now: now), effects)
     }
 
     /// A claim's drain begins: a slot whose master failed over while it was not served here
@@ -554,11 +549,7 @@ struct SlotOwnership {
     /// The write-behind found these acknowledged changes lost from a repairing slot's log.
     mutating func lostInRepair(_ slot: UInt16, _ lost: [PendingLike]) {
         // (Counted by the write-behind either way; a repair that ended meanwhile logs nothing more.)
-        guard repairs[slot] != nil else { return }
-        repairs[slot]?.lost += lost.count
-        for change in lost where repairsDone.sample.count < 5 {
-            repairsDone.sample.append("post \(change.postID) user \(change.userID) \(change.liked ? "like" : "unlike")")
-        }
+        repairs.noteLost(lost, in: slot)
     }
 
     /// The posts Redis holds of repairing slots: dropped, all in one pipeline; a slot with none
@@ -577,11 +568,11 @@ struct SlotOwnership {
             guard case .repairing(let epoch) = state(of: slot), let repair = repairs[slot], repair.unloading.isEmpty else { continue }
             switch result {
             case .failure:
-                repairs[slot]?.retryAt = now + Self.repairRetryDelay
+                repairs.retry(slot, at: now + Self.repairRetryDelay)
             case .success(let posts) where posts.isEmpty:
                 effects += finishRepair(slot, now: now, into: &actions)
             case .success(let posts):
-                repairs[slot]?.unloading = posts
+                repairs.unloading(posts, in: slot)
                 unloading += posts
                 epochs[slot] = epoch
             }
@@ -602,12 +593,11 @@ struct SlotOwnership {
             guard case .repairing = state(of: slot), let repair = repairs[slot] else { continue }
             let gone = repair.unloading.filter { !failed.contains($0) }
             effects.append(.postsDropped(gone))
-            repairs[slot]?.dropped += gone.count
-            repairs[slot]?.unloading = []
+            repairs.unloaded(dropping: gone.count, in: slot)
             if gone.count == repair.unloading.count {
                 effects += finishRepair(slot, now: now, into: &actions)
             } else {
-                repairs[slot]?.retryAt = now + Self.repairRetryDelay
+                repairs.retry(slot, at: now + Self.repairRetryDelay)
             }
         }
         return effects
@@ -616,30 +606,17 @@ struct SlotOwnership {
     /// Repair steps whose retry is due (the `repairRetry` timer).
     mutating func retryRepairs(now: ContinuousClock.Instant, into actions: inout [ShardStateMachine.Action]) {
         var due: [UInt16] = []
-        for (slot, repair) in repairs.sorted(by: { $0.key < $1.key }) {
-            guard let at = repair.retryAt, at <= now else { continue }
-            repairs[slot]?.retryAt = nil
-            if case .repairing = state(of: slot) { due.append(slot) } else { repairs[slot] = nil }
+        for slot in repairs.takeDueRetries(now: now) {
+            if case .repairing = state(of: slot) { due.append(slot) } else { repairs.end(slot) }
         }
         if !due.isEmpty { actions.append(.listSlotPosts(due)) }
     }
 
     private mutating func finishRepair(_ slot: UInt16, now: ContinuousClock.Instant, into actions: inout [ShardStateMachine.Action]) -> [Effect] {
-        guard let repair = repairs.removeValue(forKey: slot) else { return [] }
+        guard repairs.isUnderWay(slot) else { return [] }
+        let logLine = repairs.finish(slot, now: now, shard: shard)
         let effects = move(slot, .hotSetDropped, now: now, into: &actions)
-        repairsDone.slots += 1
-        repairsDone.dropped += repair.dropped
-        repairsDone.lost += repair.lost
-        repairsDone.slowest = max(repairsDone.slowest, now - repair.startedAt)
-        guard repairs.isEmpty else { return effects }
-        // One line per shard and failover, not one per slot.
-        var fields: [(key: String, value: String)] = [
-            ("shard", String(shard)), ("slots", String(repairsDone.slots)), ("posts_dropped", String(repairsDone.dropped)),
-            ("lost_changes", String(repairsDone.lost)), ("seconds", String(format: "%.3f", repairsDone.slowest.inSeconds)),
-        ]
-        if !repairsDone.sample.isEmpty { fields.append(("lost_sample", repairsDone.sample.joined(separator: ", "))) }
-        actions.append(.log(ShardLogLine(repairsDone.lost > 0 ? .error : .info, "failover_repaired", fields)))
-        repairsDone = RepairTotals()
+        if let logLine { actions.append(.log(logLine)) }
         return effects
     }
 
@@ -652,26 +629,4 @@ struct SlotOwnership {
         for record in releases { actions.append(.reply(record.reply.with(.failure(ShardStateMachine.stopped)))) }
         releases = []
     }
-}
-
-/// One slot's repair under way.
-struct SlotRepair: Sendable {
-    let startedAt: ContinuousClock.Instant
-    /// Posts being unloaded.
-    var unloading: [Int64] = []
-    /// Posts dropped, and changes found lost, so far.
-    var dropped = 0
-    var lost = 0
-    /// When a failed step is tried again.
-    var retryAt: ContinuousClock.Instant?
-}
-
-/// The repairs finished since the last log line about them.
-struct RepairTotals: Sendable {
-    var slots = 0
-    var dropped = 0
-    var lost = 0
-    var slowest: Duration = .zero
-    /// A few of the changes found lost, for the log.
-    var sample: [String] = []
 }

@@ -53,20 +53,6 @@ struct WriteBehind {
         case lostInRepair(slot: UInt16, [PendingLike])
     }
 
-    /// What a waiter of the scheduler stands for.
-    private enum Waiter {
-        /// A caller of `flushAll`.
-        case caller(ShardReply<Result<Void, Error>>)
-        /// Nobody (`requestFlushAll`).
-        case nobody
-        /// Operations answered once their batch's entries are in PostgreSQL (`postgres` acks).
-        case acknowledgements([(ShardOperation, LikeState)])
-        /// A slot drained before it is served.
-        case drain(slot: UInt16, epoch: Int64)
-        /// A slot flushed before it is handed off.
-        case handOffFlush(slot: UInt16, epoch: Int64)
-    }
-
     /// What waits for the logs whose content is unknown to be read.
     private enum AfterRescan {
         case flushAll(ShardReply<Result<Void, Error>>)
@@ -98,7 +84,7 @@ struct WriteBehind {
     private var scheduler: FlushScheduler
     private var loop = Loop.awake
     /// Who waits for what to reach PostgreSQL, by the scheduler's ids.
-    private var waiters: [FlushScheduler.WaiterID: Waiter] = [:]
+    private var waiters: [FlushScheduler.WaiterID: FlushWaiter] = [:]
     /// `flushAll`, drains and recoveries that wait for the uncertain logs to be read first.
     private var afterRescan: [AfterRescan] = []
     /// Slots whose log read empty while entries were noted in it, while PostgreSQL's progress of
@@ -767,14 +753,14 @@ struct WriteBehind {
 
     /// Waits (as `waiter`) until every entry in `marks` is in PostgreSQL.
     private mutating func addWaiter(
-        marks: [UInt16: StreamEntryID], _ waiter: Waiter,
+        marks: [UInt16: StreamEntryID], _ waiter: FlushWaiter,
         into actions: inout [ShardStateMachine.Action]
     ) -> [Effect] {
         switch scheduler.waiterAdded(marks: marks) {
         case .resumeNow:
-            return satisfy(waiter, into: &actions)
+            return waiter.satisfied(into: &actions)
         case .refuse:
-            return fail(waiter, with: ShardStateMachine.stopped, into: &actions)
+            return waiter.failed(with: ShardStateMachine.stopped, into: &actions)
         case .wait(let id, let signal):
             waiters[id] = waiter
             wake(signal)
@@ -786,7 +772,7 @@ struct WriteBehind {
     private mutating func resume(_ ids: [FlushScheduler.WaiterID], into actions: inout [ShardStateMachine.Action]) -> [Effect] {
         var effects: [Effect] = []
         for id in ids {
-            if let waiter = waiters.removeValue(forKey: id) { effects += satisfy(waiter, into: &actions) }
+            if let waiter = waiters.removeValue(forKey: id) { effects += waiter.satisfied(into: &actions) }
         }
         return effects
     }
@@ -797,33 +783,7 @@ struct WriteBehind {
         into actions: inout [ShardStateMachine.Action]
     ) -> [Effect] {
         guard let waiter = waiters.removeValue(forKey: id) else { return [] }
-        return fail(waiter, with: error, into: &actions)
-    }
-
-    private func satisfy(_ waiter: Waiter, into actions: inout [ShardStateMachine.Action]) -> [Effect] {
-        switch waiter {
-        case .caller(let reply): actions.append(.reply(reply.with(.success(()))))
-        case .nobody: break
-        case .acknowledgements(let answers): actions.append(.answer(answers.map { ($0.0, .success($0.1)) }))
-        case .drain(let slot, let epoch): return [.drained(slot: slot, epoch: epoch)]
-        case .handOffFlush(let slot, let epoch): return [.handOffFlushed(slot: slot, epoch: epoch)]
-        }
-        return []
-    }
-
-    private func fail(_ waiter: Waiter, with error: CounterError, into actions: inout [ShardStateMachine.Action]) -> [Effect] {
-        switch waiter {
-        case .caller(let reply): actions.append(.reply(reply.with(.failure(error))))
-        case .nobody: break
-        case .acknowledgements(let answers): actions.append(.answer(answers.map { ($0.0, .failure(error)) }))
-        case .drain(let slot, let epoch): return [.drainFailed(slot: slot, epoch: epoch, error: error)]
-        case .handOffFlush(let slot, let epoch):
-            // Its entries were lost with Redis: nothing of them is left to flush, so the hand-off
-            // goes on. Otherwise the slot moved (its release fails through the slot's own move)
-            // or the shard stopped (its release is told then).
-            if error == ShardStateMachine.lostInFailover { return [.handOffFlushed(slot: slot, epoch: epoch)] }
-        }
-        return []
+        return waiter.failed(with: error, into: &actions)
     }
 
     // MARK: - The end
