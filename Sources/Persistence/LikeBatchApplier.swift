@@ -1,3 +1,4 @@
+import CounterCore
 import PostgresDriver
 import RedisDriver
 
@@ -121,13 +122,14 @@ public enum LikeBatchApplier {
         """
     }
 
-    /// The last change per (user, post) of `changes` (in log order), with its time, ordered by
-    /// post then user (so the inserts walk the indexes in order).
+    /// The last change per (user, post, kind) of `changes` (in log order), with its time,
+    /// ordered by post, user, then kind (so the inserts walk the indexes in order, and a pair's
+    /// kinds are neighbours).
     static func lastChanges(_ changes: [LikeChange]) -> [LikeChange] {
-        var last: [LikePair: LikeChange] = [:]
+        var last: [ReactionKey: LikeChange] = [:]
         last.reserveCapacity(changes.count)
-        for change in changes { last[LikePair(change)] = change }
-        return last.values.sorted { ($0.postID, $0.userID) < ($1.postID, $1.userID) }
+        for change in changes { last[ReactionKey(change)] = change }
+        return last.values.sorted { ($0.postID, $0.userID, $0.kind) < ($1.postID, $1.userID, $1.kind) }
     }
 
     /// Applies `changes` (in log order: a later change to the same pair wins) on `connection`,
@@ -151,66 +153,91 @@ public enum LikeBatchApplier {
     ///   - isolatingRefusals: find and return the refused changes instead of throwing.
     ///   - events: also write a `counter_like_events` row for every like row inserted and every
     ///     one deleted (the outbox), ids from `counter_event_clock`, whose row lock the
-    ///     transaction then holds until it ends.
-    /// - Returns: per post, how much `likes_count` moved; posts that do not exist; the changes
-    ///   refused.
+    ///     transaction then holds until it ends — and for every `reactions` row, with its kind.
+    ///   - oneKindPerUser: the deployment's users hold one kind of a post at most, so a pair
+    ///     that lost a kind and gained another in this batch switched kinds: one event says so
+    ///     (`kind`, `replaced_kind`), never two.
+    /// - Returns: per post, how much `likes_count` moved (and each other kind's count); posts
+    ///   that do not exist; the changes refused. A refused pair's changes are refused together,
+    ///   so a switch of kinds is applied whole or not at all.
     /// - Throws: `PostgresError(.invalidArgument)` for an empty or oversized batch or an id that
     ///   is not a positive 64-bit integer (nothing is sent); PostgreSQL's errors otherwise (with
     ///   `isolatingRefusals`, only the transient ones and those of the savepoints themselves).
     public static func apply(
         _ changes: [LikeChange], on connection: isolated PostgresConnection,
         skipping: Set<LikePair> = [], isolatingRefusals: Bool = false,
-        events: Bool = false
+        events: Bool = false, oneKindPerUser: Bool = false
     ) throws(PostgresError) -> LikeBatchOutcome {
         try validate(changes)
         var last = lastChanges(changes)
         if !skipping.isEmpty { last.removeAll { skipping.contains(LikePair($0)) } }
         guard !last.isEmpty else { return .empty }
+        let shape = Shape(events: events, oneKindPerUser: oneKindPerUser)
         return isolatingRefusals
-            ? try applyIsolating(last, events: events, on: connection)
-            : try applyInSavepoint(last, events: events, on: connection)
+            ? try applyIsolating(last, shape: shape, on: connection)
+            : try applyInSavepoint(last, shape: shape, on: connection)
+    }
+
+    /// What the statement writes besides the changes.
+    struct Shape {
+        let events: Bool
+        let oneKindPerUser: Bool
     }
 
     /// Applies `last` in a savepoint, first without `ON CONFLICT`, then (after a unique
     /// violation) with it. A failure leaves the savepoint to roll back to.
-    private static func applyInSavepoint(_ last: [LikeChange], events: Bool, on connection: isolated PostgresConnection) throws(PostgresError)
+    private static func applyInSavepoint(_ last: [LikeChange], shape: Shape, on connection: isolated PostgresConnection) throws(PostgresError)
         -> LikeBatchOutcome
     {
         try connection.query("SAVEPOINT counter_batch_apply")
         do {
-            return try apply(last: last, onConflict: false, events: events, on: connection)
+            return try apply(last: last, onConflict: false, shape: shape, on: connection)
         } catch  where error.isUniqueViolation {
             try connection.query("ROLLBACK TO SAVEPOINT counter_batch_apply")
-            return try apply(last: last, onConflict: true, events: events, on: connection)
+            return try apply(last: last, onConflict: true, shape: shape, on: connection)
         }
     }
 
     /// `applyInSavepoint`, bisecting what PostgreSQL refuses down to the single changes refused.
-    private static func applyIsolating(_ last: [LikeChange], events: Bool, on connection: isolated PostgresConnection) throws(PostgresError)
+    private static func applyIsolating(_ last: [LikeChange], shape: Shape, on connection: isolated PostgresConnection) throws(PostgresError)
         -> LikeBatchOutcome
     {
         do {
-            return try applyInSavepoint(last, events: events, on: connection)
+            return try applyInSavepoint(last, shape: shape, on: connection)
         } catch  where error.isRefusal {
             // The savepoint taken last is this attempt's: rolling back to it keeps what earlier
             // parts applied and makes the transaction usable again.
             try connection.query("ROLLBACK TO SAVEPOINT counter_batch_apply")
-            guard last.count > 1 else {
+            guard let middle = pairBoundary(nearMiddleOf: last) else {
                 var outcome = LikeBatchOutcome.empty
-                outcome.rejected = [RejectedLikeChange(change: last[0], error: error)]
+                outcome.rejected = last.map { RejectedLikeChange(change: $0, error: error) }
                 return outcome
             }
-            let middle = last.count / 2
-            let first = try applyIsolating(Array(last[..<middle]), events: events, on: connection)
-            let second = try applyIsolating(Array(last[middle...]), events: events, on: connection)
+            let first = try applyIsolating(Array(last[..<middle]), shape: shape, on: connection)
+            let second = try applyIsolating(Array(last[middle...]), shape: shape, on: connection)
             return first.merged(with: second)
         }
     }
 
-    /// Locks and finds the posts of `last` (one change per pair, by post), then applies the
-    /// changes of those that exist.
+    /// Where `last` (sorted by post, then user) splits in two nearest its middle without
+    /// parting a pair's kinds; `nil` when it holds one pair only.
+    package static func pairBoundary(nearMiddleOf last: [LikeChange]) -> Int? {
+        guard last.count > 1 else { return nil }
+        func splitsPair(_ index: Int) -> Bool { LikePair(last[index - 1]) == LikePair(last[index]) }
+        let middle = last.count / 2
+        var later = middle
+        while later < last.count && splitsPair(later) { later += 1 }
+        if later < last.count { return later }
+        var earlier = middle
+        while earlier > 0 && splitsPair(earlier) { earlier -= 1 }
+        return earlier > 0 ? earlier : nil
+    }
+
+    /// Locks and finds the posts of `last` (one change per pair and kind, by post), then applies
+    /// the changes of those that exist: likes by the likes' statement, and a batch with other
+    /// kinds by the statement that writes both (`ReactionStatement`).
     private static func apply(
-        last: [LikeChange], onConflict: Bool, events: Bool,
+        last: [LikeChange], onConflict: Bool, shape: Shape,
         on connection: isolated PostgresConnection
     ) throws(PostgresError) -> LikeBatchOutcome {
         var posts: [Int64] = []
@@ -218,47 +245,95 @@ public enum LikeBatchApplier {
         var present: Set<Int64> = []
         for row in try connection.query(presentPostsQuery, [.int64Array(posts)]) { present.insert(try row.int64(0)) }
         var missing: [Int64: Int] = [:]
-        var liked: (users: [Int64], posts: [Int64], times: [Int64]) = ([], [], [])
-        var unliked: (users: [Int64], posts: [Int64], times: [Int64]) = ([], [], [])
+        var liked = ChangeColumns()
+        var unliked = ChangeColumns()
+        var reacted = ChangeColumns()
+        var unreacted = ChangeColumns()
         for change in last {
             if !present.contains(change.postID) {
                 missing[change.postID, default: 0] += 1
-            } else if change.liked {
-                liked.users.append(change.userID)
-                liked.posts.append(change.postID)
-                liked.times.append(change.acknowledgedAt ?? 0)
+            } else if change.kind.isLike {
+                if change.liked { liked.append(change) } else { unliked.append(change) }
             } else {
-                unliked.users.append(change.userID)
-                unliked.posts.append(change.postID)
-                unliked.times.append(change.acknowledgedAt ?? 0)
+                if change.liked { reacted.append(change) } else { unreacted.append(change) }
             }
         }
         var movements: [Int64: LikeBatchOutcome.CountMovement] = [:]
-        if !liked.users.isEmpty || !unliked.users.isEmpty {
+        var reactionMovements: [PostKind: LikeBatchOutcome.CountMovement] = [:]
+        if !reacted.isEmpty || !unreacted.isEmpty {
+            let parameters: [PostgresValue] =
+                liked.parameters(kinds: false) + unliked.parameters(kinds: false)
+                + reacted.parameters(kinds: true) + unreacted.parameters(kinds: true)
+            let statement = ReactionStatement.text(
+                onConflict: onConflict, events: shape.events, oneKindPerUser: shape.oneKindPerUser)
+            for row in try connection.query(statement, parameters) {
+                let movement = LikeBatchOutcome.CountMovement(delta: try row.int64(2), likesCount: try row.int64(3))
+                if let name = row.string(1), let kind = ReactionKind(name) {
+                    reactionMovements[PostKind(postID: try row.int64(0), kind: kind)] = movement
+                } else {
+                    movements[try row.int64(0)] = movement
+                }
+            }
+        } else if !liked.isEmpty || !unliked.isEmpty {
             var parameters: [PostgresValue] = [
                 .int64Array(liked.users), .int64Array(liked.posts), .int64Array(unliked.users), .int64Array(unliked.posts),
                 .int64Array(liked.times),
             ]
-            if events { parameters.append(.int64Array(unliked.times)) }
-            let rows = try connection.query(statement(onConflict: onConflict, events: events), parameters)
+            if shape.events { parameters.append(.int64Array(unliked.times)) }
+            let rows = try connection.query(statement(onConflict: onConflict, events: shape.events), parameters)
             for row in rows {
                 movements[try row.int64(0)] = .init(delta: try row.int64(1), likesCount: try row.int64(2))
             }
         }
-        return LikeBatchOutcome(movements: movements, missingPosts: missing, coalescedChanges: last.count, alreadyApplied: 0)
+        var outcome = LikeBatchOutcome(movements: movements, missingPosts: missing, coalescedChanges: last.count, alreadyApplied: 0)
+        outcome.reactionMovements = reactionMovements
+        return outcome
+    }
+
+    /// Changes as the parallel arrays a statement takes.
+    struct ChangeColumns {
+        var users: [Int64] = []
+        var posts: [Int64] = []
+        var kinds: [String] = []
+        /// When each was acknowledged (Unix milliseconds; `0`: the transaction's time).
+        var times: [Int64] = []
+
+        var isEmpty: Bool { users.isEmpty }
+
+        mutating func append(_ change: LikeChange) {
+            users.append(change.userID)
+            posts.append(change.postID)
+            kinds.append(change.kind.name)
+            times.append(change.acknowledgedAt ?? 0)
+        }
+
+        /// Users, posts, (kinds,) times.
+        func parameters(kinds withKinds: Bool) -> [PostgresValue] {
+            withKinds
+                ? [.int64Array(users), .int64Array(posts), .textArray(kinds), .int64Array(times)]
+                : [.int64Array(users), .int64Array(posts), .int64Array(times)]
+        }
     }
 
     /// `apply(_:on:)` in a transaction of its own on a pooled connection.
-    public static func apply(_ changes: [LikeChange], pool: PostgresPool, events: Bool = false) async throws -> LikeBatchOutcome {
-        try await pool.withTransaction { connection in try apply(changes, on: connection, events: events) }
+    public static func apply(
+        _ changes: [LikeChange], pool: PostgresPool, events: Bool = false, oneKindPerUser: Bool = false
+    ) async throws -> LikeBatchOutcome {
+        try await pool.withTransaction { connection in
+            try apply(changes, on: connection, events: events, oneKindPerUser: oneKindPerUser)
+        }
     }
 
     /// Applies the entries that are newer than the progress recorded for their log, and records
     /// each log's newest entry as its new progress, all in one transaction. Entries at or below
     /// the recorded progress are skipped: after a crash between the commit and trimming the log,
     /// re-reading the log applies nothing twice. Entries may come from several logs.
-    public static func apply(_ entries: [LoggedLikeChange], pool: PostgresPool, events: Bool = false) async throws -> LikeBatchOutcome {
-        try await pool.withTransaction { connection in try apply(entries, on: connection, events: events) }
+    public static func apply(
+        _ entries: [LoggedLikeChange], pool: PostgresPool, events: Bool = false, oneKindPerUser: Bool = false
+    ) async throws -> LikeBatchOutcome {
+        try await pool.withTransaction { connection in
+            try apply(entries, on: connection, events: events, oneKindPerUser: oneKindPerUser)
+        }
     }
 
     /// `apply(_:pool:)` inside the caller's transaction on `connection`.
@@ -272,7 +347,7 @@ public enum LikeBatchApplier {
     package static func apply(
         _ entries: [LoggedLikeChange], on connection: isolated PostgresConnection,
         audit: FlushAudit? = nil, skipping: Set<LikePair> = [],
-        isolatingRefusals: Bool = false, events: Bool = false
+        isolatingRefusals: Bool = false, events: Bool = false, oneKindPerUser: Bool = false
     ) throws(PostgresError) -> LikeBatchOutcome {
         try validate(entries.map(\.change))
         let logs = Array(Set(entries.map(\.log))).sorted()
@@ -313,13 +388,14 @@ public enum LikeBatchApplier {
         // A change's time is its acknowledgement: its own, or else its entry's (the stream id).
         let outcome = try apply(
             fresh.map(\.timedChange), on: connection, skipping: skipping, isolatingRefusals: isolatingRefusals,
-            events: events)
+            events: events, oneKindPerUser: oneKindPerUser)
         try audit?.check(fresh, on: connection)
         var result = LikeBatchOutcome(
             movements: outcome.movements, missingPosts: outcome.missingPosts,
             coalescedChanges: outcome.coalescedChanges, alreadyApplied: skipped)
         result.appliedThrough = newest.mapValues(\.id)
         result.rejected = outcome.rejected
+        result.reactionMovements = outcome.reactionMovements
         return result
     }
 

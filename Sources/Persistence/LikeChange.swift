@@ -1,11 +1,15 @@
+import CounterCore
 import PostgresDriver
 import RedisDriver
 
-/// A requested membership state: user `userID` likes (`liked == true`) or does not like post
-/// `postID`. Changes carry the wanted state, not a toggle, so applying one twice is harmless.
+/// A requested membership state: user `userID` holds (`liked == true`) or does not hold the
+/// reaction `kind` on post `postID` — for `like`, the kind every deployment has, likes it or
+/// not. Changes carry the wanted state, not a toggle, so applying one twice is harmless.
 public struct LikeChange: Sendable, Hashable {
     public let userID: Int64
     public let postID: Int64
+    /// The reaction's kind: `like` (a `likes` row), or another (a `reactions` row).
+    public let kind: ReactionKind
     public let liked: Bool
     /// When the change was acknowledged, in Unix milliseconds, when it is not the time of the
     /// log entry that holds it (a dead letter replayed keeps its first acknowledgement's time);
@@ -13,9 +17,10 @@ public struct LikeChange: Sendable, Hashable {
     /// change written by its batch was acknowledged.
     public let acknowledgedAt: Int64?
 
-    public init(userID: Int64, postID: Int64, liked: Bool, acknowledgedAt: Int64? = nil) {
+    public init(userID: Int64, postID: Int64, kind: ReactionKind = .like, liked: Bool, acknowledgedAt: Int64? = nil) {
         self.userID = userID
         self.postID = postID
+        self.kind = kind
         self.liked = liked
         self.acknowledgedAt = acknowledgedAt
     }
@@ -57,7 +62,9 @@ public struct LoggedLikeChange: Sendable, Hashable {
     public var timedChange: LikeChange {
         change.acknowledgedAt != nil
             ? change
-            : LikeChange(userID: change.userID, postID: change.postID, liked: change.liked, acknowledgedAt: acknowledgedAt)
+            : LikeChange(
+                userID: change.userID, postID: change.postID, kind: change.kind, liked: change.liked,
+                acknowledgedAt: acknowledgedAt)
     }
 }
 
@@ -73,6 +80,38 @@ public struct LikePair: Sendable, Hashable {
 
     public init(_ change: LikeChange) {
         self.init(userID: change.userID, postID: change.postID)
+    }
+}
+
+/// One membership of one kind: user, post and reaction kind. The last change per key is what a
+/// batch applies.
+public struct ReactionKey: Sendable, Hashable {
+    public let userID: Int64
+    public let postID: Int64
+    public let kind: ReactionKind
+
+    public init(userID: Int64, postID: Int64, kind: ReactionKind) {
+        self.userID = userID
+        self.postID = postID
+        self.kind = kind
+    }
+
+    public init(_ change: LikeChange) {
+        self.init(userID: change.userID, postID: change.postID, kind: change.kind)
+    }
+
+    /// The (user, post) pair the key is of.
+    public var pair: LikePair { LikePair(userID: userID, postID: postID) }
+}
+
+/// A post's count of one kind (`likes_count` for `like`).
+public struct PostKind: Sendable, Hashable {
+    public let postID: Int64
+    public let kind: ReactionKind
+
+    public init(postID: Int64, kind: ReactionKind) {
+        self.postID = postID
+        self.kind = kind
     }
 }
 
@@ -114,6 +153,8 @@ public struct LikeBatchOutcome: Sendable, Equatable {
     /// Posts whose `likes_count` moved, by post id. A post whose changes were all already in
     /// place (a like of a liked post) is absent: its count did not move.
     public let movements: [Int64: CountMovement]
+    /// The counts of other kinds that moved (`reaction_counts`), by post and kind, as `movements`.
+    public var reactionMovements: [PostKind: CountMovement] = [:]
     /// Posts that do not exist in `posts`, with how many of the batch's (coalesced) changes named
     /// each. Their changes were not applied; the rest of the batch was.
     public let missingPosts: [Int64: Int]
@@ -137,12 +178,18 @@ public struct LikeBatchOutcome: Sendable, Equatable {
             let delta = (movements[post]?.delta ?? 0) + movement.delta
             movements[post] = CountMovement(delta: delta, likesCount: movement.likesCount)
         }
+        var reactionMovements = self.reactionMovements
+        for (key, movement) in later.reactionMovements {
+            let delta = (reactionMovements[key]?.delta ?? 0) + movement.delta
+            reactionMovements[key] = CountMovement(delta: delta, likesCount: movement.likesCount)
+        }
         var result = LikeBatchOutcome(
             movements: movements.filter { $0.value.delta != 0 },
             missingPosts: missingPosts.merging(later.missingPosts, uniquingKeysWith: +),
             coalescedChanges: coalescedChanges + later.coalescedChanges,
             alreadyApplied: alreadyApplied + later.alreadyApplied)
         result.rejected = rejected + later.rejected
+        result.reactionMovements = reactionMovements.filter { $0.value.delta != 0 }
         return result
     }
 }

@@ -43,7 +43,47 @@ extension SchemaMigration {
     public static let all: [SchemaMigration] = [
         seedLayout, flushProgress, clusterMembership, slotEpochs,
         likesByPostNewestFirst, likesByUserNewestFirst, dropLikesByPost, likeEvents,
+        reactions, reactionEvents,
     ]
+
+    /// Reactions of kinds other than `like` (whose rows stay `likes`, and whose count stays
+    /// `posts.likes_count`): a row per (user, post, kind) held, and a count per post and kind,
+    /// both written by the flush transaction that writes the likes. New tables only: an app's
+    /// `posts` and `likes` are not touched. The indexes serve who reacted with a kind, newest
+    /// first, and a user's reactions, newest first (the tables are new and empty, so they are
+    /// built in the migration's transaction).
+    static let reactions = SchemaMigration(
+        version: 9, name: "reactions, reaction_counts",
+        sql: """
+            CREATE TABLE IF NOT EXISTS reactions (
+                id bigserial PRIMARY KEY,
+                user_id bigint NOT NULL,
+                post_id bigint NOT NULL REFERENCES posts (id) ON DELETE CASCADE,
+                kind text NOT NULL CONSTRAINT reactions_kind_check CHECK (kind ~ '^[a-z0-9_]{1,32}$' AND kind <> 'like'),
+                created_at timestamptz,
+                updated_at timestamptz,
+                CONSTRAINT reactions_user_id_post_id_kind_unique UNIQUE (user_id, post_id, kind)
+            );
+            CREATE INDEX IF NOT EXISTS reactions_post_id_kind_created_at_index ON reactions (post_id, kind, created_at DESC, user_id);
+            CREATE INDEX IF NOT EXISTS reactions_user_id_created_at_index ON reactions (user_id, created_at DESC, post_id);
+            CREATE TABLE IF NOT EXISTS reaction_counts (
+                post_id bigint NOT NULL REFERENCES posts (id) ON DELETE CASCADE,
+                kind text NOT NULL,
+                count bigint NOT NULL DEFAULT 0,
+                PRIMARY KEY (post_id, kind)
+            );
+            """)
+
+    /// The events' kind: `kind` (`NULL` for `like`, so every event written before stays what
+    /// it was) and, for a switch of kinds in the `one`-per-user model, the kind it replaced
+    /// (`replaced_kind`, `like` included): one event, never two. Nullable columns without a default: adding them
+    /// rewrites no row.
+    static let reactionEvents = SchemaMigration(
+        version: 10, name: "counter_like_events.kind, replaced_kind",
+        sql: """
+            ALTER TABLE counter_like_events ADD COLUMN IF NOT EXISTS kind text;
+            ALTER TABLE counter_like_events ADD COLUMN IF NOT EXISTS replaced_kind text;
+            """)
 
     /// The change events' outbox: one row per like or unlike that changed `likes`, written by the
     /// flush transaction that changed it (with `--events on`), and the clock its ids come from.

@@ -1,3 +1,4 @@
+import CounterCore
 import Persistence
 import RedisDriver
 import Testing
@@ -38,6 +39,54 @@ struct ChangeLogEntryTests {
                 #expect(read?.filter { $0.postID == post } == changes.filter { $0.postID == post })
             }
         }
+    }
+
+    @Test("a kind other than like is grouped by post and kind after a colon; likes stay as they were; each group's order is kept")
+    func packsKinds() throws {
+        let love = try #require(ReactionKind("love"))
+        let party = try #require(ReactionKind("party_parrot_2"))
+        let changes = [
+            LikeChange(userID: 7, postID: 42, kind: love, liked: true), LikeChange(userID: 7, postID: 42, liked: false),
+            LikeChange(userID: 9, postID: 42, kind: love, liked: true), LikeChange(userID: 1, postID: 43, kind: party, liked: true),
+            LikeChange(userID: 9, postID: 42, kind: love, liked: false),
+        ]
+        let text = String(decoding: ChangeLogEntry.pack(changes), as: UTF8.self)
+        #expect(text == "42:love+7+9-9 42-7 43:party_parrot_2+1")
+        let read = try #require(ChangeLogEntry.unpack(Array(text.utf8)))
+        #expect(read == [changes[0], changes[2], changes[4], changes[1], changes[3]])
+        // The one-change form names a kind other than like with `k`, and reads it back.
+        let fields = ChangeLogEntry.fields(of: changes[0])
+        #expect(fields.map(\.0) == ["u", "p", "l", "k"])
+        #expect(ChangeLogEntry.change(from: Self.entry(["u": "7", "p": "42", "l": "1", "k": "love"])) == changes[0])
+        #expect(ChangeLogEntry.change(from: Self.entry(["u": "7", "p": "42", "l": "1", "k": "like"])) == nil)
+        #expect(ChangeLogEntry.change(from: Self.entry(["u": "7", "p": "42", "l": "1", "k": "Love"])) == nil)
+        // Random batches of several kinds read back with each (post, kind)'s changes in order.
+        var random = SystemRandomNumberGenerator()
+        let kinds: [ReactionKind] = [.like, love, party]
+        for _ in 0..<200 {
+            let batch = (0..<Int.random(in: 1...50, using: &random)).map { _ in
+                LikeChange(
+                    userID: .random(in: 1...5, using: &random), postID: .random(in: 1...3, using: &random),
+                    kind: kinds.randomElement(using: &random)!, liked: .random(using: &random))
+            }
+            let again = ChangeLogEntry.unpack(ChangeLogEntry.pack(batch))
+            #expect(again?.count == batch.count)
+            for post: Int64 in 1...3 {
+                for kind in kinds {
+                    #expect(again?.filter { $0.postID == post && $0.kind == kind } == batch.filter { $0.postID == post && $0.kind == kind })
+                }
+            }
+        }
+    }
+
+    @Test(
+        "malformed kinds in packed values are refused whole",
+        arguments: [
+            "42:+7", "42:like+7", "42:Love+7", "42:love", "42:love:haha+7", "42+7:love", ":love+7", "42:lo-ve+7",
+            "42:abcdefghijklmnopqrstuvwxyz0123456+7", "42:love+7 43:", "42:love+7x",
+        ])
+    func malformedKinds(text: String) {
+        #expect(ChangeLogEntry.unpack(Array(text.utf8)) == nil)
     }
 
     @Test(

@@ -57,7 +57,10 @@ struct EventsPublicationTests {
                     }
                 }
                 if relations[oid] == "counter_like_events" {
-                    guard columns.count == 6, let id = columns[0].flatMap({ Int64($0) }), let post = columns[1].flatMap({ Int64($0) }),
+                    // id, post_id, user_id, liked, liked_at, committed_at, then kind and
+                    // replaced_kind: NULL for a like.
+                    guard columns.count == 8, columns[6] == nil, columns[7] == nil, let id = columns[0].flatMap({ Int64($0) }),
+                        let post = columns[1].flatMap({ Int64($0) }),
                         let user = columns[2].flatMap({ Int64($0) })
                     else { throw ParseError("an event row of another shape: \(columns)") }
                     found.append(Published(id: id, postID: post, userID: user, liked: columns[3] == "t"))

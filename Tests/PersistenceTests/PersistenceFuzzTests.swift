@@ -10,7 +10,9 @@ struct PersistenceFuzzTests {
     @Test("packed log entries: malformed ones are refused whole; what is read packs and reads back the same")
     func packedEntries() {
         var random = SeededGenerator(seed: 3)
-        let seeds = ["42+7+9-7 43+1", "1+1", "9223372036854775807-9223372036854775807 5+5-5"].map { Array($0.utf8) }
+        let seeds = [
+            "42+7+9-7 43+1", "1+1", "9223372036854775807-9223372036854775807 5+5-5", "42:love+7-7 42-9 43:tada_2+1",
+        ].map { Array($0.utf8) }
         #expect(
             ChangeLogEntry.unpack(seeds[0]) == [
                 LikeChange(userID: 7, postID: 42, liked: true), LikeChange(userID: 9, postID: 42, liked: true),
@@ -26,8 +28,11 @@ struct PersistenceFuzzTests {
             accepted += 1
             #expect(!changes.isEmpty && changes.allSatisfy { $0.userID > 0 && $0.postID > 0 })
             let again = ChangeLogEntry.unpack(ChangeLogEntry.pack(changes))
-            for post in Set(changes.map(\.postID)) {
-                #expect(again?.filter { $0.postID == post } == changes.filter { $0.postID == post }, "\(String(decoding: bytes, as: UTF8.self))")
+            for group in Set(changes.map { PostKind(postID: $0.postID, kind: $0.kind) }) {
+                #expect(
+                    again?.filter { $0.postID == group.postID && $0.kind == group.kind }
+                        == changes.filter { $0.postID == group.postID && $0.kind == group.kind },
+                    "\(String(decoding: bytes, as: UTF8.self))")
             }
         }
         expectAccepted(accepted, of: total, atLeast: 0.10, "packed entries")

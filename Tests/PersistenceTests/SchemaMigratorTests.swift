@@ -29,7 +29,7 @@ struct SchemaMigratorTests {
             #expect(
                 tables == [
                     "counter_event_clock", "counter_flush_progress", "counter_like_events", "counter_nodes", "counter_schema_migrations",
-                    "counter_slots", "likes", "posts",
+                    "counter_slots", "likes", "posts", "reaction_counts", "reactions",
                 ])
             let unique = try await pool.query(
                 """
