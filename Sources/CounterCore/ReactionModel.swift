@@ -43,7 +43,10 @@ public struct ReactionModel: Sendable, Hashable, CustomStringConvertible {
     public static let likesOnly = ReactionModel(kinds: .fixed([.like]), perUser: .many)
 
     /// Whether this is `likesOnly`: no reaction but `like`, every route, table and event as before.
-    public var isLikesOnly: Bool { kinds == .fixed([.like]) }
+    public var isLikesOnly: Bool {
+        guard case .fixed(let list) = kinds else { return false }
+        return list.count == 1 && list[0].isLike
+    }
 
     /// Whether a request may name `kind` (the cap per post aside).
     public func allows(_ kind: ReactionKind) -> Bool {

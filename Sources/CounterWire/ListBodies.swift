@@ -153,22 +153,44 @@ public enum LikeTime {
 /// `slots` are the slots whose changes the answer holds (those the node serves), as ranges: the
 /// asker checks that the answers together cover every slot.
 public struct PendingLikesBody: Sendable, Hashable, Codable {
-    /// One change: the post, the membership it left, when it was acknowledged (Unix milliseconds).
+    /// One change: the post, the membership it left, when it was acknowledged (Unix milliseconds),
+    /// and for a reaction of another kind than `like`, its kind (absent for a like, so a
+    /// deployment of likes only sends what it always sent).
     public struct Change: Sendable, Hashable, Codable {
         public let postID: Int64
         public let liked: Bool
         public let atMilliseconds: Int64
+        /// The kind's name; `nil` for `like`.
+        public let kind: String?
 
-        public init(postID: Int64, liked: Bool, atMilliseconds: Int64) {
+        public init(postID: Int64, liked: Bool, atMilliseconds: Int64, kind: String? = nil) {
             self.postID = postID
             self.liked = liked
             self.atMilliseconds = atMilliseconds
+            self.kind = kind
         }
 
         enum CodingKeys: String, CodingKey {
             case postID = "post_id"
             case liked
             case atMilliseconds = "at_ms"
+            case kind
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            postID = try container.decode(Int64.self, forKey: .postID)
+            liked = try container.decode(Bool.self, forKey: .liked)
+            atMilliseconds = try container.decode(Int64.self, forKey: .atMilliseconds)
+            kind = try container.decodeIfPresent(String.self, forKey: .kind)
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(postID, forKey: .postID)
+            try container.encode(liked, forKey: .liked)
+            try container.encode(atMilliseconds, forKey: .atMilliseconds)
+            if let kind { try container.encode(kind, forKey: .kind) }
         }
     }
 

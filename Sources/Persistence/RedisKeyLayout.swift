@@ -48,6 +48,22 @@ public struct RedisKeyLayout: Sendable, Hashable {
     /// The field of `warmMembers` that holds the count.
     public static let warmCountField = "n"
 
+    /// In a deployment with reactions other than `like`: the other kinds each user holds of a
+    /// hot post, as a hash, field `<user>`, value the kinds by name joined by commas
+    /// (`ReactionValues`); a user without a field holds none (likes stay in `likers`):
+    /// `cs:{<tag>}:reactions:<post>`. Whole while the post is hot; unused while it is warm (its
+    /// `warmMembers` values carry the kinds then).
+    public func reactions(ofPost postID: Int64) -> String {
+        "\(prefix):{\(HashSlot(post: postID).hashTag)}:reactions:\(postID)"
+    }
+
+    /// In a deployment with reactions other than `like`: the count of every other kind a hot or
+    /// warm post holds, as a hash, field the kind, value its count (a kind at zero has no field):
+    /// `cs:{<tag>}:reaction_counts:<post>`.
+    public func reactionCounts(ofPost postID: Int64) -> String {
+        "\(prefix):{\(HashSlot(post: postID).hashTag)}:reaction_counts:\(postID)"
+    }
+
     /// The write-behind log (a stream) of the posts in `slot`: `cs:{<tag>}:log`.
     public func changeLog(of slot: HashSlot) -> String {
         "\(prefix):{\(slot.hashTag)}:log"

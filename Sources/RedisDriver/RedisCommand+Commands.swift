@@ -39,6 +39,8 @@ extension RedisCommand {
     }
     /// `HMGET key field …`: one reply per field, its value or null.
     public static func hmget(_ key: String, _ fields: [RedisArgument]) -> RedisCommand { RedisCommand("HMGET", [key] + fields) }
+    public static func hgetall(_ key: String) -> RedisCommand { RedisCommand("HGETALL", key) }
+    public static func hdel(_ key: String, _ fields: [RedisArgument]) -> RedisCommand { RedisCommand("HDEL", [key] + fields) }
 
     // Streams: the write-behind log.
     /// `XADD key * field value …` (the server assigns the id).

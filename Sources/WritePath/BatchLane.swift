@@ -270,7 +270,7 @@ struct BatchLane {
         }
         var machine = BatchStateMachine(
             requests: batchOperations.map(\.request), acknowledgement: configuration.acknowledgement, layout: layout,
-            warmThreshold: configuration.warmThreshold)
+            warmThreshold: configuration.warmThreshold, reactions: configuration.reactions)
         let action = machine.start()
         batch = BatchInFlight(machine: machine, operations: batchOperations, epochs: isFenced ? epochs : nil, take: take)
         return follow(action, now: now, into: &actions)

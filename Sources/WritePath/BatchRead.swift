@@ -1,3 +1,4 @@
+import CounterCore
 import Persistence
 import RedisDriver
 import ShardRouter
@@ -10,6 +11,9 @@ import ShardRouter
 /// The marker tells the post's tier: none (cold: PostgreSQL is its truth), `warm` (its count and
 /// known memberships are in a hash: `WarmRead` reads them next) or any other value (hot: the
 /// likers set is whole, and these replies are the post).
+/// In a deployment with other kinds than `like` (`reactions`), each group also reads the post's
+/// other kinds' counts (`HGETALL`, good for a hot or a warm post) and, for a hot post, the other
+/// kinds the users hold (`HMGET` of its reactions hash): one round trip still.
 /// No I/O: the shard sends `commands(layout:)` and hands the results to `outcome(of:)`.
 struct BatchRead {
     /// What the replies say.
@@ -21,6 +25,8 @@ struct BatchRead {
         /// Posts whose marker says warm, in read order, with the distinct users to read of each.
         var warm: [Int64] = []
         var warmUsers: [[Int64]] = []
+        /// With reactions: each warm post's other kinds' counts.
+        var warmKindCounts: [Int64: [ReactionKind: Int64]] = [:]
         /// Why, per post whose read failed (its node failed, or a reply made no sense).
         var failures: [Int64: Error] = [:]
     }
@@ -30,6 +36,8 @@ struct BatchRead {
     /// Per post (as `posts`), the distinct users whose membership is read, in order of first
     /// appearance.
     private(set) var users: [[Int64]] = []
+    /// Whether the deployment has other kinds than `like`.
+    let reactions: Bool
 
     /// A user of a post (by its index in `posts`), to read each membership once.
     private struct Member: Hashable {
@@ -37,8 +45,9 @@ struct BatchRead {
         let user: Int64
     }
 
-    /// The read `requests` need.
-    init(_ requests: some Sequence<ShardDecider.Request>) {
+    /// The read `requests` need (`reactions`: the deployment has other kinds than `like`).
+    init(_ requests: some Sequence<ShardDecider.Request>, reactions: Bool = false) {
+        self.reactions = reactions
         var postIndex: [Int64: Int] = [:]
         var seen: Set<Member> = []
         for request in requests {
@@ -66,6 +75,10 @@ struct BatchRead {
             let likers = layout.likers(ofPost: post)
             var commands: [RedisCommand] = [.get(layout.hydratedMarker(ofPost: post)), .scard(likers)]
             if !users.isEmpty { commands.append(.smismember(likers, users)) }
+            if reactions {
+                commands.append(.hgetall(layout.reactionCounts(ofPost: post)))
+                if !users.isEmpty { commands.append(.hmget(layout.reactions(ofPost: post), users)) }
+            }
             return SlotCommands(slot: HashSlot(post: post), commands: commands)
         }
     }
@@ -79,7 +92,8 @@ struct BatchRead {
                 let result = index < results.count ? results[index] : .failure(Self.missingReply(post))
                 let replies = try result.get()
                 let users = users[index]
-                guard replies.count == (users.isEmpty ? 2 : 3) else {
+                let plain = users.isEmpty ? 2 : 3
+                guard replies.count == plain + (reactions ? (users.isEmpty ? 1 : 2) : 0) else {
                     throw RedisError(code: .unexpectedReply, message: "\(replies.count) replies to the read of post \(post)")
                 }
                 let marker = try replies[0].throwingServerError()
@@ -87,9 +101,17 @@ struct BatchRead {
                     outcome.unhydrated.append(post)
                     continue
                 }
+                var kindCounts: [ReactionKind: Int64] = [:]
+                if reactions {
+                    guard let counts = ReactionValues.counts(try replies[plain].throwingServerError()) else {
+                        throw RedisError(code: .unexpectedReply, message: "post \(post)'s reaction counts in Redis are not kinds and counts")
+                    }
+                    kindCounts = counts
+                }
                 if marker.string == RedisKeyLayout.warmMarkerValue {
                     outcome.warm.append(post)
                     outcome.warmUsers.append(users)
+                    if reactions { outcome.warmKindCounts[post] = kindCounts }
                     continue
                 }
                 let count = try replies[1].throwingServerError().integer ?? 0
@@ -100,7 +122,21 @@ struct BatchRead {
                 var members: [Int64: Bool] = [:]
                 members.reserveCapacity(users.count)
                 for (user, flag) in zip(users, flags) { members[user] = flag.integer == 1 }
-                outcome.views[post] = ShardDecider.PostView(likesCount: count, members: members)
+                var others: [Int64: [ReactionKind]] = [:]
+                if reactions, !users.isEmpty {
+                    let values = try replies[plain + 1].throwingServerError().array ?? []
+                    guard values.count == users.count else {
+                        throw RedisError(code: .unexpectedReply, message: "HMGET returned \(values.count) values for \(users.count) users")
+                    }
+                    for (user, value) in zip(users, values) {
+                        guard case .bulkString(let bytes) = value else { continue }
+                        guard let kinds = ReactionValues.kinds(bytes) else {
+                            throw RedisError(code: .unexpectedReply, message: "user \(user)'s reactions of post \(post) in Redis are not kinds")
+                        }
+                        others[user] = kinds
+                    }
+                }
+                outcome.views[post] = ShardDecider.PostView(likesCount: count, members: members, kindCounts: kindCounts, others: others)
             } catch {
                 outcome.failures[post] = error
             }

@@ -1,3 +1,4 @@
+import CounterCore
 import Persistence
 import PostgresDriver
 import RedisDriver
@@ -111,6 +112,8 @@ struct BatchStateMachine {
     /// Cold posts with at least this many likers are not loaded by the batch that writes them:
     /// they turn warm.
     private let warmThreshold: Int64
+    /// The deployment's reaction model (`likesOnly`: reads and writes as they always were).
+    private let model: ReactionModel
     private var state = State.idle
     /// The requests not answered yet, in arrival order.
     private var open: [Int]
@@ -120,10 +123,14 @@ struct BatchStateMachine {
     private var answeredCold: Set<Int64> = []
     /// Small cold posts the batch writes, with all their likers: the write loads them.
     private var loading: [Int64: [Int64]] = [:]
+    /// With reactions: the other kinds' rows of the posts of `loading`, by user.
+    private var loadingReactors: [Int64: [Int64: [ReactionKind]]] = [:]
     /// Warm posts (read from their hash), and the large cold posts the batch writes, which turn
     /// warm with its write.
     private var warm: Set<Int64> = []
     private var turningWarm: Set<Int64> = []
+    /// With reactions: the warm posts' other kinds' counts, read with their markers.
+    private var warmKindCounts: [Int64: [ReactionKind: Int64]] = [:]
     /// The users of warm posts whose membership came from PostgreSQL.
     private var askedPostgres: Set<ColdLookup.Pair> = []
     /// Per post written, the newest log entry holding one of its changes.
@@ -136,8 +143,9 @@ struct BatchStateMachine {
     /// it writes with `warmThreshold` likers or more turn warm.
     init(
         requests: [ShardDecider.Request], acknowledgement: AcknowledgementMode, layout: RedisKeyLayout,
-        warmThreshold: Int64 = .max
+        warmThreshold: Int64 = .max, reactions model: ReactionModel = .likesOnly
     ) {
+        self.model = model
         self.requests = requests
         self.acknowledgement = acknowledgement
         self.layout = layout
@@ -148,7 +156,7 @@ struct BatchStateMachine {
     /// The first action: the read.
     mutating func start() -> Action {
         guard case .idle = state else { preconditionFailure("a batch starts once") }
-        let read = BatchRead(requests)
+        let read = BatchRead(requests, reactions: !model.isLikesOnly)
         guard !read.isEmpty else { return finish(decided: [], write: nil) }
         state = .reading(read)
         return .read(read.commands(layout: layout))
@@ -170,6 +178,7 @@ struct BatchStateMachine {
             let outcome = read.outcome(of: results)
             fail(outcome.failures)
             views = outcome.views
+            warmKindCounts = outcome.warmKindCounts
             if !outcome.warm.isEmpty, !open.isEmpty {
                 let warmRead = WarmRead(posts: outcome.warm, users: outcome.warmUsers)
                 state = .readingWarm(warmRead, cold: outcome.unhydrated)
@@ -183,6 +192,7 @@ struct BatchStateMachine {
             fail(outcome.failures)
             for (post, view) in outcome.views {
                 views[post] = view
+                if let counts = warmKindCounts[post] { views[post]!.kindCounts = counts }
                 warm.insert(post)
             }
             guard !cold.isEmpty || !outcome.unknown.isEmpty, !open.isEmpty else { return decide() }
@@ -219,6 +229,7 @@ struct BatchStateMachine {
         let requests = self.requests
         for pair in warmUnknown where views[pair.post] != nil {
             views[pair.post]!.members[pair.user] = lookup.likers[pair.post]?.contains(pair.user) == true
+            if let kinds = lookup.reactors[pair.post]?[pair.user] { views[pair.post]!.others[pair.user] = kinds }
             askedPostgres.insert(pair)
         }
         var users: [Int64: [Int64]] = [:]
@@ -237,6 +248,7 @@ struct BatchStateMachine {
             } else {
                 views[post] = lookup.wholeView(of: post, users: users[post] ?? [])
                 loading[post] = lookup.likers[post] ?? []
+                if !model.isLikesOnly { loadingReactors[post] = lookup.reactors[post] ?? [:] }
             }
             answeredCold.insert(post)
         }
@@ -275,7 +287,10 @@ struct BatchStateMachine {
             }
         }
         state = .findingPosts(posts, readOnly: readOnly, warmUnknown: warmUnknown)
-        return .findPosts(ColdLookup(posts: posts, pairs: pairs, loading: posts.filter(written.contains), loadBelow: warmThreshold))
+        return .findPosts(
+            ColdLookup(
+                posts: posts, pairs: pairs, loading: posts.filter(written.contains), loadBelow: warmThreshold,
+                reactions: !model.isLikesOnly))
     }
 
     /// PostgreSQL failed the last `.findPosts`: every request still open fails with it, those
@@ -338,18 +353,36 @@ struct BatchStateMachine {
                 statistics.hotReads += 1
             }
         }
-        let decision = ShardDecider.decide(open.map { requests[$0] }, views: &views)
+        let decision = ShardDecider.decide(open.map { requests[$0] }, views: &views, model: model)
+        var answers = decision.answers
+        if !decision.refused.isEmpty {
+            // Refused requests (a kind past the post's cap) are answered now; they changed nothing.
+            var keptOpen: [Int] = []
+            var keptAnswers: [LikeState] = []
+            for (position, index) in open.enumerated() {
+                if let refusal = decision.refused[position] {
+                    settled.answers.append(Answer(request: index, result: .failure(refusal)))
+                } else {
+                    keptOpen.append(index)
+                    keptAnswers.append(answers[position])
+                }
+            }
+            open = keptOpen
+            answers = keptAnswers
+        }
         if acknowledgement == .memory {
             settled.answers.reserveCapacity(settled.answers.count + open.count)
-            for (index, answer) in zip(open, decision.answers) {
+            for (index, answer) in zip(open, answers) {
                 settled.answers.append(Answer(request: index, result: .success(answer)))
             }
         }
-        guard !decision.changes.isEmpty else { return finish(decided: decision.answers, write: nil) }
+        guard !decision.changes.isEmpty else { return finish(decided: answers, write: nil) }
         var warmViews: [Int64: ShardDecider.PostView] = [:]
         for post in warm.union(turningWarm) { warmViews[post] = views[post] }
-        let write = BatchWrite(decision.changes, layout: layout, loading: loading, warm: warmViews, turningWarm: turningWarm)
-        state = .writing(write, answers: decision.answers)
+        let write = BatchWrite(
+            decision.changes, layout: layout, loading: loading, warm: warmViews, turningWarm: turningWarm,
+            reactions: !model.isLikesOnly, views: model.isLikesOnly ? [:] : views, loadingReactors: loadingReactors)
+        state = .writing(write, answers: answers)
         return .write(write.transactions)
     }
 

@@ -1,3 +1,4 @@
+import CounterCore
 import Persistence
 import RedisDriver
 import ShardRouter
@@ -16,7 +17,15 @@ import ShardRouter
 /// whole set: `RedisKeyLayout.warmMembers`) gets an `HSET` (several for a view of thousands of
 /// users) instead of `SADD`/`SREM`: its count after the batch and every membership the batch
 /// knows; one that turns warm with this batch gets its marker set first, in the same
-/// transaction. No I/O: the shard sends `transactions` and hands the results to `outcome(of:)`.
+/// transaction.
+///
+/// In a deployment with other kinds than `like` (`reactions`), a hot post's other kinds are
+/// written as each user's kinds after the batch into its reactions hash (`HSET`, or `HDEL` for a
+/// user left with none), a warm post's as its hash's values (`ReactionValues.warmValue`), and
+/// every post written gets its other kinds' counts after the batch (`DEL` and `HSET` of its
+/// counts hash); a post loaded in passing gets its other kinds' rows too. A switch of kinds is
+/// never parted between two log entries, so it reaches PostgreSQL in one transaction.
+/// No I/O: the shard sends `transactions` and hands the results to `outcome(of:)`.
 struct BatchWrite {
     /// What the transactions did.
     struct Outcome {
@@ -50,9 +59,14 @@ struct BatchWrite {
     /// likers in PostgreSQL) that have changes; the posts of `warm` (post → its view after the
     /// batch's decisions) are written as warm posts, and those of `turningWarm` among them are
     /// marked warm first.
+    ///
+    /// With `reactions`, `views` holds every written post's view after the batch's decisions,
+    /// and `loadingReactors` the other kinds' rows of the posts of `loading`.
     init(
         _ changes: [LikeChange], layout: RedisKeyLayout, loading: [Int64: [Int64]] = [:],
-        warm: [Int64: ShardDecider.PostView] = [:], turningWarm: Set<Int64> = []
+        warm: [Int64: ShardDecider.PostView] = [:], turningWarm: Set<Int64> = [],
+        reactions: Bool = false, views: [Int64: ShardDecider.PostView] = [:],
+        loadingReactors: [Int64: [Int64: [ReactionKind]]] = [:]
     ) {
         var slotIndex: [UInt16: Int] = [:]
         var offsetsBySlot: [(slot: UInt16, offsets: [Int])] = []
@@ -74,16 +88,23 @@ struct BatchWrite {
             let log = layout.changeLog(of: hashSlot)
             let slotChanges = offsets.map { changes[$0] }
             var commands = loading.isEmpty ? [] : Self.loadCommands(slotChanges, loading: loading, layout: layout)
-            if !warm.isEmpty { commands += Self.warmCommands(slotChanges, warm: warm, turningWarm: turningWarm, layout: layout) }
-            commands += Self.membershipCommands(warm.isEmpty ? slotChanges : slotChanges.filter { warm[$0.postID] == nil }, layout: layout)
+            if reactions, !loading.isEmpty { commands += Self.loadReactionCommands(slotChanges, loading: loadingReactors, layout: layout) }
+            if !warm.isEmpty {
+                commands += Self.warmCommands(slotChanges, warm: warm, turningWarm: turningWarm, reactions: reactions, layout: layout)
+            }
+            let hot = warm.isEmpty ? slotChanges : slotChanges.filter { warm[$0.postID] == nil }
+            if reactions {
+                commands += Self.membershipCommands(hot.filter(\.kind.isLike), layout: layout)
+                commands += Self.reactionCommands(hot.filter { !$0.kind.isLike }, views: views, layout: layout)
+                commands += Self.reactionCountCommands(slotChanges, views: views, layout: layout)
+            } else {
+                commands += Self.membershipCommands(hot, layout: layout)
+            }
             let membershipCommands = commands.count
-            let perEntry = ChangeLogEntry.maximumChangesPerEntry
             var entryEnds: [Int] = []
-            entryEnds.reserveCapacity((offsets.count + perEntry - 1) / perEntry)
             for run in ChangeLogEntry.entryRuns(slotChanges) {
-                for start in stride(from: run.startIndex, to: run.endIndex, by: perEntry) {
-                    let end = min(start + perEntry, run.endIndex)
-                    commands.append(ChangeLogEntry.append(run[start..<end], to: log))
+                for end in Self.entryEnds(run, limit: ChangeLogEntry.maximumChangesPerEntry) {
+                    commands.append(ChangeLogEntry.append(slotChanges[(entryEnds.last ?? 0)..<end], to: log))
                     entryEnds.append(end)
                 }
             }
@@ -158,12 +179,110 @@ struct BatchWrite {
         return commands
     }
 
+    /// Where the entries of `run` end (positions in its base collection): at most `limit`
+    /// changes each, never between the two changes of a switch of kinds (a pair's end of one
+    /// kind, then its next kind).
+    static func entryEnds(_ run: ArraySlice<LikeChange>, limit: Int) -> [Int] {
+        var ends: [Int] = []
+        var start = run.startIndex
+        while start < run.endIndex {
+            var end = min(start + limit, run.endIndex)
+            while end < run.endIndex, end - 1 > start, run[end - 1].kind != run[end].kind,
+                run[end - 1].userID == run[end].userID, run[end - 1].postID == run[end].postID
+            {
+                end -= 1
+            }
+            ends.append(end)
+            start = end
+        }
+        return ends
+    }
+
+    /// For each post of `changes` (in order of first change) that `loading` holds: `DEL` of its
+    /// reactions hash, then `HSET`s of each reactor's other kinds (its rows in PostgreSQL).
+    static func loadReactionCommands(
+        _ changes: [LikeChange], loading: [Int64: [Int64: [ReactionKind]]], layout: RedisKeyLayout
+    ) -> [RedisCommand] {
+        var commands: [RedisCommand] = []
+        var seen: Set<Int64> = []
+        for change in changes where seen.insert(change.postID).inserted {
+            guard let reactors = loading[change.postID] else { continue }
+            let key = layout.reactions(ofPost: change.postID)
+            commands.append(.del([key]))
+            var pairs: [(RedisArgument, RedisArgument)] = []
+            let perCommand = FencedScript.maximumArgumentsPerCommand / 2 - 1
+            for (user, kinds) in reactors.sorted(by: { $0.key < $1.key }) {
+                if pairs.count == perCommand {
+                    commands.append(.hset(key, pairs))
+                    pairs = []
+                }
+                pairs.append((user, ReactionValues.kindsValue(kinds)))
+            }
+            if !pairs.isEmpty { commands.append(.hset(key, pairs)) }
+        }
+        return commands
+    }
+
+    /// For each hot post of `changes` (other kinds than `like`): `HSET` of the kinds each user
+    /// whose kinds changed holds after the batch (`views`), `HDEL` of those who hold none.
+    static func reactionCommands(_ changes: [LikeChange], views: [Int64: ShardDecider.PostView], layout: RedisKeyLayout) -> [RedisCommand] {
+        guard !changes.isEmpty else { return [] }
+        var postOrder: [Int64] = []
+        var users: [Int64: [Int64]] = [:]
+        var seen: Set<LikePair> = []
+        for change in changes where seen.insert(LikePair(change)).inserted {
+            if users[change.postID] == nil { postOrder.append(change.postID) }
+            users[change.postID, default: []].append(change.userID)
+        }
+        var commands: [RedisCommand] = []
+        let perCommand = FencedScript.maximumArgumentsPerCommand / 2 - 1
+        for post in postOrder {
+            let key = layout.reactions(ofPost: post)
+            let view = views[post]
+            var set: [(RedisArgument, RedisArgument)] = []
+            var deleted: [RedisArgument] = []
+            for user in users[post]! {
+                if let kinds = view?.others[user], !kinds.isEmpty {
+                    set.append((user, ReactionValues.kindsValue(kinds)))
+                    if set.count == perCommand {
+                        commands.append(.hset(key, set))
+                        set = []
+                    }
+                } else {
+                    deleted.append(user)
+                    if deleted.count == FencedScript.maximumArgumentsPerCommand {
+                        commands.append(.hdel(key, deleted))
+                        deleted = []
+                    }
+                }
+            }
+            if !set.isEmpty { commands.append(.hset(key, set)) }
+            if !deleted.isEmpty { commands.append(.hdel(key, deleted)) }
+        }
+        return commands
+    }
+
+    /// For each post of `changes`: its other kinds' counts after the batch (`views`), written
+    /// whole — `DEL` of its counts hash and `HSET` of the kinds above zero (a post holds a few).
+    static func reactionCountCommands(_ changes: [LikeChange], views: [Int64: ShardDecider.PostView], layout: RedisKeyLayout) -> [RedisCommand] {
+        var commands: [RedisCommand] = []
+        var seen: Set<Int64> = []
+        for change in changes where seen.insert(change.postID).inserted {
+            guard let view = views[change.postID] else { continue }
+            let key = layout.reactionCounts(ofPost: change.postID)
+            commands.append(.del([key]))
+            let counts = view.kindCounts.filter { $0.value > 0 }.sorted { $0.key < $1.key }
+            if !counts.isEmpty { commands.append(.hset(key, counts.map { ($0.key.name, $0.value) })) }
+        }
+        return commands
+    }
+
     /// For each post of `changes` (in order of first change) that `warm` holds: for one in
     /// `turningWarm`, `DEL` of any likers set or hash and `SET` of the marker to warm; then
     /// `HSET` of its count and of every membership its view knows (split so that no command has
     /// more than `FencedScript.maximumArgumentsPerCommand` arguments).
     static func warmCommands(
-        _ changes: [LikeChange], warm: [Int64: ShardDecider.PostView], turningWarm: Set<Int64>,
+        _ changes: [LikeChange], warm: [Int64: ShardDecider.PostView], turningWarm: Set<Int64>, reactions: Bool = false,
         layout: RedisKeyLayout
     ) -> [RedisCommand] {
         var commands: [RedisCommand] = []
@@ -172,7 +291,9 @@ struct BatchWrite {
             guard let view = warm[change.postID] else { continue }
             let key = layout.warmMembers(ofPost: change.postID)
             if turningWarm.contains(change.postID) {
-                commands.append(.del([layout.likers(ofPost: change.postID), key]))
+                var keys = [layout.likers(ofPost: change.postID), key]
+                if reactions { keys.append(layout.reactions(ofPost: change.postID)) }
+                commands.append(.del(keys))
                 commands.append(.set(layout.hydratedMarker(ofPost: change.postID), RedisKeyLayout.warmMarkerValue))
             }
             var pairs: [(RedisArgument, RedisArgument)] = [(RedisKeyLayout.warmCountField, view.likesCount)]
@@ -182,7 +303,7 @@ struct BatchWrite {
                     commands.append(.hset(key, pairs))
                     pairs = []
                 }
-                pairs.append((user, liked ? "1" : "0"))
+                pairs.append((user, ReactionValues.warmValue(liked: liked, others: view.others[user] ?? [])))
             }
             commands.append(.hset(key, pairs))
         }

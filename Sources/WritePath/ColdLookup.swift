@@ -1,3 +1,4 @@
+import CounterCore
 import PostgresDriver
 
 /// What a batch asks PostgreSQL of the posts Redis does not hold (cold posts), as plain values:
@@ -10,6 +11,11 @@ import PostgresDriver
 /// read of it is answered from these rows, and nothing is loaded into Redis for it; a small post
 /// the batch writes is decided on its likers from these rows, which the batch's write puts into
 /// Redis together with its changes (`BatchWrite`).
+///
+/// In a deployment with other kinds than `like` (`reactions`), the same statement also reads
+/// each post's other kinds' counts (`reaction_counts`), the asked pairs' other kinds
+/// (`reactions`, by its unique `(user_id, post_id, kind)` index) and the other kinds' rows of
+/// the posts loaded whole; a post is small enough to load when all its reactions together are.
 struct ColdLookup: Equatable {
     /// A user of a post whose membership is asked.
     struct Pair: Hashable {
@@ -24,6 +30,11 @@ struct ColdLookup: Equatable {
         /// Per post, the users of its rows in `likes` that came back: the pairs asked that are
         /// likes, or — for a post loaded whole — every liker.
         var likers: [Int64: [Int64]] = [:]
+        /// With reactions: per post, its other kinds' counts (kinds above zero).
+        var kindCounts: [Int64: [ReactionKind: Int64]] = [:]
+        /// With reactions: per post, the other kinds of its rows in `reactions` that came back,
+        /// by user (sorted), as `likers`.
+        var reactors: [Int64: [Int64: [ReactionKind]]] = [:]
 
         /// The posts that exist.
         var existing: Set<Int64> { Set(counts.keys) }
@@ -34,8 +45,13 @@ struct ColdLookup: Equatable {
             guard let count = counts[post] else { return nil }
             let liked = Set(likers[post] ?? [])
             var members: [Int64: Bool] = [:]
-            for user in users { members[user] = liked.contains(user) }
-            return ShardDecider.PostView(likesCount: count, members: members)
+            var others: [Int64: [ReactionKind]] = [:]
+            let reacted = reactors[post] ?? [:]
+            for user in users {
+                members[user] = liked.contains(user)
+                if let kinds = reacted[user] { others[user] = kinds }
+            }
+            return ShardDecider.PostView(likesCount: count, members: members, kindCounts: kindCounts[post] ?? [:], others: others)
         }
 
         /// The view of a post loaded whole: its count is its likers, and every user's membership
@@ -45,8 +61,15 @@ struct ColdLookup: Equatable {
             let all = likers[post] ?? []
             let liked = Set(all)
             var members: [Int64: Bool] = [:]
-            for user in users { members[user] = liked.contains(user) }
-            return ShardDecider.PostView(likesCount: Int64(liked.count), members: members)
+            var others: [Int64: [ReactionKind]] = [:]
+            let reacted = reactors[post] ?? [:]
+            for user in users {
+                members[user] = liked.contains(user)
+                if let kinds = reacted[user] { others[user] = kinds }
+            }
+            var counts: [ReactionKind: Int64] = [:]
+            for kinds in reacted.values { for kind in kinds { counts[kind, default: 0] += 1 } }
+            return ShardDecider.PostView(likesCount: Int64(liked.count), members: members, kindCounts: counts, others: others)
         }
     }
 
@@ -57,8 +80,11 @@ struct ColdLookup: Equatable {
     /// The posts whose likers all come back when their `likes_count` is below `loadBelow`.
     let loading: [Int64]
     let loadBelow: Int64
+    /// Whether the deployment has other kinds than `like`.
+    let reactions: Bool
 
-    init(posts: [Int64], pairs: [Pair] = [], loading: [Int64] = [], loadBelow: Int64 = 0) {
+    init(posts: [Int64], pairs: [Pair] = [], loading: [Int64] = [], loadBelow: Int64 = 0, reactions: Bool = false) {
+        self.reactions = reactions
         self.posts = posts
         var seen: Set<Pair> = []
         self.pairs = pairs.filter { seen.insert($0).inserted }
@@ -102,8 +128,58 @@ struct ColdLookup: Equatable {
         """
     }
 
+    /// With reactions, every part's rows are `(post_id, count, user_id, kind)`: the posts (kind
+    /// `NULL`), their other kinds' counts, and the likes (kind `NULL`) and other kinds of the
+    /// pairs asked and of the posts loaded whole.
+    static let reactionPostsPart = """
+        SELECT id, likes_count, NULL::bigint, NULL::text FROM posts WHERE id = ANY($1::bigint[])
+        UNION ALL
+        SELECT post_id, count, NULL::bigint, kind FROM reaction_counts WHERE post_id = ANY($1::bigint[]) AND count > 0
+        """
+
+    static func reactionPairsPart(_ a: Int, _ b: Int) -> String {
+        """
+        SELECT asked.post_id, NULL::bigint, l.user_id, NULL::text
+        FROM unnest($\(a)::bigint[], $\(b)::bigint[]) AS asked(post_id, user_id)
+        CROSS JOIN LATERAL (
+          SELECT user_id FROM likes WHERE user_id = asked.user_id AND post_id = asked.post_id LIMIT 1
+        ) l
+        UNION ALL
+        SELECT asked.post_id, NULL::bigint, r.user_id, r.kind
+        FROM unnest($\(a)::bigint[], $\(b)::bigint[]) AS asked(post_id, user_id)
+        CROSS JOIN LATERAL (
+          SELECT user_id, kind FROM reactions WHERE user_id = asked.user_id AND post_id = asked.post_id
+        ) r
+        """
+    }
+
+    static func reactionLoadingPart(_ a: Int, _ b: Int) -> String {
+        """
+        SELECT p.id, NULL::bigint, l.user_id, l.kind
+        FROM posts p
+        CROSS JOIN LATERAL (
+          SELECT user_id, NULL::text AS kind FROM likes WHERE post_id = p.id
+          UNION ALL
+          SELECT user_id, kind FROM reactions WHERE post_id = p.id
+          OFFSET 0
+        ) l
+        WHERE p.id = ANY($\(a)::bigint[])
+          AND p.likes_count + coalesce((SELECT sum(c.count) FROM reaction_counts c WHERE c.post_id = p.id), 0) < $\(b)
+        """
+    }
+
     /// The statement to run: the posts, and the parts that are asked for.
     var query: String {
+        if reactions {
+            var parts = [Self.reactionPostsPart]
+            var next = 2
+            if !pairs.isEmpty {
+                parts.append(Self.reactionPairsPart(next, next + 1))
+                next += 2
+            }
+            if !loading.isEmpty { parts.append(Self.reactionLoadingPart(next, next + 1)) }
+            return parts.joined(separator: "\nUNION ALL\n")
+        }
         var parts = [Self.postsPart]
         var next = 2
         if !pairs.isEmpty {
@@ -128,6 +204,24 @@ struct ColdLookup: Equatable {
         var found = Found()
         for row in rows {
             let post = try row.int64(0)
+            if row.values.count > 3, let name = row.string(3) {
+                guard let kind = ReactionKind(name), !kind.isLike else {
+                    throw PostgresError(code: .unexpectedResult, message: "post \(post) has a reaction of kind '\(name)', which is no kind")
+                }
+                if let count = try row.optionalInt64(1) {
+                    found.kindCounts[post, default: [:]][kind] = count
+                } else if let user = try row.optionalInt64(2) {
+                    // A pair asked of a post loaded whole comes back twice: kept once.
+                    var kinds = found.reactors[post]?[user] ?? []
+                    guard !kinds.contains(kind) else { continue }
+                    kinds.append(kind)
+                    kinds.sort()
+                    found.reactors[post, default: [:]][user] = kinds
+                } else {
+                    throw PostgresError(code: .unexpectedResult, message: "a row of the cold lookup of post \(post) has neither a count nor a user")
+                }
+                continue
+            }
             if let count = try row.optionalInt64(1) {
                 found.counts[post] = count
             } else if let user = try row.optionalInt64(2) {

@@ -30,6 +30,12 @@ public struct CounterError: Error, Sendable, Equatable, CustomStringConvertible 
         /// PostgreSQL, unless that master fails before a replica has it: read the state before
         /// repeating a toggle.
         public static let notReplicated = Code(name: "not_replicated")
+        /// The operation names a reaction kind the deployment's fixed kinds do not list (HTTP
+        /// 400): nothing was done.
+        public static let unknownKind = Code(name: "unknown_kind")
+        /// A reaction of a kind new to the post would take it past the distinct kinds a post
+        /// may hold in an open set (`--reaction-kinds-per-post`; HTTP 409): nothing was done.
+        public static let tooManyKinds = Code(name: "too_many_kinds")
         public var description: String { name }
     }
 

@@ -184,23 +184,40 @@ public final class CounterService: Service {
     /// - Throws: `CounterError` (`.notOwner` when another node owns the post's slot,
     ///   `.slotMoving` when its move did not settle in time).
     public func perform(
-        _ operation: LikeOperation, post postID: Int64, user userID: Int64,
+        _ operation: LikeOperation, post postID: Int64, user userID: Int64, kind: ReactionKind = .like,
         waitingForSlot: Bool = false, acknowledgedAt: Int64? = nil
     ) async throws -> LikeState {
         guard postID > 0, userID > 0 || operation == .count else {
             throw CounterError(code: .invalidArgument, message: "ids must be positive 64-bit integers (post \(postID), user \(userID))")
         }
+        if let refusal = refusal(of: kind) { throw refusal }
         let slot = HashSlot(post: postID)
         return try await shards[shardMap.shard(for: slot)].perform(
-            ShardDecider.Request(operation: operation, postID: postID, userID: userID, acknowledgedAt: acknowledgedAt),
+            ShardDecider.Request(operation: operation, postID: postID, userID: userID, kind: kind, acknowledgedAt: acknowledgedAt),
             slot: slot.rawValue, waitsForSlot: waitingForSlot)
+    }
+
+    /// The deployment's reaction model.
+    public var reactions: ReactionModel { configuration.reactions }
+
+    /// Why an operation may not name `kind` (one the deployment's fixed kinds do not list), or
+    /// `nil` when it may.
+    public func refusal(of kind: ReactionKind) -> CounterError? {
+        guard !configuration.reactions.allows(kind) else { return nil }
+        let known: String
+        switch configuration.reactions.kinds {
+        case .fixed(let list): known = list.map(\.name).joined(separator: ", ")
+        case .open: known = "any"
+        }
+        return CounterError(
+            code: .unknownKind, message: "'\(kind)' is not a reaction kind of this deployment (kinds: \(known)); nothing was changed")
     }
 
     /// Queues `operation` and calls `completion` with the answer, without waiting: for callers on
     /// threads of their own (the HTTP thread). `completion` runs on the shard's loop, or at once
     /// when the operation is refused.
     public func submit(
-        _ operation: LikeOperation, post postID: Int64, user userID: Int64,
+        _ operation: LikeOperation, post postID: Int64, user userID: Int64, kind: ReactionKind = .like,
         completion: @escaping @Sendable (Result<LikeState, Error>) -> Void
     ) {
         guard postID > 0, userID > 0 || operation == .count else {
@@ -208,9 +225,13 @@ public final class CounterService: Service {
                 .failure(CounterError(code: .invalidArgument, message: "ids must be positive 64-bit integers (post \(postID), user \(userID))")))
             return
         }
+        if let refusal = refusal(of: kind) {
+            completion(.failure(refusal))
+            return
+        }
         let slot = HashSlot(post: postID)
         shards[shardMap.shard(for: slot)].submit(
-            ShardDecider.Request(operation: operation, postID: postID, userID: userID),
+            ShardDecider.Request(operation: operation, postID: postID, userID: userID, kind: kind),
             slot: slot.rawValue, completion: completion)
     }
 

@@ -8,12 +8,16 @@ public struct LikeState: Sendable, Hashable, CustomStringConvertible {
     public let isLiked: Bool
     /// How many users like the post.
     public let likesCount: Int64
+    /// In a deployment with reactions other than `like`: every kind's count and the user's own
+    /// kinds, after the operation. `nil` in a deployment of likes only.
+    public let reactions: ReactionSummary?
 
-    public init(postID: Int64, userID: Int64, isLiked: Bool, likesCount: Int64) {
+    public init(postID: Int64, userID: Int64, isLiked: Bool, likesCount: Int64, reactions: ReactionSummary? = nil) {
         self.postID = postID
         self.userID = userID
         self.isLiked = isLiked
         self.likesCount = likesCount
+        self.reactions = reactions
     }
 
     public var description: String { "post \(postID) user \(userID): liked \(isLiked), count \(likesCount)" }

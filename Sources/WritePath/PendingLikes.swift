@@ -1,3 +1,4 @@
+import CounterCore
 import Persistence
 import RedisDriver
 import ShardRouter
@@ -7,14 +8,17 @@ import ShardRouter
 public struct PendingLike: Sendable, Hashable {
     public let postID: Int64
     public let userID: Int64
-    /// The membership the change left: liked, or not.
+    /// The reaction's kind (`like` in a deployment of likes only).
+    public let kind: ReactionKind
+    /// The membership the change left: liked (the kind held), or not.
     public let liked: Bool
     /// When it was acknowledged, in Unix milliseconds: the `created_at` its row gets.
     public let acknowledgedAt: Int64
 
-    public init(postID: Int64, userID: Int64, liked: Bool, acknowledgedAt: Int64) {
+    public init(postID: Int64, userID: Int64, kind: ReactionKind = .like, liked: Bool, acknowledgedAt: Int64) {
         self.postID = postID
         self.userID = userID
+        self.kind = kind
         self.liked = liked
         self.acknowledgedAt = acknowledgedAt
     }
@@ -34,7 +38,7 @@ public struct UserPendingLikes: Sendable {
 }
 
 /// One shard's index of the changes its batches logged and its flusher has not applied yet, by
-/// post and by user: the newest change of each (user, post) pair, until PostgreSQL has the
+/// post and by user: the newest change of each (user, post, kind), until PostgreSQL has the
 /// entry holding it. Filled from each batch's write (the entry id of every change), emptied as
 /// flushes settle each slot, forgotten with a slot that leaves. Its size is bounded by the
 /// shard's backlog (`backlogLimitPerShard`): a change leaves once its entry is applied.
@@ -53,16 +57,22 @@ struct PendingLikes {
         let entry: StreamEntryID
     }
 
-    private var byPost: [Int64: [Int64: Change]] = [:]
-    private var byUser: [Int64: [Int64: Change]] = [:]
-    /// Per slot, the pairs in the order their entries were written, from `head` on.
-    private var bySlot: [UInt16: (items: [(entry: StreamEntryID, pair: LikePair)], head: Int)] = [:]
+    /// A user's kind of a post, and a post's kind of a user.
+    private struct UserKind: Hashable {
+        let user: Int64
+        let kind: ReactionKind
+    }
+
+    private var byPost: [Int64: [UserKind: Change]] = [:]
+    private var byUser: [Int64: [PostKind: Change]] = [:]
+    /// Per slot, the keys in the order their entries were written, from `head` on.
+    private var bySlot: [UInt16: (items: [(entry: StreamEntryID, key: ReactionKey)], head: Int)] = [:]
     /// Slots whose log may hold changes not indexed, up to the entry named.
     private var unindexed: [UInt16: StreamEntryID] = [:]
     /// Per slot, the newest entry PostgreSQL has (with every entry before it).
     private var appliedThrough: [UInt16: StreamEntryID] = [:]
 
-    /// Pairs with a change waiting.
+    /// Keys (user, post, kind) with a change waiting.
     private(set) var count = 0
 
     /// `change` was logged in entry `entry` of its slot's log.
@@ -72,9 +82,11 @@ struct PendingLikes {
         // that wrote it has finished: PostgreSQL has it already, and it must not linger here.
         if let applied = appliedThrough[slot], entry <= applied { return }
         let record = Change(liked: change.liked, at: change.acknowledgedAt(inEntryOf: entry.milliseconds), entry: entry)
-        if byPost[change.postID, default: [:]].updateValue(record, forKey: change.userID) == nil { count += 1 }
-        byUser[change.userID, default: [:]][change.postID] = record
-        bySlot[slot, default: ([], 0)].items.append((entry, LikePair(change)))
+        if byPost[change.postID, default: [:]].updateValue(record, forKey: UserKind(user: change.userID, kind: change.kind)) == nil {
+            count += 1
+        }
+        byUser[change.userID, default: [:]][PostKind(postID: change.postID, kind: change.kind)] = record
+        bySlot[slot, default: ([], 0)].items.append((entry, ReactionKey(change)))
     }
 
     /// PostgreSQL has every entry of `slot`'s log up to `through`.
@@ -94,10 +106,10 @@ struct PendingLikes {
         var lost: [PendingLike] = []
         while queue.head < queue.items.count, queue.items[queue.head].entry <= through {
             let item = queue.items[queue.head]
-            if let read, !read.contains(item.entry), let change = byPost[item.pair.postID]?[item.pair.userID], change.entry == item.entry {
-                lost.append(PendingLike(postID: item.pair.postID, userID: item.pair.userID, liked: change.liked, acknowledgedAt: change.at))
+            if let read, !read.contains(item.entry), let change = self.change(of: item.key), change.entry == item.entry {
+                lost.append(Self.pending(item.key, change))
             }
-            remove(item.pair, ifIn: item.entry)
+            remove(item.key, ifIn: item.entry)
             queue.head += 1
         }
         guard queue.head < queue.items.count else { return lost }
@@ -114,7 +126,7 @@ struct PendingLikes {
         unindexed[slot] = nil
         appliedThrough[slot] = nil
         guard let queue = bySlot.removeValue(forKey: slot) else { return }
-        for item in queue.items[queue.head...] { remove(item.pair, ifIn: item.entry) }
+        for item in queue.items[queue.head...] { remove(item.key, ifIn: item.entry) }
     }
 
     /// `slot`'s log was read again and holds entries up to `newest` that the index may not know.
@@ -131,24 +143,38 @@ struct PendingLikes {
     /// Whether some slot is not fully indexed.
     var hasUnindexedSlots: Bool { !unindexed.isEmpty }
 
-    /// The changes waiting for `post`, one per user.
+    /// The changes waiting for `post`, one per user and kind.
     func of(post: Int64) -> [PendingLike] {
         guard let users = byPost[post] else { return [] }
-        return users.map { PendingLike(postID: post, userID: $0.key, liked: $0.value.liked, acknowledgedAt: $0.value.at) }
+        return users.map {
+            PendingLike(postID: post, userID: $0.key.user, kind: $0.key.kind, liked: $0.value.liked, acknowledgedAt: $0.value.at)
+        }
     }
 
-    /// The changes waiting for `user`, one per post.
+    /// The changes waiting for `user`, one per post and kind.
     func of(user: Int64) -> [PendingLike] {
         guard let posts = byUser[user] else { return [] }
-        return posts.map { PendingLike(postID: $0.key, userID: user, liked: $0.value.liked, acknowledgedAt: $0.value.at) }
+        return posts.map {
+            PendingLike(postID: $0.key.postID, userID: user, kind: $0.key.kind, liked: $0.value.liked, acknowledgedAt: $0.value.at)
+        }
     }
 
-    private mutating func remove(_ pair: LikePair, ifIn entry: StreamEntryID) {
-        guard byPost[pair.postID]?[pair.userID]?.entry == entry else { return }
-        byPost[pair.postID]![pair.userID] = nil
-        if byPost[pair.postID]!.isEmpty { byPost[pair.postID] = nil }
-        byUser[pair.userID]![pair.postID] = nil
-        if byUser[pair.userID]!.isEmpty { byUser[pair.userID] = nil }
+    /// The newest change indexed for `key`.
+    private func change(of key: ReactionKey) -> Change? {
+        byPost[key.postID]?[UserKind(user: key.userID, kind: key.kind)]
+    }
+
+    private static func pending(_ key: ReactionKey, _ change: Change) -> PendingLike {
+        PendingLike(postID: key.postID, userID: key.userID, kind: key.kind, liked: change.liked, acknowledgedAt: change.at)
+    }
+
+    private mutating func remove(_ key: ReactionKey, ifIn entry: StreamEntryID) {
+        let userKind = UserKind(user: key.userID, kind: key.kind)
+        guard byPost[key.postID]?[userKind]?.entry == entry else { return }
+        byPost[key.postID]![userKind] = nil
+        if byPost[key.postID]!.isEmpty { byPost[key.postID] = nil }
+        byUser[key.userID]![PostKind(postID: key.postID, kind: key.kind)] = nil
+        if byUser[key.userID]!.isEmpty { byUser[key.userID] = nil }
         count -= 1
     }
 }
@@ -163,16 +189,16 @@ extension PendingLikes {
         guard let queue = bySlot[slot] else { return [] }
         let applied = appliedThrough[slot]
         var lost: [PendingLike] = []
-        var kept: [(entry: StreamEntryID, pair: LikePair)] = []
+        var kept: [(entry: StreamEntryID, key: ReactionKey)] = []
         for item in queue.items[queue.head...] {
             if present.contains(item.entry) || applied.map({ item.entry <= $0 }) == true || through.map({ item.entry > $0 }) == true {
                 kept.append(item)
                 continue
             }
-            // Only a pair's newest change is indexed: a pair counts once, with it.
-            if let change = byPost[item.pair.postID]?[item.pair.userID], change.entry == item.entry {
-                lost.append(PendingLike(postID: item.pair.postID, userID: item.pair.userID, liked: change.liked, acknowledgedAt: change.at))
-                remove(item.pair, ifIn: item.entry)
+            // Only a key's newest change is indexed: a key counts once, with it.
+            if let change = change(of: item.key), change.entry == item.entry {
+                lost.append(Self.pending(item.key, change))
+                remove(item.key, ifIn: item.entry)
             }
         }
         bySlot[slot] = kept.isEmpty ? nil : (kept, 0)

@@ -96,8 +96,9 @@ enum PostHydration {
     /// script unpacks each command's arguments, which Lua limits).
     static let usersPerCommand = FencedScript.maximumArgumentsPerCommand
 
-    /// Per post, one transaction that deletes its hydration marker, its likers set and its warm
-    /// hash (those by `UNLINK`: a large one is freed in the background, not while Redis waits),
+    /// Per post, one transaction that deletes its hydration marker, its likers set, its warm
+    /// hash and its other kinds' hashes (those by `UNLINK`: a large one is freed in the
+    /// background, not while Redis waits),
     /// so the post is cold: PostgreSQL answers its reads, and its next write loads it again or
     /// turns it warm (or finds it missing there).
     static func transactions(unloading posts: [Int64], layout: RedisKeyLayout) -> [SlotCommands] {
@@ -106,7 +107,9 @@ enum PostHydration {
                 slot: HashSlot(post: post),
                 commands: [
                     .del([layout.hydratedMarker(ofPost: post)]),
-                    RedisCommand("UNLINK", layout.likers(ofPost: post), layout.warmMembers(ofPost: post)),
+                    RedisCommand(
+                        "UNLINK", layout.likers(ofPost: post), layout.warmMembers(ofPost: post), layout.reactions(ofPost: post),
+                        layout.reactionCounts(ofPost: post)),
                 ],
                 atomic: true)
         }

@@ -1,3 +1,4 @@
+import CounterCore
 import Persistence
 
 /// The pure heart of a shard's group commit: given what Redis says now (each post's count and the
@@ -12,6 +13,11 @@ struct ShardDecider {
         var likesCount: Int64
         /// Membership of the users this batch touches.
         var members: [Int64: Bool]
+        /// With reactions: the count of every other kind the post holds (none at zero).
+        var kindCounts: [ReactionKind: Int64] = [:]
+        /// With reactions: the other kinds each user of `members` holds, by name (a user who is
+        /// absent holds none).
+        var others: [Int64: [ReactionKind]] = [:]
     }
 
     /// One operation of the batch.
@@ -19,6 +25,8 @@ struct ShardDecider {
         let operation: LikeOperation
         let postID: Int64
         let userID: Int64
+        /// The reaction's kind (`like` unless the deployment has others).
+        var kind: ReactionKind = .like
         /// When the change was first acknowledged (Unix milliseconds), for one made earlier and
         /// written again (a dead letter replayed): its change keeps that time. `nil` for a new
         /// operation, whose change takes its log entry's time.
@@ -33,12 +41,16 @@ struct ShardDecider {
         var changeIndex: [Int?] = []
         /// The changes to write, in order.
         var changes: [LikeChange] = []
+        /// Requests refused (by position), with why; their answer in `answers` means nothing.
+        var refused: [Int: CounterError] = [:]
     }
 
-    /// Applies `requests` in order to `views` (updated in place).
+    /// Applies `requests` in order to `views` (updated in place), per the deployment's reaction
+    /// model (`model`).
     /// - Precondition: `views` holds every request's post, with the membership of every request's
     ///   user (except for `.count` requests, which need none).
-    static func decide(_ requests: [Request], views: inout [Int64: PostView]) -> Decision {
+    static func decide(_ requests: [Request], views: inout [Int64: PostView], model: ReactionModel = .likesOnly) -> Decision {
+        guard model.isLikesOnly else { return decideReactions(requests, views: &views, model: model) }
         var decision = Decision()
         decision.answers.reserveCapacity(requests.count)
         for request in requests {
@@ -78,5 +90,116 @@ struct ShardDecider {
                     isLiked: wanted, likesCount: views[request.postID]!.likesCount))
         }
         return decision
+    }
+
+    /// `decide` for a deployment with other kinds than `like`: each request names its kind; in
+    /// the `one`-per-user model a user's new kind replaces the one held, in one decision (the
+    /// old kind's end, then the new kind, one after the other in `changes`); in an open set a
+    /// kind new to a post beyond `model.kindsPerPost` distinct kinds is refused. Every answer
+    /// carries the post's summary after it.
+    private static func decideReactions(_ requests: [Request], views: inout [Int64: PostView], model: ReactionModel) -> Decision {
+        var decision = Decision()
+        decision.answers.reserveCapacity(requests.count)
+        let one = model.perUser == .one
+        let capped: Bool
+        if case .open = model.kinds { capped = true } else { capped = false }
+        for (position, request) in requests.enumerated() {
+            let post = request.postID
+            if request.operation == .count {
+                let view = views[post]!
+                decision.changeIndex.append(nil)
+                decision.answers.append(
+                    LikeState(
+                        postID: post, userID: request.userID, isLiked: false, likesCount: view.likesCount,
+                        reactions: ReactionSummary(likes: view.likesCount, others: view.kindCounts, liked: false, otherKinds: [])))
+                continue
+            }
+            let user = request.userID
+            let kind = request.kind
+            let liked = views[post]!.members[user]!
+            let held = views[post]!.others[user] ?? []
+            let current = kind.isLike ? liked : held.contains(kind)
+            let wanted = request.operation.wantedState(current: current)
+            var firstChange: Int?
+            if wanted != current {
+                if wanted, capped,
+                    let refusal = kindCapRefusal(adding: kind, to: views[post]!, post: post, by: user, one: one, cap: model.kindsPerPost)
+                {
+                    decision.refused[position] = refusal
+                } else {
+                    if wanted && one {
+                        // The kind held goes first: a user holds one kind at most.
+                        if liked, !kind.isLike {
+                            firstChange = decision.changes.count
+                            set(.like, false, user: user, post: post, views: &views, decision: &decision, at: request.acknowledgedAt)
+                        }
+                        for other in held where other != kind {
+                            firstChange = firstChange ?? decision.changes.count
+                            set(other, false, user: user, post: post, views: &views, decision: &decision, at: request.acknowledgedAt)
+                        }
+                    }
+                    firstChange = firstChange ?? decision.changes.count
+                    set(kind, wanted, user: user, post: post, views: &views, decision: &decision, at: request.acknowledgedAt)
+                }
+            } else if request.operation.confirms(current: current) {
+                firstChange = decision.changes.count
+                decision.changes.append(
+                    LikeChange(userID: user, postID: post, kind: kind, liked: current, acknowledgedAt: request.acknowledgedAt))
+            }
+            decision.changeIndex.append(firstChange)
+            let view = views[post]!
+            let likedNow = view.members[user]!
+            decision.answers.append(
+                LikeState(
+                    postID: post, userID: user, isLiked: likedNow, likesCount: view.likesCount,
+                    reactions: ReactionSummary(likes: view.likesCount, others: view.kindCounts, liked: likedNow, otherKinds: view.others[user] ?? []))
+            )
+        }
+        return decision
+    }
+
+    /// Makes `user` hold `kind` of `post` or not, in the view and as a change.
+    private static func set(
+        _ kind: ReactionKind, _ holds: Bool, user: Int64, post: Int64, views: inout [Int64: PostView], decision: inout Decision,
+        at acknowledgedAt: Int64?
+    ) {
+        if kind.isLike {
+            views[post]!.members[user] = holds
+            views[post]!.likesCount += holds ? 1 : -1
+        } else {
+            var kinds = views[post]!.others[user] ?? []
+            if holds {
+                kinds.append(kind)
+                kinds.sort()
+            } else {
+                kinds.removeAll { $0 == kind }
+            }
+            views[post]!.others[user] = kinds.isEmpty ? nil : kinds
+            let count = (views[post]!.kindCounts[kind] ?? 0) + (holds ? 1 : -1)
+            views[post]!.kindCounts[kind] = count > 0 ? count : nil
+        }
+        decision.changes.append(LikeChange(userID: user, postID: post, kind: kind, liked: holds, acknowledgedAt: acknowledgedAt))
+    }
+
+    /// Why `user` may not add `kind` to `view`'s post in an open set: the post would hold more
+    /// than `cap` distinct kinds (in the `one` model, after the user's own kind went). `nil`
+    /// when it may.
+    static func kindCapRefusal(
+        adding kind: ReactionKind, to view: PostView, post: Int64, by user: Int64, one: Bool, cap: Int
+    ) -> CounterError? {
+        let present = kind.isLike ? view.likesCount > 0 : (view.kindCounts[kind] ?? 0) > 0
+        if present { return nil }
+        var distinct = view.kindCounts.count + (view.likesCount > 0 ? 1 : 0)
+        if one {
+            // The user's own kind, if the user was its only holder, goes with the switch.
+            if view.members[user] == true && view.likesCount == 1 { distinct -= 1 }
+            for other in view.others[user] ?? [] where view.kindCounts[other] == 1 { distinct -= 1 }
+        }
+        guard distinct >= cap else { return nil }
+        return CounterError(
+            code: .tooManyKinds,
+            message:
+                "post \(post) holds \(distinct) distinct reaction kinds, the most a post may hold (--reaction-kinds-per-post \(cap)); '\(kind)' is not one of them. Nothing was changed"
+        )
     }
 }

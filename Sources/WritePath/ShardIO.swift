@@ -320,13 +320,14 @@ struct ShardIO: Sendable {
         let deployment = layout.prefix
         let audit = configuration.flushAudit
         let events = configuration.events
+        let oneKindPerUser = configuration.reactions.isOnePerUser
         do {
             let decision = try await pool.withTransaction(deciding: { connection -> TransactionDecision<FlushTransaction.Outcome> in
                 let stale = try SlotTable.staleSlots(transaction.epochs, deployment: deployment, on: connection)
                 if !stale.isEmpty { return .rollBack(.staleSlots(stale)) }
                 let outcome = try LikeBatchApplier.apply(
                     transaction.entries, on: connection, audit: audit,
-                    skipping: transaction.skipping, isolatingRefusals: true, events: events)
+                    skipping: transaction.skipping, isolatingRefusals: true, events: events, oneKindPerUser: oneKindPerUser)
                 let newlyMissing = Set(outcome.missingPosts.keys).subtracting(transaction.knownMissing)
                 if !newlyMissing.isEmpty { return .rollBack(.missingPosts(newlyMissing)) }
                 if !outcome.rejected.isEmpty { return .rollBack(.refused(outcome.rejected)) }

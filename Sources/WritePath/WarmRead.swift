@@ -1,3 +1,4 @@
+import CounterCore
 import Persistence
 import RedisDriver
 import ShardRouter
@@ -57,14 +58,20 @@ struct WarmRead {
                     throw RedisError(code: .unexpectedReply, message: "warm post \(post) has no count in Redis")
                 }
                 var members: [Int64: Bool] = [:]
+                var others: [Int64: [ReactionKind]] = [:]
                 for (user, value) in zip(users[index], values.dropFirst()) {
-                    switch value.string {
-                    case "1"?: members[user] = true
-                    case "0"?: members[user] = false
-                    default: outcome.unknown.append(ColdLookup.Pair(post: post, user: user))
+                    guard case .bulkString(let bytes) = value else {
+                        outcome.unknown.append(ColdLookup.Pair(post: post, user: user))
+                        continue
                     }
+                    // `1`/`0` in a deployment of likes only; `1:love`… with other kinds.
+                    guard let membership = ReactionValues.warmMembership(bytes) else {
+                        throw RedisError(code: .unexpectedReply, message: "user \(user) of warm post \(post) has a value of no known form")
+                    }
+                    members[user] = membership.liked
+                    if !membership.others.isEmpty { others[user] = membership.others }
                 }
-                outcome.views[post] = ShardDecider.PostView(likesCount: count, members: members)
+                outcome.views[post] = ShardDecider.PostView(likesCount: count, members: members, others: others)
             } catch {
                 outcome.failures[post] = error
             }

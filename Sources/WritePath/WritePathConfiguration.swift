@@ -1,3 +1,4 @@
+import CounterCore
 import Persistence
 
 /// How the shards and their flushers behave. Defaults suit one node on a small machine.
@@ -89,6 +90,9 @@ public struct WritePathConfiguration: Sendable, Equatable {
     /// inserts or deletes, in the same transaction. Defaults to `false`: an existing deployment
     /// starts paying for the outbox (its rows, its pruning) only when it asks for events.
     public var events: Bool = false
+    /// Which reactions the deployment counts: `likesOnly` (the default) is the service as it
+    /// always was, one kind, `like`; otherwise the kinds, one or many per user, and the caps.
+    public var reactions: ReactionModel = .likesOnly
 
     public init() {}
 }

@@ -1,3 +1,4 @@
+import CounterCore
 import CounterWire
 import NodeCluster
 import NodeHTTP
@@ -61,7 +62,10 @@ struct ClusterPendingLikes {
                             retryAfterSeconds: 1)
                     case .success(let response):
                         guard response.status == 200, let body = try? WireDecoder.decode(PendingLikesBody.self, from: response.body),
-                            body.pending.allSatisfy({ LikeChange.acknowledgementRange.contains($0.atMilliseconds) }),
+                            body.pending.allSatisfy({
+                                LikeChange.acknowledgementRange.contains($0.atMilliseconds)
+                                    && $0.kind.map { ReactionKind($0).map { !$0.isLike } ?? false } ?? true
+                            }),
                             body.slots.allSatisfy({ $0.count == 2 && $0[0] <= $0[1] })
                         else {
                             let text = String(decoding: response.body.prefix(300), as: UTF8.self)
@@ -71,7 +75,9 @@ struct ClusterPendingLikes {
                         }
                         return UserPendingLikes(
                             changes: body.pending.map {
-                                PendingLike(postID: $0.postID, userID: user, liked: $0.liked, acknowledgedAt: $0.atMilliseconds)
+                                PendingLike(
+                                    postID: $0.postID, userID: user, kind: $0.kind.flatMap { ReactionKind($0) } ?? .like, liked: $0.liked,
+                                    acknowledgedAt: $0.atMilliseconds)
                             },
                             servedSlots: SlotSet(ranges: body.slots.map { $0[0]...$0[1] }))
                     }

@@ -20,8 +20,9 @@ struct LikeListMerge {
         var byID: [Int64: PendingLike] = [:]
         byID.reserveCapacity(pending.count)
         // An id can come from several sources (every node's shards, for a user's likes): the
-        // newest change is its truth, whichever answer came first.
-        for change in pending {
+        // newest change is its truth, whichever answer came first. Reactions of other kinds are
+        // not likes: a list of likes leaves them out.
+        for change in pending where change.kind.isLike {
             let id = kind == .likers ? change.userID : change.postID
             if let known = byID[id], known.acknowledgedAt > change.acknowledgedAt { continue }
             byID[id] = change

@@ -39,7 +39,8 @@ enum ListHandlers {
             PendingLikesBody(
                 userID: user,
                 pending: pending.changes.map {
-                    PendingLikesBody.Change(postID: $0.postID, liked: $0.liked, atMilliseconds: $0.acknowledgedAt)
+                    PendingLikesBody.Change(
+                        postID: $0.postID, liked: $0.liked, atMilliseconds: $0.acknowledgedAt, kind: $0.kind.isLike ? nil : $0.kind.name)
                 }, slots: pending.servedSlots.ranges.map { [$0.lowerBound, $0.upperBound] }))
     }
 
