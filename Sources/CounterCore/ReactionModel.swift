@@ -40,7 +40,7 @@ public struct ReactionModel: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The service as it always was: the one kind `like` (`one` and `many` mean the same then).
-    public static let likesOnly = ReactionModel(kinds: .fixed([.like]), perUser: .many)
+    public static let likesOnly = ReactionModel(kinds: .fixed([.like]), perUser: .one)
 
     /// Whether this is `likesOnly`: no reaction but `like`, every route, table and event as before.
     public var isLikesOnly: Bool {

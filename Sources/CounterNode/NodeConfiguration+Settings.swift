@@ -143,6 +143,40 @@ extension NodeConfiguration {
             "whether every flush also writes a change event for each like and unlike it commits (the outbox read by GET /v1/events or logical replication); set it the same on every node",
             get: { $0.writePath.events }, set: { $0.writePath.events = $1 }),
         Setting(
+            flag: "--reactions", environment: "COUNTER_REACTIONS",
+            summary:
+                "the reaction kinds: a list of names ([a-z0-9_]{1,32}, like,love,haha,wow,sad,angry), or open (any such name); like's rows stay likes and posts.likes_count; the same on every node",
+            defaultValue: { configuration in
+                switch configuration.writePath.reactions.kinds {
+                case .fixed(let list): return list.map(\.name).joined(separator: ",")
+                case .open: return "open"
+                }
+            },
+            apply: { configuration, value in
+                switch ReactionModel.parseKinds(value) {
+                case .success(let kinds):
+                    configuration.writePath.reactions.kinds = kinds
+                    return nil
+                case .failure(let error):
+                    return error.message
+                }
+            }),
+        choice(
+            "--reactions-per-user", "COUNTER_REACTIONS_PER_USER",
+            "one (a user holds one kind of a post: a new kind replaces the old in one step) or many (each kind its own toggle); the same on every node",
+            refusal: "must be one or many",
+            get: { $0.writePath.reactions.perUser }, set: { $0.writePath.reactions.perUser = $1 }),
+        integer(
+            "--reaction-kinds-per-post", "COUNTER_REACTION_KINDS_PER_POST",
+            "distinct kinds a post may hold with --reactions open; a new kind beyond it is refused 409 too_many_kinds",
+            1...1_000,
+            get: { $0.writePath.reactions.kindsPerPost }, set: { $0.writePath.reactions.kindsPerPost = $1 }),
+        integer(
+            "--reaction-summary-kinds", "COUNTER_REACTION_SUMMARY_KINDS",
+            "kinds a feed page gives per post with include reactions (the largest counts first; the total counts them all)",
+            1...1_000,
+            get: { $0.writePath.reactions.summaryKinds }, set: { $0.writePath.reactions.summaryKinds = $1 }),
+        Setting(
             flag: "--event-retention", environment: "COUNTER_EVENT_RETENTION",
             summary:
                 "change events older than this are pruned, oldest first, in small batches (\(durationForm), at least 60s; off: kept until deleted by hand)",

@@ -28,6 +28,11 @@ enum ErrorCode: String, CaseIterable, Sendable {
     case invalidCursor = "invalid_cursor"
     case methodNotAllowed = "method_not_allowed"
     case postNotFound = "post_not_found"
+    /// A reaction kind the deployment's fixed kinds do not list (or, with likes only, another
+    /// kind than `like`).
+    case unknownKind = "unknown_kind"
+    /// A kind new to a post beyond the distinct kinds a post may hold (`--reaction-kinds-per-post`).
+    case tooManyKinds = "too_many_kinds"
     case rateLimited = "rate_limited"
     /// `GET /v1/events` on a node with `--events false`.
     case eventsOff = "events_off"
@@ -56,14 +61,14 @@ enum ErrorCode: String, CaseIterable, Sendable {
 
     var status: Int {
         switch self {
-        case .invalidID, .invalidJSON, .invalidBody, .invalidArgument, .invalidCursor, .badRequest: return 400
+        case .invalidID, .invalidJSON, .invalidBody, .invalidArgument, .invalidCursor, .badRequest, .unknownKind: return 400
         case .unauthorized, .tokenMalformed, .tokenAlgorithm, .tokenSignature, .tokenExpired, .tokenNotYetValid, .tokenIssuer,
             .tokenAudience, .tokenUserClaim:
             return 401
         case .forbidden: return 403
         case .notFound, .postNotFound, .notClustered, .nodeNotFound: return 404
         case .methodNotAllowed: return 405
-        case .eventsOff: return 409
+        case .eventsOff, .tooManyKinds: return 409
         case .eventsPruned: return 410
         case .bodyTooLarge: return 413
         case .notOwner: return 421
@@ -85,6 +90,9 @@ enum ErrorCode: String, CaseIterable, Sendable {
         .invalidArgument, .backlogFull, .overloaded, .shuttingDown, .slotMoving, .noOwner, .notReplicated,
         .unavailable,
     ]
+
+    /// What a reaction's write may be refused with, beside the write path's refusals.
+    static let reactionWrite: [ErrorCode] = [.postNotFound, .unknownKind, .tooManyKinds]
 
     /// What checking a JSON body may refuse (`RequestBody`).
     static let body: [ErrorCode] = [.invalidJSON, .invalidBody, .invalidID]

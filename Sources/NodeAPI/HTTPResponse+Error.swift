@@ -15,6 +15,8 @@ extension HTTPResponse {
         switch error.code {
         case .unknownPost: return .error(.postNotFound, message: error.message)
         case .invalidArgument: return .error(.invalidArgument, message: error.message)
+        case .unknownKind: return .error(.unknownKind, message: error.message)
+        case .tooManyKinds: return .error(.tooManyKinds, message: error.message)
         case .backlogFull: return .error(.backlogFull, message: error.message, retryAfterSeconds: error.retryAfterSeconds ?? 1)
         case .overloaded: return .error(.overloaded, message: error.message, retryAfterSeconds: error.retryAfterSeconds ?? 1)
         case .shuttingDown: return .error(.shuttingDown, message: error.message, retryAfterSeconds: 1)

@@ -20,6 +20,26 @@ enum HotAnswers {
         return writer.bytes
     }
 
+    /// `ReactionStatus`: the summary after the operation, for `userID` (`nil`: none named).
+    static func reactionStatus(_ state: LikeState, userID: Int64?) -> [UInt8] {
+        let summary = state.reactionSummary
+        var writer = JSONWriter(capacity: 96 + 24 * summary.counts.count)
+        writer.objectStart()
+        writer.field("post_id", state.postID)
+        if let userID { writer.field("user_id", userID) } else { writer.nullField("user_id") }
+        writer.key("reactions")
+        writer.objectStart()
+        for item in summary.counts { writer.field(item.kind.name, item.count) }
+        writer.objectEnd()
+        writer.field("total", summary.total)
+        writer.key("mine")
+        writer.arrayStart()
+        if userID != nil { for kind in summary.mine { writer.value(kind.name) } }
+        writer.arrayEnd()
+        writer.objectEnd()
+        return writer.bytes
+    }
+
     /// `SeedLikeStatus`: the seed's shape.
     static func seedStatus(_ state: LikeState) -> [UInt8] {
         var writer = JSONWriter()

@@ -21,4 +21,10 @@ public struct LikeState: Sendable, Hashable, CustomStringConvertible {
     }
 
     public var description: String { "post \(postID) user \(userID): liked \(isLiked), count \(likesCount)" }
+
+    /// The reactions after the operation: the deployment's summary, or — with likes only — the
+    /// one kind `like`'s.
+    public var reactionSummary: ReactionSummary {
+        reactions ?? ReactionSummary(likes: likesCount, others: [:], liked: isLiked, otherKinds: [])
+    }
 }

@@ -97,7 +97,7 @@ struct APIDispatchTests {
             let path = route.label.replacingOccurrences(of: "{post}", with: "\(api.posts[0])").replacingOccurrences(
                 of: "{id}", with: "\(api.posts[0])"
             )
-            .replacingOccurrences(of: "{user}", with: "7")
+            .replacingOccurrences(of: "{user}", with: "7").replacingOccurrences(of: "{kind}", with: "like")
             let answer = await api.send("PATCH", path, token: route.access == .user ? user : HTTPHarness.adminToken)
             #expect(answer.status == 405 && answer.headers["Allow"] == route.allowed, "\(route.label): \(answer.status)")
             #expect(

@@ -16,6 +16,7 @@ struct APIFuzzTests {
         let seeds = [
             "/v1/posts/12/likes/7", "/v1/posts/12/likes/7/toggle", "/v1/posts/12", "/v1/posts/query", "/admin/posts/5",
             "/healthz", "/v1/cluster", "/admin/dead-letters/replay", "/v1/posts/12/like/toggle", "/api/posts/12/like",
+            "/v1/posts/12/reactions/love/users/7/toggle", "/v1/posts/12/reactions/party_2/toggle", "/v1/posts/12/reactions",
         ].map { Array($0.utf8) }
         #expect(APIRoutes.table.match("/v1/posts/12/likes/7") == found("/v1/posts/{post}/likes/{user}", post: 12, user: 7))
         #expect(APIRoutes.table.match("/v1/posts/12/likes/7/toggle") == found("/v1/posts/{post}/likes/{user}/toggle", post: 12, user: 7))
@@ -24,6 +25,13 @@ struct APIFuzzTests {
         #expect(APIRoutes.table.match("/v1/posts/12/like/toggle") == found("/v1/posts/{post}/like/toggle", post: 12))
         #expect(APIRoutes.table.match("/api/posts/12/like") == found("/api/posts/{id}/like", post: 12))
         #expect(APIRoutes.table.match("/healthz") == found("/healthz"))
+        var reaction = PathIDs(post: 12, user: 7)
+        reaction.kind = ReactionKind("love")
+        #expect(
+            APIRoutes.table.match("/v1/posts/12/reactions/love/users/7/toggle")
+                == .found(APIRoutes.table.route("/v1/posts/{post}/reactions/{kind}/users/{user}/toggle")!, reaction))
+        #expect(APIRoutes.table.match("/v1/posts/12/reactions/Love/toggle") == .invalidID("reaction kind \"Love\""))
+        #expect(APIRoutes.table.match("/v1/posts/x/reactions/love/toggle") == .invalidID("post id \"x\""))
         let total = FuzzInput.count(200_000)
         var withID = 0
         for _ in 0..<total {
@@ -43,6 +51,7 @@ struct APIFuzzTests {
                 switch segment {
                 case .id(.post): #expect(isID(index + 1, ids.post), "\(path.debugDescription)")
                 case .id(.user): #expect(isID(index + 1, ids.user), "\(path.debugDescription)")
+                case .id(.kind): #expect(ids.kind.map { Array($0.name.utf8) == segments[index + 1] } == true, "\(path.debugDescription)")
                 case .literal(let literal): #expect(segments[index + 1] == literal, "\(path.debugDescription)")
                 }
             }

@@ -587,8 +587,10 @@ struct OpenAPIDocumentTests {
         #expect(routed == documented)
         // Each template, its parameters filled in, is matched to the route it documents.
         for template in documented.keys {
-            let path = template.replacingOccurrences(of: "{post}", with: "7").replacingOccurrences(of: "{user}", with: "9")
-                .replacingOccurrences(of: "{id}", with: "7")
+            let path = template.replacingOccurrences(of: "{post}", with: "7").replacingOccurrences(of: "{user}", with: "9").replacingOccurrences(
+                of: "{kind}", with: "like"
+            )
+            .replacingOccurrences(of: "{id}", with: "7")
             #expect(APIRoutes.table.match(path).label == template, "\(path)")
         }
     }

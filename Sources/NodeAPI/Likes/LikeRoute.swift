@@ -1,7 +1,9 @@
+import CounterCore
 import NodeHTTP
 import WritePath
 
-/// A like route's handler: which operation a request asks for, and how its answer is written.
+/// A like or reaction route's handler: which operation a request asks for, of which kind (the
+/// path's `{kind}` on the reaction routes, else `like`), and how its answer is written.
 /// The middleware hands it straight to `CounterService.submit` from the HTTP thread (the hot
 /// path: no task per request, the answer built in the write path's completion), and to `perform`
 /// when it runs again here, awaited, after the map named this node the slot's owner.
@@ -17,6 +19,8 @@ struct LikeRoute: Sendable {
         case likeStatus
         /// `{"is_liked":…,"likes_count":…}`, as the seed's Laravel endpoint answered.
         case seed
+        /// `ReactionStatus`: every kind's count, the total, the user's kinds.
+        case reactionStatus
     }
 
     let operation: Operation
@@ -42,10 +46,16 @@ struct LikeRoute: Sendable {
         return nil
     }
 
+    /// The kind a request names: the path's, or `like`.
+    static func kind(of request: RouteRequest) -> ReactionKind {
+        request.ids.kind ?? .like
+    }
+
     func response(_ state: LikeState) -> HTTPResponse {
         switch answer {
         case .likeStatus: return HTTPResponse(status: 200, body: HotAnswers.likeStatus(state))
         case .seed: return HTTPResponse(status: 200, body: HotAnswers.seedStatus(state))
+        case .reactionStatus: return HTTPResponse(status: 200, body: HotAnswers.reactionStatus(state, userID: state.userID))
         }
     }
 
@@ -53,7 +63,7 @@ struct LikeRoute: Sendable {
     func perform(_ service: CounterService, _ request: RouteRequest) async throws -> HTTPResponse {
         guard let user = Self.user(of: request) else { throw CounterError(code: .invalidArgument, message: "no user for \(request.route.label)") }
         let state = try await service.perform(
-            operation(for: HTTPMethod(rawValue: request.http.method)), post: request.ids.post, user: user,
+            operation(for: HTTPMethod(rawValue: request.http.method)), post: request.ids.post, user: user, kind: Self.kind(of: request),
             waitingForSlot: request.waitingForSlot)
         return response(state)
     }

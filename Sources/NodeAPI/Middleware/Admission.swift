@@ -19,7 +19,7 @@ struct Admission: Sendable {
         case .invalidID(let what):
             // A bad id is named to anyone who may use one of the routes it could be meant for.
             if case .refused(let response) = authentication.caller(access: .apiOrUser, request) { return .answer(response) }
-            return .answer(.error(.invalidID, message: "\(what) is not a positive 64-bit integer"))
+            return .answer(.error(.invalidID, message: "\(what) \(PathPattern.reason(what))"))
         case .found(let route, let ids):
             let caller: Caller
             switch authentication.caller(access: route.access, onlyWith: route.onlyWith, request) {

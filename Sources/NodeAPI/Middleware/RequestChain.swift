@@ -86,7 +86,7 @@ final class RequestChain: Sendable {
         }
         let operation = like.operation(for: method)
         return .later { respond in
-            self.service.submit(operation, post: request.ids.post, user: user) { result in
+            self.service.submit(operation, post: request.ids.post, user: user, kind: LikeRoute.kind(of: request)) { result in
                 let response: HTTPResponse
                 switch result {
                 case .success(let state): response = like.response(state)

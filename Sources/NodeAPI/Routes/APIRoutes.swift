@@ -30,6 +30,25 @@ enum APIRoutes {
             "/v1/posts/query", .post, access: .apiOrUser,
             errors: ErrorCode.body + [.forbidden, .notOwner] + ErrorCode.writePath, .task(LikeHandlers.feed)),
 
+        // Reactions, for backends: the kind and the user in the path. Every answer is the post's
+        // summary after the change (`ReactionStatus`).
+        Route(
+            "/v1/posts/{post}/reactions/{kind}/users/{user}/toggle", .post, access: .api, forwarding: .toOwner(repeatable: false),
+            errors: ErrorCode.reactionWrite + ErrorCode.writePath, .like(LikeRoute(.toggle, answer: .reactionStatus))),
+        Route(
+            "/v1/posts/{post}/reactions/{kind}/users/{user}", .put, .delete, access: .api, forwarding: .toOwner(repeatable: true),
+            errors: ErrorCode.reactionWrite + ErrorCode.writePath, .like(LikeRoute(.byMethod, answer: .reactionStatus))),
+        // Reactions, for apps: the user is the token's.
+        Route(
+            "/v1/posts/{post}/reactions/{kind}/toggle", .post, access: .user, forwarding: .toOwner(repeatable: false), rateLimited: true,
+            errors: ErrorCode.reactionWrite + ErrorCode.writePath, .like(LikeRoute(.toggle, answer: .reactionStatus))),
+        Route(
+            "/v1/posts/{post}/reactions/{kind}", .put, .delete, access: .user, forwarding: .toOwner(repeatable: true), rateLimited: true,
+            errors: ErrorCode.reactionWrite + ErrorCode.writePath, .like(LikeRoute(.byMethod, answer: .reactionStatus))),
+        Route(
+            "/v1/posts/{post}/reactions", .get, access: .apiOrUser, forwarding: .toOwner(repeatable: true),
+            errors: [.postNotFound, .forbidden] + ErrorCode.writePath, .task(ReactionHandlers.summary)),
+
         // The lists.
         Route(
             "/v1/posts/{post}/likers", .get, access: .apiOrUser, forwarding: .toOwner(repeatable: true),

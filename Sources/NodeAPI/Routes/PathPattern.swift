@@ -3,12 +3,19 @@ import CounterCore
 /// A route's path as declared: literal segments and ids, `/v1/posts/{post}/likes/{user}`. Its
 /// text is also the route's metrics label and its path in the OpenAPI document. Pure.
 struct PathPattern: Sendable, Equatable, CustomStringConvertible {
-    /// An id in the path: a positive 64-bit integer in plain ASCII digits.
+    /// An id in the path: a positive 64-bit integer in plain ASCII digits — or a reaction's
+    /// kind, a name of `[a-z0-9_]{1,32}`.
     enum Parameter: Sendable, Equatable {
-        case post, user
+        case post, user, kind
 
-        /// How a malformed one is named in the answer: `post id "x"`.
-        var what: String { self == .post ? "post" : "user" }
+        /// How a malformed one is named in the answer: `post id "x"`, `reaction kind "X"`.
+        var what: String {
+            switch self {
+            case .post: return "post id"
+            case .user: return "user id"
+            case .kind: return "reaction kind"
+            }
+        }
     }
 
     enum Segment: Sendable, Equatable {
@@ -22,8 +29,8 @@ struct PathPattern: Sendable, Equatable, CustomStringConvertible {
     /// (`/v1/posts/query` over `/v1/posts/{post}`).
     let literalCount: Int
 
-    /// - Precondition: `text` starts with `/`; an id segment is `{post}`, `{user}` or `{id}` (a
-    ///   post, as the seed's route spells it).
+    /// - Precondition: `text` starts with `/`; an id segment is `{post}`, `{user}`, `{kind}` or
+    ///   `{id}` (a post, as the seed's route spells it).
     init(_ text: String) {
         precondition(text.hasPrefix("/"), "a route's path starts with /: \(text)")
         self.text = text
@@ -31,8 +38,10 @@ struct PathPattern: Sendable, Equatable, CustomStringConvertible {
             switch part {
             case "{post}", "{id}": return .id(.post)
             case "{user}": return .id(.user)
+            case "{kind}": return .id(.kind)
             default:
-                precondition(!part.isEmpty && !part.contains("{"), "segment \"\(part)\" of \(text) is neither a literal nor {post}, {user}, {id}")
+                precondition(
+                    !part.isEmpty && !part.contains("{"), "segment \"\(part)\" of \(text) is neither a literal nor {post}, {user}, {kind}, {id}")
                 return .literal(Array(part.utf8))
             }
         }
@@ -55,13 +64,21 @@ struct PathPattern: Sendable, Equatable, CustomStringConvertible {
         var ids = PathIDs()
         for index in segments.indices {
             guard case .id(let parameter) = segments[index] else { continue }
-            let digits = path.segment(index)
-            guard let value = EntityID.parse(bytes: digits) else {
-                return .failure(MalformedID(description: "\(parameter.what) id \"\(String(decoding: digits, as: UTF8.self))\""))
+            let bytes = path.segment(index)
+            if parameter == .kind {
+                guard let kind = ReactionKind(bytes: bytes) else {
+                    return .failure(MalformedID(description: "\(parameter.what) \"\(String(decoding: bytes, as: UTF8.self))\""))
+                }
+                ids.kind = kind
+                continue
+            }
+            guard let value = EntityID.parse(bytes: bytes) else {
+                return .failure(MalformedID(description: "\(parameter.what) \"\(String(decoding: bytes, as: UTF8.self))\""))
             }
             switch parameter {
             case .post: ids.post = value
             case .user: ids.user = value
+            case .kind: break
             }
         }
         return .success(ids)
@@ -84,6 +101,12 @@ struct PathPattern: Sendable, Equatable, CustomStringConvertible {
         return mineOnly == theirsOnly
     }
 
+    /// What is wrong with the malformed path parameter `what` names (as `MalformedID` names it).
+    static func reason(_ what: String) -> String {
+        what.hasPrefix(Parameter.kind.what)
+            ? "is not a reaction kind: a name of 1-32 characters of a-z, 0-9 and _" : "is not a positive 64-bit integer"
+    }
+
     /// A path segment where an id goes that is not one, named as the answer names it.
     struct MalformedID: Error, Equatable, CustomStringConvertible {
         let description: String
@@ -94,4 +117,6 @@ struct PathPattern: Sendable, Equatable, CustomStringConvertible {
 struct PathIDs: Sendable, Equatable {
     var post: Int64 = 0
     var user: Int64 = 0
+    /// The reaction's kind, on the reaction routes.
+    var kind: ReactionKind? = nil
 }

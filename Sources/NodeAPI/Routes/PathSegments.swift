@@ -2,12 +2,12 @@
 /// in place: matching a route allocates nothing. At most `capacity` segments are told apart; the
 /// last holds the rest of a longer path.
 struct PathSegments {
-    static let capacity = 7
+    static let capacity = 9
 
     private let bytes: UnsafeBufferPointer<UInt8>
     /// Where segment `i` starts is `starts[i]`; it ends one byte before `starts[i + 1]` (the
     /// path's end counts as a start after a `/`).
-    private var starts: (Int, Int, Int, Int, Int, Int, Int, Int) = (0, 0, 0, 0, 0, 0, 0, 0)
+    private var starts: (Int, Int, Int, Int, Int, Int, Int, Int, Int, Int) = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
     private(set) var count = 0
 
     /// The segments of `bytes`, a path that starts with `/`.

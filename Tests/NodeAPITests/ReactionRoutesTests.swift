@@ -1,0 +1,107 @@
+import CounterCore
+import CounterWire
+import Foundation
+import NodeHTTP
+import NodeTestSupport
+import Testing
+import UserTokens
+import WritePath
+
+@testable import NodeAPI
+
+/// The reaction routes through dispatch (`InProcessAPI`), on the real write path: every answer
+/// the post's summary, exact; bad kinds refused with nothing changed; the user-token forms; a
+/// deployment of likes only answering its one kind.
+@Suite("The reaction routes")
+struct ReactionRoutesTests {
+    static let six = ["like", "love", "haha", "wow", "sad", "angry"].map { ReactionKind($0)! }
+
+    static func text(_ response: HTTPResponse) -> String { String(decoding: response.body, as: UTF8.self) }
+
+    @Test(
+        "PUT, DELETE and toggle answer the summary after the change, largest count first; GET ?user reads it; the hand-written answer is WireEncoder's"
+    )
+    func writesAndReads() async throws {
+        let api = try await InProcessAPI.start(posts: 1, users: try APIDispatchTests.users()) { configuration in
+            configuration.reactions = ReactionModel(kinds: .fixed(Self.six), perUser: .one)
+        }
+        let post = api.posts[0]
+        var answer = await api.send("PUT", "/v1/posts/\(post)/reactions/love/users/7")
+        #expect(answer.status == 200)
+        #expect(Self.text(answer) == #"{"post_id":\#(post),"user_id":7,"reactions":{"love":1},"total":1,"mine":["love"]}"#)
+        answer = await api.send("PUT", "/v1/posts/\(post)/reactions/love/users/7")
+        #expect(Self.text(answer) == #"{"post_id":\#(post),"user_id":7,"reactions":{"love":1},"total":1,"mine":["love"]}"#, "idempotent")
+        _ = await api.send("POST", "/v1/posts/\(post)/reactions/haha/users/8/toggle")
+        _ = await api.send("POST", "/v1/posts/\(post)/reactions/haha/users/9/toggle")
+        // One per user: 7's like replaces its love, in one step.
+        answer = await api.send("POST", "/v1/posts/\(post)/reactions/like/users/7/toggle")
+        #expect(Self.text(answer) == #"{"post_id":\#(post),"user_id":7,"reactions":{"haha":2,"like":1},"total":3,"mine":["like"]}"#)
+        let status = try WireDecoder.decode(ReactionStatus.self, from: answer.body)
+        #expect(try WireEncoder.encode(status) == answer.body, "the hot answer is byte for byte the wire type's")
+        // The like routes see the same like.
+        #expect(Self.text(await api.send("GET", "/v1/posts/\(post)/likes/7")).contains(#""is_liked":true,"likes_count":1"#))
+        answer = await api.send("DELETE", "/v1/posts/\(post)/reactions/haha/users/8")
+        #expect(Self.text(answer) == #"{"post_id":\#(post),"user_id":8,"reactions":{"haha":1,"like":1},"total":2,"mine":[]}"#)
+        // The summary: with a user, and without (counts alone).
+        #expect(
+            Self.text(await api.send("GET", "/v1/posts/\(post)/reactions?user=9"))
+                == #"{"post_id":\#(post),"user_id":9,"reactions":{"haha":1,"like":1},"total":2,"mine":["haha"]}"#)
+        #expect(
+            Self.text(await api.send("GET", "/v1/posts/\(post)/reactions"))
+                == #"{"post_id":\#(post),"user_id":null,"reactions":{"haha":1,"like":1},"total":2,"mine":[]}"#)
+        // An end user's token: its own user, on the routes without /users/{user}.
+        let token = TokenSigner(secret: APIDispatchTests.secret).token(user: 42)
+        answer = await api.send("PUT", "/v1/posts/\(post)/reactions/wow", token: token)
+        #expect(Self.text(answer) == #"{"post_id":\#(post),"user_id":42,"reactions":{"haha":1,"like":1,"wow":1},"total":3,"mine":["wow"]}"#)
+        #expect(await api.send("POST", "/v1/posts/\(post)/reactions/wow/toggle", token: token).status == 200)
+        #expect(Self.text(await api.send("GET", "/v1/posts/\(post)/reactions", token: token)).contains(#""user_id":42"#))
+        #expect(await api.send("GET", "/v1/posts/\(post)/reactions?user=7", token: token).status == 403)
+        #expect(await api.send("PUT", "/v1/posts/\(post)/reactions/wow/users/42", token: token).status == 401, "the backend's route")
+        await api.stop()
+    }
+
+    @Test(
+        "bad kinds are refused 400 and change nothing: a name of no kind (invalid_id), a kind the deployment does not list (unknown_kind); a kind past an open set's cap is 409 too_many_kinds"
+    )
+    func refusals() async throws {
+        let api = try await InProcessAPI.start(posts: 1) { configuration in
+            configuration.reactions = ReactionModel(kinds: .fixed(Self.six), perUser: .many)
+        }
+        let post = api.posts[0]
+        for (path, code) in [
+            ("/v1/posts/\(post)/reactions/Love/users/7", "invalid_id"), ("/v1/posts/\(post)/reactions/lo-ve/users/7", "invalid_id"),
+            ("/v1/posts/\(post)/reactions/\(String(repeating: "a", count: 33))/users/7", "invalid_id"),
+            ("/v1/posts/\(post)/reactions/tada/users/7", "unknown_kind"),
+        ] {
+            let answer = await api.send("PUT", path)
+            #expect(answer.status == 400 && Self.text(answer).contains(#""code":"\#(code)""#), "\(path): \(Self.text(answer))")
+        }
+        #expect(await api.send("GET", "/v1/posts/\(post)/reactions?user=x").status == 400)
+        #expect(await api.send("GET", "/v1/posts/\(post)/reactions?who=7").status == 400)
+        #expect(Self.text(await api.send("GET", "/v1/posts/\(post)/reactions")).contains(#""total":0"#), "nothing changed")
+        await api.stop()
+
+        let open = try await InProcessAPI.start(posts: 1) { configuration in
+            configuration.reactions = ReactionModel(kinds: .open, perUser: .many, kindsPerPost: 2)
+        }
+        let openPost = open.posts[0]
+        #expect(await open.send("PUT", "/v1/posts/\(openPost)/reactions/party_parrot/users/1").status == 200)
+        #expect(await open.send("PUT", "/v1/posts/\(openPost)/reactions/tada/users/2").status == 200)
+        let refused = await open.send("PUT", "/v1/posts/\(openPost)/reactions/rocket/users/3")
+        #expect(refused.status == 409 && Self.text(refused).contains(#""code":"too_many_kinds""#))
+        #expect(Self.text(await open.send("GET", "/v1/posts/\(openPost)/reactions")).contains(#""total":2"#))
+        await open.stop()
+    }
+
+    @Test("with likes only, the reaction routes answer the one kind like, and refuse any other")
+    func likesOnly() async throws {
+        let api = try await InProcessAPI.start(posts: 1)
+        let post = api.posts[0]
+        let answer = await api.send("POST", "/v1/posts/\(post)/reactions/like/users/7/toggle")
+        #expect(Self.text(answer) == #"{"post_id":\#(post),"user_id":7,"reactions":{"like":1},"total":1,"mine":["like"]}"#)
+        #expect(Self.text(await api.send("GET", "/v1/posts/\(post)/likes/7")).contains(#""is_liked":true"#))
+        let refused = await api.send("PUT", "/v1/posts/\(post)/reactions/love/users/7")
+        #expect(refused.status == 400 && Self.text(refused).contains(#""code":"unknown_kind""#))
+        await api.stop()
+    }
+}
