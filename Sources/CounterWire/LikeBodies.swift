@@ -47,6 +47,12 @@ public struct FeedQuery: Sendable, Equatable, Codable {
     public static let maximumPosts = 1_000
     /// What `include` may ask: each post's most recent likers (`FeedEntry.recentLikers`).
     public static let recentLikers = "recent_likers"
+    /// What `include` may ask: each post's reactions — its kinds' counts (the largest first, at
+    /// most `--reaction-summary-kinds`), their total, and the viewer's kinds
+    /// (`FeedEntry.reactions`, `total`, `mine`).
+    public static let reactions = "reactions"
+    /// Everything `include` may ask.
+    public static let includable = [recentLikers, reactions]
     /// How many recent likers an entry carries at most.
     public static let recentLikersCount = 3
 
@@ -148,12 +154,24 @@ public struct FeedEntry: Sendable, Equatable, Codable {
     public let isLiked: Bool
     /// `nil` unless the query asked for them (then left out of the JSON).
     public let recentLikers: [Liker]?
+    /// With `include` `reactions` (else `nil`, left out of the JSON): the post's kinds' counts,
+    /// the largest first (at most `--reaction-summary-kinds` of them), the total of every kind,
+    /// and the viewer's own kinds.
+    public let reactions: [ReactionStatus.KindCount]?
+    public let total: Int64?
+    public let mine: [String]?
 
-    public init(postID: Int64, likesCount: Int64, isLiked: Bool, recentLikers: [Liker]? = nil) {
+    public init(
+        postID: Int64, likesCount: Int64, isLiked: Bool, recentLikers: [Liker]? = nil,
+        reactions: [ReactionStatus.KindCount]? = nil, total: Int64? = nil, mine: [String]? = nil
+    ) {
         self.postID = postID
         self.likesCount = likesCount
         self.isLiked = isLiked
         self.recentLikers = recentLikers
+        self.reactions = reactions
+        self.total = total
+        self.mine = mine
     }
 
     enum CodingKeys: String, CodingKey {
@@ -161,6 +179,9 @@ public struct FeedEntry: Sendable, Equatable, Codable {
         case likesCount = "likes_count"
         case isLiked = "is_liked"
         case recentLikers = "recent_likers"
+        case reactions
+        case total
+        case mine
     }
 
     public init(from decoder: any Decoder) throws {
@@ -169,6 +190,15 @@ public struct FeedEntry: Sendable, Equatable, Codable {
         likesCount = try container.decode(Int64.self, forKey: .likesCount)
         isLiked = try container.decode(Bool.self, forKey: .isLiked)
         recentLikers = try container.decodeIfPresent([Liker].self, forKey: .recentLikers)
+        if container.contains(.reactions) {
+            let counts = try container.nestedContainer(keyedBy: ReactionStatus.KindKey.self, forKey: .reactions)
+            reactions = try counts.allKeys.map { ReactionStatus.KindCount(kind: $0.stringValue, count: try counts.decode(Int64.self, forKey: $0)) }
+                .sorted { $0.count != $1.count ? $0.count > $1.count : $0.kind < $1.kind }
+        } else {
+            reactions = nil
+        }
+        total = try container.decodeIfPresent(Int64.self, forKey: .total)
+        mine = try container.decodeIfPresent([String].self, forKey: .mine)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -177,6 +207,12 @@ public struct FeedEntry: Sendable, Equatable, Codable {
         try container.encode(likesCount, forKey: .likesCount)
         try container.encode(isLiked, forKey: .isLiked)
         if let recentLikers { try container.encode(recentLikers, forKey: .recentLikers) }
+        if let reactions {
+            var counts = container.nestedContainer(keyedBy: ReactionStatus.KindKey.self, forKey: .reactions)
+            for item in reactions { try counts.encode(item.count, forKey: ReactionStatus.KindKey(stringValue: item.kind)) }
+        }
+        if let total { try container.encode(total, forKey: .total) }
+        if let mine { try container.encode(mine, forKey: .mine) }
     }
 }
 

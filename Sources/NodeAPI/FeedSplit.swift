@@ -1,3 +1,4 @@
+import CounterCore
 import CounterWire
 import NodeCluster
 import NodeHTTP
@@ -55,7 +56,14 @@ enum FeedSplit {
         let page = try WireDecoder.decode(FeedPage.self, from: response.body)
         var answers = Answers()
         for item in page.posts {
-            answers.states[item.postID] = LikeState(postID: item.postID, userID: user ?? 0, isLiked: item.isLiked, likesCount: item.likesCount)
+            var summary: ReactionSummary?
+            if let counts = item.reactions, let total = item.total {
+                summary = ReactionSummary(
+                    counts: counts.compactMap { count in ReactionKind(count.kind).map { ReactionSummary.KindCount(kind: $0, count: count.count) } },
+                    total: total, mine: (item.mine ?? []).compactMap { ReactionKind($0) })
+            }
+            answers.states[item.postID] = LikeState(
+                postID: item.postID, userID: user ?? 0, isLiked: item.isLiked, likesCount: item.likesCount, reactions: summary)
             if let likers = item.recentLikers { answers.recentLikers[item.postID] = likers }
         }
         return answers

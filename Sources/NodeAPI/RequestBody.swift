@@ -28,8 +28,10 @@ enum RequestBody {
         if let user = query.userID, user <= 0 {
             throw RequestError(code: .invalidID, message: "user_id must be a positive 64-bit integer")
         }
-        if let unknown = query.include?.first(where: { $0 != FeedQuery.recentLikers }) {
-            throw RequestError(code: .invalidBody, message: "include may hold \"\(FeedQuery.recentLikers)\", not \"\(unknown)\"")
+        if let unknown = query.include?.first(where: { !FeedQuery.includable.contains($0) }) {
+            throw RequestError(
+                code: .invalidBody,
+                message: "include may hold \(FeedQuery.includable.map { "\"\($0)\"" }.joined(separator: " and ")), not \"\(unknown)\"")
         }
         return query
     }

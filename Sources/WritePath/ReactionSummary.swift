@@ -54,7 +54,8 @@ public struct ReactionSummary: Sendable, Hashable {
         return ReactionSummary(counts: Array(counts.prefix(max(0, limit))), total: total, mine: mine)
     }
 
-    private init(counts: [KindCount], total: Int64, mine: [ReactionKind]) {
+    /// A summary as another node answered it: `counts` may be its top kinds only, `total` all.
+    public init(counts: [KindCount], total: Int64, mine: [ReactionKind]) {
         self.counts = counts
         self.total = total
         self.mine = mine

@@ -104,4 +104,28 @@ struct ReactionRoutesTests {
         #expect(refused.status == 400 && Self.text(refused).contains(#""code":"unknown_kind""#))
         await api.stop()
     }
+
+    @Test("a feed page with include reactions gives each post its top kinds, the total and the viewer's kinds; without it, the page is as it was")
+    func feedIncludesReactions() async throws {
+        let api = try await InProcessAPI.start(posts: 2) { configuration in
+            configuration.reactions = ReactionModel(kinds: .fixed(Self.six), perUser: .many, summaryKinds: 2)
+        }
+        let (post, other) = (api.posts[0], api.posts[1])
+        for (user, kind) in [(1, "love"), (2, "love"), (3, "haha"), (4, "wow"), (4, "love"), (7, "wow")] {
+            #expect(await api.send("PUT", "/v1/posts/\(post)/reactions/\(kind)/users/\(user)").status == 200)
+        }
+        let page = await api.send("POST", "/v1/posts/query", body: #"{"post_ids":[\#(post),\#(other)],"user_id":4,"include":["reactions"]}"#)
+        #expect(page.status == 200)
+        #expect(
+            Self.text(page)
+                == #"{"posts":[{"post_id":\#(post),"likes_count":0,"is_liked":false,"reactions":{"love":3,"wow":2},"total":6,"mine":["love","wow"]},{"post_id":\#(other),"likes_count":0,"is_liked":false,"reactions":{},"total":0,"mine":[]}]}"#
+        )
+        let decoded = try WireDecoder.decode(FeedPage.self, from: page.body)
+        #expect(try WireEncoder.encode(decoded) == page.body)
+        let plain = await api.send("POST", "/v1/posts/query", body: #"{"post_ids":[\#(post)],"user_id":4}"#)
+        #expect(Self.text(plain) == #"{"posts":[{"post_id":\#(post),"likes_count":0,"is_liked":false}]}"#)
+        let refused = await api.send("POST", "/v1/posts/query", body: #"{"post_ids":[\#(post)],"include":["emoji"]}"#)
+        #expect(refused.status == 400)
+        await api.stop()
+    }
 }

@@ -51,11 +51,18 @@ enum LikeHandlers {
             for index in elsewhere { states[index] = answers.states[posts[index]] }
             recent.merge(answers.recentLikers) { mine, _ in mine }
         }
-        guard withLikers else { return HTTPResponse(status: 200, body: HotAnswers.feedPage(states.compactMap { $0 })) }
+        let withReactions = include?.contains(FeedQuery.reactions) == true
+        guard withLikers || withReactions else { return HTTPResponse(status: 200, body: HotAnswers.feedPage(states.compactMap { $0 })) }
+        let summaryKinds = api.service.reactions.summaryKinds
         return .json(
             FeedPage(
-                posts: states.compactMap { $0 }.map {
-                    FeedEntry(postID: $0.postID, likesCount: $0.likesCount, isLiked: $0.isLiked, recentLikers: recent[$0.postID] ?? [])
+                posts: states.compactMap { $0 }.map { state in
+                    let summary = withReactions ? state.reactionSummary.top(summaryKinds) : nil
+                    return FeedEntry(
+                        postID: state.postID, likesCount: state.likesCount, isLiked: state.isLiked,
+                        recentLikers: withLikers ? recent[state.postID] ?? [] : nil,
+                        reactions: summary?.counts.map { ReactionStatus.KindCount(kind: $0.kind.name, count: $0.count) }, total: summary?.total,
+                        mine: summary.map { viewer == nil ? [] : $0.mine.map(\.name) })
                 }))
     }
 }
