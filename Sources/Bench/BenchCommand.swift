@@ -85,7 +85,9 @@ enum BenchCommand {
 
         Options for http:
           --scenario S     hot (one post, new user per request), zipf, storm, feed, mixed,
-                           lists (first pages of likers, by Zipf, and of users' likes), or
+                           lists (first pages of likers, by Zipf, and of users' likes),
+                           reactions (one post, random kinds, a new user per request; run the
+                           node with --reactions listing them), or
                            ceiling (GET --path on every request; default /healthz)
           --operation O    toggle (default), like or unlike, for writes
           --url U          the node, http://host:port (default http://127.0.0.1:8080); with
@@ -113,6 +115,11 @@ enum BenchCommand {
           --storm-users N  storm: N users every connection shares, so the same pairs are
                            toggled at once (checked by parity: a pair ends liked exactly when
                            an odd number of its toggles succeeded); default each connection's own
+          --reaction-kinds K  reactions: the kinds drawn (default like,love,haha,wow,sad,angry)
+          --reaction-users N  reactions: N users per connection, in turn, so each keeps
+                           changing kinds (a storm of switches with one per user)
+          --reactions-per-user one|many  reactions: the node's setting (default one); with one,
+                           the check fails on any answer or row showing a user with two kinds
           --no-check       skip the correctness check; --json FILE writes the result;
           --html FILE      writes a self-contained page with charts (also for compare)
 

@@ -25,6 +25,14 @@ struct HTTPBenchOptions {
     /// `storm` with this many users every connection shares (checked by parity); `nil`: each
     /// connection its own users.
     var sharedStormUsers: Int64?
+    /// `reactions`: the kinds drawn (the node's `--reactions` must list them).
+    var reactionKinds = ["like", "love", "haha", "wow", "sad", "angry"]
+    /// `reactions`: the node's `--reactions-per-user`; with `one`, the check also counts answers
+    /// and rows that show a user with two kinds.
+    var reactionsPerUser = "one"
+    /// `reactions`: users per connection, in turn (a storm of changes of kind); `nil`: a new
+    /// user for every request.
+    var reactionUsers: Int64?
     var check = true
     /// Send each post's requests to its slot's owner, by the map of `/v1/cluster`.
     var slotAware = false
@@ -46,7 +54,7 @@ struct HTTPBenchOptions {
             case "--scenario":
                 scenario = try reader.value(flag)
                 guard Scenario(rawValue: scenario) != nil || scenario == "ceiling" else {
-                    throw BenchUsageError(message: "--scenario \(scenario): must be hot, zipf, storm, feed, mixed, lists or ceiling")
+                    throw BenchUsageError(message: "--scenario \(scenario): must be hot, zipf, storm, feed, mixed, lists, reactions or ceiling")
                 }
             case "--operation":
                 let text = try reader.value(flag)
@@ -88,6 +96,19 @@ struct HTTPBenchOptions {
             case "--user-token-secret": userTokenSecret = try reader.value(flag)
             case "--user-tokens": userTokens = true
             case "--storm-users": sharedStormUsers = Int64(try reader.number(flag, 1...1_000_000))
+            case "--reaction-kinds":
+                let text = try reader.value(flag)
+                let kinds = text.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+                guard !kinds.isEmpty, kinds.allSatisfy({ ReactionKind($0) != nil }), Set(kinds).count == kinds.count else {
+                    throw BenchUsageError(
+                        message: "--reaction-kinds \(text): must be distinct names of 1-32 characters of a-z, 0-9 and _, comma-separated")
+                }
+                reactionKinds = kinds
+            case "--reaction-users": reactionUsers = Int64(try reader.number(flag, 1...1_000_000))
+            case "--reactions-per-user":
+                let text = try reader.value(flag)
+                guard text == "one" || text == "many" else { throw BenchUsageError(message: "--reactions-per-user \(text): must be one or many") }
+                reactionsPerUser = text
             case "--no-check": check = false
             case "--json": jsonPath = try reader.value(flag)
             case "--html": htmlPath = try reader.value(flag)
@@ -197,7 +218,7 @@ struct HTTPBench {
         var posts: [Int64] = []
         let scenario = Scenario(rawValue: options.scenario)
         if let scenario {
-            let count = scenario == .hot ? 1 : scenario == .storm ? 4 : options.posts
+            let count = scenario == .hot || scenario == .reactions ? 1 : scenario == .storm ? 4 : options.posts
             let base = Int64.random(in: 1_000_000_000...4_000_000_000_000_000)
             posts = (0..<Int64(count)).map { base + $0 }
             try await pool.query("INSERT INTO posts (id) SELECT unnest($1::bigint[])", [.int64Array(posts)])
@@ -208,6 +229,8 @@ struct HTTPBench {
             scenarioWorkload.routing = routing
             scenarioWorkload.feedSize = options.feedSize
             scenarioWorkload.sharedStormUsers = scenario == .storm ? options.sharedStormUsers : nil
+            scenarioWorkload.reactionKinds = options.reactionKinds
+            scenarioWorkload.reactionUsersPerConnection = options.reactionUsers
             if options.userTokens, let secret = options.userTokenSecret {
                 let signer = TokenSigner(secret: secret)
                 scenarioWorkload.userTokens = (0..<load.connections).map {
@@ -234,7 +257,9 @@ struct HTTPBench {
             progress(second, count, failures, p99)
         }
         var check: CorrectnessCheck.Report?
-        if options.check, let scenario, scenario.writes {
+        if options.check, scenario == .reactions {
+            check = try await verifyReactions(posts: posts, result: result, pool: pool, cluster: cluster)
+        } else if options.check, let scenario, scenario.writes {
             check = try await verify(
                 posts: posts, result: result, byParity: scenario == .storm && options.sharedStormUsers != nil, pool: pool, cluster: cluster)
         }
@@ -250,6 +275,34 @@ struct HTTPBench {
                 load: result, nodeCPU: metrics.microsecondsPerRequest(throughput: result.throughput),
                 lag: metrics.lagMilliseconds(), readHitRatio: metrics.readHitRatio()), check
         )
+    }
+
+    /// The reaction run's check: each pair's kinds as its last answer listed, each kind's count
+    /// equal to its rows, and with one kind per user no answer or row showing two.
+    private func verifyReactions(posts: [Int64], result: LoadResult, pool: PostgresPool, cluster: ClusterView) async throws
+        -> CorrectnessCheck.Report
+    {
+        try cluster.flushAll(token: options.adminToken)
+        let reactions = try await PostgresReactions.read(posts, pool: pool)
+        let onePerUser = options.reactionsPerUser == "one"
+        let report = CorrectnessCheck.runReactions(
+            expected: result.expectations, held: reactions.held, counts: reactions.counts, onePerUser: onePerUser,
+            severalKindsAnswers: result.severalKindsAnswers)
+        let rows = reactions.held.values.reduce(0) { $0 + $1.count }
+        print(
+            "  correctness: \(report.checkedPairs) pairs (\(report.undeterminedPairs) undetermined), \(rows) rows of \(reactions.counts.count) kinds"
+                + (onePerUser ? ", \(result.severalKindsAnswers) answers showing two kinds" : "") + " — "
+                + (report.passed
+                    ? "PASSED"
+                    : "FAILED: \(report.lost.count) lost, \(report.phantom.count) phantom, \(report.drift.count) count drifts, \(report.severalKindsHeld.count) users holding two kinds")
+        )
+        for pair in report.lost.prefix(5) { print("    lost \(pair)") }
+        for pair in report.phantom.prefix(5) { print("    phantom \(pair)") }
+        for drift in report.drift.prefix(5) {
+            print("    drift post \(drift.post) \(drift.kind ?? "like"): count \(drift.likesCount), rows \(drift.rows)")
+        }
+        for pair in report.severalKindsHeld.prefix(5) { print("    two kinds \(pair)") }
+        return report
     }
 
     private func verify(

@@ -2,21 +2,27 @@
 /// unrequested appears, and `likes_count` equals membership for every touched post. Pure: the
 /// caller reads PostgreSQL.
 public struct CorrectnessCheck: Sendable {
-    /// One (user, post) pair.
+    /// One (user, post) pair — or, in a reaction check's findings, one kind of it.
     public struct Pair: Hashable, Sendable, CustomStringConvertible {
         public let user: Int64
         public let post: Int64
-        public init(user: Int64, post: Int64) {
+        /// The reaction's kind, for a finding of the reaction check; `nil` otherwise.
+        public let kind: String?
+        public init(user: Int64, post: Int64, kind: String? = nil) {
             self.user = user
             self.post = post
+            self.kind = kind
         }
-        public var description: String { "(user \(user), post \(post))" }
+        public var description: String { "(user \(user), post \(post)\(kind.map { ", \($0)" } ?? ""))" }
     }
 
     /// What the harness knows of a pair after the run.
     public enum Expectation: Equatable, Sendable {
         /// The last acknowledged answer said liked / not liked.
         case liked(Bool)
+        /// The last acknowledged answer of a reaction route said the user holds these kinds
+        /// (by name, sorted).
+        case holds([String])
         /// A request failed or timed out after the last acknowledgement: either state is allowed.
         case either
     }
@@ -35,7 +41,7 @@ public struct CorrectnessCheck: Sendable {
 
         mutating func record(expectation: Expectation, status: Int?) {
             switch (expectation, status) {
-            case (.liked, _): successes += 1
+            case (.liked, _), (.holds, _): successes += 1
             case (.either, let status?) where (400..<500).contains(status) && status != 408: break
             case (.either, _): uncertain = true
             }
@@ -49,14 +55,67 @@ public struct CorrectnessCheck: Sendable {
         public var drift: [Drift] = []
         public var checkedPairs = 0
         public var undeterminedPairs = 0
+        /// With one kind per user: answers that showed a user with several kinds, and pairs
+        /// PostgreSQL holds with several.
+        public var severalKindsAnswers = 0
+        public var severalKindsHeld: [Pair] = []
 
-        public var passed: Bool { lost.isEmpty && phantom.isEmpty && drift.isEmpty }
+        public var passed: Bool {
+            lost.isEmpty && phantom.isEmpty && drift.isEmpty && severalKindsAnswers == 0 && severalKindsHeld.isEmpty
+        }
     }
 
     public struct Drift: Equatable, Sendable {
         public let post: Int64
         public let likesCount: Int64
         public let rows: Int64
+        /// The kind whose count drifted, in a reaction check; `nil`: `likes_count`.
+        public var kind: String? = nil
+    }
+
+    /// One kind's count of a post beside its rows (`like`: `likes_count` and `likes`).
+    public struct KindTally: Hashable, Sendable {
+        public let post: Int64
+        public let kind: String
+        public init(post: Int64, kind: String) {
+            self.post = post
+            self.kind = kind
+        }
+    }
+
+    /// The check of a reaction run: every pair holds exactly the kinds its last answer listed
+    /// (a kind missing is lost, a kind more is phantom; an undetermined pair may hold any), no
+    /// pair no answer touched holds any, each kind's count equals its rows, and — with
+    /// `onePerUser` — no answer (`severalKindsAnswers`) and no pair in PostgreSQL shows a user
+    /// with two kinds.
+    public static func runReactions(
+        expected: [Pair: Expectation], held: [Pair: Set<String>], counts: [KindTally: (count: Int64, rows: Int64)],
+        onePerUser: Bool, severalKindsAnswers: Int
+    ) -> Report {
+        var report = Report()
+        report.severalKindsAnswers = onePerUser ? severalKindsAnswers : 0
+        for (pair, expectation) in expected {
+            report.checkedPairs += 1
+            let holds = held[pair] ?? []
+            switch expectation {
+            case .holds(let kinds):
+                let wanted = Set(kinds)
+                for kind in wanted.subtracting(holds) { report.lost.append(Pair(user: pair.user, post: pair.post, kind: kind)) }
+                for kind in holds.subtracting(wanted) { report.phantom.append(Pair(user: pair.user, post: pair.post, kind: kind)) }
+            case .liked, .either:
+                report.undeterminedPairs += 1
+            }
+        }
+        for (pair, kinds) in held {
+            if expected[pair] == nil {
+                for kind in kinds { report.phantom.append(Pair(user: pair.user, post: pair.post, kind: kind)) }
+            }
+            if onePerUser && kinds.count > 1 { report.severalKindsHeld.append(pair) }
+        }
+        for (tally, state) in counts where state.count != state.rows {
+            report.drift.append(Drift(post: tally.post, likesCount: state.count, rows: state.rows, kind: tally.kind))
+        }
+        return report.sorted()
     }
 
     /// - Parameters:
@@ -74,7 +133,7 @@ public struct CorrectnessCheck: Sendable {
             switch expectation {
             case .liked(true): if !members.contains(pair) { report.lost.append(pair) }
             case .liked(false): if members.contains(pair) { report.phantom.append(pair) }
-            case .either: report.undeterminedPairs += 1
+            case .either, .holds: report.undeterminedPairs += 1
             }
         }
         for pair in members where expected[pair] == nil && !baseline.contains(pair) {
@@ -115,9 +174,10 @@ public struct CorrectnessCheck: Sendable {
 extension CorrectnessCheck.Report {
     func sorted() -> Self {
         var report = self
-        report.lost.sort { ($0.post, $0.user) < ($1.post, $1.user) }
-        report.phantom.sort { ($0.post, $0.user) < ($1.post, $1.user) }
-        report.drift.sort { $0.post < $1.post }
+        report.lost.sort { ($0.post, $0.user, $0.kind ?? "") < ($1.post, $1.user, $1.kind ?? "") }
+        report.phantom.sort { ($0.post, $0.user, $0.kind ?? "") < ($1.post, $1.user, $1.kind ?? "") }
+        report.drift.sort { ($0.post, $0.kind ?? "") < ($1.post, $1.kind ?? "") }
+        report.severalKindsHeld.sort { ($0.post, $0.user) < ($1.post, $1.user) }
         return report
     }
 }

@@ -488,12 +488,54 @@ final class EventLoop {
     private static let likedTrue = Array(#""is_liked":true"#.utf8)
     private static let likedFalse = Array(#""is_liked":false"#.utf8)
 
-    /// What an answer says about its pair: the state in a 2xx body, otherwise unknown.
+    private static let mine = Array(#""mine":["#.utf8)
+
+    /// What an answer says about its pair: the state in a 2xx body (a like's, or the kinds a
+    /// reaction's lists as `mine`), otherwise unknown.
     static func expectation(status: Int, body: ArraySlice<UInt8>) -> CorrectnessCheck.Expectation {
         guard (200..<300).contains(status) else { return .either }
+        if let kinds = kinds(in: body) { return .holds(kinds) }
         if contains(body, likedTrue) { return .liked(true) }
         if contains(body, likedFalse) { return .liked(false) }
         return .either
+    }
+
+    /// The names of a reaction answer's `"mine":[…]`, sorted; `nil` when the body has none.
+    static func kinds(in body: ArraySlice<UInt8>) -> [String]? {
+        guard let start = firstIndex(of: mine, in: body) else { return nil }
+        var kinds: [String] = []
+        var index = start + mine.count
+        var name: [UInt8] = []
+        var inName = false
+        while index < body.endIndex {
+            let byte = body[index]
+            if byte == UInt8(ascii: "\"") {
+                if inName { kinds.append(String(decoding: name, as: UTF8.self)) }
+                name.removeAll(keepingCapacity: true)
+                inName.toggle()
+            } else if inName {
+                name.append(byte)
+            } else if byte == UInt8(ascii: "]") {
+                return kinds.sorted()
+            }
+            index += 1
+        }
+        return nil
+    }
+
+    private static func firstIndex(of needle: [UInt8], in haystack: ArraySlice<UInt8>) -> Int? {
+        guard haystack.count >= needle.count, let first = needle.first else { return nil }
+        var index = haystack.startIndex
+        let last = haystack.endIndex - needle.count
+        while index <= last {
+            if haystack[index] == first {
+                var offset = 1
+                while offset < needle.count && haystack[index + offset] == needle[offset] { offset += 1 }
+                if offset == needle.count { return index }
+            }
+            index += 1
+        }
+        return nil
     }
 
     private static func contains(_ haystack: ArraySlice<UInt8>, _ needle: [UInt8]) -> Bool {

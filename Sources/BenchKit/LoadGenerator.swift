@@ -69,6 +69,8 @@ public struct LoadResult: Sendable {
     /// Every pair's toggles that succeeded, and whether any may have changed it unseen: the
     /// check by parity, for runs where several connections toggle the same pair at once.
     public var toggles: [CorrectnessCheck.Pair: CorrectnessCheck.ToggleTally] = [:]
+    /// Answers of reaction routes that listed several kinds as the user's (`mine`).
+    public var severalKindsAnswers = 0
 
     public var successes: Int { statuses.filter { (200..<300).contains($0.key) }.values.reduce(0, +) }
     public var failures: Int { statuses.filter { !(200..<300).contains($0.key) }.values.reduce(0, +) + errors.values.reduce(0, +) }
@@ -166,6 +168,7 @@ public final class LoadGenerator: Sendable {
     func recordExpectation(_ pair: CorrectnessCheck.Pair, _ expectation: CorrectnessCheck.Expectation, status: Int?) {
         shared.withLock {
             $0.expectations[pair] = expectation
+            if case .holds(let kinds) = expectation, kinds.count > 1 { $0.severalKindsAnswers += 1 }
             $0.toggles[pair, default: CorrectnessCheck.ToggleTally()].record(expectation: expectation, status: status)
         }
     }

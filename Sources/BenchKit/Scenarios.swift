@@ -18,6 +18,11 @@ public enum Scenario: String, CaseIterable, Sendable {
     /// List pages: a post's likers (posts by Zipf) and, every other request, a user's likes
     /// (the connection's own users), first pages.
     case lists
+    /// Every connection on one post, reactions of random kinds (`reactionKinds`): a new user
+    /// for every request, as `hot`; or, with `reactionUsersPerConnection`, a few users of each
+    /// connection's own, so that users keep changing kinds — with one kind per user, a storm of
+    /// switches.
+    case reactions
 
     public var writes: Bool { self != .feed && self != .lists }
 }
@@ -55,6 +60,10 @@ public struct ScenarioWorkload: Workload {
     /// toggled by several connections at once; such a run is checked by parity
     /// (`CorrectnessCheck.runByParity`).
     public var sharedStormUsers: Int64?
+    /// `reactions`: the kinds drawn (the node must list them all, `--reactions`).
+    public var reactionKinds = ["like", "love", "haha", "wow", "sad", "angry"]
+    /// `reactions`: each connection's users, in turn; `nil`: a new user for every request.
+    public var reactionUsersPerConnection: Int64?
 
     /// The user connection `connection` writes as with `userTokens`.
     public func tokenUser(ofConnection connection: Int) -> Int64 {
@@ -131,6 +140,10 @@ public struct ScenarioWorkload: Workload {
             return PlannedRequest(
                 bytes: Self.http("GET", "/v1/users/\(user)/likes?limit=20", token: token, body: nil),
                 endpoint: routing.endpoint(post: nil, connection: connection))
+        case .reactions:
+            let user = firstUser + Int64(sequence) % max(1, min(reactionUsersPerConnection ?? usersPerConnection, usersPerConnection))
+            let kind = reactionKinds[Int.random(in: 0..<reactionKinds.count, using: &random)]
+            return react(post: posts[0], user: user, kind: kind, connection: connection)
         case .mixed:
             let post = posts[zipf.sample(using: &random)]
             let user = firstUser + Int64.random(in: 0..<min(usersPerConnection, 1_000), using: &random)
@@ -168,6 +181,29 @@ public struct ScenarioWorkload: Workload {
         }
         return PlannedRequest(
             bytes: bytes, pair: CorrectnessCheck.Pair(user: user, post: post), endpoint: routing.endpoint(post: post, connection: connection))
+    }
+
+    private func react(post: Int64, user: Int64, kind: String, connection: Int) -> PlannedRequest {
+        let bytes: [UInt8]
+        var pairUser = user
+        if let userTokens, !userTokens.isEmpty {
+            let token = userTokens[connection % userTokens.count]
+            pairUser = tokenUser(ofConnection: connection)
+            switch operation {
+            case .toggle: bytes = Self.http("POST", "/v1/posts/\(post)/reactions/\(kind)/toggle", token: token, body: nil)
+            case .like: bytes = Self.http("PUT", "/v1/posts/\(post)/reactions/\(kind)", token: token, body: nil)
+            case .unlike: bytes = Self.http("DELETE", "/v1/posts/\(post)/reactions/\(kind)", token: token, body: nil)
+            }
+        } else {
+            let path = "/v1/posts/\(post)/reactions/\(kind)/users/\(user)"
+            switch operation {
+            case .toggle: bytes = Self.http("POST", path + "/toggle", token: token, body: nil)
+            case .like: bytes = Self.http("PUT", path, token: token, body: nil)
+            case .unlike: bytes = Self.http("DELETE", path, token: token, body: nil)
+            }
+        }
+        return PlannedRequest(
+            bytes: bytes, pair: CorrectnessCheck.Pair(user: pairUser, post: post), endpoint: routing.endpoint(post: post, connection: connection))
     }
 
     /// A `FeedQuery` body, written with `JSONWriter` (the load generator shares the machine

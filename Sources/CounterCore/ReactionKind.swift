@@ -7,6 +7,10 @@
 public struct ReactionKind: Sendable, Hashable, Comparable, CustomStringConvertible {
     /// The name, valid by construction.
     public let name: String
+    /// FNV-1a of the name's bytes, computed once: hashing a kind (every pending change is
+    /// indexed by one) combines this word instead of hashing the string, and unequal kinds
+    /// are told apart without comparing names.
+    private let code: UInt64
 
     /// The kind `like`.
     public static let like = ReactionKind(unchecked: "like")
@@ -24,10 +28,28 @@ public struct ReactionKind: Sendable, Hashable, Comparable, CustomStringConverti
     public init?<Bytes: Collection>(bytes: Bytes) where Bytes.Element == UInt8 {
         guard Self.isValidName(bytes) else { return nil }
         self.name = String(decoding: bytes, as: UTF8.self)
+        self.code = Self.code(of: bytes)
     }
 
     private init(unchecked name: String) {
         self.name = name
+        self.code = Self.code(of: name.utf8)
+    }
+
+    private static func code<Bytes: Collection>(of bytes: Bytes) -> UInt64 where Bytes.Element == UInt8 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
+        return hash
+    }
+
+    private static let likeCode = ReactionKind.like.code
+
+    public static func == (lhs: ReactionKind, rhs: ReactionKind) -> Bool {
+        lhs.code == rhs.code && lhs.name == rhs.name
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(code)
     }
 
     /// Whether `bytes` is a valid name: 1–32 bytes of `[a-z0-9_]`.
@@ -40,7 +62,7 @@ public struct ReactionKind: Sendable, Hashable, Comparable, CustomStringConverti
     }
 
     /// Whether this is `like`, whose truth is the `likes` table.
-    public var isLike: Bool { name == "like" }
+    public var isLike: Bool { code == Self.likeCode && name == "like" }
 
     public var description: String { name }
 

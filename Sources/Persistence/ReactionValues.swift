@@ -10,12 +10,17 @@ import RedisDriver
 public enum ReactionValues {
     /// `kinds` (sorted, none `like`) as one value.
     public static func kindsValue(_ kinds: [ReactionKind]) -> String {
-        kinds.map(\.name).joined(separator: ",")
+        kinds.count == 1 ? kinds[0].name : kinds.map(\.name).joined(separator: ",")
     }
 
     /// The kinds a value lists, sorted; `nil` unless it is one or more valid names other than
     /// `like`, each once.
     public static func kinds<Bytes: Collection>(_ bytes: Bytes) -> [ReactionKind]? where Bytes.Element == UInt8 {
+        if !bytes.contains(UInt8(ascii: ",")) {
+            // The common case: one kind.
+            guard let kind = ReactionKind(bytes: bytes), !kind.isLike else { return nil }
+            return [kind]
+        }
         var kinds: [ReactionKind] = []
         for part in bytes.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false) {
             guard let kind = ReactionKind(bytes: part), !kind.isLike else { return nil }

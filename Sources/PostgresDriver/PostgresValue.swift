@@ -30,7 +30,16 @@ public enum PostgresValue: Sendable, Hashable {
             bytes.append(UInt8(ascii: "}"))
             return String(decoding: bytes, as: UTF8.self)
         case .boolArray(let values): return Self.arrayLiteral(values.lazy.map { $0 ? "t" : "f" })
-        case .textArray(let values): return Self.arrayLiteral(values.lazy.map(Self.quotedElement))
+        case .textArray(let values):
+            // Built as bytes, as the ids are: a flush of reactions sends a kind per change.
+            var bytes: [UInt8] = [UInt8(ascii: "{")]
+            bytes.reserveCapacity(values.reduce(2) { $0 + $1.utf8.count + 3 })
+            for (index, value) in values.enumerated() {
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                Self.appendQuotedElement(value, to: &bytes)
+            }
+            bytes.append(UInt8(ascii: "}"))
+            return String(decoding: bytes, as: UTF8.self)
         }
     }
 
@@ -46,13 +55,13 @@ public enum PostgresValue: Sendable, Hashable {
     }
 
     /// An array element in double quotes, with `"` and `\` escaped, so any text is safe.
-    private static func quotedElement(_ value: String) -> String {
-        var quoted = "\""
-        for character in value {
-            if character == "\"" || character == "\\" { quoted.append("\\") }
-            quoted.append(character)
+    private static func appendQuotedElement(_ value: String, to bytes: inout [UInt8]) {
+        bytes.append(UInt8(ascii: "\""))
+        for byte in value.utf8 {
+            if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { bytes.append(UInt8(ascii: "\\")) }
+            bytes.append(byte)
         }
-        return quoted + "\""
+        bytes.append(UInt8(ascii: "\""))
     }
 }
 

@@ -32,15 +32,19 @@ public struct ReactionSummary: Sendable, Hashable {
     init(likes: Int64, others: [ReactionKind: Int64], liked: Bool, otherKinds: [ReactionKind]) {
         var counts: [KindCount] = []
         counts.reserveCapacity(others.count + 1)
+        var total = likes
         if likes > 0 { counts.append(KindCount(kind: .like, count: likes)) }
-        for (kind, count) in others where count > 0 { counts.append(KindCount(kind: kind, count: count)) }
-        counts.sort { $0.count != $1.count ? $0.count > $1.count : $0.kind < $1.kind }
+        for (kind, count) in others where count > 0 {
+            counts.append(KindCount(kind: kind, count: count))
+            total += count
+        }
+        if counts.count > 1 { counts.sort { $0.count != $1.count ? $0.count > $1.count : $0.kind < $1.kind } }
         var mine = otherKinds
         if liked {
             mine.append(.like)
-            mine.sort()
+            if mine.count > 1 { mine.sort() }
         }
-        self.init(counts: counts, mine: mine)
+        self.init(counts: counts, total: total, mine: mine)
     }
 
     /// The count of `kind` (0 when the post holds none).
