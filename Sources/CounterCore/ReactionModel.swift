@@ -70,6 +70,10 @@ public struct ReactionModel: Sendable, Hashable, CustomStringConvertible {
         return "\(kindsText) \(perUser.rawValue) \(kindsPerPost)/\(summaryKinds)"
     }
 
+    /// The settings as the nodes of a deployment compare them: `like` for likes only (whatever
+    /// the per-user and cap settings, which mean nothing then), else `description`.
+    public var agreementText: String { isLikesOnly ? "like" : description }
+
     /// The kinds `text` lists (`like,love,haha`), or `open`; `nil` with the reason for anything
     /// else (a bad name, a name twice, an empty list).
     public static func parseKinds(_ text: String) -> Result<Kinds, ReactionSettingError> {

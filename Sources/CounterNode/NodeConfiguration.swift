@@ -101,6 +101,7 @@ public struct NodeConfiguration: Sendable, Equatable {
     /// How the node takes part in its cluster.
     public func membership(advertiseURL: String) -> ClusterMember.Configuration {
         var configuration = ClusterMember.Configuration(nodeID: nodeID, advertiseURL: advertiseURL)
+        configuration.settings = writePath.reactions.agreementText
         configuration.lease = lease
         configuration.renewInterval = lease / 3
         configuration.maximumMoves = maximumMoves

@@ -161,7 +161,12 @@ struct NodeParts {
         }
         services += [
             ("write_path", service),
-            ("schema", SchemaPreparation(pool: pool, migrate: configuration.migrateOnStart, demoPosts: configuration.demoPosts, log: log)),
+            (
+                "schema",
+                SchemaPreparation(
+                    pool: pool, migrate: configuration.migrateOnStart, demoPosts: configuration.demoPosts,
+                    reactions: configuration.writePath.reactions, log: log)
+            ),
             ("http", server),
             ("membership", MembershipService(member: member, server: server, configuration: configuration)),
             ("announcement", ListeningAnnouncement(server: server, configuration: configuration, log: log, output: output)),

@@ -36,12 +36,14 @@ struct UserKeySetService: Service {
     }
 }
 
-/// The schema (`--migrate`) and the demo posts (`--demo-posts`), once Redis's shape is known
-/// (the write path has started): nothing to stop.
+/// The schema (`--migrate`), the reaction settings held against the data (a contradiction
+/// stops the node before it serves), and the demo posts (`--demo-posts`), once Redis's shape is
+/// known (the write path has started): nothing to stop.
 struct SchemaPreparation: Service {
     let pool: PostgresPool
     let migrate: Bool
     let demoPosts: Int
+    let reactions: ReactionModel
     let log: NodeLog
 
     func run(_ lifecycle: ServiceLifecycle) async throws {
@@ -55,6 +57,8 @@ struct SchemaPreparation: Service {
                     "version": String(report.currentVersion),
                 ])
         }
+        let contradictions = try await ReactionDataCheck.contradictions(of: reactions, pool: pool)
+        if !contradictions.isEmpty { throw ReactionDataCheck.Contradiction(problems: contradictions) }
         if demoPosts > 0 {
             try await pool.query(
                 "INSERT INTO posts (id) SELECT generate_series(1, $1::bigint) ON CONFLICT DO NOTHING",

@@ -33,6 +33,9 @@ public actor ClusterMember: Service {
         /// Most slots handed between live nodes at once (takeovers of dead nodes' slots are not
         /// limited). Defaults to 256.
         public var maximumMoves: Int = 256
+        /// The settings every node of the deployment must share (`ReactionModel.agreementText`):
+        /// a node whose settings differ from a live node's refuses to join. Defaults to likes only.
+        public var settings: String = NodeRegistry.likesOnlySettings
 
         public init(nodeID: String, advertiseURL: String) {
             self.nodeID = nodeID
@@ -152,7 +155,7 @@ public actor ClusterMember: Service {
         do {
             return try await registry.register(
                 nodeID: configuration.nodeID, advertiseURL: advertised,
-                lease: configuration.lease)
+                lease: configuration.lease, settings: configuration.settings)
         } catch let holder as NodeRegistry.IDInUse {
             let wait = max(0, holder.leaseRemainingMilliseconds) + 200
             log.log(
@@ -164,7 +167,7 @@ public actor ClusterMember: Service {
             try await Task.sleep(for: .milliseconds(wait))
             return try await registry.register(
                 nodeID: configuration.nodeID, advertiseURL: advertised,
-                lease: configuration.lease)
+                lease: configuration.lease, settings: configuration.settings)
         }
     }
 

@@ -46,6 +46,29 @@ public struct NodeRegistry: Sendable {
         }
     }
 
+    /// A live node of the deployment holds other settings that every node must share (the
+    /// reaction model): the nodes would decide and write differently.
+    public struct SettingsDisagree: Error, Sendable, Equatable, CustomStringConvertible {
+        public let nodeID: String
+        /// The live node's settings, and this node's.
+        public let theirs: String
+        public let mine: String
+
+        public init(nodeID: String, theirs: String, mine: String) {
+            self.nodeID = nodeID
+            self.theirs = theirs
+            self.mine = mine
+        }
+
+        public var description: String {
+            "node \"\(nodeID)\" of this deployment runs with the reaction settings \"\(theirs)\", this node with \"\(mine)\": every node of a deployment must hold the same; start this node with that node's settings, or stop every node and start them all with the new ones"
+        }
+    }
+
+    /// The shared settings of a node that never wrote any (one of a version before reactions):
+    /// likes only.
+    public static let likesOnlySettings = "like"
+
     private let pool: PostgresPool
     /// Whose nodes: deployments sharing a database (named by their Redis key prefix) each have
     /// their own.
@@ -56,21 +79,40 @@ public struct NodeRegistry: Sendable {
         self.deployment = deployment
     }
 
-    /// Takes `nodeID` for this process with a lease of `lease`, as a new incarnation.
+    /// Takes `nodeID` for this process with a lease of `lease`, as a new incarnation, with the
+    /// settings every node of the deployment must share (`settings`, compared as text).
     /// - Returns: the incarnation.
-    /// - Throws: `IDInUse` when another process holds the id under a lease still running.
-    public func register(nodeID: String, advertiseURL: String, lease: Duration) async throws -> Int64 {
-        let rows = try await pool.query(
-            """
-            INSERT INTO counter_nodes (deployment, id, incarnation, advertise_url, lease_expires_at)
-            VALUES ($4, $1, nextval('counter_node_incarnations'), $2, now() + $3::bigint * interval '1 millisecond')
-            ON CONFLICT (deployment, id) DO UPDATE
-                SET incarnation = EXCLUDED.incarnation, advertise_url = EXCLUDED.advertise_url,
-                    lease_expires_at = EXCLUDED.lease_expires_at, started_at = now(), draining = false
-                WHERE counter_nodes.lease_expires_at <= now()
-            RETURNING incarnation
-            """, [.text(nodeID), .text(advertiseURL), .int64(lease.inMilliseconds), .text(deployment)])
-        if let row = rows.first { return try row.int64(0) }
+    /// - Throws: `IDInUse` when another process holds the id under a lease still running;
+    ///   `SettingsDisagree` when a live node of the deployment holds other settings (checked
+    ///   and registered under one lock of the deployment's, so two nodes starting at once with
+    ///   different settings cannot both get in).
+    public func register(nodeID: String, advertiseURL: String, lease: Duration, settings: String = likesOnlySettings) async throws -> Int64 {
+        let deployment = self.deployment
+        let outcome = try await pool.withTransaction { connection -> Result<Int64?, SettingsDisagree> in
+            try connection.query("SELECT pg_advisory_xact_lock(hashtext($1))", [.text("counter_nodes:" + deployment)])
+            let others = try connection.query(
+                """
+                SELECT id, coalesce(settings, $3) FROM counter_nodes
+                WHERE deployment = $1 AND id <> $2 AND lease_expires_at > now() AND coalesce(settings, $3) <> $4
+                ORDER BY id LIMIT 1
+                """, [.text(deployment), .text(nodeID), .text(Self.likesOnlySettings), .text(settings)])
+            if let other = others.first {
+                return .failure(SettingsDisagree(nodeID: other.string(0) ?? "?", theirs: other.string(1) ?? "?", mine: settings))
+            }
+            let rows = try connection.query(
+                """
+                INSERT INTO counter_nodes (deployment, id, incarnation, advertise_url, lease_expires_at, settings)
+                VALUES ($4, $1, nextval('counter_node_incarnations'), $2, now() + $3::bigint * interval '1 millisecond', $5)
+                ON CONFLICT (deployment, id) DO UPDATE
+                    SET incarnation = EXCLUDED.incarnation, advertise_url = EXCLUDED.advertise_url,
+                        lease_expires_at = EXCLUDED.lease_expires_at, started_at = now(), draining = false,
+                        settings = EXCLUDED.settings
+                    WHERE counter_nodes.lease_expires_at <= now()
+                RETURNING incarnation
+                """, [.text(nodeID), .text(advertiseURL), .int64(lease.inMilliseconds), .text(deployment), .text(settings)])
+            return .success(try rows.first.map { try $0.int64(0) })
+        }
+        if let incarnation = try outcome.get() { return incarnation }
         let holder = try await pool.query(
             """
             SELECT advertise_url, incarnation, (extract(epoch FROM lease_expires_at - now()) * 1000)::bigint

@@ -43,8 +43,17 @@ extension SchemaMigration {
     public static let all: [SchemaMigration] = [
         seedLayout, flushProgress, clusterMembership, slotEpochs,
         likesByPostNewestFirst, likesByUserNewestFirst, dropLikesByPost, likeEvents,
-        reactions, reactionEvents,
+        reactions, reactionEvents, nodeSettings,
     ]
+
+    /// The settings every node of a deployment must share (the reaction model), as each live
+    /// node registered them: a node whose settings differ from a live one's refuses to start.
+    /// `NULL` (a node of a version before it): likes only.
+    static let nodeSettings = SchemaMigration(
+        version: 11, name: "counter_nodes.settings",
+        sql: """
+            ALTER TABLE counter_nodes ADD COLUMN IF NOT EXISTS settings text;
+            """)
 
     /// Reactions of kinds other than `like` (whose rows stay `likes`, and whose count stays
     /// `posts.likes_count`): a row per (user, post, kind) held, and a count per post and kind,

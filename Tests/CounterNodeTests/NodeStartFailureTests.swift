@@ -1,5 +1,6 @@
 import Foundation
 import NodeTestSupport
+import Persistence
 import TestSupport
 import Testing
 
@@ -106,5 +107,47 @@ struct NodeStartFailureTests {
         _ = try await holder.waitForExit()
         Self.expectStoppedInReverse(outcome, failing: "membership", started: ["requests", "write_path", "schema", "http"])
         #expect(outcome.lines.contains { $0.contains("is held by a running node") }, "\(outcome.lines.suffix(4))")
+    }
+
+    @Test("the reaction settings contradict the data (a kind rows still hold is not listed): the schema step refuses, saying what to run")
+    func reactionSettingsContradictData() async throws {
+        try await TestEnvironment.withScratchDatabase { pool, url in
+            _ = try await SchemaMigrator.migrate(pool)
+            try await pool.withConnection { connection in
+                try await connection.runScript(
+                    """
+                    INSERT INTO posts (id) VALUES (1);
+                    INSERT INTO reactions (user_id, post_id, kind) VALUES (7, 1, 'tada');
+                    INSERT INTO reaction_counts (post_id, kind, count) VALUES (1, 'tada', 1);
+                    """)
+            }
+            let outcome = try await Self.serve(["--postgres-url", url, "--reactions", "like,love"])
+            Self.expectStoppedInReverse(outcome, failing: "schema", started: ["requests", "write_path"])
+            #expect(outcome.lines.contains { $0.contains("kinds --reactions does not list: tada (1)") }, "\(outcome.lines.suffix(4))")
+            // The same data under likes only is refused too; with tada listed, the node starts.
+            let likesOnly = try await Self.serve(["--postgres-url", url])
+            #expect(likesOnly.failed == "schema")
+        }
+    }
+
+    @Test("a live node of the deployment holds other reaction settings: the membership refuses to join, naming both")
+    func reactionSettingsDisagree() async throws {
+        let prefix = TestEnvironment.uniqueKeyPrefix("start").replacingOccurrences(of: ":", with: "-")
+        let port = try PrivateServers.freePort()
+        let holder = try ChildProcess(
+            [
+                ChildProcess.builtProduct("counter-node"), "serve", "--listen", "127.0.0.1:\(port)",
+                "--key-prefix", prefix, "--node-id", "first", "--lease", "4s", "--reactions", "like,love",
+                "--postgres-url", TestEnvironment.postgresURL, "--redis-url", TestEnvironment.redisURL,
+            ],
+            mergingStandardError: true)
+        try #require(try await holder.waitUntilListening(), "\(holder.lastLines)")
+        let outcome = try await Self.serve(["--node-id", "second", "--reactions", "like,love,haha"], prefix: prefix)
+        holder.kill(SIGTERM)
+        _ = try await holder.waitForExit()
+        Self.expectStoppedInReverse(outcome, failing: "membership", started: ["requests", "write_path", "schema", "http"])
+        #expect(
+            outcome.lines.contains { $0.contains("runs with the reaction settings") && $0.contains("like,love one 20/20") },
+            "\(outcome.lines.suffix(4))")
     }
 }

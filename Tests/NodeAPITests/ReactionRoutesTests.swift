@@ -3,6 +3,7 @@ import CounterWire
 import Foundation
 import NodeHTTP
 import NodeTestSupport
+import TestSupport
 import Testing
 import UserTokens
 import WritePath
@@ -22,7 +23,9 @@ struct ReactionRoutesTests {
         "PUT, DELETE and toggle answer the summary after the change, largest count first; GET ?user reads it; the hand-written answer is WireEncoder's"
     )
     func writesAndReads() async throws {
-        let api = try await InProcessAPI.start(posts: 1, users: try APIDispatchTests.users()) { configuration in
+        let api = try await InProcessAPI.start(
+            posts: 1, users: try APIDispatchTests.users(), postgresURL: try await TestEnvironment.reactionsDatabase()
+        ) { configuration in
             configuration.reactions = ReactionModel(kinds: .fixed(Self.six), perUser: .one)
         }
         let post = api.posts[0]
@@ -64,7 +67,7 @@ struct ReactionRoutesTests {
         "bad kinds are refused 400 and change nothing: a name of no kind (invalid_id), a kind the deployment does not list (unknown_kind); a kind past an open set's cap is 409 too_many_kinds"
     )
     func refusals() async throws {
-        let api = try await InProcessAPI.start(posts: 1) { configuration in
+        let api = try await InProcessAPI.start(posts: 1, postgresURL: try await TestEnvironment.reactionsDatabase()) { configuration in
             configuration.reactions = ReactionModel(kinds: .fixed(Self.six), perUser: .many)
         }
         let post = api.posts[0]
@@ -81,7 +84,7 @@ struct ReactionRoutesTests {
         #expect(Self.text(await api.send("GET", "/v1/posts/\(post)/reactions")).contains(#""total":0"#), "nothing changed")
         await api.stop()
 
-        let open = try await InProcessAPI.start(posts: 1) { configuration in
+        let open = try await InProcessAPI.start(posts: 1, postgresURL: try await TestEnvironment.reactionsDatabase()) { configuration in
             configuration.reactions = ReactionModel(kinds: .open, perUser: .many, kindsPerPost: 2)
         }
         let openPost = open.posts[0]
@@ -107,7 +110,7 @@ struct ReactionRoutesTests {
 
     @Test("a feed page with include reactions gives each post its top kinds, the total and the viewer's kinds; without it, the page is as it was")
     func feedIncludesReactions() async throws {
-        let api = try await InProcessAPI.start(posts: 2) { configuration in
+        let api = try await InProcessAPI.start(posts: 2, postgresURL: try await TestEnvironment.reactionsDatabase()) { configuration in
             configuration.reactions = ReactionModel(kinds: .fixed(Self.six), perUser: .many, summaryKinds: 2)
         }
         let (post, other) = (api.posts[0], api.posts[1])

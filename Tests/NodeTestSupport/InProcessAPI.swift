@@ -16,9 +16,10 @@ package struct InProcessAPI {
 
     package static func start(
         posts: Int = 3, tokens: AccessTokens = AccessTokens(api: HTTPHarness.apiToken, admin: HTTPHarness.adminToken),
-        users: UserAccess? = nil, configure: (inout WritePathConfiguration) -> Void = { _ in }
+        users: UserAccess? = nil, postgresURL: String = TestEnvironment.postgresURL,
+        configure: (inout WritePathConfiguration) -> Void = { _ in }
     ) async throws -> InProcessAPI {
-        let writePath = try await WritePathHarness.start(posts: posts, configure: configure)
+        let writePath = try await WritePathHarness.start(posts: posts, postgresURL: postgresURL, configure: configure)
         let storage = NodeStorage(postgres: writePath.pool, redis: writePath.redis, layout: writePath.layout)
         let api = try CounterAPI(service: writePath.service, tokens: tokens, storage: storage, users: users)
         let requests = try await RunningServices.start([api])

@@ -84,4 +84,32 @@ struct NodeRegistryTests {
         #expect(next > incarnation)
         await pool.close()
     }
+
+    @Test(
+        "every live node of a deployment holds the same settings: another is refused naming both; a node of an older version counts as likes only; none live, any may start"
+    )
+    func settingsAgree() async throws {
+        let pool = try await TestEnvironment.migratedPool()
+        let registry = NodeRegistry(pool: pool, deployment: TestEnvironment.uniqueKeyPrefix("settings"))
+        let (a, b) = (Self.uniqueID(), Self.uniqueID())
+        let first = try await registry.register(nodeID: a, advertiseURL: "http://a", lease: .seconds(30), settings: "like,love one 20/20")
+        let refused = await #expect(throws: NodeRegistry.SettingsDisagree.self) {
+            try await registry.register(nodeID: b, advertiseURL: "http://b", lease: .seconds(30), settings: "like")
+        }
+        #expect(refused == NodeRegistry.SettingsDisagree(nodeID: a, theirs: "like,love one 20/20", mine: "like"))
+        #expect(try await registry.nodes().map(\.id) == [a], "the refused node is not registered")
+        _ = try await registry.register(nodeID: b, advertiseURL: "http://b", lease: .seconds(30), settings: "like,love one 20/20")
+        // Once no node holding them is live, other settings may start.
+        try await registry.release(nodeID: a, incarnation: first)
+        let second = try #require(try await registry.nodes().first { $0.id == b })
+        try await registry.release(nodeID: b, incarnation: second.incarnation)
+        _ = try await registry.register(nodeID: a, advertiseURL: "http://a", lease: .seconds(30), settings: "like")
+        // A row without settings (a node of a version before them) is likes only.
+        try await pool.query("UPDATE counter_nodes SET settings = NULL WHERE deployment = $1 AND id = $2", [.text(registry.deployment), .text(a)])
+        _ = try await registry.register(nodeID: b, advertiseURL: "http://b", lease: .seconds(30))
+        await #expect(throws: NodeRegistry.SettingsDisagree.self) {
+            try await registry.register(nodeID: Self.uniqueID(), advertiseURL: "http://c", lease: .seconds(30), settings: "open many 20/20")
+        }
+        await pool.close()
+    }
 }

@@ -14,6 +14,11 @@ struct ReactionBatchApplierTests {
     static let love = ReactionKind("love")!
     static let haha = ReactionKind("haha")!
 
+    /// A pool on the reaction tests' own database (`TestEnvironment.reactionsDatabase`).
+    static func pool() async throws -> PostgresPool {
+        PostgresPool(configuration: PostgresConfiguration(url: try await TestEnvironment.reactionsDatabase()))
+    }
+
     /// Per post and kind, the rows held and the count kept (`like`: `likes` and `likes_count`).
     static func tallies(_ posts: [Int64], _ pool: PostgresPool) async throws -> [PostKind: (rows: Int64, count: Int64)] {
         let rows = try await pool.query(
@@ -56,7 +61,7 @@ struct ReactionBatchApplierTests {
 
     @Test("10,000 changes of three kinds with duplicates: each kind's count equals its rows, a replay changes nothing, one event per row changed")
     func manyKinds() async throws {
-        let pool = try await TestEnvironment.migratedPool()
+        let pool = try await Self.pool()
         let posts = try await TestEnvironment.createPosts(10, in: pool)
         var generator = SystemRandomNumberGenerator()
         let kinds: [ReactionKind] = [.like, Self.love, Self.haha]
@@ -93,7 +98,7 @@ struct ReactionBatchApplierTests {
 
     @Test("a switch of kinds in the one-per-user model is one event naming the kind replaced (like included); counts move by one each")
     func switchIsOneEvent() async throws {
-        let pool = try await TestEnvironment.migratedPool()
+        let pool = try await Self.pool()
         let posts = try await TestEnvironment.createPosts(1, in: pool)
         let post = posts[0]
         _ = try await LikeBatchApplier.apply([LikeChange(userID: 7, postID: post, liked: true)], pool: pool, events: true, oneKindPerUser: true)
@@ -129,7 +134,7 @@ struct ReactionBatchApplierTests {
 
     @Test("a reaction whose row exists already moves no count and makes no event, and takes the later time; a missing post is reported")
     func existingRowsAndMissingPosts() async throws {
-        let pool = try await TestEnvironment.migratedPool()
+        let pool = try await Self.pool()
         let posts = try await TestEnvironment.createPosts(1, in: pool)
         let post = posts[0]
         try await pool.query(

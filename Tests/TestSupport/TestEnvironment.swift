@@ -98,6 +98,36 @@ public enum TestEnvironment {
         "test:\(label):\(UUID().uuidString.prefix(8))"
     }
 
+    /// The database of the tests that write reactions of other kinds than `like`: the test
+    /// database's name with `_reactions`, on the same server, made and migrated once per process
+    /// (`reactionsDatabase()`). A node started with likes only refuses a database holding other
+    /// kinds, so those rows stay out of the database every other test shares.
+    public static var reactionsPostgresURL: String {
+        let name = postgresURL.split(separator: "/").last.map { String($0.split(separator: "?").first ?? $0) } ?? "counter_test"
+        return postgresURL.replacingLastPathComponent(with: name + "_reactions")
+    }
+
+    /// `reactionsPostgresURL`, its database made and migrated (once per process).
+    public static func reactionsDatabase() async throws -> String {
+        try await reactionsDatabaseReady.value
+        return reactionsPostgresURL
+    }
+
+    private static let reactionsDatabaseReady = Task {
+        let admin = PostgresConnection(configuration: postgres())
+        let name = reactionsPostgresURL.split(separator: "/").last.map { String($0.split(separator: "?").first ?? $0) } ?? ""
+        do {
+            // A name of letters, digits and _ only (the test database's, and a suffix).
+            try await admin.query("CREATE DATABASE \(name)")
+        } catch let error as PostgresError where error.sqlState == "42P04" || error.sqlState == "23505" {
+            // Made by an earlier run, or by another test process just now.
+        }
+        await admin.close()
+        let pool = PostgresPool(configuration: PostgresConfiguration(url: reactionsPostgresURL))
+        _ = try await SchemaMigrator.migrate(pool)
+        await pool.close()
+    }
+
     /// The repository's root folder (where `scripts/` is).
     public static var repositoryRoot: URL {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

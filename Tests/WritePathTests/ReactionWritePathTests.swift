@@ -61,7 +61,8 @@ struct ReactionWritePathTests {
         "a one-per-user storm on one hot post: no answer shows two kinds, each user ends with the kind of its last answer, counts equal rows per kind",
         arguments: RedisTarget.allCases)
     func onePerUserStorm(redis: RedisTarget) async throws {
-        let harness = try await WritePathHarness.start(posts: 1, redis: redis) { configuration in
+        let harness = try await WritePathHarness.start(posts: 1, postgresURL: try await TestEnvironment.reactionsDatabase(), redis: redis) {
+            configuration in
             configuration.reactions = ReactionModel(kinds: .fixed(Self.six), perUser: .one)
         }
         let post = harness.posts[0]
@@ -112,7 +113,8 @@ struct ReactionWritePathTests {
         "many per user: each kind its own toggle; a restart with changes pending keeps them; the flush writes each kind's rows",
         arguments: RedisTarget.allCases)
     func manyPerUserAcrossRestart(redis: RedisTarget) async throws {
-        let harness = try await WritePathHarness.start(posts: 1, redis: redis) { configuration in
+        let harness = try await WritePathHarness.start(posts: 1, postgresURL: try await TestEnvironment.reactionsDatabase(), redis: redis) {
+            configuration in
             configuration.reactions = ReactionModel(kinds: .fixed(Self.six), perUser: .many)
             configuration.flushOnlyWhenAsked()
         }
@@ -145,7 +147,8 @@ struct ReactionWritePathTests {
         "a cold post is read from its rows, loaded whole by its first write (likes and other kinds), and the open set's cap refuses a kind too many, changing nothing",
         arguments: RedisTarget.allCases)
     func coldPostAndCap(redis: RedisTarget) async throws {
-        let harness = try await WritePathHarness.start(posts: 1, redis: redis) { configuration in
+        let harness = try await WritePathHarness.start(posts: 1, postgresURL: try await TestEnvironment.reactionsDatabase(), redis: redis) {
+            configuration in
             configuration.reactions = ReactionModel(kinds: .open, perUser: .one, kindsPerPost: 3)
         }
         let post = harness.posts[0]
@@ -189,7 +192,8 @@ struct ReactionWritePathTests {
         "a large cold post with other kinds turns warm on its first write: the hash carries each seen user's kinds, the others are looked up; exact after a restart, a flush and an eviction",
         arguments: RedisTarget.allCases)
     func warmPostWithReactions(redis: RedisTarget) async throws {
-        let harness = try await WritePathHarness.start(posts: 1, redis: redis) { configuration in
+        let harness = try await WritePathHarness.start(posts: 1, postgresURL: try await TestEnvironment.reactionsDatabase(), redis: redis) {
+            configuration in
             configuration.reactions = ReactionModel(kinds: .fixed(Self.six), perUser: .one)
             configuration.warmThreshold = 100
             configuration.flushOnlyWhenAsked()
@@ -238,7 +242,8 @@ struct ReactionWritePathTests {
 
     @Test("a kind the deployment does not list is refused before any I/O; a deployment of likes only answers without a summary")
     func unknownKinds() async throws {
-        let harness = try await WritePathHarness.start(posts: 1, redis: .single) { configuration in
+        let harness = try await WritePathHarness.start(posts: 1, postgresURL: try await TestEnvironment.reactionsDatabase(), redis: .single) {
+            configuration in
             configuration.reactions = ReactionModel(kinds: .fixed(Self.six), perUser: .many)
         }
         let post = harness.posts[0]
@@ -250,7 +255,7 @@ struct ReactionWritePathTests {
         }
         #expect(try await harness.service.perform(.count, post: post, user: 0).reactions?.total == 0)
         await harness.stop()
-        let plain = try await WritePathHarness.start(posts: 1, redis: .single)
+        let plain = try await WritePathHarness.start(posts: 1, postgresURL: try await TestEnvironment.reactionsDatabase(), redis: .single)
         let answer = try await plain.service.perform(.toggle, post: plain.posts[0], user: 1)
         #expect(answer == LikeState(postID: plain.posts[0], userID: 1, isLiked: true, likesCount: 1))
         #expect(answer.reactions == nil)
