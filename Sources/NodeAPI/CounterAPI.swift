@@ -78,7 +78,8 @@ public final class CounterAPI: HTTPHandler, Service {
             events: storage.eventFeed,
             watch: EventWatch(
                 events: storage.eventFeed, wake: service.flushCommits,
-                start: { tasks.start($0) }))
+                start: { tasks.start($0) }),
+            reactions: !service.reactions.isLikesOnly)
         let errors = ErrorAnswers(failures: FailureLog(log: log))
         self.chain = RequestChain(
             admission: Admission(authentication: Authentication(tokens: tokens, users: users)),

@@ -16,14 +16,23 @@ public struct LikeEvents: Sendable {
         public let likedAtMicroseconds: Int64
         /// When the flush transaction that wrote it inserted it, just before its commit (Unix microseconds).
         public let committedAtMicroseconds: Int64
+        /// The reaction's kind; `nil` for a like (every event of a deployment of likes only).
+        public let kind: String?
+        /// For a switch of kinds with one kind per user: the kind the new one replaced.
+        public let replacedKind: String?
 
-        public init(id: Int64, postID: Int64, userID: Int64, liked: Bool, likedAtMicroseconds: Int64, committedAtMicroseconds: Int64) {
+        public init(
+            id: Int64, postID: Int64, userID: Int64, liked: Bool, likedAtMicroseconds: Int64, committedAtMicroseconds: Int64,
+            kind: String? = nil, replacedKind: String? = nil
+        ) {
             self.id = id
             self.postID = postID
             self.userID = userID
             self.liked = liked
             self.likedAtMicroseconds = likedAtMicroseconds
             self.committedAtMicroseconds = committedAtMicroseconds
+            self.kind = kind
+            self.replacedKind = replacedKind
         }
     }
 
@@ -78,13 +87,15 @@ public struct LikeEvents: Sendable {
         let rows = try await pool.query(
             """
             SELECT id, post_id, user_id, liked,
-                   (extract(epoch FROM liked_at) * 1000000)::bigint, (extract(epoch FROM committed_at) * 1000000)::bigint
+                   (extract(epoch FROM liked_at) * 1000000)::bigint, (extract(epoch FROM committed_at) * 1000000)::bigint,
+                   kind, replaced_kind
             FROM counter_like_events WHERE id > $1 ORDER BY id LIMIT $2
             """, [.int64(after), .int64(Int64(limit))])
         return try rows.map { row in
             Event(
                 id: try row.int64(0), postID: try row.int64(1), userID: try row.int64(2), liked: try row.bool(3),
-                likedAtMicroseconds: try row.int64(4), committedAtMicroseconds: try row.int64(5))
+                likedAtMicroseconds: try row.int64(4), committedAtMicroseconds: try row.int64(5), kind: row.string(6),
+                replacedKind: row.string(7))
         }
     }
 

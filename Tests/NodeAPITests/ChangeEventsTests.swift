@@ -271,7 +271,7 @@ struct ChangeEventsTests {
             var (seen, cursor) = try await consuming.value
             let pool = http.writePath.pool
             // As a consumer goes on: what a late retry committed after its quiet polls follows its cursor.
-            seen += try await LikeEvents(pool: pool).read(after: cursor, limit: 100_000).map(EventFeedAnswers.body)
+            seen += try await LikeEvents(pool: pool).read(after: cursor, limit: 100_000).map { EventFeedAnswers.body($0) }
             let all = try await LikeEvents(pool: pool).read(after: 0, limit: 100_000)
             #expect(!all.isEmpty)
             #expect(seen.map(\.id) == all.map(\.id), "the consumer saw \(seen.count) of \(all.count) events")

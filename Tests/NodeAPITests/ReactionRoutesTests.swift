@@ -131,4 +131,34 @@ struct ReactionRoutesTests {
         #expect(refused.status == 400)
         await api.stop()
     }
+
+    @Test("with reactions, every event names its kind, and a switch of kinds with one per user is one event naming the kind it replaced")
+    func eventsCarryKinds() async throws {
+        let api = try await InProcessAPI.start(posts: 1, postgresURL: try await TestEnvironment.reactionsDatabase()) { configuration in
+            configuration.reactions = ReactionModel(kinds: .fixed(Self.six), perUser: .one)
+            configuration.events = true
+        }
+        let post = api.posts[0]
+        let before = try WireDecoder.decode(EventsPage.self, from: await api.send("GET", "/v1/events?limit=1", token: HTTPHarness.adminToken).body)
+        #expect(await api.send("PUT", "/v1/posts/\(post)/likes/7").status == 200)
+        #expect(await api.send("POST", "/admin/flush", token: HTTPHarness.adminToken).status == 200)
+        #expect(await api.send("PUT", "/v1/posts/\(post)/reactions/love/users/7").status == 200)
+        #expect(await api.send("POST", "/admin/flush", token: HTTPHarness.adminToken).status == 200)
+        #expect(await api.send("DELETE", "/v1/posts/\(post)/reactions/love/users/7").status == 200)
+        #expect(await api.send("POST", "/admin/flush", token: HTTPHarness.adminToken).status == 200)
+        var events: [ChangeEvent] = []
+        var after = before.newestID
+        while true {
+            let page = try WireDecoder.decode(
+                EventsPage.self, from: await api.send("GET", "/v1/events?after=\(after)&limit=1000", token: HTTPHarness.adminToken).body)
+            events += page.events.filter { $0.postID == post }
+            if page.events.isEmpty { break }
+            after = page.nextAfter
+        }
+        #expect(events.map { "\($0.liked) \($0.kind ?? "-") \($0.replacedKind ?? "-")" } == ["true like -", "true love like", "false love -"])
+        let page = await api.send("GET", "/v1/events?after=\(before.newestID)&limit=1000", token: HTTPHarness.adminToken)
+        #expect(Self.text(page).contains(#""kind":"love","replaced_kind":"like""#))
+        #expect(Self.text(page).contains(#""kind":"like","replaced_kind":null"#))
+        await api.stop()
+    }
 }

@@ -3,7 +3,7 @@ import ShardRouter
 
 /// A tiny in-memory Redis for tests of the shard's batch protocol: sets, strings, hashes and
 /// streams, and just the commands a batch sends (`EXISTS`, `GET`, `SCARD`, `SMISMEMBER`, `SADD`,
-/// `SREM`, `HMGET`, `HSET`, `DEL`, `UNLINK`, `SET`, `XADD`). It runs the commands themselves, decoded from their RESP encoding, so a test
+/// `SREM`, `HMGET`, `HGETALL`, `HSET`, `HDEL`, `DEL`, `UNLINK`, `SET`, `XADD`). It runs the commands themselves, decoded from their RESP encoding, so a test
 /// checks what the protocol really emits.
 struct RedisModel {
     /// How a group fails, when it does.
@@ -60,6 +60,18 @@ struct RedisModel {
         case "HMGET":
             guard sets[key] == nil, strings[key] == nil else { return .error("WRONGTYPE model: not a hash") }
             return .array(arguments.dropFirst(2).map { field in hashes[key]?[field].map { .bulkString(Array($0.utf8)) } ?? .null })
+        case "HGETALL":
+            guard sets[key] == nil, strings[key] == nil else { return .error("WRONGTYPE model: not a hash") }
+            return .array(
+                (hashes[key] ?? [:]).sorted { $0.key < $1.key }.flatMap {
+                    [RedisReply.bulkString(Array($0.key.utf8)), .bulkString(Array($0.value.utf8))]
+                })
+        case "HDEL":
+            guard sets[key] == nil, strings[key] == nil else { return .error("WRONGTYPE model: not a hash") }
+            var hash = hashes[key] ?? [:]
+            let removed = arguments.dropFirst(2).filter { hash.removeValue(forKey: $0) != nil }.count
+            hashes[key] = hash.isEmpty ? nil : hash // Redis deletes an empty hash
+            return .integer(Int64(removed))
         case "HSET":
             guard sets[key] == nil, strings[key] == nil, arguments.count >= 4, arguments.count % 2 == 0 else {
                 return .error("ERR model: HSET takes a key and pairs")

@@ -9,6 +9,8 @@ import Persistence
 struct EventFeedAnswers: Sendable {
     let events: LikeEvents
     let watch: EventWatch
+    /// Whether the deployment has other kinds than `like`: then every event names its kind.
+    var reactions = false
 
     /// The arguments: `after` (0 or an id given before; default 0: from the oldest kept),
     /// `limit` (1–1,000, default 100), `wait` (0–60 s, default 0: answer at once).
@@ -60,7 +62,7 @@ struct EventFeedAnswers: Sendable {
         }
         return .json(
             EventsPage(
-                events: events.map(Self.body), nextAfter: events.last?.id ?? arguments.after,
+                events: events.map { Self.body($0, reactions: reactions) }, nextAfter: events.last?.id ?? arguments.after,
                 newestID: max(clock.lastID, events.last?.id ?? 0)))
     }
 
@@ -87,11 +89,14 @@ struct EventFeedAnswers: Sendable {
         return nil
     }
 
-    static func body(_ event: LikeEvents.Event) -> ChangeEvent {
+    /// The event's body; with `reactions`, naming its kind (`like` for a row of `likes`, whose
+    /// events store none) and the kind a switch replaced.
+    static func body(_ event: LikeEvents.Event, reactions: Bool = false) -> ChangeEvent {
         ChangeEvent(
             id: event.id, postID: event.postID, userID: event.userID, liked: event.liked,
             likedAt: LikeTime.text(milliseconds: milliseconds(event.likedAtMicroseconds)),
-            committedAt: LikeTime.text(milliseconds: milliseconds(event.committedAtMicroseconds)))
+            committedAt: LikeTime.text(milliseconds: milliseconds(event.committedAtMicroseconds)),
+            kind: reactions ? event.kind ?? "like" : nil, replacedKind: reactions ? event.replacedKind : nil)
     }
 
     private static func milliseconds(_ micros: Int64) -> Int64 { micros >= 0 ? micros / 1000 : (micros - 999) / 1000 }
