@@ -76,3 +76,48 @@ public struct ReactionStatus: Sendable, Hashable, Codable, CustomStringConvertib
         try container.encode(mine, forKey: .mine)
     }
 }
+
+/// One user holding a kind of a post, and since when (RFC 3339, UTC, milliseconds: `LikeTime`).
+public struct Reactor: Sendable, Hashable, Codable {
+    public let userID: Int64
+    public let reactedAt: String
+
+    public init(userID: Int64, reactedAt: String) {
+        self.userID = userID
+        self.reactedAt = reactedAt
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case userID = "user_id"
+        case reactedAt = "reacted_at"
+    }
+}
+
+/// A page of who reacted to a post with a kind, newest first: the answer of
+/// `GET /v1/posts/{post}/reactions/{kind}/users` (`{"post_id":1,"kind":"love","count":4,
+/// "users":[{"user_id":7,"reacted_at":"…"}],"next_cursor":"…"}`); `next_cursor` is `null` on the
+/// last page.
+public struct ReactorsPage: Sendable, Hashable, Codable {
+    public let postID: Int64
+    public let kind: String
+    /// The post's count of the kind.
+    public let count: Int64
+    public let users: [Reactor]
+    public let nextCursor: String?
+
+    public init(postID: Int64, kind: String, count: Int64, users: [Reactor], nextCursor: String?) {
+        self.postID = postID
+        self.kind = kind
+        self.count = count
+        self.users = users
+        self.nextCursor = nextCursor
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case postID = "post_id"
+        case kind
+        case count
+        case users
+        case nextCursor = "next_cursor"
+    }
+}

@@ -1,3 +1,4 @@
+import CounterCore
 import PostgresDriver
 
 /// The lists of likes as PostgreSQL has them, newest first: a post's likers
@@ -55,6 +56,43 @@ public struct LikeLists: Sendable {
         for row in rows { page.append(Position(microseconds: try row.int64(1), id: try row.int64(0))) }
         return page
     }
+
+    /// At most `limit` of `post`'s users holding `kind` that come after `after`, newest first, as
+    /// `page` lists likers (`like`: a page of the likers); read from `reactions` by
+    /// `reactions_post_id_kind_created_at_index` for another kind.
+    public func reactorsPage(of post: Int64, kind: ReactionKind, after: Position?, limit: Int) async throws -> [Position] {
+        guard !kind.isLike else { return try await page(.likers, of: post, after: after, limit: limit) }
+        precondition(limit > 0, "a page holds at least one row")
+        let rows: PostgresRows
+        if let after {
+            rows = try await pool.query(
+                prepared: Self.reactorsAfter, [.int64(post), .int64(after.microseconds), .int64(after.id), .int64(Int64(limit)), .text(kind.name)])
+        } else {
+            rows = try await pool.query(prepared: Self.reactorsFirst, [.int64(post), .int64(Int64(limit)), .text(kind.name)])
+        }
+        var page: [Position] = []
+        page.reserveCapacity(rows.count)
+        for row in rows { page.append(Position(microseconds: try row.int64(1), id: try row.int64(0))) }
+        return page
+    }
+
+    private static let reactorsFirst = PreparedStatement(
+        name: "counter_reactors_page",
+        sql: """
+            SELECT user_id, (extract(epoch FROM created_at) * 1000000)::bigint FROM reactions
+            WHERE post_id = $1 AND kind = $3 AND created_at IS NOT NULL ORDER BY created_at DESC, user_id LIMIT $2
+            """)
+
+    private static let reactorsAfter = PreparedStatement(
+        name: "counter_reactors_page_after",
+        sql: """
+            SELECT user_id, (extract(epoch FROM created_at) * 1000000)::bigint FROM reactions
+            WHERE post_id = $1 AND kind = $5
+                AND created_at <= ('epoch'::timestamptz + ($2::bigint / 1000000) * interval '1 second' + ($2::bigint % 1000000) * interval '1 microsecond')
+                AND (created_at < ('epoch'::timestamptz + ($2::bigint / 1000000) * interval '1 second' + ($2::bigint % 1000000) * interval '1 microsecond')
+                     OR user_id > $3)
+            ORDER BY created_at DESC, user_id LIMIT $4
+            """)
 
     /// A list's two page statements: the first page, and a page after a position. Prepared: a
     /// page is a short index range scan, cheaper to run than to plan, and its one good plan

@@ -161,4 +161,54 @@ struct ReactionRoutesTests {
         #expect(Self.text(page).contains(#""kind":"like","replaced_kind":null"#))
         await api.stop()
     }
+
+    @Test(
+        "who reacted with a kind: newest first, pages by cursor, exact before and after the flush; a cursor of another kind is refused; like is the likers"
+    )
+    func reactorsList() async throws {
+        let api = try await InProcessAPI.start(posts: 1, postgresURL: try await TestEnvironment.reactionsDatabase()) { configuration in
+            configuration.reactions = ReactionModel(kinds: .fixed(Self.six), perUser: .one)
+        }
+        let post = api.posts[0]
+        for user in 1...5 { #expect(await api.send("PUT", "/v1/posts/\(post)/reactions/love/users/\(user)").status == 200) }
+        #expect(await api.send("POST", "/admin/flush", token: HTTPHarness.adminToken).status == 200)
+        // After the flush: 6 and 7 love it, 2 switches to haha, 3 takes its love back — all pending.
+        for user in [6, 7] { #expect(await api.send("PUT", "/v1/posts/\(post)/reactions/love/users/\(user)").status == 200) }
+        #expect(await api.send("PUT", "/v1/posts/\(post)/reactions/haha/users/2").status == 200)
+        #expect(await api.send("DELETE", "/v1/posts/\(post)/reactions/love/users/3").status == 200)
+        func users(_ kind: String) async throws -> (count: Int64, users: [Int64]) {
+            var listed: [Int64] = []
+            var cursor: String?
+            var count: Int64 = -1
+            repeat {
+                let query = cursor.map { "?limit=2&cursor=\($0)" } ?? "?limit=2"
+                let answer = await api.send("GET", "/v1/posts/\(post)/reactions/\(kind)/users\(query)")
+                #expect(answer.status == 200, "\(Self.text(answer))")
+                let page = try WireDecoder.decode(ReactorsPage.self, from: answer.body)
+                #expect(page.users.count <= 2 && page.kind == kind)
+                listed += page.users.map(\.userID)
+                count = page.count
+                cursor = page.nextCursor
+            } while cursor != nil
+            return (count, listed)
+        }
+        let loves = try await users("love")
+        #expect(loves.count == 5 && loves.users.count == 5, "\(loves)")
+        // Newest first (users of one millisecond by id): the pending loves, then the flushed ones.
+        #expect(Set(loves.users.prefix(2)) == [6, 7] && Set(loves.users.suffix(3)) == [1, 4, 5], "\(loves)")
+        #expect(try await users("haha") == (1, [2]))
+        #expect(await api.send("POST", "/admin/flush", token: HTTPHarness.adminToken).status == 200)
+        #expect(try await users("love").users.sorted() == [1, 4, 5, 6, 7])
+        // Like's holders are its likers.
+        #expect(await api.send("PUT", "/v1/posts/\(post)/likes/9").status == 200)
+        #expect(try await users("like") == (1, [9]))
+        // A cursor of the love list is refused on the haha list; an unlisted kind is 400.
+        let first = try WireDecoder.decode(ReactorsPage.self, from: await api.send("GET", "/v1/posts/\(post)/reactions/love/users?limit=1").body)
+        let cursor = try #require(first.nextCursor)
+        let foreign = await api.send("GET", "/v1/posts/\(post)/reactions/haha/users?cursor=\(cursor)")
+        #expect(foreign.status == 400 && Self.text(foreign).contains("invalid_cursor"))
+        let unknown = await api.send("GET", "/v1/posts/\(post)/reactions/tada/users")
+        #expect(unknown.status == 400 && Self.text(unknown).contains("unknown_kind"))
+        await api.stop()
+    }
 }

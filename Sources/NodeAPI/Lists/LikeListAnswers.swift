@@ -1,3 +1,4 @@
+import CounterCore
 import CounterWire
 import Persistence
 import WritePath
@@ -32,10 +33,10 @@ struct LikeListAnswers: Sendable {
             cursor = query["cursor"]
         }
 
-        func position(kind: LikeLists.Kind, owner: Int64) throws(RequestError) -> LikeLists.Position? {
+        func position(kind: LikeLists.Kind, owner: Int64, reactionKind: ReactionKind = .like) throws(RequestError) -> LikeLists.Position? {
             guard let cursor else { return nil }
             do {
-                return try ListCursor.parse(cursor, kind: kind, owner: owner).after
+                return try ListCursor.parse(cursor, kind: kind, owner: owner, reactionKind: reactionKind).after
             } catch .foreign {
                 throw RequestError(
                     code: .invalidCursor,
@@ -56,6 +57,28 @@ struct LikeListAnswers: Sendable {
         return LikersPage(
             postID: post, likesCount: count.likesCount,
             likers: items.map { Liker(userID: $0.id, likedAt: Self.text($0)) }, nextCursor: next)
+    }
+
+    /// A page of `post`'s users holding `kind`, newest first: its likers for `like`.
+    /// - Throws: `CounterError` (`.unknownKind` for a kind the deployment does not list,
+    ///   `.unknownPost`, `.notOwner`, …), `RequestError`, PostgreSQL's errors.
+    func reactors(of post: Int64, kind: ReactionKind, _ arguments: Arguments, waitingForSlot: Bool) async throws -> ReactorsPage {
+        if let refusal = service.refusal(of: kind) { throw refusal }
+        let after = try arguments.position(kind: .likers, owner: post, reactionKind: kind)
+        let count = try await service.perform(.count, post: post, user: 0, waitingForSlot: waitingForSlot)
+        let pending = try await service.pendingLikes(ofPost: post, waitingForSlot: waitingForSlot)
+        let merge = LikeListMerge(kind: .likers, pending: pending, after: after, limit: arguments.limit, reactionKind: kind)
+        var rows: [LikeLists.Position] = []
+        while true {
+            let read = try await lists.reactorsPage(of: post, kind: kind, after: rows.last ?? after, limit: merge.rowsToRead)
+            rows += read
+            if let (items, more) = merge.page(from: rows, rowsExhausted: read.count < merge.rowsToRead) {
+                let next = more ? items.last.map { ListCursor(kind: .likers, owner: post, after: $0, reactionKind: kind).text } : nil
+                return ReactorsPage(
+                    postID: post, kind: kind.name, count: count.reactionSummary.count(of: kind),
+                    users: items.map { Reactor(userID: $0.id, reactedAt: Self.text($0)) }, nextCursor: next)
+            }
+        }
     }
 
     /// A page of the posts `user` liked, with `pending` the user's changes waiting in every

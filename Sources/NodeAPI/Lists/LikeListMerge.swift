@@ -1,3 +1,4 @@
+import CounterCore
 import Persistence
 import WritePath
 
@@ -14,15 +15,17 @@ struct LikeListMerge {
     private let pendingLikes: [LikeLists.Position]
     let limit: Int
 
-    init(kind: LikeLists.Kind, pending: [PendingLike], after: LikeLists.Position?, limit: Int) {
+    /// - Parameter reactionKind: whose holders a post's list is (`like`: its likers; a user's
+    ///   likes are always likes).
+    init(kind: LikeLists.Kind, pending: [PendingLike], after: LikeLists.Position?, limit: Int, reactionKind: ReactionKind = .like) {
         self.kind = kind
         self.limit = limit
         var byID: [Int64: PendingLike] = [:]
         byID.reserveCapacity(pending.count)
         // An id can come from several sources (every node's shards, for a user's likes): the
-        // newest change is its truth, whichever answer came first. Reactions of other kinds are
-        // not likes: a list of likes leaves them out.
-        for change in pending where change.kind.isLike {
+        // newest change is its truth, whichever answer came first. Reactions of other kinds than
+        // the list's are not its: they are left out.
+        for change in pending where change.kind == reactionKind {
             let id = kind == .likers ? change.userID : change.postID
             if let known = byID[id], known.acknowledgedAt > change.acknowledgedAt { continue }
             byID[id] = change

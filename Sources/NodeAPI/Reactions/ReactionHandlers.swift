@@ -27,4 +27,12 @@ enum ReactionHandlers {
             user == nil ? .count : .read, post: request.ids.post, user: user ?? 0, waitingForSlot: request.waitingForSlot)
         return HTTPResponse(status: 200, body: HotAnswers.reactionStatus(state, userID: user))
     }
+
+    /// `GET /v1/posts/{post}/reactions/{kind}/users?limit&cursor`: who reacted with the kind,
+    /// newest first, exact including what waits for PostgreSQL (as the likers list is).
+    static func reactors(_ api: CounterAPI, _ request: RouteRequest) async throws -> HTTPResponse {
+        let arguments = try LikeListAnswers.Arguments(request.query)
+        let kind = request.ids.kind ?? .like
+        return .json(try await api.lists.reactors(of: request.ids.post, kind: kind, arguments, waitingForSlot: request.waitingForSlot))
+    }
 }

@@ -48,6 +48,9 @@ enum APIRoutes {
         Route(
             "/v1/posts/{post}/reactions", .get, access: .apiOrUser, forwarding: .toOwner(repeatable: true),
             errors: [.postNotFound, .forbidden] + ErrorCode.writePath, .task(ReactionHandlers.summary)),
+        Route(
+            "/v1/posts/{post}/reactions/{kind}/users", .get, access: .apiOrUser, forwarding: .toOwner(repeatable: true),
+            errors: [.invalidCursor, .postNotFound, .unknownKind] + ErrorCode.writePath, .task(ReactionHandlers.reactors)),
 
         // The lists.
         Route(
