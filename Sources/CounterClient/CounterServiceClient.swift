@@ -193,7 +193,7 @@ public struct CounterServiceClient: Sendable {
         ListPages(next: \.nextCursor) { cursor throws(CounterClientError) in try await myLikesPage(limit: pageSize, cursor: cursor) }
     }
 
-    private static func listPath(_ path: String, limit: Int, cursor: String?) throws(CounterClientError) -> String {
+    static func listPath(_ path: String, limit: Int, cursor: String?) throws(CounterClientError) -> String {
         guard (1...100).contains(limit) else { throw .invalidArgument("a page holds 1 to 100 items, not \(limit)") }
         var path = path + "?limit=\(limit)"
         if let cursor {
@@ -334,7 +334,7 @@ public struct CounterServiceClient: Sendable {
         return "/v1/posts/\(post)/likes/\(user)"
     }
 
-    private static func positive(_ id: Int64, _ what: String) throws(CounterClientError) {
+    static func positive(_ id: Int64, _ what: String) throws(CounterClientError) {
         guard id > 0 else { throw .invalidArgument("\(what) \(id) is not a positive 64-bit integer") }
     }
 
