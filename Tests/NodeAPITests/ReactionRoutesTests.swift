@@ -211,4 +211,29 @@ struct ReactionRoutesTests {
         #expect(unknown.status == 400 && Self.text(unknown).contains("unknown_kind"))
         await api.stop()
     }
+
+    @Test(
+        "a reaction dead-lettered (its post was gone) keeps its kind: replayed once the post is back, it is a reaction row of that kind, not a like")
+    func deadLetterKeepsKind() async throws {
+        let api = try await InProcessAPI.start(posts: 1, postgresURL: try await TestEnvironment.reactionsDatabase()) { configuration in
+            configuration.reactions = ReactionModel(kinds: .fixed(Self.six), perUser: .one)
+            configuration.flushOnlyWhenAsked()
+        }
+        let post = api.posts[0]
+        let pool = api.writePath.pool
+        #expect(await api.send("PUT", "/v1/posts/\(post)/reactions/love/users/42").status == 200)
+        try await pool.query("DELETE FROM posts WHERE id = $1", [.int64(post)])
+        _ = await api.send("POST", "/admin/flush", token: HTTPHarness.adminToken)
+        let listed = await api.send("GET", "/admin/dead-letters?count=100", token: HTTPHarness.adminToken)
+        #expect(Self.text(listed).contains(#""k":"love""#) && Self.text(listed).contains(#""p":"\#(post)""#), "\(Self.text(listed))")
+        try await pool.query("INSERT INTO posts (id) VALUES ($1)", [.int64(post)])
+        let replayed = await api.send("POST", "/admin/dead-letters/replay", token: HTTPHarness.adminToken)
+        #expect(replayed.status == 200 && Self.text(replayed).contains(#""failed":[]"#), "\(Self.text(replayed))")
+        #expect(await api.send("POST", "/admin/flush", token: HTTPHarness.adminToken).status == 200)
+        let rows = try await pool.query(
+            "SELECT 'like' FROM likes WHERE post_id = $1 UNION ALL SELECT kind FROM reactions WHERE post_id = $1", [.int64(post)])
+        #expect(rows.map { $0.string(0) } == ["love"])
+        #expect(Self.text(await api.send("GET", "/v1/posts/\(post)/reactions?user=42")).contains(#""mine":["love"]"#))
+        await api.stop()
+    }
 }

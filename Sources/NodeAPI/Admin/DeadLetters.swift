@@ -52,13 +52,16 @@ struct DeadLetters: Sendable {
             do {
                 if letter.fields["sqlstate"] != nil {
                     let state = try await service.perform(
-                        change.liked ? .confirmLike : .confirmUnlike, post: change.postID, user: change.userID,
+                        change.liked ? .confirmLike : .confirmUnlike, post: change.postID, user: change.userID, kind: change.kind,
                         acknowledgedAt: acknowledgedAt)
                     try await stream.remove([letter.id])
-                    if state.isLiked == change.liked { outcome.replayed.append(letter.id) } else { outcome.superseded.append(letter.id) }
+                    // Whether the user holds the letter's kind now: `like` is the like; another
+                    // kind is among the summary's kinds of the user.
+                    let holds = change.kind.isLike ? state.isLiked : state.reactionSummary.mine.contains(change.kind)
+                    if holds == change.liked { outcome.replayed.append(letter.id) } else { outcome.superseded.append(letter.id) }
                 } else {
                     _ = try await service.perform(
-                        change.liked ? .like : .unlike, post: change.postID, user: change.userID,
+                        change.liked ? .like : .unlike, post: change.postID, user: change.userID, kind: change.kind,
                         acknowledgedAt: acknowledgedAt)
                     try await stream.remove([letter.id])
                     outcome.replayed.append(letter.id)
