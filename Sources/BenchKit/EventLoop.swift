@@ -539,17 +539,6 @@ final class EventLoop {
     }
 
     private static func contains(_ haystack: ArraySlice<UInt8>, _ needle: [UInt8]) -> Bool {
-        guard haystack.count >= needle.count, let first = needle.first else { return false }
-        var index = haystack.startIndex
-        let last = haystack.endIndex - needle.count
-        while index <= last {
-            if haystack[index] == first {
-                var offset = 1
-                while offset < needle.count && haystack[index + offset] == needle[offset] { offset += 1 }
-                if offset == needle.count { return true }
-            }
-            index += 1
-        }
-        return false
+        firstIndex(of: needle, in: haystack) != nil
     }
 }

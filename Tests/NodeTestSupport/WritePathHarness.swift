@@ -98,6 +98,17 @@ package struct WritePathHarness {
         try await redis.send(.exists([layout.hydratedMarker(ofPost: post)]), slot: HashSlot(post: post)).integer == 1
     }
 
+    /// Waits (up to `timeout`, however busy the machine) until Redis holds nothing of `post`
+    /// (its tier marker is gone: evicted); whether it was.
+    package func waitUntilEvicted(_ post: Int64, timeout: Duration = .seconds(30)) async throws -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if try await !isHot(post) { return true }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return try await !isHot(post)
+    }
+
     package func redisIsMember(_ post: Int64, _ user: Int64) async throws -> Bool {
         try await redis.send(.sismember(layout.likers(ofPost: post), user), slot: HashSlot(post: post)).integer == 1
     }

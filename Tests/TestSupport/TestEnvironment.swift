@@ -102,9 +102,12 @@ public enum TestEnvironment {
     /// database's name with `_reactions`, on the same server, made and migrated once per process
     /// (`reactionsDatabase()`). A node started with likes only refuses a database holding other
     /// kinds, so those rows stay out of the database every other test shares.
-    public static var reactionsPostgresURL: String {
+    public static var reactionsPostgresURL: String { postgresURL.replacingLastPathComponent(with: reactionsDatabaseName) }
+
+    /// The test database's name with `_reactions`.
+    private static var reactionsDatabaseName: String {
         let name = postgresURL.split(separator: "/").last.map { String($0.split(separator: "?").first ?? $0) } ?? "counter_test"
-        return postgresURL.replacingLastPathComponent(with: name + "_reactions")
+        return name + "_reactions"
     }
 
     /// `reactionsPostgresURL`, its database made and migrated (once per process).
@@ -115,10 +118,9 @@ public enum TestEnvironment {
 
     private static let reactionsDatabaseReady = Task {
         let admin = PostgresConnection(configuration: postgres())
-        let name = reactionsPostgresURL.split(separator: "/").last.map { String($0.split(separator: "?").first ?? $0) } ?? ""
         do {
             // A name of letters, digits and _ only (the test database's, and a suffix).
-            try await admin.query("CREATE DATABASE \(name)")
+            try await admin.query("CREATE DATABASE \(reactionsDatabaseName)")
         } catch let error as PostgresError where error.sqlState == "42P04" || error.sqlState == "23505" {
             // Made by an earlier run, or by another test process just now.
         }
