@@ -98,9 +98,62 @@ public struct ReconcileReport: Sendable, Equatable, Codable {
         }
     }
 
+    /// A post's count of a kind other than `like` (`reaction_counts`) that disagrees with its
+    /// `reactions` rows of the kind.
+    public struct KindDrift: Sendable, Equatable, Codable {
+        public var postID: Int64
+        public var kind: String
+        public var count: Int64
+        public var rows: Int64
+
+        public init(postID: Int64, kind: String, count: Int64, rows: Int64) {
+            self.postID = postID
+            self.kind = kind
+            self.count = count
+            self.rows = rows
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case postID = "post_id"
+            case kind, count, rows
+        }
+    }
+
+    /// A post whose Redis count of a kind other than `like` differs from its rows of the kind
+    /// with nothing pending.
+    public struct RedisKindDrift: Sendable, Equatable, Codable {
+        public var postID: Int64
+        public var kind: String
+        public var redisCount: Int64
+        public var rows: Int64
+
+        public init(postID: Int64, kind: String, redisCount: Int64, rows: Int64) {
+            self.postID = postID
+            self.kind = kind
+            self.redisCount = redisCount
+            self.rows = rows
+        }
+
+        enum CodingKeys: String, CodingKey {
+            case postID = "post_id"
+            case kind
+            case redisCount = "redis_count"
+            case rows
+        }
+    }
+
     public var checked = 0
     public var drifted: [Drift] = []
     public var redisDrifted: [RedisDrift] = []
+    /// With reactions of other kinds than `like` (else absent): the posts' kinds whose
+    /// `reaction_counts` disagree with their rows.
+    public var kindsDrifted: [KindDrift]?
+    /// With reactions of other kinds (else absent): the kinds whose Redis count differs from the
+    /// rows with nothing pending. Their posts are loaded again with `repair`, as `redisDrifted`'s.
+    public var redisKindsDrifted: [RedisKindDrift]?
+    /// With reactions of other kinds (else absent): posts whose `reaction_counts` were set from
+    /// the rows (with `repair`).
+    public var kindsRepaired: Int?
     /// Posts whose Redis count differs from the rows only because changes are still pending.
     public var redisPending = 0
     /// Posts whose `likes_count` was set from the rows (with `repair`).
@@ -115,11 +168,29 @@ public struct ReconcileReport: Sendable, Equatable, Codable {
     enum CodingKeys: String, CodingKey {
         case checked, drifted
         case redisDrifted = "redis_drifted"
+        case kindsDrifted = "kinds_drifted"
+        case redisKindsDrifted = "redis_kinds_drifted"
+        case kindsRepaired = "kinds_repaired"
         case redisPending = "redis_pending"
         case repaired
-        case
-            redisRepaired = "redis_repaired"
+        case redisRepaired = "redis_repaired"
         case nextAfter = "next_after"
+    }
+
+    /// A deployment of likes only leaves the kinds' members out (the report it always sent); one
+    /// with other kinds sends them all.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(checked, forKey: .checked)
+        try container.encode(drifted, forKey: .drifted)
+        try container.encode(redisDrifted, forKey: .redisDrifted)
+        try container.encode(redisPending, forKey: .redisPending)
+        try container.encode(repaired, forKey: .repaired)
+        try container.encode(redisRepaired, forKey: .redisRepaired)
+        try container.encodeIfPresent(nextAfter, forKey: .nextAfter)
+        if let kindsDrifted { try container.encode(kindsDrifted, forKey: .kindsDrifted) }
+        if let redisKindsDrifted { try container.encode(redisKindsDrifted, forKey: .redisKindsDrifted) }
+        if let kindsRepaired { try container.encode(kindsRepaired, forKey: .kindsRepaired) }
     }
 }
 

@@ -157,14 +157,37 @@ enum OperatorReport {
                         [String($0.postID), String($0.redisCount), String($0.likesRows)]
                     })
         }
+        if let kindsDrifted = totals.kindsDrifted {
+            text += "\nreactions: \(kindsDrifted.count) kind(s) of posts with reaction_counts ≠ reactions rows"
+            if !kindsDrifted.isEmpty {
+                text +=
+                    "\n"
+                    + table(
+                        ["post", "kind", "reaction_counts", "reactions rows"],
+                        kindsDrifted.map { [String($0.postID), $0.kind, String($0.count), String($0.rows)] })
+            }
+            let redisKinds = totals.redisKindsDrifted ?? []
+            text += "\nRedis: \(redisKinds.count) kind(s) of posts differ from the reactions rows with nothing pending"
+            if !redisKinds.isEmpty {
+                text +=
+                    "\n"
+                    + table(
+                        ["post", "kind", "redis count", "reactions rows"],
+                        redisKinds.map { [String($0.postID), $0.kind, String($0.redisCount), String($0.rows)] })
+            }
+        }
+        let redisPosts = totals.redisDriftedPosts
         if repair {
             text += "\nrepaired \(totals.repaired) post(s): likes_count now equals the likes rows"
-            if !totals.redisDrifted.isEmpty {
-                text +=
-                    "\nRedis: \(totals.redisRepaired) of \(totals.redisDrifted.count) post(s) reset; Redis loads them from PostgreSQL on their next touch"
+            if let kindsRepaired = totals.kindsRepaired {
+                text += "\nrepaired \(kindsRepaired) post(s): each kind's reaction_counts now equals its reactions rows"
             }
-        } else if !totals.drifted.isEmpty || !totals.redisDrifted.isEmpty {
-            text += "\nnothing changed; run again with --repair to set likes_count from the rows and reload drifted posts into Redis"
+            if redisPosts > 0 {
+                text +=
+                    "\nRedis: \(totals.redisRepaired) of \(redisPosts) post(s) reset; Redis loads them from PostgreSQL on their next touch"
+            }
+        } else if !totals.drifted.isEmpty || redisPosts > 0 || !(totals.kindsDrifted ?? []).isEmpty {
+            text += "\nnothing changed; run again with --repair to set the counts from the rows and reload drifted posts into Redis"
         }
         return text
     }
@@ -177,10 +200,20 @@ enum OperatorReport {
         var redisPending = 0
         var repaired = 0
         var redisRepaired = 0
+        /// With reactions of other kinds (else `nil`), as `ReconcileReport`'s.
+        var kindsDrifted: [ReconcileReport.KindDrift]?
+        var redisKindsDrifted: [ReconcileReport.RedisKindDrift]?
+        var kindsRepaired: Int?
 
-        /// Whether drift is left: in `likes_count` (unless repaired) or in Redis (not reloaded).
+        /// The posts that drifted in Redis, in their likes or in any other kind.
+        var redisDriftedPosts: Int {
+            Set(redisDrifted.map(\.postID)).union((redisKindsDrifted ?? []).map(\.postID)).count
+        }
+
+        /// Whether drift is left: in `likes_count` or `reaction_counts` (unless repaired) or in
+        /// Redis (not reloaded).
         func hasUnrepairedDrift(repair: Bool) -> Bool {
-            (repair ? 0 : drifted.count) + redisDrifted.count - redisRepaired > 0
+            (repair ? 0 : drifted.count + (kindsDrifted ?? []).count) + redisDriftedPosts - redisRepaired > 0
         }
 
         mutating func add(_ answer: ReconcileReport) {
@@ -190,6 +223,9 @@ enum OperatorReport {
             redisPending += answer.redisPending
             repaired += answer.repaired
             redisRepaired += answer.redisRepaired
+            if let drifted = answer.kindsDrifted { kindsDrifted = (kindsDrifted ?? []) + drifted }
+            if let drifted = answer.redisKindsDrifted { redisKindsDrifted = (redisKindsDrifted ?? []) + drifted }
+            if let repaired = answer.kindsRepaired { kindsRepaired = (kindsRepaired ?? 0) + repaired }
         }
     }
 

@@ -38,10 +38,14 @@ public struct PostKeys: Sendable {
         /// The likers set's size (hot), or the warm hash's count (warm).
         public let count: Int64
         public let warm: Bool
+        /// The count of each kind other than `like` Redis holds (`reactionCounts`), when asked
+        /// for (else empty). A hash of another shape reads as empty.
+        public let kinds: [String: Int64]
 
-        public init(count: Int64, warm: Bool) {
+        public init(count: Int64, warm: Bool, kinds: [String: Int64] = [:]) {
             self.count = count
             self.warm = warm
+            self.kinds = kinds
         }
     }
 
@@ -85,21 +89,26 @@ public struct PostKeys: Sendable {
     }
 
     /// The count Redis holds for each of `posts` it holds: `SCARD` of a hot post's likers set, the
-    /// count field of a warm post's hash; cold posts are left out.
-    public func counts(of posts: [Int64]) async throws -> [Int64: Count] {
+    /// count field of a warm post's hash, and with `kinds` each other kind's count; cold posts
+    /// are left out.
+    public func counts(of posts: [Int64], kinds: Bool = false) async throws -> [Int64: Count] {
         let replies = try await redis.executeAll(
             posts.map { post in
-                SlotCommands(
-                    slot: HashSlot(post: post),
-                    commands: [
-                        .get(layout.hydratedMarker(ofPost: post)), .scard(layout.likers(ofPost: post)),
-                        RedisCommand("HGET", layout.warmMembers(ofPost: post), RedisKeyLayout.warmCountField),
-                    ])
+                var commands: [RedisCommand] = [
+                    .get(layout.hydratedMarker(ofPost: post)), .scard(layout.likers(ofPost: post)),
+                    RedisCommand("HGET", layout.warmMembers(ofPost: post), RedisKeyLayout.warmCountField),
+                ]
+                if kinds { commands.append(.hgetall(layout.reactionCounts(ofPost: post))) }
+                return SlotCommands(slot: HashSlot(post: post), commands: commands)
             })
         var counts: [Int64: Count] = [:]
         for (post, reply) in zip(posts, replies) where reply[0] != .null {
             let warm = reply[0].string == RedisKeyLayout.warmMarkerValue
-            counts[post] = Count(count: (warm ? reply[2].integer : reply[1].integer) ?? 0, warm: warm)
+            var held: [String: Int64] = [:]
+            if kinds, let read = ReactionValues.counts(reply[3]) {
+                for (kind, count) in read { held[kind.name] = count }
+            }
+            counts[post] = Count(count: (warm ? reply[2].integer : reply[1].integer) ?? 0, warm: warm, kinds: held)
         }
         return counts
     }

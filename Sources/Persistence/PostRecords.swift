@@ -96,6 +96,76 @@ public struct PostRecords: Sendable {
         }
     }
 
+    /// One post's count of one kind other than `like` (`reaction_counts`) against its rows
+    /// (`reactions`); a post without a count row for a kind counts 0 of it.
+    public struct KindCheck: Sendable, Equatable {
+        public let postID: Int64
+        public let kind: String
+        /// `reaction_counts.count` (0 when there is no row).
+        public let count: Int64
+        /// The post's rows of the kind in `reactions`.
+        public let rows: Int64
+
+        public init(postID: Int64, kind: String, count: Int64, rows: Int64) {
+            self.postID = postID
+            self.kind = kind
+            self.count = count
+            self.rows = rows
+        }
+    }
+
+    /// Every (post, kind other than `like`) of `posts` whose `reaction_counts` row disagrees with
+    /// its `reactions` rows, in post and kind order. A deployment of likes only has none.
+    public func kindDrifts(of posts: [Int64]) async throws -> [KindCheck] {
+        let rows = try await pool.query(
+            """
+            SELECT coalesce(c.post_id, r.post_id) AS post_id, coalesce(c.kind, r.kind) AS kind,
+                   coalesce(c.count, 0), coalesce(r.rows, 0)
+            FROM (SELECT post_id, kind, count FROM reaction_counts WHERE post_id = ANY($1::bigint[])) c
+            FULL JOIN (
+                SELECT post_id, kind, count(*) AS rows FROM reactions WHERE post_id = ANY($1::bigint[]) GROUP BY post_id, kind
+            ) r ON r.post_id = c.post_id AND r.kind = c.kind
+            WHERE coalesce(c.count, 0) <> coalesce(r.rows, 0)
+            ORDER BY 1, 2
+            """, [.int64Array(posts)])
+        return try rows.map { KindCheck(postID: try $0.int64(0), kind: $0.string(1) ?? "", count: try $0.int64(2), rows: try $0.int64(3)) }
+    }
+
+    /// The rows of each kind other than `like` that each of `posts` holds (kinds without rows are
+    /// left out; posts without any have no entry).
+    public func kindRows(of posts: [Int64]) async throws -> [Int64: [String: Int64]] {
+        let rows = try await pool.query(
+            "SELECT post_id, kind, count(*) FROM reactions WHERE post_id = ANY($1::bigint[]) GROUP BY post_id, kind",
+            [.int64Array(posts)])
+        var held: [Int64: [String: Int64]] = [:]
+        for row in rows { held[try row.int64(0), default: [:]][row.string(1) ?? ""] = try row.int64(2) }
+        return held
+    }
+
+    /// Sets each of `post`'s `reaction_counts` to its `reactions` rows (0 for a kind without
+    /// rows) — safely while the node runs, as `repairCount(of:)`: the post's row is locked first,
+    /// and every flush that writes the post's reactions locks it too.
+    /// - Returns: whether the post exists.
+    @discardableResult
+    public func repairKindCounts(of post: Int64) async throws -> Bool {
+        try await pool.withTransaction { connection in
+            let locked = try connection.query("SELECT id FROM posts WHERE id = $1 FOR UPDATE", [.int64(post)])
+            guard !locked.isEmpty else { return false }
+            try connection.query(
+                """
+                UPDATE reaction_counts c SET count = 0
+                WHERE c.post_id = $1 AND NOT EXISTS (SELECT 1 FROM reactions r WHERE r.post_id = $1 AND r.kind = c.kind)
+                """, [.int64(post)])
+            try connection.query(
+                """
+                INSERT INTO reaction_counts AS c (post_id, kind, count)
+                SELECT post_id, kind, count(*) FROM reactions WHERE post_id = $1 GROUP BY post_id, kind
+                ON CONFLICT (post_id, kind) DO UPDATE SET count = EXCLUDED.count
+                """, [.int64(post)])
+            return true
+        }
+    }
+
     /// How many rows `post` has in `likes`.
     public func rowCount(of post: Int64) async throws -> Int64 {
         let rows = try await pool.query("SELECT count(*) FROM likes WHERE post_id = $1", [.int64(post)])

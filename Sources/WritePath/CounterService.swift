@@ -415,11 +415,11 @@ public final class CounterService: Service {
         switch probe {
         case .inspect(let post, _), .likers(let post):
             return try await shards[shardMap.shard(forPost: post)].ask { .probe(probe, $0) }.get()
-        case .counts(let posts):
+        case .counts(let posts, let kinds):
             var read: [PostCountsRead] = []
             for (shard, part) in byShard(posts).sorted(by: { $0.key < $1.key }) {
                 for start in stride(from: 0, to: part.count, by: Self.probeChunk) {
-                    let chunk = PostProbe.counts(Array(part[start..<min(part.count, start + Self.probeChunk)]))
+                    let chunk = PostProbe.counts(Array(part[start..<min(part.count, start + Self.probeChunk)]), kinds: kinds)
                     if case .counts(let counts) = try await shards[shard].ask({ .probe(chunk, $0) }).get() { read += counts }
                 }
             }

@@ -9,8 +9,9 @@ import ShardRouter
 public enum PostProbe: Sendable {
     /// A post in Redis (`PostKeys.state`) and in PostgreSQL, and a user's membership of it.
     case inspect(post: Int64, user: Int64?)
-    /// The counts Redis holds of `posts` (those it holds) against their rows in PostgreSQL.
-    case counts([Int64])
+    /// The counts Redis holds of `posts` (those it holds) against their rows in PostgreSQL; with
+    /// `kinds`, also each kind other than `like`.
+    case counts([Int64], kinds: Bool = false)
     /// A post's likers in Redis (if it holds the post) against its rows.
     case likers(Int64)
 
@@ -18,7 +19,7 @@ public enum PostProbe: Sendable {
     var posts: [Int64] {
         switch self {
         case .inspect(let post, _), .likers(let post): return [post]
-        case .counts(let posts): return posts
+        case .counts(let posts, _): return posts
         }
     }
 }
@@ -39,6 +40,8 @@ public struct PostCountsRead: Sendable, Equatable {
     public let redis: PostKeys.Count?
     /// The post's rows in `likes`.
     public let rows: Int64
+    /// The post's rows in `reactions` per kind (kinds without rows left out), when asked for.
+    public let kindRows: [String: Int64]
     /// Its slot had changes waiting for PostgreSQL: Redis may be ahead of the rows.
     public let pending: Bool
 }
@@ -63,14 +66,16 @@ extension PostProbe {
             case .inspect(let post, let user):
                 let redis = try await keys.state(of: post, user: user)
                 return .success(.inspected(redis, try await records.inspect(post: post, user: user)))
-            case .counts(let posts):
-                let held = try await keys.counts(of: posts)
+            case .counts(let posts, let kinds):
+                let held = try await keys.counts(of: posts, kinds: kinds)
                 let rows = try await records.counts(of: posts)
+                let kindRows = kinds ? try await records.kindRows(of: posts) : [:]
                 return .success(
                     .counts(
                         rows.map { row in
                             PostCountsRead(
                                 postID: row.postID, redis: held[row.postID], rows: row.likesRows,
+                                kindRows: kindRows[row.postID] ?? [:],
                                 pending: pending.contains(HashSlot(post: row.postID).rawValue))
                         }))
             case .likers(let post):

@@ -9,6 +9,7 @@ import Testing
 
 @testable import CounterNode
 @testable import NodeAPI
+@testable import OperatorCommands
 
 /// `counter-node flush | inspect | stats | reconcile | dead-letters` against a running node on the
 /// test servers, through `NodeCommand.run` exactly as the executable calls it.
@@ -281,5 +282,30 @@ struct OperatorCommandTests {
         #expect(try await http.writePath.postgresMembers([post]) == [Pair(user: 42, post: post)])
         #expect(await Self.run(["dead-letters", "list"], node: http).1.contains("no dead letters"))
         await http.stop()
+    }
+
+    @Test(
+        "reconcile's report names each kind that drifted, in PostgreSQL and in Redis, and what --repair did; with likes only it says nothing of kinds"
+    )
+    func reconcileReportsKinds() {
+        var totals = OperatorReport.ReconcileTotals()
+        totals.add(ReconcileReport())
+        #expect(!OperatorReport.reconcile(totals, repair: false).contains("reactions"))
+        var report = ReconcileReport()
+        report.checked = 2
+        report.kindsDrifted = [.init(postID: 5, kind: "love", count: 7, rows: 4)]
+        report.redisKindsDrifted = [.init(postID: 6, kind: "haha", redisCount: 1, rows: 2)]
+        totals.add(report)
+        #expect(totals.hasUnrepairedDrift(repair: false) && totals.redisDriftedPosts == 1)
+        let text = OperatorReport.reconcile(totals, repair: false)
+        #expect(text.contains("reactions: 1 kind(s) of posts with reaction_counts ≠ reactions rows") && text.contains("love"), "\(text)")
+        #expect(text.contains("Redis: 1 kind(s) of posts differ") && text.contains("haha") && text.contains("run again with --repair"), "\(text)")
+        var repaired = ReconcileReport()
+        repaired.kindsRepaired = 1
+        repaired.redisRepaired = 1
+        totals.add(repaired)
+        #expect(!totals.hasUnrepairedDrift(repair: true))
+        #expect(
+            OperatorReport.reconcile(totals, repair: true).contains("repaired 1 post(s): each kind's reaction_counts now equals its reactions rows"))
     }
 }

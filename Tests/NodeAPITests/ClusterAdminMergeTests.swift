@@ -59,6 +59,24 @@ struct ClusterAdminMergeTests {
         #expect(whole.complete && whole.uncheckedPosts.isEmpty)
     }
 
+    @Test("reconcile with reactions: each kind's drift merged in post and kind order, repairs added up; with likes only the kinds stay absent")
+    func reconcileKinds() {
+        var a = ReconcileReport()
+        a.kindsDrifted = [.init(postID: 9, kind: "love", count: 3, rows: 2)]
+        a.redisKindsDrifted = [.init(postID: 9, kind: "wow", redisCount: 1, rows: 0)]
+        a.kindsRepaired = 1
+        var b = ReconcileReport()
+        b.kindsDrifted = [.init(postID: 9, kind: "haha", count: 0, rows: 1), .init(postID: 2, kind: "sad", count: 1, rows: 0)]
+        b.redisKindsDrifted = []
+        b.kindsRepaired = 2
+        let merged = ClusterAdminMerge.reconcile([Self.node("a", a), Self.node("b", b)], asked: [:], unowned: [], nextAfter: nil, unserved: [])
+        #expect(merged.report.kindsDrifted?.map { "\($0.postID) \($0.kind)" } == ["2 sad", "9 haha", "9 love"])
+        #expect(merged.report.redisKindsDrifted?.map(\.kind) == ["wow"] && merged.report.kindsRepaired == 3)
+        let likesOnly = ClusterAdminMerge.reconcile(
+            [Self.node("a", ReconcileReport())], asked: [:], unowned: [], nextAfter: nil, unserved: [])
+        #expect(likesOnly.report.kindsDrifted == nil && likesOnly.report.redisKindsDrifted == nil && likesOnly.report.kindsRepaired == nil)
+    }
+
     @Test("replay: outcomes merged in id order; a silent owner's letters and unowned ones fail (and stay), named")
     func replay() {
         let a = ReplayResult(replayed: ["20-0", "3-0"], superseded: ["5-0"], failed: [])

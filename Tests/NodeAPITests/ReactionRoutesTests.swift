@@ -3,6 +3,8 @@ import CounterWire
 import Foundation
 import NodeHTTP
 import NodeTestSupport
+import RedisDriver
+import ShardRouter
 import TestSupport
 import Testing
 import UserTokens
@@ -234,6 +236,58 @@ struct ReactionRoutesTests {
             "SELECT 'like' FROM likes WHERE post_id = $1 UNION ALL SELECT kind FROM reactions WHERE post_id = $1", [.int64(post)])
         #expect(rows.map { $0.string(0) } == ["love"])
         #expect(Self.text(await api.send("GET", "/v1/posts/\(post)/reactions?user=42")).contains(#""mine":["love"]"#))
+        await api.stop()
+    }
+
+    @Test(
+        "reconcile checks each kind: reaction_counts against the rows, Redis's count of each kind against them; repair sets the counts and reloads Redis; a second look finds nothing"
+    )
+    func reconcilePerKind() async throws {
+        let api = try await InProcessAPI.start(posts: 2, postgresURL: try await TestEnvironment.reactionsDatabase()) { configuration in
+            configuration.reactions = ReactionModel(kinds: .fixed(Self.six), perUser: .many)
+        }
+        let (post, other) = (api.posts[0], api.posts[1])
+        for user in 1...4 { #expect(await api.send("PUT", "/v1/posts/\(post)/reactions/love/users/\(user)").status == 200) }
+        for user in 1...2 { #expect(await api.send("PUT", "/v1/posts/\(post)/reactions/haha/users/\(user)").status == 200) }
+        #expect(await api.send("PUT", "/v1/posts/\(other)/reactions/wow/users/9").status == 200)
+        #expect(await api.send("POST", "/admin/flush", token: HTTPHarness.adminToken).status == 200)
+        let body = #"{"post_ids":[\#(post),\#(other)]}"#
+        let clean = await api.send("POST", "/admin/reconcile", token: HTTPHarness.adminToken, body: body)
+        #expect(
+            Self.text(clean).hasSuffix(#""next_after":null,"kinds_drifted":[],"redis_kinds_drifted":[]}"#)
+                && Self.text(clean).contains(#""redis_pending":0"#),
+            "\(Self.text(clean))")
+        // PostgreSQL's count of love drifts up, its count of sad appears from nowhere; Redis loses a haha.
+        let pool = api.writePath.pool
+        try await pool.query("UPDATE reaction_counts SET count = count + 3 WHERE post_id = $1 AND kind = 'love'", [.int64(post)])
+        try await pool.query("INSERT INTO reaction_counts (post_id, kind, count) VALUES ($1, 'sad', 2)", [.int64(other)])
+        _ = try await api.writePath.redis.send(
+            RedisCommand("HINCRBY", api.writePath.layout.reactionCounts(ofPost: post), "haha", -1), slot: HashSlot(post: post))
+        let found = try WireDecoder.decode(
+            ReconcileReport.self, from: await api.send("POST", "/admin/reconcile", token: HTTPHarness.adminToken, body: body).body)
+        #expect(
+            found.kindsDrifted
+                == [.init(postID: post, kind: "love", count: 7, rows: 4), .init(postID: other, kind: "sad", count: 2, rows: 0)])
+        #expect(found.redisKindsDrifted == [.init(postID: post, kind: "haha", redisCount: 1, rows: 2)])
+        #expect(found.drifted.isEmpty && found.redisDrifted.isEmpty && found.kindsRepaired == nil)
+        let repairBody = #"{"post_ids":[\#(post),\#(other)],"repair":true}"#
+        let repaired = try WireDecoder.decode(
+            ReconcileReport.self, from: await api.send("POST", "/admin/reconcile", token: HTTPHarness.adminToken, body: repairBody).body)
+        #expect(repaired.kindsRepaired == 2 && repaired.redisRepaired == 1, "\(repaired)")
+        let after = try WireDecoder.decode(
+            ReconcileReport.self, from: await api.send("POST", "/admin/reconcile", token: HTTPHarness.adminToken, body: body).body)
+        #expect(after.kindsDrifted == [] && after.redisKindsDrifted == [], "\(after)")
+        let counts = try await pool.query(
+            "SELECT post_id, kind, count FROM reaction_counts WHERE post_id = ANY($1::bigint[]) AND count > 0 ORDER BY 1, 2",
+            [.int64Array([post, other])])
+        #expect(
+            counts.map { "\($0.string(0) ?? "") \($0.string(1) ?? "") \($0.string(2) ?? "")" } == [
+                "\(post) haha 2", "\(post) love 4", "\(other) wow 1",
+            ])
+        // The reloaded post answers from its rows again.
+        #expect(
+            Self.text(await api.send("GET", "/v1/posts/\(post)/reactions?user=1"))
+                == #"{"post_id":\#(post),"user_id":1,"reactions":{"love":4,"haha":2},"total":6,"mine":["haha","love"]}"#)
         await api.stop()
     }
 }

@@ -41,9 +41,14 @@ enum ClusterAdminMerge {
             report.redisPending += answer.redisPending
             report.repaired += answer.repaired
             report.redisRepaired += answer.redisRepaired
+            if let drifted = answer.kindsDrifted { report.kindsDrifted = (report.kindsDrifted ?? []) + drifted }
+            if let drifted = answer.redisKindsDrifted { report.redisKindsDrifted = (report.redisKindsDrifted ?? []) + drifted }
+            if let repaired = answer.kindsRepaired { report.kindsRepaired = (report.kindsRepaired ?? 0) + repaired }
         }
         report.drifted.sort { $0.postID < $1.postID }
         report.redisDrifted.sort { $0.postID < $1.postID }
+        report.kindsDrifted?.sort { ($0.postID, $0.kind) < ($1.postID, $1.kind) }
+        report.redisKindsDrifted?.sort { ($0.postID, $0.kind) < ($1.postID, $1.kind) }
         report.nextAfter = nextAfter
         return ClusterReconcileReport(
             report: report, uncheckedPosts: unchecked.sorted(),

@@ -10,6 +10,10 @@ import WritePath
 /// can lose acknowledged writes that were already flushed). Redis is read by the shard that owns
 /// the post, between two of its batches, with the rows and whether changes wait, as of one moment
 /// (`PostProbe`): a change in flight is never taken for drift.
+///
+/// With reactions of other kinds than `like` (`kinds`), each kind is checked as the likes are:
+/// `reaction_counts` against the `reactions` rows (repaired under the same lock), and Redis's
+/// count of each kind against those rows (repaired by the same reload).
 struct Reconciler: Sendable {
     typealias Drift = ReconcileReport.Drift
     typealias RedisDrift = ReconcileReport.RedisDrift
@@ -20,6 +24,8 @@ struct Reconciler: Sendable {
 
     let records: PostRecords
     let service: CounterService
+    /// Whether the deployment holds kinds other than `like`, so that they are checked too.
+    var kinds: Bool { !service.reactions.isLikesOnly }
 
     /// Checks `posts` (or, with `posts == nil`, up to `limit` posts with ids above `after`).
     func reconcile(posts: [Int64]?, after: Int64, limit: Int, repair: Bool) async throws -> Report {
@@ -37,6 +43,12 @@ struct Reconciler: Sendable {
                 report.drifted.append(Drift(postID: check.postID, likesCount: check.likesCount, likesRows: check.likesRows))
             }
         }
+        if kinds {
+            report.kindsDrifted = try await records.kindDrifts(of: checks.map(\.postID)).map {
+                ReconcileReport.KindDrift(postID: $0.postID, kind: $0.kind, count: $0.count, rows: $0.rows)
+            }
+            report.redisKindsDrifted = []
+        }
         try await compareRedis(checks, into: &report)
         if posts == nil, report.checked == limit, let last = checks.last?.postID {
             report.nextAfter = last
@@ -46,8 +58,16 @@ struct Reconciler: Sendable {
                 try await records.repairCount(of: drift.postID)
                 report.repaired += 1
             }
-            if !report.redisDrifted.isEmpty {
-                report.redisRepaired = await service.resyncRedisFromPostgres(report.redisDrifted.map(\.postID)).count
+            if let kindsDrifted = report.kindsDrifted {
+                var repaired = 0
+                for post in Set(kindsDrifted.map(\.postID)).sorted() where try await records.repairKindCounts(of: post) {
+                    repaired += 1
+                }
+                report.kindsRepaired = repaired
+            }
+            let redisPosts = Set(report.redisDrifted.map(\.postID)).union((report.redisKindsDrifted ?? []).map(\.postID))
+            if !redisPosts.isEmpty {
+                report.redisRepaired = await service.resyncRedisFromPostgres(redisPosts.sorted()).count
             }
         }
         return report
@@ -62,7 +82,8 @@ struct Reconciler: Sendable {
     /// `membershipCheckLimit` likers whose counts agree, the members. Each look is one moment's
     /// (`PostProbe`): a difference is drift, or pending when the post's slot had changes waiting.
     private func compareRedis(_ checks: [PostRecords.CountCheck], into report: inout Report) async throws {
-        guard !checks.isEmpty, case .counts(let counts) = try await service.probe(.counts(checks.map(\.postID))) else { return }
+        guard !checks.isEmpty, case .counts(let counts) = try await service.probe(.counts(checks.map(\.postID), kinds: kinds))
+        else { return }
         for read in counts {
             guard let held = read.redis else { continue }
             var drift: (redis: Int64, rows: Int64, pending: Bool)?
@@ -75,12 +96,25 @@ struct Reconciler: Sendable {
                 // A failover that lost a like and an unlike leaves the count right and the members wrong.
                 drift = (Int64(members.count), Int64(likers.rows.count), likers.pending)
             }
-            guard let drift else { continue }
-            if drift.pending {
+            let kindDrifts = kinds ? Self.kindDrifts(read) : []
+            if read.pending, drift != nil || !kindDrifts.isEmpty {
                 report.redisPending += 1
-            } else {
+                continue
+            }
+            if let drift {
                 report.redisDrifted.append(RedisDrift(postID: read.postID, redisCount: drift.redis, likesRows: drift.rows))
             }
+            report.redisKindsDrifted? += kindDrifts
+        }
+    }
+
+    /// The kinds other than `like` whose count in Redis differs from the post's rows of them.
+    static func kindDrifts(_ read: PostCountsRead) -> [ReconcileReport.RedisKindDrift] {
+        guard let held = read.redis else { return [] }
+        return Set(held.kinds.keys).union(read.kindRows.keys).sorted().compactMap { kind in
+            let redis = held.kinds[kind] ?? 0
+            let rows = read.kindRows[kind] ?? 0
+            return redis == rows ? nil : ReconcileReport.RedisKindDrift(postID: read.postID, kind: kind, redisCount: redis, rows: rows)
         }
     }
 }
