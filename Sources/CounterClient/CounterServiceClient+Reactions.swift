@@ -81,6 +81,32 @@ extension CounterServiceClient {
         return try await call("GET", "/v1/posts/\(post)/reactions", credential: .user, idempotent: true, post: post)
     }
 
+    /// One page of `user`'s reactions of every kind (its likes as `like`), newest first (with the
+    /// API token).
+    public func reactionsPage(ofUser user: Int64, limit: Int = 20, cursor: String? = nil) async throws(CounterClientError)
+        -> UserReactionsPage
+    {
+        try Self.positive(user, "user id")
+        return try await call("GET", try Self.listPath("/v1/users/\(user)/reactions", limit: limit, cursor: cursor), idempotent: true)
+    }
+
+    /// Every page of `user`'s reactions, newest first (with the API token).
+    public func reactions(ofUser user: Int64, pageSize: Int = 20) -> ListPages<UserReactionsPage> {
+        ListPages(next: \.nextCursor) { cursor throws(CounterClientError) in
+            try await reactionsPage(ofUser: user, limit: pageSize, cursor: cursor)
+        }
+    }
+
+    /// One page of the signed-in user's reactions of every kind, newest first.
+    public func myReactionsPage(limit: Int = 20, cursor: String? = nil) async throws(CounterClientError) -> UserReactionsPage {
+        try await call("GET", try Self.listPath("/v1/me/reactions", limit: limit, cursor: cursor), credential: .user, idempotent: true)
+    }
+
+    /// Every page of the signed-in user's reactions, newest first: a "your reactions" screen.
+    public func myReactions(pageSize: Int = 20) -> ListPages<UserReactionsPage> {
+        ListPages(next: \.nextCursor) { cursor throws(CounterClientError) in try await myReactionsPage(limit: pageSize, cursor: cursor) }
+    }
+
     private func reactionPath(_ post: Int64, _ kind: String, user: Int64?) throws(CounterClientError) -> String {
         try Self.positive(post, "post id")
         try Self.checkKind(kind)

@@ -121,3 +121,43 @@ public struct ReactorsPage: Sendable, Hashable, Codable {
         case nextCursor = "next_cursor"
     }
 }
+
+/// One reaction in a user's list: the post, the kind, and when the user reacted.
+public struct UserReaction: Sendable, Hashable, Codable {
+    public let postID: Int64
+    public let kind: String
+    /// RFC 3339, UTC, milliseconds (`LikeTime`).
+    public let reactedAt: String
+
+    public init(postID: Int64, kind: String, reactedAt: String) {
+        self.postID = postID
+        self.kind = kind
+        self.reactedAt = reactedAt
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case postID = "post_id"
+        case kind
+        case reactedAt = "reacted_at"
+    }
+}
+
+/// `GET /v1/users/{user}/reactions` and `GET /v1/me/reactions`: a page of a user's reactions of
+/// every kind (`like` included), newest first, each (post, kind) once.
+public struct UserReactionsPage: Sendable, Hashable, Codable {
+    public let userID: Int64
+    public let reactions: [UserReaction]
+    public let nextCursor: String?
+
+    public init(userID: Int64, reactions: [UserReaction], nextCursor: String?) {
+        self.userID = userID
+        self.reactions = reactions
+        self.nextCursor = nextCursor
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case userID = "user_id"
+        case reactions
+        case nextCursor = "next_cursor"
+    }
+}

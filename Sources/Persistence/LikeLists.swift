@@ -11,15 +11,21 @@ public struct LikeLists: Sendable {
     public struct Position: Sendable, Hashable {
         public let microseconds: Int64
         public let id: Int64
+        /// In a user's reactions (`Kind.reactions`), the reaction's kind (`like` for a like);
+        /// empty in the other lists, whose items are all of one kind.
+        public let kind: String
 
-        public init(microseconds: Int64, id: Int64) {
+        public init(microseconds: Int64, id: Int64, kind: String = "") {
             self.microseconds = microseconds
             self.id = id
+            self.kind = kind
         }
 
-        /// Whether `self` comes before `other` in a list.
+        /// Whether `self` comes before `other` in a list: newer first, then the smaller id, then
+        /// the kind's name.
         public func precedes(_ other: Position) -> Bool {
-            microseconds != other.microseconds ? microseconds > other.microseconds : id < other.id
+            if microseconds != other.microseconds { return microseconds > other.microseconds }
+            return id != other.id ? id < other.id : kind < other.kind
         }
     }
 
@@ -36,6 +42,9 @@ public struct LikeLists: Sendable {
         case likers
         /// A user's likes: `id` is the user, the rows' ids are posts.
         case likes
+        /// A user's reactions of every kind (likes included): `id` is the user, the rows' ids are
+        /// posts, each with its kind (`userReactionsPage`).
+        case reactions
     }
 
     /// At most `limit` rows of `kind`'s list of `id` that come after `after` (from the start
@@ -44,6 +53,7 @@ public struct LikeLists: Sendable {
     /// by hand: the flusher always writes it) has no place in the order and is not listed.
     public func page(_ kind: Kind, of id: Int64, after: Position?, limit: Int) async throws -> [Position] {
         precondition(limit > 0, "a page holds at least one row")
+        if kind == .reactions { return try await userReactionsPage(of: id, after: after, limit: limit) }
         let statements = kind == .likers ? Self.likersPages : Self.likesPages
         let rows: PostgresRows
         if let after {
@@ -93,6 +103,62 @@ public struct LikeLists: Sendable {
                      OR user_id > $3)
             ORDER BY created_at DESC, user_id LIMIT $4
             """)
+
+    /// At most `limit` of `user`'s reactions of every kind that come after `after`, newest first
+    /// (then by post, then by kind): its likes (`likes_user_id_created_at_index`) and its other
+    /// kinds (`reactions_user_id_created_at_index`), each read up to `limit` and merged.
+    public func userReactionsPage(of user: Int64, after: Position?, limit: Int) async throws -> [Position] {
+        precondition(limit > 0, "a page holds at least one row")
+        let rows: PostgresRows
+        if let after {
+            rows = try await pool.query(
+                prepared: Self.userReactionsAfter,
+                [.int64(user), .int64(after.microseconds), .int64(after.id), .int64(Int64(limit)), .text(after.kind)])
+        } else {
+            rows = try await pool.query(prepared: Self.userReactionsFirst, [.int64(user), .int64(Int64(limit))])
+        }
+        var page: [Position] = []
+        page.reserveCapacity(rows.count)
+        for row in rows { page.append(Position(microseconds: try row.int64(1), id: try row.int64(0), kind: row.string(2) ?? "")) }
+        return page
+    }
+
+    private static let userReactionsFirst = PreparedStatement(
+        name: "counter_user_reactions_page",
+        sql: """
+            SELECT post_id, us, kind FROM (
+                (SELECT post_id, (extract(epoch FROM created_at) * 1000000)::bigint AS us, 'like'::text AS kind FROM likes
+                 WHERE user_id = $1 AND created_at IS NOT NULL ORDER BY created_at DESC, post_id LIMIT $2)
+                UNION ALL
+                (SELECT post_id, (extract(epoch FROM created_at) * 1000000)::bigint, kind FROM reactions
+                 WHERE user_id = $1 AND created_at IS NOT NULL ORDER BY created_at DESC, post_id, kind COLLATE "C" LIMIT $2)
+            ) r
+            ORDER BY us DESC, post_id, kind COLLATE "C" LIMIT $2
+            """)
+
+    /// After a position: the time bounds the index range; the ties of the cursor's microsecond
+    /// are taken by post, then kind (a like's kind is `like`). Kinds compare bytewise
+    /// (`COLLATE "C"`), as `Position.precedes` compares them.
+    private static let userReactionsAfter: PreparedStatement = {
+        let cursorTime =
+            "('epoch'::timestamptz + ($2::bigint / 1000000) * interval '1 second' + ($2::bigint % 1000000) * interval '1 microsecond')"
+        return PreparedStatement(
+            name: "counter_user_reactions_page_after",
+            sql: """
+                SELECT post_id, us, kind FROM (
+                    (SELECT post_id, (extract(epoch FROM created_at) * 1000000)::bigint AS us, 'like'::text AS kind FROM likes
+                     WHERE user_id = $1 AND created_at <= \(cursorTime)
+                         AND (created_at < \(cursorTime) OR post_id > $3 OR (post_id = $3 AND 'like' > $5::text COLLATE "C"))
+                     ORDER BY created_at DESC, post_id LIMIT $4)
+                    UNION ALL
+                    (SELECT post_id, (extract(epoch FROM created_at) * 1000000)::bigint, kind FROM reactions
+                     WHERE user_id = $1 AND created_at <= \(cursorTime)
+                         AND (created_at < \(cursorTime) OR post_id > $3 OR (post_id = $3 AND kind > $5::text COLLATE "C"))
+                     ORDER BY created_at DESC, post_id, kind COLLATE "C" LIMIT $4)
+                ) r
+                ORDER BY us DESC, post_id, kind COLLATE "C" LIMIT $4
+                """)
+    }()
 
     /// A list's two page statements: the first page, and a page after a position. Prepared: a
     /// page is a short index range scan, cheaper to run than to plan, and its one good plan

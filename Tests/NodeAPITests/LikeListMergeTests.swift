@@ -1,3 +1,4 @@
+import CounterCore
 import CounterWire
 import Persistence
 import TestSupport
@@ -48,6 +49,37 @@ struct LikeListMergeTests {
             let page = try #require(merge.page(from: rows, rowsExhausted: true))
             #expect(page.items == [Position(microseconds: 2_000_000, id: 7)] && !page.more)
         }
+    }
+
+    @Test(
+        "a user's reactions: each (post, kind) its own item; a pending change replaces only its own kind's row; ties of one microsecond by post, then kind; its cursor is its own list's"
+    )
+    func userReactions() throws {
+        let rows = [
+            Position(microseconds: 9_000_000, id: 2, kind: "like"), Position(microseconds: 9_000_000, id: 2, kind: "love"),
+            Position(microseconds: 5_000_000, id: 1, kind: "like"), Position(microseconds: 5_000_000, id: 1, kind: "sad"),
+        ]
+        let pending = [
+            PendingLike(postID: 2, userID: 7, kind: ReactionKind("love")!, liked: false, acknowledgedAt: 10_000),
+            PendingLike(postID: 3, userID: 7, kind: ReactionKind("wow")!, liked: true, acknowledgedAt: 9_000),
+            PendingLike(postID: 1, userID: 7, kind: .like, liked: true, acknowledgedAt: 12_000),
+        ]
+        let merge = LikeListMerge(kind: .reactions, pending: pending, after: nil, limit: 10)
+        let page = try #require(merge.page(from: rows, rowsExhausted: true))
+        #expect(
+            page.items.map { "\($0.id) \($0.kind) \($0.microseconds / 1_000_000)" } == ["1 like 12", "2 like 9", "3 wow 9", "1 sad 5"],
+            "\(page.items)")
+        let after = Position(microseconds: 9_000_000, id: 2, kind: "like")
+        let rest = LikeListMerge(kind: .reactions, pending: pending, after: after, limit: 10)
+        let second = try #require(rest.page(from: Array(rows.dropFirst()), rowsExhausted: true))
+        #expect(second.items.map { "\($0.id) \($0.kind)" } == ["3 wow", "1 sad"], "\(second.items)")
+        let cursor = ListCursor(kind: .reactions, owner: 7, after: after)
+        #expect(try ListCursor.parse(cursor.text, kind: .reactions, owner: 7) == cursor)
+        #expect(throws: ListCursorError.foreign) { try ListCursor.parse(cursor.text, kind: .reactions, owner: 8) }
+        #expect(throws: ListCursorError.foreign) { try ListCursor.parse(cursor.text, kind: .likes, owner: 7) }
+        let likes = ListCursor(kind: .likes, owner: 7, after: Position(microseconds: 1, id: 2))
+        #expect(throws: ListCursorError.foreign) { try ListCursor.parse(likes.text, kind: .reactions, owner: 7) }
+        #expect(throws: ListCursorError.malformed) { try ListCursor.parse(Base64URL.encode(Array("k.7.1.2.Love".utf8)), kind: .reactions, owner: 7) }
     }
 
     @Test("times: RFC 3339 in UTC with milliseconds, both ways, over leap years and the epoch")

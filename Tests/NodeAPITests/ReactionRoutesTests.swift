@@ -290,4 +290,60 @@ struct ReactionRoutesTests {
                 == #"{"post_id":\#(post),"user_id":1,"reactions":{"love":4,"haha":2},"total":6,"mine":["haha","love"]}"#)
         await api.stop()
     }
+
+    @Test(
+        "a user's reactions of every kind: newest first, each (post, kind) once, exact while changes wait and the same after the flush; the caller's own with a user's token; a cursor of another list is refused"
+    )
+    func userReactionsList() async throws {
+        let api = try await InProcessAPI.start(
+            posts: 3, users: try APIDispatchTests.users(), postgresURL: try await TestEnvironment.reactionsDatabase()
+        ) { configuration in
+            configuration.reactions = ReactionModel(kinds: .fixed(Self.six), perUser: .many)
+        }
+        let (a, b, c) = (api.posts[0], api.posts[1], api.posts[2])
+        let user: Int64 = 700 + Int64.random(in: 0..<1_000_000) * 1000
+        #expect(await api.send("PUT", "/v1/posts/\(a)/likes/\(user)").status == 200)
+        #expect(await api.send("PUT", "/v1/posts/\(a)/reactions/love/users/\(user)").status == 200)
+        #expect(await api.send("PUT", "/v1/posts/\(c)/reactions/sad/users/\(user)").status == 200)
+        #expect(await api.send("POST", "/admin/flush", token: HTTPHarness.adminToken).status == 200)
+        // Waiting for PostgreSQL: a's love taken back, b's haha and wow, c's sad taken back and given again.
+        #expect(await api.send("DELETE", "/v1/posts/\(a)/reactions/love/users/\(user)").status == 200)
+        #expect(await api.send("PUT", "/v1/posts/\(b)/reactions/haha/users/\(user)").status == 200)
+        #expect(await api.send("PUT", "/v1/posts/\(b)/reactions/wow/users/\(user)").status == 200)
+        #expect(await api.send("DELETE", "/v1/posts/\(c)/reactions/sad/users/\(user)").status == 200)
+        #expect(await api.send("PUT", "/v1/posts/\(c)/reactions/sad/users/\(user)").status == 200)
+        func list(_ path: String, token: String? = HTTPHarness.apiToken) async throws -> [UserReaction] {
+            var listed: [UserReaction] = []
+            var cursor: String?
+            repeat {
+                let answer = await api.send("GET", path + (cursor.map { "?limit=1&cursor=\($0)" } ?? "?limit=1"), token: token)
+                #expect(answer.status == 200, "\(Self.text(answer))")
+                let page = try WireDecoder.decode(UserReactionsPage.self, from: answer.body)
+                #expect(page.reactions.count <= 1)
+                listed += page.reactions
+                cursor = page.nextCursor
+            } while cursor != nil
+            return listed
+        }
+        let pending = try await list("/v1/users/\(user)/reactions")
+        #expect(Set(pending.map { "\($0.postID) \($0.kind)" }) == ["\(a) like", "\(b) haha", "\(b) wow", "\(c) sad"], "\(pending)")
+        #expect(pending.count == 4)
+        #expect(zip(pending, pending.dropFirst()).allSatisfy { $0.reactedAt >= $1.reactedAt }, "newest first: \(pending)")
+        #expect(pending.last.map { "\($0.postID) \($0.kind)" } == "\(a) like", "the oldest, flushed before the rest")
+        #expect(await api.send("POST", "/admin/flush", token: HTTPHarness.adminToken).status == 200)
+        #expect(try await list("/v1/users/\(user)/reactions") == pending, "the same list once PostgreSQL has it all")
+        // An end user's own, and no one else's.
+        let token = TokenSigner(secret: APIDispatchTests.secret).token(user: user)
+        #expect(try await list("/v1/me/reactions", token: token) == pending)
+        #expect(await api.send("GET", "/v1/users/\(user + 1)/reactions", token: token).status == 403)
+        // A cursor of the user's likes is not one of its reactions, and the other way round.
+        #expect(await api.send("PUT", "/v1/posts/\(b)/likes/\(user)").status == 200)
+        let likes = try WireDecoder.decode(UserLikesPage.self, from: await api.send("GET", "/v1/users/\(user)/likes?limit=1").body)
+        let foreign = await api.send("GET", "/v1/users/\(user)/reactions?cursor=\(try #require(likes.nextCursor))")
+        #expect(foreign.status == 400 && Self.text(foreign).contains("invalid_cursor"), "\(Self.text(foreign))")
+        let first = try WireDecoder.decode(UserReactionsPage.self, from: await api.send("GET", "/v1/users/\(user)/reactions?limit=1").body)
+        let back = await api.send("GET", "/v1/users/\(user)/likes?cursor=\(try #require(first.nextCursor))")
+        #expect(back.status == 400 && Self.text(back).contains("invalid_cursor"))
+        await api.stop()
+    }
 }

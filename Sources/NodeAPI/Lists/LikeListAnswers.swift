@@ -3,7 +3,8 @@ import CounterWire
 import Persistence
 import WritePath
 
-/// The lists' answers: `GET /v1/posts/{post}/likers` and a user's likes, each page PostgreSQL's
+/// The lists' answers: `GET /v1/posts/{post}/likers`, a kind's holders, a user's likes and
+/// reactions, each page PostgreSQL's
 /// rows merged with the changes still waiting for it (`LikeListMerge`), so a like acknowledged a
 /// moment ago is listed and an unlike is gone, whatever the flusher has done yet.
 ///
@@ -87,6 +88,15 @@ struct LikeListAnswers: Sendable {
         let after = try arguments.position(kind: .likes, owner: user)
         let (items, next) = try await page(.likes, of: user, pending: pending, after: after, limit: arguments.limit)
         return UserLikesPage(userID: user, likes: items.map { LikedPost(postID: $0.id, likedAt: Self.text($0)) }, nextCursor: next)
+    }
+
+    /// A page of `user`'s reactions of every kind (its likes as `like`), with `pending` the user's
+    /// changes waiting in every node's shards.
+    func reactions(of user: Int64, pending: [PendingLike], _ arguments: Arguments) async throws -> UserReactionsPage {
+        let after = try arguments.position(kind: .reactions, owner: user)
+        let (items, next) = try await page(.reactions, of: user, pending: pending, after: after, limit: arguments.limit)
+        return UserReactionsPage(
+            userID: user, reactions: items.map { UserReaction(postID: $0.id, kind: $0.kind, reactedAt: Self.text($0)) }, nextCursor: next)
     }
 
     /// The newest likers of each of `posts` (all served here; a feed page's previews), at most

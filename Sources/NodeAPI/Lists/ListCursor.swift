@@ -1,8 +1,8 @@
 import CounterCore
 import Persistence
 
-/// A list's cursor: opaque to clients, a keyset inside — which list (a post's likers or a
-/// user's likes, and whose), and the position of the last item given (`LikeLists.Position`:
+/// A list's cursor: opaque to clients, a keyset inside — which list (a post's likers or holders
+/// of a kind, a user's likes or reactions, and whose), and the position of the last item given (`LikeLists.Position`:
 /// its time in microseconds and its id). A cursor of another list, or one that is not a cursor
 /// at all, is refused (`400 invalid_cursor`). Pure.
 struct ListCursor: Equatable {
@@ -15,8 +15,12 @@ struct ListCursor: Equatable {
     var reactionKind: ReactionKind? = nil
 
     /// The cursor as sent: base64url (no padding) of `l.<post>.<µs>.<user>`, `u.<user>.<µs>.<post>`,
-    /// or for another kind's holders `r.<post>.<kind>.<µs>.<user>`.
+    /// for another kind's holders `r.<post>.<kind>.<µs>.<user>`, for a user's reactions
+    /// `k.<user>.<µs>.<post>.<kind>`.
     var text: String {
+        if kind == .reactions {
+            return Base64URL.encode(Array("k.\(owner).\(after.microseconds).\(after.id).\(after.kind)".utf8))
+        }
         if let reactionKind, !reactionKind.isLike {
             return Base64URL.encode(Array("r.\(owner).\(reactionKind.name).\(after.microseconds).\(after.id)".utf8))
         }
@@ -30,6 +34,14 @@ struct ListCursor: Equatable {
     ) throws(ListCursorError) -> ListCursor {
         guard !text.isEmpty, text.utf8.count <= 128, let bytes = Base64URL.decode(text.utf8) else { throw .malformed }
         var parts = bytes.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+        if parts.first?.elementsEqual([UInt8(ascii: "k")]) == true {
+            guard parts.count == 5, let listOwner = EntityID.parse(bytes: parts[1]),
+                let microseconds = DecimalText.parse(parts[2]), Self.microseconds.contains(microseconds),
+                let id = EntityID.parse(bytes: parts[3]), let itemKind = ReactionKind(bytes: parts[4])
+            else { throw .malformed }
+            guard kind == .reactions, listOwner == owner else { throw .foreign }
+            return ListCursor(kind: kind, owner: owner, after: LikeLists.Position(microseconds: microseconds, id: id, kind: itemKind.name))
+        }
         var named: ReactionKind?
         if parts.first?.elementsEqual([UInt8(ascii: "r")]) == true {
             guard parts.count == 5, let kind = ReactionKind(bytes: parts[2]), !kind.isLike else { throw .malformed }
@@ -43,7 +55,9 @@ struct ListCursor: Equatable {
             let id = EntityID.parse(bytes: parts[3])
         else { throw .malformed }
         let listed = named ?? .like
-        guard (tag != UInt8(ascii: "u")) == (kind == .likers), listOwner == owner, listed == reactionKind else { throw .foreign }
+        guard kind != .reactions, (tag != UInt8(ascii: "u")) == (kind == .likers), listOwner == owner, listed == reactionKind else {
+            throw .foreign
+        }
         return ListCursor(
             kind: kind, owner: owner, after: LikeLists.Position(microseconds: microseconds, id: id),
             reactionKind: reactionKind.isLike ? nil : reactionKind)

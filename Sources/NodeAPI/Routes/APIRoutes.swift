@@ -63,6 +63,12 @@ enum APIRoutes {
             "/v1/me/likes", .get, access: .user,
             errors: [.invalidArgument, .invalidCursor] + ErrorCode.writePath, .task(ListHandlers.myLikes)),
         Route(
+            "/v1/users/{user}/reactions", .get, access: .apiOrUser,
+            errors: [.forbidden, .invalidArgument, .invalidCursor] + ErrorCode.writePath, .task(ListHandlers.userReactions)),
+        Route(
+            "/v1/me/reactions", .get, access: .user,
+            errors: [.invalidArgument, .invalidCursor] + ErrorCode.writePath, .task(ListHandlers.myReactions)),
+        Route(
             "/v1/users/{user}/likes/pending", .get, access: .apiOrUser,
             errors: [.forbidden] + ErrorCode.writePath, .task(ListHandlers.pending)),
 
