@@ -240,9 +240,13 @@ struct BatchStateMachine {
         }
         for post in posts {
             guard let count = lookup.counts[post] else { continue }
+            // A post is loaded whole below the threshold of all its reactions together, as the
+            // lookup read its rows (`ColdLookup.reactionLoadingPart`): its likes alone would
+            // take a post of few likes and many other kinds for one whose rows all came back.
+            let reactions = count + (lookup.kindCounts[post]?.values.reduce(0, +) ?? 0)
             if readOnly.contains(post) {
                 views[post] = lookup.view(of: post, users: users[post] ?? [])
-            } else if count >= warmThreshold {
+            } else if reactions >= warmThreshold {
                 views[post] = lookup.view(of: post, users: users[post] ?? [])
                 turningWarm.insert(post)
             } else {

@@ -215,6 +215,37 @@ struct ReactionWritePathTests {
         await evicting.stop()
     }
 
+    @Test(
+        "a cold post of few likes and many other kinds turns warm on its first write, as all its reactions together are past the threshold: no like or reaction is lost from its answers",
+        arguments: RedisTarget.allCases)
+    func fewLikesManyReactionsTurnsWarm(redis: RedisTarget) async throws {
+        let harness = try await WritePathHarness.start(posts: 1, postgresURL: try await TestEnvironment.reactionsDatabase(), redis: redis) {
+            configuration in
+            configuration.reactions = ReactionModel(kinds: .fixed(Self.six), perUser: .many)
+            configuration.warmThreshold = 20
+            configuration.flushOnlyWhenAsked()
+        }
+        let post = harness.posts[0]
+        // 5 likes (below the threshold alone) and 30 loves: 35 reactions, past it.
+        try await harness.addLikers(5, to: post)
+        try await harness.pool.query(
+            "INSERT INTO reactions (user_id, post_id, kind) SELECT g, $1, 'love' FROM generate_series(1001, 1030) g", [.int64(post)])
+        try await harness.pool.query("INSERT INTO reaction_counts (post_id, kind, count) VALUES ($1, 'love', 30)", [.int64(post)])
+
+        let first = try await harness.service.perform(.toggle, post: post, user: 2001, kind: Self.haha)
+        #expect(first.likesCount == 5 && first.reactions?.count(of: Self.love) == 30 && first.reactions?.total == 36, "\(first)")
+        let marker = try await harness.redis.pipeline([.get(harness.layout.hydratedMarker(ofPost: post))], slot: HashSlot(post: post))
+        #expect(marker.first?.string == "warm", "the post's rows did not all come back: it cannot be hot")
+        // Users the write did not touch are looked up, not taken for users without reactions.
+        #expect(try await harness.service.perform(.read, post: post, user: 1005).reactions?.mine == [Self.love])
+        #expect(try await harness.service.perform(.read, post: post, user: 1).isLiked, "users 1 to 5 like it")
+        let next = try await harness.service.perform(.toggle, post: post, user: 1006, kind: .like)
+        #expect(next.likesCount == 6 && next.reactions?.count(of: Self.love) == 30, "\(next)")
+        try await harness.service.flush()
+        try await Self.expectCountsEqualRows(harness, [post])
+        await harness.stop()
+    }
+
     @Test("a kind the deployment does not list is refused before any I/O; a deployment of likes only answers without a summary")
     func unknownKinds() async throws {
         let harness = try await WritePathHarness.start(posts: 1, postgresURL: try await TestEnvironment.reactionsDatabase(), redis: .single) {
