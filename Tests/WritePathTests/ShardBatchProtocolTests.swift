@@ -1,3 +1,4 @@
+import CounterCore
 import Persistence
 import PostgresDriver
 import RedisDriver
@@ -805,16 +806,33 @@ struct ShardBatchProtocolTests {
 struct PostgresModel {
     var posts: Set<Int64> = []
     var likes: [Int64: [Int64]] = [:]
+    /// With reactions: the rows of other kinds, per post and user.
+    var reactions: [Int64: [Int64: Set<ReactionKind>]] = [:]
 
     /// What `ColdLookup.query` returns on these tables.
     func lookUp(_ lookup: ColdLookup) -> ColdLookup.Found {
         var found = ColdLookup.Found()
-        for post in lookup.posts where posts.contains(post) { found.counts[post] = Int64(likes[post]?.count ?? 0) }
-        for pair in lookup.pairs where posts.contains(pair.post) && (likes[pair.post] ?? []).contains(pair.user) {
-            found.likers[pair.post, default: []].append(pair.user)
+        for post in lookup.posts where posts.contains(post) {
+            found.counts[post] = Int64(likes[post]?.count ?? 0)
+            if lookup.reactions {
+                var counts: [ReactionKind: Int64] = [:]
+                for kinds in (reactions[post] ?? [:]).values { for kind in kinds { counts[kind, default: 0] += 1 } }
+                if !counts.isEmpty { found.kindCounts[post] = counts }
+            }
         }
-        for post in lookup.loading where posts.contains(post) && Int64(likes[post]?.count ?? 0) < lookup.loadBelow {
+        for pair in lookup.pairs where posts.contains(pair.post) {
+            if (likes[pair.post] ?? []).contains(pair.user) { found.likers[pair.post, default: []].append(pair.user) }
+            if lookup.reactions, let kinds = reactions[pair.post]?[pair.user], !kinds.isEmpty {
+                found.reactors[pair.post, default: [:]][pair.user] = kinds.sorted()
+            }
+        }
+        for post in lookup.loading where posts.contains(post) {
+            let others = lookup.reactions ? (reactions[post] ?? [:]).values.reduce(0) { $0 + $1.count } : 0
+            guard Int64((likes[post]?.count ?? 0) + others) < lookup.loadBelow else { continue }
             if let users = likes[post], !users.isEmpty { found.likers[post, default: []] += users }
+            if lookup.reactions, let users = reactions[post], !users.isEmpty {
+                for (user, kinds) in users { found.reactors[post, default: [:]][user] = kinds.sorted() }
+            }
         }
         return found
     }

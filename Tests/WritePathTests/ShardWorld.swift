@@ -1,3 +1,4 @@
+import CounterCore
 import Foundation
 import Persistence
 import PostgresDriver
@@ -8,7 +9,7 @@ import ShardRouter
 
 /// Redis and PostgreSQL in memory, as a whole shard sees them — the tests' one fake of the shard's
 /// I/O: Redis is a `RedisModel` (the batches' commands run as Redis would run them, the logs are
-/// its streams, the epoch keys its strings), PostgreSQL the `posts` and `likes` rows, each log's
+/// its streams, the epoch keys its strings), PostgreSQL the `posts`, `likes` and `reactions` rows, each log's
 /// recorded progress and the slot table's epochs. `perform` answers every I/O action of
 /// `ShardStateMachine` as the real servers would — fences, the publication script, the flush
 /// transaction's epoch check — so a test can drive shards through batches, flushes, evictions,
@@ -25,11 +26,20 @@ final class ShardWorld {
     /// PostgreSQL: the posts, their likers, each log's progress, the slot table's epochs.
     var posts: Set<Int64>
     var likes: [Int64: Set<Int64>]
+    /// With reactions: the rows of other kinds, per post and user.
+    var reactions: [Int64: [Int64: Set<ReactionKind>]] = [:]
     var progress: [String: StreamEntryID] = [:]
     var slotEpochs: [UInt16: Int64] = [:]
 
     /// The likers each post has once everything appended is applied.
     var truth: [Int64: Set<Int64>]
+    /// The other kinds each post's users hold once everything appended is applied.
+    var truthReactions: [Int64: [Int64: Set<ReactionKind>]] = [:]
+    /// With one kind per user: the moments the truth had a user with two kinds (after a whole
+    /// log entry, as every reader sees it): each one a bug.
+    var twoKinds: [String] = []
+    /// Whether a user may hold one kind of a post at most (checked in `twoKinds`).
+    var oneKindPerUser = false
     /// Every entry appended to a log (by its log), in order; how often each was applied; those trimmed.
     var appended: [(log: String, id: StreamEntryID)] = []
     var applied: [StreamEntryID: Int] = [:]
@@ -48,11 +58,41 @@ final class ShardWorld {
     static let idlePool = PostgresPool(configuration: PostgresConfiguration(url: "postgresql://model@127.0.0.1:1/model"))
     static let idleRedis = RedisClient(configuration: RedisConfiguration())
 
-    init(layout: RedisKeyLayout, likes: [Int64: Set<Int64>]) {
+    init(layout: RedisKeyLayout, likes: [Int64: Set<Int64>], reactions: [Int64: [Int64: Set<ReactionKind>]] = [:]) {
         self.layout = layout
         self.posts = Set(likes.keys)
         self.likes = likes
         self.truth = likes
+        self.reactions = reactions
+        self.truthReactions = reactions
+    }
+
+    /// `change` laid over rows of likes and of other kinds.
+    static func fold(_ change: LikeChange, likes: inout [Int64: Set<Int64>], reactions: inout [Int64: [Int64: Set<ReactionKind>]]) {
+        if change.kind.isLike {
+            if change.liked { likes[change.postID, default: []].insert(change.userID) } else { likes[change.postID]?.remove(change.userID) }
+            return
+        }
+        var users = reactions[change.postID] ?? [:]
+        var kinds = users[change.userID] ?? []
+        if change.liked { kinds.insert(change.kind) } else { kinds.remove(change.kind) }
+        users[change.userID] = kinds.isEmpty ? nil : kinds
+        reactions[change.postID] = users.isEmpty ? nil : users
+    }
+
+    /// Every kind `user` holds of `post` in `likes` and `reactions`.
+    static func kinds(of user: Int64, post: Int64, likes: [Int64: Set<Int64>], reactions: [Int64: [Int64: Set<ReactionKind>]]) -> Set<ReactionKind> {
+        var kinds = reactions[post]?[user] ?? []
+        if likes[post]?.contains(user) == true { kinds.insert(.like) }
+        return kinds
+    }
+
+    /// Every kind's count of `post` in the truth (kinds above zero).
+    func truthCounts(of post: Int64) -> [ReactionKind: Int64] {
+        var counts: [ReactionKind: Int64] = [:]
+        if let likers = truth[post], !likers.isEmpty { counts[.like] = Int64(likers.count) }
+        for kinds in (truthReactions[post] ?? [:]).values { for kind in kinds { counts[kind, default: 0] += 1 } }
+        return counts
     }
 
     // MARK: - Keys
@@ -69,8 +109,15 @@ final class ShardWorld {
             for entry in entries where folded[log].map({ entry.id > $0 }) ?? true {
                 folded[log] = entry.id
                 appended.append((log, entry.id))
-                for change in ChangeLogEntry.changes(from: entry) ?? [] {
-                    if change.liked { truth[change.postID, default: []].insert(change.userID) } else { truth[change.postID]?.remove(change.userID) }
+                let changes = ChangeLogEntry.changes(from: entry) ?? []
+                for change in changes { Self.fold(change, likes: &truth, reactions: &truthReactions) }
+                if oneKindPerUser {
+                    for change in changes where Self.kinds(of: change.userID, post: change.postID, likes: truth, reactions: truthReactions).count > 1
+                    {
+                        twoKinds.append(
+                            "entry \(entry.id): user \(change.userID) holds \(Self.kinds(of: change.userID, post: change.postID, likes: truth, reactions: truthReactions).sorted()) of post \(change.postID)"
+                        )
+                    }
                 }
             }
         }
@@ -80,7 +127,7 @@ final class ShardWorld {
     private func apply(_ id: StreamEntryID, _ changes: [LikeChange], skipping: Set<LikePair> = []) {
         applied[id, default: 0] += 1
         for change in changes where !skipping.contains(LikePair(change)) {
-            if change.liked { likes[change.postID, default: []].insert(change.userID) } else { likes[change.postID]?.remove(change.userID) }
+            Self.fold(change, likes: &likes, reactions: &reactions)
         }
     }
 
@@ -212,7 +259,7 @@ final class ShardWorld {
                 return .batchPostsFound(take: take, .failure(PostgresError(code: .connectionFailed, message: "model: down")))
             }
             coldLookups += lookup.posts.count
-            let model = PostgresModel(posts: posts, likes: likes.mapValues { $0.sorted() })
+            let model = PostgresModel(posts: posts, likes: likes.mapValues { $0.sorted() }, reactions: reactions)
             return .batchPostsFound(take: take, .success(model.lookUp(lookup)))
 
         case .loadWarmPost(let post):
@@ -341,9 +388,10 @@ final class ShardWorld {
             if case .evicted = purpose {
                 for post in hadKeys where marker(post) == nil {
                     evictedPosts += 1
-                    if likes[post] ?? [] != truth[post] ?? [] {
+                    if likes[post] ?? [] != truth[post] ?? [] || reactions[post] ?? [:] != truthReactions[post] ?? [:] {
                         unsafeEvictions.append(
-                            "post \(post) evicted with rows \((likes[post] ?? []).sorted()) but truth \((truth[post] ?? []).sorted())")
+                            "post \(post) evicted with rows \((likes[post] ?? []).sorted()) \(reactions[post] ?? [:]) but truth \((truth[post] ?? []).sorted()) \(truthReactions[post] ?? [:])"
+                        )
                     }
                 }
             }
@@ -406,18 +454,49 @@ final class ShardWorld {
                 if redis.members(layout.likers(ofPost: post)) != expected {
                     found.append("hot post \(post): Redis \(redis.members(layout.likers(ofPost: post)).sorted()), truth \(expected.sorted())")
                 }
+                // Each user's other kinds, whole.
+                let held = (redis.hashes[layout.reactions(ofPost: post)] ?? [:]).mapValues { ReactionValues.kinds(Array($0.utf8)).map(Set.init) }
+                let expectedOthers = truthReactions[post] ?? [:]
+                if held.count != expectedOthers.count || expectedOthers.contains(where: { held[String($0.key)] != .some($0.value) }) {
+                    found.append("hot post \(post): Redis's kinds \(held), truth \(expectedOthers)")
+                }
+                found += countDisagreements(post)
             case "warm"?:
                 let hash = redis.hashes[layout.warmMembers(ofPost: post)] ?? [:]
                 if hash["n"] != String(expected.count) { found.append("warm post \(post): count \(hash["n"] ?? "none"), truth \(expected.count)") }
-                for (field, value) in hash where field != "n" && (value == "1") != expected.contains(Int64(field)!) {
-                    found.append("warm post \(post): user \(field) is \(value), truth \(expected.contains(Int64(field)!))")
+                for (field, value) in hash where field != "n" {
+                    let user = Int64(field)!
+                    let truthOthers = truthReactions[post]?[user] ?? []
+                    guard let (liked, others) = ReactionValues.warmMembership(Array(value.utf8)) else {
+                        found.append("warm post \(post): user \(field) has the value \(value)")
+                        continue
+                    }
+                    if liked != expected.contains(user) || Set(others) != truthOthers {
+                        found.append("warm post \(post): user \(field) is \(value), truth \(expected.contains(user)) \(truthOthers.sorted())")
+                    }
                 }
+                found += countDisagreements(post)
             case nil:
                 if redis.sets[layout.likers(ofPost: post)] != nil { found.append("cold post \(post) has a likers set") }
+                if redis.hashes[layout.reactions(ofPost: post)] != nil || redis.hashes[layout.reactionCounts(ofPost: post)] != nil {
+                    found.append("cold post \(post) has reactions in Redis")
+                }
             case let other?:
                 found.append("post \(post): marker \(other)")
             }
         }
         return found
+    }
+
+    /// Where a hot or warm post's counts of other kinds in Redis differ from the truth.
+    private func countDisagreements(_ post: Int64) -> [String] {
+        let read = redis.hashes[layout.reactionCounts(ofPost: post)] ?? [:]
+        var expected = truthCounts(of: post)
+        expected[.like] = nil
+        let held = Dictionary(uniqueKeysWithValues: read.map { (ReactionKind($0.key), Int64($0.value)) })
+        guard held.count == expected.count, expected.allSatisfy({ held[$0.key] == .some($0.value) }) else {
+            return ["post \(post): Redis's counts \(read), truth \(expected)"]
+        }
+        return []
     }
 }

@@ -1,3 +1,4 @@
+import CounterCore
 import Foundation
 import Persistence
 import ShardRouter
@@ -22,6 +23,10 @@ import Testing
 /// whose rows PostgreSQL does not all have. At the end, after the drain and what the next start
 /// applies: the rows are the truth, every entry appended was applied exactly once, none trimmed
 /// before it was applied, every operation of the last process was answered exactly once.
+///
+/// With reactions (`one` or `many` per user), the requests name kinds and the same books hold per
+/// kind: every answer's counts and the user's own kinds, Redis's kinds and counts of each post,
+/// the rows of `reactions`; and with one kind per user, no log entry ever leaves a user with two.
 ///
 /// A seed fixes the steps, but the machine walks sets and dictionaries, whose order Swift seeds
 /// per process: to replay a failing seed exactly, run with `SWIFT_DETERMINISTIC_HASHING=1`.
@@ -85,10 +90,14 @@ struct WholeShardModelTests {
         var deciding = true
         let postIDs: [Int64]
         let slots: [UInt16]
+        /// The kinds requests name (`like` alone without reactions).
+        let kinds: [ReactionKind]
 
         var current: Process { processes[processes.count - 1] }
 
-        init(seed: UInt64) {
+        /// - Parameter reactions: with reactions of three kinds, one or many per user; `nil`:
+        ///   likes only.
+        init(seed: UInt64, reactions: ReactionModel.PerUser? = nil) {
             var random = SeededGenerator(seed: seed)
             var configuration = WritePathConfiguration()
             configuration.keyPrefix = "model"
@@ -103,13 +112,27 @@ struct WholeShardModelTests {
             configuration.warmPromotionLookups = 3
             configuration.unknownPostMemory = .milliseconds(50)
             configuration.slotMoveWait = .milliseconds(200)
+            kinds = reactions == nil ? [.like] : [.like, ReactionKind("love")!, ReactionKind("haha")!]
+            if let reactions { configuration.reactions = ReactionModel(kinds: .fixed(kinds), perUser: reactions) }
             self.configuration = configuration
             postIDs = Array(1...10)
             var likes: [Int64: Set<Int64>] = [:]
+            var others: [Int64: [Int64: Set<ReactionKind>]] = [:]
             for post in postIDs {
                 likes[post] = Set((0..<Int.random(in: 0...9, using: &random)).map { _ in Int64.random(in: 1...12, using: &random) })
+                guard reactions != nil else { continue }
+                // Rows of the other kinds: with one per user, only users without a like.
+                for user in Int64(1)...12 where random.next() % 3 == 0 {
+                    var held = Set(kinds.dropFirst().filter { _ in random.next() % 2 == 0 })
+                    if reactions == .one {
+                        guard !(likes[post]?.contains(user) ?? false), let one = held.first else { continue }
+                        held = [one]
+                    }
+                    if !held.isEmpty { others[post, default: [:]][user] = held }
+                }
             }
-            world = ShardWorld(layout: RedisKeyLayout(prefix: "model"), likes: likes)
+            world = ShardWorld(layout: RedisKeyLayout(prefix: "model"), likes: likes, reactions: others)
+            world.oneKindPerUser = reactions == .one
             self.random = random
             slots = Array(Set(postIDs.map { HashSlot(post: $0).rawValue })).sorted()
             start()
@@ -164,8 +187,9 @@ struct WholeShardModelTests {
         /// all the same (`not_replicated`: written, its replicas unconfirmed), so the state the
         /// earlier answer saw is not the last one: it is not compared.
         func check(_ answers: [(ShardDecider.Request, Result<LikeState, CounterError>)]) {
-            var counts: [Int64: Int64] = [:]
-            var memberships: [LikePair: Bool] = [:]
+            // Every kind's count (the likes' alone with likes only), and the user's kinds.
+            var counts: [Int64: [ReactionKind: Int64]] = [:]
+            var memberships: [LikePair: Set<ReactionKind>] = [:]
             for (request, result) in answers {
                 guard case .success(let state) = result else {
                     if request.operation.writes {
@@ -174,16 +198,23 @@ struct WholeShardModelTests {
                     }
                     continue
                 }
-                counts[request.postID] = state.likesCount
-                if request.operation != .count { memberships[LikePair(userID: request.userID, postID: request.postID)] = state.isLiked }
+                let summary = state.reactionSummary
+                if state.reactions == nil, configuration.reactions != .likesOnly {
+                    wrongAnswers.append("post \(request.postID): an answer without its reactions")
+                }
+                counts[request.postID] = Dictionary(uniqueKeysWithValues: summary.counts.map { ($0.kind, $0.count) })
+                if request.operation != .count { memberships[LikePair(userID: request.userID, postID: request.postID)] = Set(summary.mine) }
             }
-            for (post, count) in counts {
+            for (post, answered) in counts {
                 checkedAnswers += 1
-                let truth = world.truth[post]?.count ?? 0
-                if count != Int64(truth) { wrongAnswers.append("post \(post): answered count \(count), truth \(truth)") }
+                let truth = world.truthCounts(of: post)
+                if answered != truth { wrongAnswers.append("post \(post): answered counts \(answered), truth \(truth)") }
             }
-            for (pair, liked) in memberships where liked != (world.truth[pair.postID]?.contains(pair.userID) ?? false) {
-                wrongAnswers.append("post \(pair.postID), user \(pair.userID): answered \(liked), truth \(!liked)")
+            for (pair, mine) in memberships {
+                let truth = ShardWorld.kinds(of: pair.userID, post: pair.postID, likes: world.truth, reactions: world.truthReactions)
+                if mine != truth {
+                    wrongAnswers.append("post \(pair.postID), user \(pair.userID): answered \(mine.sorted()), truth \(truth.sorted())")
+                }
             }
         }
 
@@ -195,15 +226,19 @@ struct WholeShardModelTests {
             guard current.alive, !current.machine.lane.isBatchInFlight else { return }
             for post in postIDs {
                 guard case .changes(let changes) = current.machine.pendingAnswer(.post(post)) else { continue }
-                var members = world.likes[post] ?? []
+                var likes = [post: world.likes[post] ?? []]
+                var reactions = [post: world.reactions[post] ?? [:]]
                 for change in changes {
-                    if change.liked { members.insert(change.userID) } else { members.remove(change.userID) }
+                    ShardWorld.fold(
+                        LikeChange(userID: change.userID, postID: change.postID, kind: change.kind, liked: change.liked),
+                        likes: &likes, reactions: &reactions)
                 }
                 listChecks += 1
                 let truth = world.truth[post] ?? []
-                if members != truth {
+                let truthOthers = world.truthReactions[post] ?? [:]
+                if likes[post] ?? [] != truth || reactions[post] ?? [:] != truthOthers {
                     listDisagreements.append(
-                        "post \(post): rows with pending changes \(members.sorted()), truth \(truth.sorted()) (pending \(changes.map { "\($0.userID)\($0.liked ? "+" : "-")" }))"
+                        "post \(post): rows with pending changes \((likes[post] ?? []).sorted()) \(reactions[post] ?? [:]), truth \(truth.sorted()) \(truthOthers) (pending \(changes.map { "\($0.userID)\($0.liked ? "+" : "-")\($0.kind)" }))"
                     )
                 }
             }
@@ -229,7 +264,8 @@ struct WholeShardModelTests {
                 // A head of three posts takes most of the traffic; the tail goes idle and is evicted.
                 let post = random.next() % 10 < 7 ? postIDs[Int.random(in: 0..<3, using: &random)] : postIDs.randomElement(using: &random)!
                 let request = ShardDecider.Request(
-                    operation: kind, postID: post, userID: kind == .count ? 0 : Int64.random(in: 1...12, using: &random))
+                    operation: kind, postID: post, userID: kind == .count ? 0 : Int64.random(in: 1...12, using: &random),
+                    kind: kind == .count || kinds.count == 1 ? .like : kinds.randomElement(using: &random)!)
                 let id = nextOperation
                 nextOperation += 1
                 current.operations.append(id)
@@ -397,7 +433,18 @@ struct WholeShardModelTests {
         "random steps with crashes, Redis restarts and failures: answers, Redis and PostgreSQL agree with the truth; nothing lost or applied twice",
         arguments: Array(UInt64(1)...UInt64(12)))
     func wholeShard(seed: UInt64) throws {
-        let driver = Driver(seed: seed)
+        try run(seed: seed, reactions: nil)
+    }
+
+    @Test(
+        "with reactions, one and many per user: every answer's counts and kinds, Redis's kinds and counts and the rows agree with the truth per kind; one per user never shows two",
+        arguments: [ReactionModel.PerUser.one, .many], Array(UInt64(1)...UInt64(5)))
+    func wholeShardWithReactions(perUser: ReactionModel.PerUser, seed: UInt64) throws {
+        try run(seed: seed, reactions: perUser)
+    }
+
+    func run(seed: UInt64, reactions: ReactionModel.PerUser?) throws {
+        let driver = Driver(seed: seed, reactions: reactions)
         let world = driver.world
         for step in 0..<6_000 {
             // Busy and quiet stretches in turn.
@@ -406,6 +453,7 @@ struct WholeShardModelTests {
             try #require(disagreements.isEmpty, "seed \(seed), step \(step): \(disagreements)")
             try #require(driver.wrongAnswers.isEmpty, "seed \(seed), step \(step): \(driver.wrongAnswers)")
             try #require(world.unsafeEvictions.isEmpty, "seed \(seed), step \(step): \(world.unsafeEvictions)")
+            try #require(world.twoKinds.isEmpty, "seed \(seed), step \(step): \(world.twoKinds)")
             driver.checkLists()
             try #require(driver.listDisagreements.isEmpty, "seed \(seed), step \(step): \(driver.listDisagreements)")
         }
@@ -439,6 +487,7 @@ struct WholeShardModelTests {
         world.drainEverything()
         for post in world.posts.sorted() {
             #expect(world.likes[post] ?? [] == world.truth[post] ?? [], "seed \(seed): the rows of post \(post)")
+            #expect(world.reactions[post] ?? [:] == world.truthReactions[post] ?? [:], "seed \(seed): the reactions rows of post \(post)")
         }
         let notOnce = world.appended.filter { world.applied[$0.id] != 1 }
         #expect(notOnce.isEmpty, "seed \(seed): entries not applied exactly once: \(notOnce.map { "\($0.id): \(world.applied[$0.id] ?? 0)" })")
