@@ -463,7 +463,8 @@ public struct CounterServiceClient: Sendable {
             else {
                 throw failure
             }
-            try? await Task.sleep(for: delay)
+            // Cancelled while it waits (the caller went away then): no attempt more.
+            guard (try? await Task.sleep(for: delay)) != nil else { throw failure }
             attempt += 1
         }
     }
