@@ -14,7 +14,7 @@ let package = Package(
         .package(name: "CounterService", path: "../..")
     ],
     targets: [
-        // The button and a small feed screen; add this to an app.
+        // The button, the reaction picker and a small feed screen; add this to an app.
         .target(name: "LikeButtonUI", dependencies: [.product(name: "CounterClient", package: "CounterService")]),
         // A runnable demo (`swift run` on a Mac, or as the code of an iOS app target).
         .executableTarget(

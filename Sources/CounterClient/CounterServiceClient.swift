@@ -103,14 +103,18 @@ public struct CounterServiceClient: Sendable {
 
     /// A feed page: counts and the user's likes of up to 1,000 posts in one request. Posts that
     /// do not exist are left out. With `recentLikers`, each entry also carries the post's newest
-    /// likers ("liked by Ana, Luca and 1,234 others"). Read-only, so retried like a read.
-    public func feed(posts: [Int64], user: Int64, recentLikers: Bool = false) async throws(CounterClientError) -> [FeedEntry] {
+    /// likers ("liked by Ana, Luca and 1,234 others"); with `reactions`, its kinds' counts (the
+    /// largest first, at most the deployment's `--reaction-summary-kinds`), their total and the
+    /// user's kinds. Read-only, so retried like a read.
+    public func feed(posts: [Int64], user: Int64, recentLikers: Bool = false, reactions: Bool = false) async throws(CounterClientError)
+        -> [FeedEntry]
+    {
         guard !posts.isEmpty, posts.count <= FeedQuery.maximumPosts else {
             throw .invalidArgument("a feed page holds 1 to 1,000 posts, not \(posts.count)")
         }
         for post in posts { try Self.positive(post, "post id") }
         try Self.positive(user, "user id")
-        let body = try Self.encode(FeedQuery(postIDs: posts, userID: user, include: recentLikers ? [FeedQuery.recentLikers] : nil))
+        let body = try Self.encode(FeedQuery(postIDs: posts, userID: user, include: Self.include(recentLikers: recentLikers, reactions: reactions)))
         let page: FeedPage = try await call("POST", "/v1/posts/query", body: body, idempotent: true)
         return page.posts
     }
@@ -144,15 +148,22 @@ public struct CounterServiceClient: Sendable {
     }
 
     /// A feed page for the signed-in user: counts and their likes of up to 1,000 posts (and,
-    /// with `recentLikers`, each post's newest likers).
-    public func feed(posts: [Int64], recentLikers: Bool = false) async throws(CounterClientError) -> [FeedEntry] {
+    /// with `recentLikers`, each post's newest likers; with `reactions`, its kinds' counts and
+    /// the user's kinds).
+    public func feed(posts: [Int64], recentLikers: Bool = false, reactions: Bool = false) async throws(CounterClientError) -> [FeedEntry] {
         guard !posts.isEmpty, posts.count <= FeedQuery.maximumPosts else {
             throw .invalidArgument("a feed page holds 1 to 1,000 posts, not \(posts.count)")
         }
         for post in posts { try Self.positive(post, "post id") }
-        let body = try Self.encode(OwnFeedQuery(postIDs: posts, include: recentLikers ? [FeedQuery.recentLikers] : nil))
+        let body = try Self.encode(OwnFeedQuery(postIDs: posts, include: Self.include(recentLikers: recentLikers, reactions: reactions)))
         let page: FeedPage = try await call("POST", "/v1/posts/query", body: body, credential: .user, idempotent: true)
         return page.posts
+    }
+
+    /// A feed query's `include`: `nil` when it asks for nothing more, so the body stays as it was.
+    private static func include(recentLikers: Bool, reactions: Bool) -> [String]? {
+        let include = (recentLikers ? [FeedQuery.recentLikers] : []) + (reactions ? [FeedQuery.reactions] : [])
+        return include.isEmpty ? nil : include
     }
 
     // MARK: - Lists
@@ -463,7 +474,8 @@ public struct CounterServiceClient: Sendable {
             else {
                 throw failure
             }
-            try? await Task.sleep(for: delay)
+            // Cancelled while it waits (the caller went away then): no attempt more.
+            guard (try? await Task.sleep(for: delay)) != nil else { throw failure }
             attempt += 1
         }
     }

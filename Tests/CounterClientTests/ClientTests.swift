@@ -107,6 +107,17 @@ struct ClientTests {
         #expect(reset.sent.count <= 1)
     }
 
+    @Test("a caller cancelled while the client waits to retry gets its failure at once, and nothing more is sent")
+    func cancelledWhileWaiting() async {
+        let reset = CannedTransport([]) // every attempt: connection reset
+        let client = Self.client(reset, retry: RetryPolicy(maximumAttempts: 5, initialDelay: .seconds(60)))
+        let task = Task { try await client.status(post: 1, user: 7) }
+        while reset.sent.isEmpty { try? await Task.sleep(for: .milliseconds(1)) }
+        task.cancel() // the first attempt failed: the client waits (a minute) to retry, or is about to
+        await #expect(throws: CounterClientError.self) { try await task.value }
+        #expect(reset.sent.count == 1)
+    }
+
     @Test("bad arguments fail before anything is sent")
     func invalidArguments() async {
         let transport = CannedTransport([])

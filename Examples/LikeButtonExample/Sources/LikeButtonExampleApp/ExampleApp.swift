@@ -9,7 +9,8 @@
     /// Posts 1–10 of a node started with `scripts/run` (which creates them), as the signed-in user
     /// of the token in COUNTER_USER_TOKEN (`scripts/run` prints one for user 7). The app holds only
     /// its user's token, never the service's API token: the node takes the user from the token.
-    /// Set COUNTER_URL in the scheme's environment for another node.
+    /// Set COUNTER_URL in the scheme's environment for another node, and COUNTER_REACTIONS (with
+    /// COUNTER_REACTIONS_PER_USER) for a node started with reaction kinds (`DemoReactions`).
     @main
     struct LikeButtonExampleApp: App {
         let client = CounterServiceClient(
@@ -28,12 +29,26 @@
         var body: some Scene {
             WindowGroup {
                 NavigationStack {
-                    FeedScreen(posts: Array(1...10), client: client)
+                    FeedScreen(posts: Array(1...10), client: client, reactions: DemoReactions.options)
                         .navigationTitle("Feed")
                 }
             }
         }
     }
+    /// The reaction kinds the app offers: the node's `--reactions` and `--reactions-per-user`, which
+    /// the app must hold the same (the node does not send them). The demo reads them from
+    /// COUNTER_REACTIONS (`like,love,haha,wow,sad,angry`) and COUNTER_REACTIONS_PER_USER (`one`,
+    /// the default, or `many`); unset, or `like` alone, the feed shows the heart (likes only).
+    enum DemoReactions {
+        static var options: ReactionOptions? {
+            let environment = ProcessInfo.processInfo.environment
+            let kinds = (environment["COUNTER_REACTIONS"] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+                .filter { !$0.isEmpty }
+            guard !kinds.isEmpty, kinds != ["like"] else { return nil }
+            return ReactionOptions(kinds: kinds, mode: environment["COUNTER_REACTIONS_PER_USER"] == "many" ? .many : .one)
+        }
+    }
+
     /// Where the app's user token comes from. A real app asks its identity provider (Sign in with
     /// Apple, Auth0, Firebase, its own backend) and keeps the token in the Keychain; `refresh` is
     /// `true` after the node refused the last one (it expired), and a real app then renews it. The
