@@ -21,6 +21,12 @@ import WritePath
 //   V <evicted>                               posts evicted so far (every 100 ms)
 // Each worker owns its users and sends one operation at a time, so a pair has at most one
 // operation in flight.
+//
+// With `COUNTER_CRASH_REACTIONS=one|many` in the environment, the deployment has the kinds like,
+// love and haha, one or many per user; each operation names a random kind, and the lines are
+//   S <worker> <user> <post> <operation> <kind>   about to send
+//   R <worker> <user> <post> <kinds|-> <total>    acknowledged: the user's kinds after it (by name, commas)
+// and `recover` prints each post's counts as `K <post> <kind>:<count>,…` (`-` for none).
 
 func emit(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
@@ -42,6 +48,9 @@ configuration.flushMaxAge = .milliseconds(100)
 configuration.hotIdle = arguments.count == 8 ? Int64(arguments[7]).map { .milliseconds($0) } : nil
 // Every flush writes change events too: the tests hold them to the rows after the kills.
 configuration.events = true
+let kinds = ["like", "love", "haha"].map { ReactionKind($0)! }
+let perUser = ProcessInfo.processInfo.environment["COUNTER_CRASH_REACTIONS"].flatMap { ReactionModel.PerUser(rawValue: $0) }
+if let perUser { configuration.reactions = ReactionModel(kinds: .fixed(kinds), perUser: perUser) }
 let pool = PostgresPool(configuration: PostgresConfiguration(url: arguments[2]))
 let service = try CounterService(configuration: configuration, postgres: pool, redis: try RedisConfiguration(url: arguments[3]))
 
@@ -50,7 +59,14 @@ case "recover":
     try await ServiceGroup.withRunning([service]) {
         try await service.flush()
         emit("FLUSHED")
-        for post in posts { emit("C \(post) \(try await service.perform(.count, post: post, user: 0).likesCount)") }
+        for post in posts {
+            let state = try await service.perform(.count, post: post, user: 0)
+            emit("C \(post) \(state.likesCount)")
+            if perUser != nil {
+                let counts = state.reactionSummary.counts.map { "\($0.kind.name):\($0.count)" }.joined(separator: ",")
+                emit("K \(post) \(counts.isEmpty ? "-" : counts)")
+            }
+        }
     }
     exit(0)
 case "run":
@@ -71,6 +87,18 @@ case "run":
                         let user = users.randomElement(using: &generator)!
                         let post = posts.randomElement(using: &generator)!
                         let operation = [LikeOperation.toggle, .toggle, .like, .unlike].randomElement(using: &generator)!
+                        if perUser != nil {
+                            let kind = kinds.randomElement(using: &generator)!
+                            emit("S \(worker) \(user) \(post) \(operation.rawValue) \(kind.name)")
+                            do {
+                                let summary = try await service.perform(operation, post: post, user: user, kind: kind).reactionSummary
+                                let mine = summary.mine.map(\.name).joined(separator: ",")
+                                emit("R \(worker) \(user) \(post) \(mine.isEmpty ? "-" : mine) \(summary.total)")
+                            } catch {
+                                emit("E \(worker) \(user) \(post) \(error)")
+                            }
+                            continue
+                        }
                         emit("S \(worker) \(user) \(post) \(operation.rawValue)")
                         do {
                             let state = try await service.perform(operation, post: post, user: user)

@@ -9,12 +9,13 @@ public final class ChildProcess: Sendable {
     private let lines = Mutex<[String]>([])
     private let finishedReading = Atomic<Bool>(false)
 
-    /// Starts `arguments[0]` with a clean signal mask; its stderr is the test's, or collected
-    /// with its standard output when `mergingStandardError`.
-    public init(_ arguments: [String], mergingStandardError: Bool = false) throws {
+    /// Starts `arguments[0]` with a clean signal mask and the test's environment with `adding`
+    /// set; its stderr is the test's, or collected with its standard output when
+    /// `mergingStandardError`.
+    public init(_ arguments: [String], mergingStandardError: Bool = false, adding: [String: String] = [:]) throws {
         var pipeEnds: [Int32] = [0, 0]
         guard pipe(&pipeEnds) == 0 else { throw PrivateServersError(message: "pipe() failed") }
-        let environment = ProcessInfo.processInfo.environment.map { "\($0.key)=\($0.value)" }
+        let environment = ProcessInfo.processInfo.environment.merging(adding) { $1 }.map { "\($0.key)=\($0.value)" }
         let pid: pid_t
         do {
             pid = try ProcessSpawn.spawn(arguments, environment: environment) { actions in

@@ -1,3 +1,4 @@
+import CounterCore
 import Foundation
 import NodeTestSupport
 import Persistence
@@ -203,6 +204,105 @@ struct CrashRecoveryTests {
         let (lost, phantom, undetermined, _) = try await Self.audit(expected, posts: posts, pool: pool)
         print(
             "crash test (\(redis)): \(acknowledged) acknowledged operations over \(expected.count) pairs before SIGKILL; \(undetermined) pairs in flight; lost \(lost), phantom \(phantom)"
+        )
+        await pool.close()
+    }
+
+    /// What the drivers were told of each pair with reactions (`R` lines): the user's kinds, or
+    /// `nil` when an operation was in flight at a kill or failed (any kinds are allowed).
+    static func reactionExpectations(from lines: [String]) -> [Pair: Set<String>?] {
+        var expected: [Pair: Set<String>?] = [:]
+        for line in lines {
+            let fields = line.split(separator: " ")
+            guard fields.count >= 4, let user = Int64(fields[2]), let post = Int64(fields[3]) else { continue }
+            let pair = Pair(user: user, post: post)
+            if fields[0] == "R", fields.count >= 5 {
+                expected[pair] = .some(fields[4] == "-" ? [] : Set(fields[4].split(separator: ",").map(String.init)))
+            } else {
+                expected[pair] = .some(nil)
+            }
+        }
+        return expected
+    }
+
+    @Test(
+        "with reactions, one and many per user: SIGKILL twice in the middle of acknowledged changes — after the restart and flush, each pair's rows are exactly its acknowledged kinds, each kind's count equals its rows, one per user never shows two, and every count answered equals the rows",
+        arguments: [ReactionModel.PerUser.one, .many])
+    func killNineWithReactions(perUser: ReactionModel.PerUser) async throws {
+        let url = try await TestEnvironment.reactionsDatabase()
+        let pool = PostgresPool(configuration: PostgresConfiguration(url: url))
+        let posts = try await TestEnvironment.createPosts(6, in: pool)
+        let prefix = TestEnvironment.uniqueKeyPrefix("crash-reactions")
+        let driver = ChildProcess.builtProduct("CrashDriver")
+        let common = [url, RedisTarget.single.url, prefix, posts.map(String.init).joined(separator: ",")]
+        let mode = ["COUNTER_CRASH_REACTIONS": perUser.rawValue]
+        var lines: [String] = []
+        for round in 1...2 {
+            let child = try ChildProcess([driver, "run"] + common + ["16"], adding: mode)
+            let enough = try await child.waitForOutput(timeout: .seconds(60)) { lines in
+                lines.lazy.filter { $0.hasPrefix("R ") }.count >= 2_000
+            }
+            child.kill(SIGKILL)
+            #expect(try await child.waitForExit() == 128 + SIGKILL)
+            #expect(enough, "round \(round): the driver acknowledged too little before the kill")
+            lines += child.output
+        }
+        let answered = lines.filter { $0.hasPrefix("R ") }
+        if perUser == .one {
+            let twoKinds = answered.filter { $0.split(separator: " ")[4].contains(",") }
+            #expect(twoKinds.isEmpty, "answers with two kinds: \(twoKinds.prefix(3))")
+        }
+        let expected = Self.reactionExpectations(from: lines)
+        let recovery = try ChildProcess([driver, "recover"] + common + ["1"], adding: mode)
+        #expect(try await recovery.waitForExit() == 0)
+        #expect(recovery.output.contains("FLUSHED"))
+
+        let rows = try await pool.query(
+            """
+            SELECT user_id, post_id, 'like' FROM likes WHERE post_id = ANY($1::bigint[])
+            UNION ALL SELECT user_id, post_id, kind FROM reactions WHERE post_id = ANY($1::bigint[])
+            """, [.int64Array(posts)])
+        var held: [Pair: Set<String>] = [:]
+        for row in rows { held[Pair(user: try row.int64(0), post: try row.int64(1)), default: []].insert(row.string(2) ?? "") }
+        var wrong = 0
+        var undetermined = 0
+        for (pair, kinds) in expected {
+            guard let kinds else {
+                undetermined += 1
+                continue
+            }
+            if held[pair] ?? [] != kinds {
+                wrong += 1
+                if wrong <= 5 { Issue.record("\(pair): acknowledged \(kinds.sorted()), rows \((held[pair] ?? []).sorted())") }
+            }
+        }
+        let unasked = held.keys.filter { expected[$0] == nil }
+        #expect(unasked.isEmpty, "rows nobody asked for: \(unasked.prefix(5))")
+        if perUser == .one {
+            let several = held.filter { $0.value.count > 1 }
+            #expect(several.isEmpty, "rows of two kinds for one user: \(several.prefix(5))")
+        }
+        let tallies = try await ReactionTallies.of(posts, in: pool)
+        for (key, tally) in tallies {
+            #expect(tally.rows == tally.count, "post \(key.postID) kind \(key.kind): count \(tally.count), rows \(tally.rows)")
+        }
+        // Every post's counts as answered after the recovery: its rows.
+        for line in recovery.output where line.hasPrefix("K ") {
+            let fields = line.split(separator: " ")
+            let post = Int64(fields[1])!
+            var rowsByKind: [String: Int] = [:]
+            for (pair, kinds) in held where pair.post == post { for kind in kinds { rowsByKind[kind, default: 0] += 1 } }
+            var answeredCounts: [String: Int] = [:]
+            for part in fields[2].split(separator: ",") where fields[2] != "-" {
+                let halves = part.split(separator: ":")
+                answeredCounts[String(halves[0])] = Int(halves[1])!
+            }
+            #expect(answeredCounts == rowsByKind, "post \(post): answered \(answeredCounts), rows \(rowsByKind)")
+        }
+        #expect(recovery.output.filter { $0.hasPrefix("K ") }.count == posts.count)
+        #expect(wrong == 0)
+        print(
+            "crash with reactions (\(perUser)): \(answered.count) acknowledged over \(expected.count) pairs in two runs; \(undetermined) in flight at a kill; \(wrong) pairs whose rows differ from their last answer"
         )
         await pool.close()
     }
