@@ -44,7 +44,13 @@ public enum ReactionDataCheck {
                 LIMIT 5
                 """)
             if !rows.isEmpty {
-                let pairs = try rows.map { "user \(try $0.int64(0)) on post \(try $0.int64(1))" }.joined(separator: ", ")
+                // A pair is found once per row of it beyond the first: named once.
+                var named: [String] = []
+                for row in rows {
+                    let pair = "user \(try row.int64(0)) on post \(try row.int64(1))"
+                    if !named.contains(pair) { named.append(pair) }
+                }
+                let pairs = named.joined(separator: ", ")
                 found.append(
                     "users hold several kinds of a post (\(pairs)…), which --reactions-per-user one cannot serve; keep --reactions-per-user many, or keep one kind per user and post first (docs/REACTIONS.md, \"Changing the model\")"
                 )

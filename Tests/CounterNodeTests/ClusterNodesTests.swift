@@ -156,6 +156,37 @@ struct ClusterNodesTests {
         }
     }
 
+    @Test(
+        "with reactions, one per user: kill -9 of one node of three under a load of random kinds; after the takeover each pair's rows are its last answer, no user ever shows two kinds, each kind's count equals its rows, nothing applied twice"
+    )
+    func killNineUnderReactionLoad() async throws {
+        let kinds = ["like", "love", "haha", "wow"]
+        try await ClusterHarness.with("kill9-reactions", postgresURL: try await TestEnvironment.onePerUserReactionsDatabase()) { harness in
+            let posts = try await TestEnvironment.createPosts(30, in: harness.pool)
+            let nodes = try await Self.startThree(harness, extra: ["--reactions", kinds.joined(separator: ","), "--reactions-per-user", "one"])
+            let load = HTTPReactionLoad(posts: posts, kinds: kinds, onePerUser: true)
+            load.setNodes(nodes.map(\.url))
+            let driver = Task { await load.run(workers: 6) }
+            try await load.waitForAcknowledged(300)
+            load.setNodes([nodes[0].url, nodes[2].url])
+            nodes[1].process.kill(SIGKILL)
+            #expect(try await nodes[1].process.waitForExit() == 128 + SIGKILL)
+            // Served again through a and c once b's slots are taken over: more answers.
+            _ = try await harness.waitForMap(via: nodes[0], timeout: .seconds(60)) { map in
+                map.nodes.first { $0.id == "b" }?.ownedSlots == 0 && map.movesPending == 0
+            }
+            try await load.waitForAcknowledged(300, since: load.acknowledged)
+            load.stop()
+            await driver.value
+            try await load.settle(via: nodes[0].url)
+            try await harness.flush([nodes[0], nodes[2]])
+            print("cluster-test: kill -9 under reactions: \(load.acknowledged) acknowledged, \(load.failed) failed")
+            try await load.verify(pool: harness.pool)
+            let audited = try await harness.pool.query("SELECT count(*) FROM \(harness.audit.name)")
+            #expect(try audited.first?.int64(0) ?? 0 > 0, "the flushes recorded what they applied (an entry applied twice fails its flush)")
+        }
+    }
+
     @Test("1→2→3 nodes joining, one leaving with SIGTERM and coming back (its slots A→B→A), all under load: nothing lost, phantom or applied twice")
     func movesUnderLoad() async throws {
         try await ClusterHarness.with("moves") { harness in

@@ -1,5 +1,6 @@
 import CounterWire
 import Foundation
+import Persistence
 import PostgresDriver
 import ShardRouter
 import Synchronization
@@ -27,20 +28,26 @@ package final class ClusterHarness: Sendable {
     package let prefix: String
     package let audit: AuditTable
     package let redisURL: String
+    /// The database the nodes serve (the test database, or the reactions' one).
+    package let postgresURL: String
     package let pool: PostgresPool
     private let started = Mutex<[Node]>([])
 
-    private init(prefix: String, audit: AuditTable, redisURL: String, pool: PostgresPool) {
+    private init(prefix: String, audit: AuditTable, redisURL: String, postgresURL: String, pool: PostgresPool) {
         self.prefix = prefix
         self.audit = audit
         self.redisURL = redisURL
+        self.postgresURL = postgresURL
         self.pool = pool
     }
 
     /// Runs `body` with a fresh harness, then stops every node it started (also when `body`
     /// throws): a node left running would keep the test process's output open.
-    package static func with<T>(_ label: String, redis: RedisTarget = .single, _ body: (ClusterHarness) async throws -> T) async throws -> T {
-        let harness = try await make(label, redis: redis)
+    /// - Parameter postgresURL: the database the nodes serve; `nil`: the test database.
+    package static func with<T>(
+        _ label: String, redis: RedisTarget = .single, postgresURL: String? = nil, _ body: (ClusterHarness) async throws -> T
+    ) async throws -> T {
+        let harness = try await make(label, redis: redis, postgresURL: postgresURL)
         do {
             let result = try await body(harness)
             await harness.tearDown()
@@ -51,11 +58,18 @@ package final class ClusterHarness: Sendable {
         }
     }
 
-    package static func make(_ label: String, redis: RedisTarget = .single) async throws -> ClusterHarness {
-        let pool = try await TestEnvironment.migratedPool()
+    package static func make(_ label: String, redis: RedisTarget = .single, postgresURL: String? = nil) async throws -> ClusterHarness {
+        let pool: PostgresPool
+        if let postgresURL {
+            pool = PostgresPool(configuration: PostgresConfiguration(url: postgresURL))
+            _ = try await SchemaMigrator.migrate(pool)
+        } else {
+            pool = try await TestEnvironment.migratedPool()
+        }
         let prefix = TestEnvironment.uniqueKeyPrefix(label).replacingOccurrences(of: ":", with: "-")
         let audit = try await AuditTable.create(prefix, in: pool)
-        return ClusterHarness(prefix: prefix, audit: audit, redisURL: redis.url, pool: pool)
+        return ClusterHarness(
+            prefix: prefix, audit: audit, redisURL: redis.url, postgresURL: postgresURL ?? TestEnvironment.postgresURL, pool: pool)
     }
 
     /// Starts node `id` and returns once it listens (it has joined and serves its slots).
@@ -67,7 +81,7 @@ package final class ClusterHarness: Sendable {
         let process = try ChildProcess(
             [
                 ChildProcess.builtProduct("AuditedNode"), "serve",
-                "--listen", "127.0.0.1:\(port)", "--postgres-url", TestEnvironment.postgresURL,
+                "--listen", "127.0.0.1:\(port)", "--postgres-url", postgresURL,
                 "--redis-url", redisURL, "--key-prefix", prefix, "--node-id", id,
                 "--audit-table", audit.name, "--shards", "2", "--log-level", "info",
             ]

@@ -102,12 +102,12 @@ public enum TestEnvironment {
     /// database's name with `_reactions`, on the same server, made and migrated once per process
     /// (`reactionsDatabase()`). A node started with likes only refuses a database holding other
     /// kinds, so those rows stay out of the database every other test shares.
-    public static var reactionsPostgresURL: String { postgresURL.replacingLastPathComponent(with: reactionsDatabaseName) }
+    public static var reactionsPostgresURL: String { postgresURL.replacingLastPathComponent(with: databaseName("_reactions")) }
 
-    /// The test database's name with `_reactions`.
-    private static var reactionsDatabaseName: String {
+    /// The test database's name with `suffix`.
+    private static func databaseName(_ suffix: String) -> String {
         let name = postgresURL.split(separator: "/").last.map { String($0.split(separator: "?").first ?? $0) } ?? "counter_test"
-        return name + "_reactions"
+        return name + suffix
     }
 
     /// `reactionsPostgresURL`, its database made and migrated (once per process).
@@ -116,16 +116,33 @@ public enum TestEnvironment {
         return reactionsPostgresURL
     }
 
-    private static let reactionsDatabaseReady = Task {
+    /// The database of the node processes started with one kind per user: the test database's
+    /// name with `_reactions_one`. A node refuses `--reactions-per-user one` over rows where a
+    /// user holds several kinds of a post, which `reactionsDatabase()` has (its tests hold many).
+    public static func onePerUserReactionsDatabase() async throws -> String {
+        try await onePerUserDatabaseReady.value
+        return postgresURL.replacingLastPathComponent(with: databaseName("_reactions_one"))
+    }
+
+    private static let reactionsDatabaseReady = Task { try await makeDatabase(databaseName("_reactions")) }
+    private static let onePerUserDatabaseReady = Task { try await makeDatabase(databaseName("_reactions_one")) }
+
+    /// Makes database `name` on the test server, if it is not there, and migrates it.
+    private static func makeDatabase(_ name: String) async throws {
         let admin = PostgresConnection(configuration: postgres())
         do {
             // A name of letters, digits and _ only (the test database's, and a suffix).
-            try await admin.query("CREATE DATABASE \(reactionsDatabaseName)")
-        } catch let error as PostgresError where error.sqlState == "42P04" || error.sqlState == "23505" {
-            // Made by an earlier run, or by another test process just now.
+            try await admin.query("CREATE DATABASE \(name)")
+        } catch {
+            // Made by an earlier run, or by another test process just now: fine.
+            let sqlState = error.sqlState
+            guard sqlState == "42P04" || sqlState == "23505" else {
+                await admin.close()
+                throw error
+            }
         }
         await admin.close()
-        let pool = PostgresPool(configuration: PostgresConfiguration(url: reactionsPostgresURL))
+        let pool = PostgresPool(configuration: PostgresConfiguration(url: postgresURL.replacingLastPathComponent(with: name)))
         _ = try await SchemaMigrator.migrate(pool)
         await pool.close()
     }
