@@ -115,20 +115,26 @@ struct FlushRun {
             knownMissing: knownMissing)
     }
 
-    /// The dead letters of `rejected` (only a pair's last change in the run was sent, so each
-    /// letter names that change's entry), leaving out pairs already dead-lettered; they are
-    /// added to `knownRejected`.
+    /// The dead letters of `rejected`: one per change, each naming its entry (only the last
+    /// change per pair and kind in the run was sent), leaving out pairs already dead-lettered;
+    /// their pairs are added to `knownRejected`. A pair's kinds are refused together (a switch
+    /// of kinds is two changes of one pair): each is a letter of its own, or the switch's other
+    /// half would be lost.
     mutating func letters(rejected: [RejectedLikeChange]) -> [DeadLetter] {
-        var lastEntry: [LikePair: LoggedLikeChange] = [:]
-        for entry in entries { lastEntry[LikePair(entry.change)] = entry }
-        return rejected.compactMap { rejected -> DeadLetter? in
-            let pair = LikePair(rejected.change)
-            guard knownRejected.insert(pair).inserted, let entry = lastEntry[pair] else { return nil }
+        var lastEntry: [ReactionKey: LoggedLikeChange] = [:]
+        for entry in entries { lastEntry[ReactionKey(entry.change)] = entry }
+        let known = knownRejected
+        var lettered: Set<ReactionKey> = []
+        let letters = rejected.compactMap { rejected -> DeadLetter? in
+            let key = ReactionKey(rejected.change)
+            guard !known.contains(key.pair), lettered.insert(key).inserted, let entry = lastEntry[key] else { return nil }
             // The refused change carries its time: the logged apply gave every change its own.
             return DeadLetter(
                 slot: entry.slot, entryID: entry.entryID, change: rejected.change,
                 refusal: (rejected.sqlState, rejected.message))
         }
+        knownRejected.formUnion(rejected.map { LikePair($0.change) })
+        return letters
     }
 
     /// The dead letters of the changes to `posts` (found missing), which join `knownMissing`.

@@ -240,6 +240,51 @@ struct ReactionRoutesTests {
     }
 
     @Test(
+        "a switch of kinds PostgreSQL refuses (a trigger) becomes a dead letter of each half; replayed once the trigger is gone, the rows are the switch's: the new kind alone"
+    )
+    func refusedSwitchReplayedWhole() async throws {
+        let api = try await InProcessAPI.start(posts: 1, postgresURL: try await TestEnvironment.reactionsDatabase()) { configuration in
+            configuration.reactions = ReactionModel(kinds: .fixed(Self.six), perUser: .one)
+            configuration.flushOnlyWhenAsked()
+        }
+        let post = api.posts[0]
+        let pool = api.writePath.pool
+        let user: Int64 = 5_000_000 + Int64.random(in: 0..<1_000_000)
+        #expect(await api.send("PUT", "/v1/posts/\(post)/reactions/love/users/\(user)").status == 200)
+        #expect(await api.send("POST", "/admin/flush", token: HTTPHarness.adminToken).status == 200)
+        let function = "refuse_\(user)"
+        try await pool.query(
+            """
+            CREATE FUNCTION \(function)() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF COALESCE(NEW.user_id, OLD.user_id) = \(user) THEN RAISE EXCEPTION 'user \(user) refused'; END IF;
+                RETURN COALESCE(NEW, OLD);
+            END $$
+            """)
+        for table in ["likes", "reactions"] {
+            try await pool.query("CREATE TRIGGER \(function) BEFORE INSERT OR DELETE ON \(table) FOR EACH ROW EXECUTE FUNCTION \(function)()")
+        }
+        let switched = await api.send("PUT", "/v1/posts/\(post)/reactions/haha/users/\(user)")
+        #expect(Self.text(switched).contains(#""mine":["haha"]"#))
+        _ = await api.send("POST", "/admin/flush", token: HTTPHarness.adminToken)
+        let listed = Self.text(await api.send("GET", "/admin/dead-letters?count=1000", token: HTTPHarness.adminToken))
+        let mine = listed.components(separatedBy: #""u":"\#(user)""#).count - 1
+        #expect(mine == 2, "both halves of the switch are letters: \(listed)")
+        for table in ["likes", "reactions"] { try await pool.query("DROP TRIGGER \(function) ON \(table)") }
+        try await pool.query("DROP FUNCTION \(function)()")
+        let replayed = await api.send("POST", "/admin/dead-letters/replay", token: HTTPHarness.adminToken)
+        #expect(replayed.status == 200 && Self.text(replayed).contains(#""failed":[]"#), "\(Self.text(replayed))")
+        #expect(await api.send("POST", "/admin/flush", token: HTTPHarness.adminToken).status == 200)
+        let rows = try await pool.query(
+            "SELECT 'like' FROM likes WHERE post_id = $1 AND user_id = $2 UNION ALL SELECT kind FROM reactions WHERE post_id = $1 AND user_id = $2",
+            [.int64(post), .int64(user)])
+        #expect(rows.map { $0.string(0) } == ["haha"])
+        let tallies = try await ReactionTallies.of([post], in: pool)
+        #expect(tallies.values.allSatisfy { $0.rows == $0.count }, "\(tallies)")
+        await api.stop()
+    }
+
+    @Test(
         "reconcile checks each kind: reaction_counts against the rows, Redis's count of each kind against them; repair sets the counts and reloads Redis; a second look finds nothing"
     )
     func reconcilePerKind() async throws {
