@@ -155,7 +155,10 @@ enum BenchCommand {
                         poisoned user; prints a timeline of throughput and failures with the faults.
                         Options: --minutes M (default 2), --connections N (32), --rate R (800 per
                         second, open loop), --posts N (200), --backlog-limit N (400 per shard),
-                        --hot-idle D (the node's; 1s evicts posts all the time), --port P (18180), --node-binary PATH, --services PATH (scripts/services;
+                        --hot-idle D (the node's; 1s evicts posts all the time), --reactions one|many
+                        (the node serves like,love,haha,wow, one or many per user; the load reacts
+                        with them and the check holds each pair's kinds and each kind's count),
+                        --port P (18180), --node-binary PATH, --services PATH (scripts/services;
                         its data folder and ports from COUNTER_DATA_DIR, COUNTER_PG_PORT,
                         COUNTER_REDIS_PORT, COUNTER_REDIS_APPENDFSYNC).
 

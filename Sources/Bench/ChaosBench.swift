@@ -23,6 +23,10 @@ struct ChaosBenchOptions {
     var postgresPort: Int
     var redisPort: Int
     var appendfsync: String
+    /// `--reactions one|many`: the node serves the kinds of `reactionKinds`, one or many per
+    /// user, and the load reacts with them; `nil`: likes only.
+    var reactionsPerUser: String?
+    static let reactionKinds = ["like", "love", "haha", "wow"]
 
     init(arguments: [String], environment: [String: String]) throws {
         dataDirectory = environment["COUNTER_DATA_DIR"] ?? ".data/chaos"
@@ -46,6 +50,10 @@ struct ChaosBenchOptions {
             case "--services": servicesScript = try reader.value(flag)
             case "--node-binary": nodeBinary = try reader.value(flag)
             case "--port": port = try reader.number(flag, 1...65_535)
+            case "--reactions":
+                let text = try reader.value(flag)
+                guard text == "one" || text == "many" else { throw BenchUsageError(message: "--reactions \(text): must be one or many") }
+                reactionsPerUser = text
             default: return false
             }
             return true
@@ -80,7 +88,10 @@ struct ChaosBench {
                 "--listen", "127.0.0.1:\(options.port)", "--postgres-url", postgresURL, "--redis-url", redisURL,
                 "--key-prefix", "chaos", "--node-id", "chaos-1", "--shards", "2", "--backlog-limit", String(options.backlogLimit),
                 "--shutdown-timeout", "20s", "--log-level", "info",
-            ] + (options.hotIdle.map { ["--hot-idle", $0] } ?? []), endpoint: endpoint, logFile: logFile)
+            ] + (options.hotIdle.map { ["--hot-idle", $0] } ?? [])
+                + (options.reactionsPerUser.map {
+                    ["--reactions", ChaosBenchOptions.reactionKinds.joined(separator: ","), "--reactions-per-user", $0]
+                } ?? []), endpoint: endpoint, logFile: logFile)
         try await node.startReady()
         say("node answering on \(endpoint) (log: \(logFile.path))")
 
@@ -88,7 +99,8 @@ struct ChaosBench {
         let base = Int64.random(in: 1_000_000_000...4_000_000_000_000_000)
         let posts = (0..<Int64(options.posts)).map { base + $0 }
         try await Self.sql(pool, "INSERT INTO posts (id) SELECT unnest($1::bigint[])", [.int64Array(posts)])
-        let workload = ChaosWorkload(posts: posts, token: nil, userBase: Int64.random(in: 1...1_000_000) * 1_000_000_000)
+        var workload = ChaosWorkload(posts: posts, token: nil, userBase: Int64.random(in: 1...1_000_000) * 1_000_000_000)
+        if options.reactionsPerUser != nil { workload.reactionKinds = ChaosBenchOptions.reactionKinds }
 
         var load = LoadOptions()
         load.endpoints = [endpoint]
@@ -114,7 +126,7 @@ struct ChaosBench {
         let schedule = ChaosSchedule(duration: .seconds(minutes * 60))
         let faults = ChaosFaults(
             node: node, services: services, pool: pool, poisonCondition: workload.poisonCondition("COALESCE(NEW.user_id, OLD.user_id)"),
-            backlogLimit: options.backlogLimit)
+            backlogLimit: options.backlogLimit, reactions: options.reactionsPerUser != nil)
         // Posts the node evicted, summed over its restarts (each start counts from zero): sampled
         // before each fault, which may be a kill.
         var evictions = EvictionTally()
@@ -145,16 +157,24 @@ struct ChaosBench {
         let replay = status == 200 ? try? WireDecoder.decode(ReplayResult.self, from: Array(replayBody.utf8)) : nil
         let (flushStatus, flushBody) = try OneShotHTTP.send(to: endpoint, method: "POST", path: "/admin/flush", token: nil)
         guard flushStatus == 200 else { throw BenchCheckFailure(message: "POST /admin/flush answered \(flushStatus): \(flushBody)") }
-        let rows = try await Self.sql(pool, "SELECT user_id, post_id FROM likes WHERE post_id = ANY($1::bigint[])", [.int64Array(posts)])
-        let members = Set(try rows.map { CorrectnessCheck.Pair(user: try $0.int64(0), post: try $0.int64(1)) })
-        let countRows = try await Self.sql(
-            pool,
-            """
-            SELECT p.id, p.likes_count, (SELECT count(*) FROM likes l WHERE l.post_id = p.id) FROM posts p WHERE p.id = ANY($1::bigint[])
-            """, [.int64Array(posts)])
-        var counts: [Int64: (likesCount: Int64, rows: Int64)] = [:]
-        for row in countRows { counts[try row.int64(0)] = (try row.int64(1), try row.int64(2)) }
-        let report = CorrectnessCheck.run(expected: result.expectations, baseline: [], members: members, counts: counts)
+        let report: CorrectnessCheck.Report
+        if let perUser = options.reactionsPerUser {
+            let reactions = try await PostgresReactions.read(posts, pool: pool)
+            report = CorrectnessCheck.runReactions(
+                expected: result.expectations, held: reactions.held, counts: reactions.counts, onePerUser: perUser == "one",
+                severalKindsAnswers: result.severalKindsAnswers)
+        } else {
+            let rows = try await Self.sql(pool, "SELECT user_id, post_id FROM likes WHERE post_id = ANY($1::bigint[])", [.int64Array(posts)])
+            let members = Set(try rows.map { CorrectnessCheck.Pair(user: try $0.int64(0), post: try $0.int64(1)) })
+            let countRows = try await Self.sql(
+                pool,
+                """
+                SELECT p.id, p.likes_count, (SELECT count(*) FROM likes l WHERE l.post_id = p.id) FROM posts p WHERE p.id = ANY($1::bigint[])
+                """, [.int64Array(posts)])
+            var counts: [Int64: (likesCount: Int64, rows: Int64)] = [:]
+            for row in countRows { counts[try row.int64(0)] = (try row.int64(1), try row.int64(2)) }
+            report = CorrectnessCheck.run(expected: result.expectations, baseline: [], members: members, counts: counts)
+        }
         let exit = await node.stop()
         await pool.close()
 
@@ -167,7 +187,12 @@ struct ChaosBench {
         }
         for (kind, count) in result.errors.sorted(by: { $0.value > $1.value }) { say("  \(kind): \(count)") }
         say("pairs: \(report.checkedPairs) checked, \(report.undeterminedPairs) with an unknown last outcome (failed request)")
-        say("PostgreSQL after flush: lost \(report.lost.count), phantom \(report.phantom.count), likes_count ≠ rows on \(report.drift.count) post(s)")
+        say(
+            "PostgreSQL after flush: lost \(report.lost.count), phantom \(report.phantom.count), "
+                + (options.reactionsPerUser == nil
+                    ? "likes_count ≠ rows on \(report.drift.count) post(s)"
+                    : "a count ≠ its rows on \(report.drift.count) (post, kind), \(report.severalKindsHeld.count) users holding two kinds, "
+                        + "\(result.severalKindsAnswers) answers showing two kinds (--reactions \(options.reactionsPerUser!))"))
         say(
             "dead letters: \(letters.count), of the poison users \(letters.count - unexpected.count), of others \(unexpected.count); "
                 + "replay: \(replay.map { "\($0.replayed.count) replayed, \($0.superseded.count) superseded, \($0.failed.count) failed" } ?? "answered \(status)")"
@@ -178,7 +203,9 @@ struct ChaosBench {
         say("node exit status after SIGTERM: \(exit.map(String.init) ?? "none (still running)")")
         for pair in report.lost.prefix(10) { say("  lost \(pair)") }
         for pair in report.phantom.prefix(10) { say("  phantom \(pair)") }
-        for drift in report.drift.prefix(10) { say("  post \(drift.post): likes_count \(drift.likesCount), rows \(drift.rows)") }
+        for drift in report.drift.prefix(10) {
+            say("  post \(drift.post)\(drift.kind.map { " \($0)" } ?? ""): count \(drift.likesCount), rows \(drift.rows)")
+        }
         let poisonPlanted = timeline.events.contains { $0.fault == .poisonTrigger }
         if poisonPlanted && letters.isEmpty {
             throw BenchCheckFailure(message: "chaos: the poison trigger was in place, but no change of a poison user became a dead letter")
@@ -232,6 +259,9 @@ struct ChaosFaults {
     /// SQL that holds for the poison users' rows (`ChaosWorkload.poisonCondition`).
     let poisonCondition: String
     let backlogLimit: Int
+    /// Whether the node serves reactions: the poison trigger then refuses the poison users'
+    /// rows of every kind (`reactions` too).
+    var reactions = false
 
     func perform(_ fault: ChaosFault) async throws -> String {
         let began = ContinuousClock.now
@@ -290,8 +320,10 @@ struct ChaosFaults {
                     RETURN COALESCE(NEW, OLD);
                 END $$
                 """)
-            try await ChaosBench.sql(
-                pool, "CREATE TRIGGER chaos_poison BEFORE INSERT OR DELETE ON likes FOR EACH ROW EXECUTE FUNCTION chaos_poison()")
+            for table in poisonedTables {
+                try await ChaosBench.sql(
+                    pool, "CREATE TRIGGER chaos_poison BEFORE INSERT OR DELETE ON \(table) FOR EACH ROW EXECUTE FUNCTION chaos_poison()")
+            }
             try await Task.sleep(for: .seconds(8))
             try await dropPoison()
             return "refused the poison users' rows for \(since())"
@@ -300,8 +332,11 @@ struct ChaosFaults {
 
     /// Removes the poison trigger if it is there.
     func dropPoison() async throws {
-        try await ChaosBench.sql(pool, "DROP TRIGGER IF EXISTS chaos_poison ON likes")
+        for table in poisonedTables { try await ChaosBench.sql(pool, "DROP TRIGGER IF EXISTS chaos_poison ON \(table)") }
     }
+
+    /// The tables of the poison users' rows.
+    private var poisonedTables: [String] { reactions ? ["likes", "reactions"] : ["likes"] }
 
     /// The posts the node evicted since it started (`/admin/stats`), or `nil` when it does not
     /// answer.

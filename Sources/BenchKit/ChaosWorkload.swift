@@ -3,6 +3,9 @@
 /// first user of each connection is a poison user: the fault schedule adds a trigger that
 /// refuses those users' rows for a while (every connection has one, as the open-loop generator
 /// may leave some connections idle for long).
+///
+/// With `reactionKinds`, the writes are reactions of random kinds (`like` among them) through the
+/// reaction routes, and the reads are the post's summary with the user's kinds.
 public struct ChaosWorkload: Workload {
     public let posts: [Int64]
     public let zipf: ZipfDistribution
@@ -10,6 +13,8 @@ public struct ChaosWorkload: Workload {
     /// Users are `userBase + connection * usersPerConnection + k`, `k` in 1…`usersPerConnection`.
     public let userBase: Int64
     public let usersPerConnection: Int64
+    /// The kinds a reaction run draws from (the node lists them all); `nil`: likes only.
+    public var reactionKinds: [String]?
 
     /// Whether the poison trigger refuses `user`: the first user of a connection.
     public func isPoison(_ user: Int64) -> Bool {
@@ -39,6 +44,9 @@ public struct ChaosWorkload: Workload {
             : firstUser + Int64.random(in: 0..<usersPerConnection, using: &random)
         let post = posts[zipf.sample(using: &random)]
         let roll = Int.random(in: 0..<100, using: &random)
+        if let kinds = reactionKinds, roll < 80 {
+            return reaction(roll, kind: kinds[Int.random(in: 0..<kinds.count, using: &random)], post: post, user: user)
+        }
         switch roll {
         case 0..<25:
             return PlannedRequest(
@@ -63,6 +71,19 @@ public struct ChaosWorkload: Workload {
                 bytes: ScenarioWorkload.http(
                     "POST", "/v1/posts/query", token: token,
                     body: ScenarioWorkload.feedBody(ids, user: firstUser)))
+        }
+    }
+
+    /// A reaction run's request of `roll` (below 80): toggle, add or remove `kind`, or read the
+    /// post's summary with the user's kinds (which changes nothing of what is expected).
+    private func reaction(_ roll: Int, kind: String, post: Int64, user: Int64) -> PlannedRequest {
+        let path = "/v1/posts/\(post)/reactions/\(kind)/users/\(user)"
+        let pair = CorrectnessCheck.Pair(user: user, post: post)
+        switch roll {
+        case 0..<25: return PlannedRequest(bytes: ScenarioWorkload.http("POST", path + "/toggle", token: token, body: nil), pair: pair)
+        case 25..<45: return PlannedRequest(bytes: ScenarioWorkload.http("PUT", path, token: token, body: nil), pair: pair)
+        case 45..<60: return PlannedRequest(bytes: ScenarioWorkload.http("DELETE", path, token: token, body: nil), pair: pair)
+        default: return PlannedRequest(bytes: ScenarioWorkload.http("GET", "/v1/posts/\(post)/reactions?user=\(user)", token: token, body: nil))
         }
     }
 }
