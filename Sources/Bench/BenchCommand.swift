@@ -66,7 +66,11 @@ enum BenchCommand {
                         node, one that runs on a Redis Cluster; --nodes-url U (any node of a
                         cluster of several nodes, on its own key prefix) adds hot and zipf on
                         that cluster, spread over its nodes and slot-aware, with the node CPU
-                        per request against the one node's; with --user-token-secret S (env
+                        per request against the one node's; --reactions-url U (a node with
+                        --reactions listing the kinds, default like,love,haha,wow,sad,angry)
+                        adds the reactions scenario at 256 connections, checked, and its ratio to
+                        hot (--reactions-per-user one|many: the node's, default one;
+                        --reaction-kinds K,…); with --user-token-secret S (env
                         COUNTER_USER_TOKEN_SECRET, the node's), a hot row per level with end
                         users' tokens (one per connection, on the user routes) beside the
                         service token's; with --seed-app-url U and --seed-app-postgres-url U

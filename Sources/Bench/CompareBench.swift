@@ -9,7 +9,8 @@ import UserTokens
 /// the `/healthz` ceiling and the `redis-lua` peer (the same toggle as a Lua script in the node's
 /// Redis, over RESP) at each concurrency level, then `zipf`, `feed`, `storm` (and, beside the
 /// seed's endpoint, a storm of users every connection shares), `mixed` and `lists`; with `--nodes-url`, `hot` and `zipf` on a cluster of several
-/// nodes, spread over them (forwarding) and slot-aware — and the ratios measured in this run.
+/// nodes, spread over them (forwarding) and slot-aware; with `--reactions-url`, `reactions` on a
+/// node that serves them — and the ratios measured in this run.
 struct CompareBench {
     var levels = [64, 256, 1_000]
     var duration = 10
@@ -21,6 +22,9 @@ struct CompareBench {
     var severalNodes: Endpoint?
     /// The seed's Laravel endpoint (`scripts/seed-app`), measured beside the node.
     var seedApp: SeedAppTarget?
+    /// A node serving reactions (`--reactions` listing the bench's kinds), measured on
+    /// `reactions` beside the main node's `hot`.
+    var reactionsNode: Endpoint?
 
     init(arguments: [String], environment: [String: String]) throws {
         var passThrough: [String] = []
@@ -30,20 +34,25 @@ struct CompareBench {
         var warmup = 2
         var clusterNode: Endpoint?
         var severalNodes: Endpoint?
+        var reactionsNode: Endpoint?
         var seedAppURL = environment["COUNTER_SEED_APP_URL"]
         var seedAppPostgresURL = environment["COUNTER_SEED_APP_DATABASE_URL"]
         try reader.forEachFlag { flag, reader in
             switch flag {
             case "--seed-app-url": seedAppURL = try reader.value(flag)
             case "--seed-app-postgres-url": seedAppPostgresURL = try reader.value(flag)
-            case "--cluster-url", "--nodes-url":
+            case "--cluster-url", "--nodes-url", "--reactions-url":
                 let endpoint: Endpoint
                 do {
                     endpoint = try Endpoint(url: try reader.value(flag))
                 } catch let error as Endpoint.Invalid {
                     throw BenchUsageError(message: "\(flag) \(error.message)")
                 }
-                if flag == "--cluster-url" { clusterNode = endpoint } else { severalNodes = endpoint }
+                switch flag {
+                case "--cluster-url": clusterNode = endpoint
+                case "--nodes-url": severalNodes = endpoint
+                default: reactionsNode = endpoint
+                }
             case "--levels":
                 let text = try reader.value(flag)
                 let parsed = text.split(separator: ",").compactMap { Int($0) }
@@ -53,7 +62,8 @@ struct CompareBench {
                 levels = parsed
             case "--duration": duration = try reader.number(flag, 1...3_600)
             case "--warmup": warmup = try reader.number(flag, 0...600)
-            case "--url", "--api-token", "--admin-token", "--user-token-secret", "--postgres-url", "--redis-url", "--json", "--html":
+            case "--url", "--api-token", "--admin-token", "--user-token-secret", "--postgres-url", "--redis-url", "--json", "--html",
+                "--reactions-per-user", "--reaction-kinds":
                 passThrough += [flag, try reader.value(flag)]
             default: return false
             }
@@ -62,6 +72,7 @@ struct CompareBench {
         self.levels = levels
         self.clusterNode = clusterNode
         self.severalNodes = severalNodes
+        self.reactionsNode = reactionsNode
         self.duration = duration
         self.warmup = warmup
         http = try HTTPBenchOptions(arguments: passThrough, environment: environment)
@@ -246,6 +257,27 @@ struct CompareBench {
             throughput["laravel-seed-storm@\(level)"] = measured.load.throughput
             seedAnswers.append((level, "storm", measured.load))
         }
+        if let reactionsNode {
+            let level = severalNodesLevel
+            print("counter-bench compare: reactions at \(level) connections …")
+            var options = http
+            options.scenario = "reactions"
+            options.load.connections = level
+            options.load.endpoints = [reactionsNode]
+            let (result, check) = try await HTTPBench(options: options).measure(progress: quiet)
+            let label = "node reactions (\(options.reactionKinds.count) kinds, \(options.reactionsPerUser) per user)"
+            rows.append(
+                (
+                    Summary(label: label, connections: level, result: result.load, nodeCPU: result.nodeCPU, lag: result.lag),
+                    check.map { $0.passed ? "check passed" : "CHECK FAILED" }
+                ))
+            throughput["reactions@\(level)"] = result.load.throughput
+            if let nodeCPU = result.nodeCPU { cpu["reactions@\(level)"] = nodeCPU }
+            if check?.passed == false {
+                report(rows, throughput, cpu, seedAnswers)
+                throw BenchCheckFailure(message: "correctness check FAILED")
+            }
+        }
         if let severalNodes {
             let level = severalNodesLevel
             for scenario in ["hot", "zipf"] {
@@ -316,6 +348,13 @@ struct CompareBench {
             lines.append(
                 "The same users toggling the same posts from several connections at once: the node answers \(Self.ratio(node / laravel))× the seed's endpoint (\(Self.count(node))/s against \(Self.count(laravel))/s)."
             )
+        }
+        if let (key, reactions) = throughput.first(where: { $0.key.hasPrefix("reactions@") }),
+            let node = throughput["hot@" + key.dropFirst("reactions@".count)], node > 0
+        {
+            lines.append(
+                "Reactions of \(http.reactionKinds.count) random kinds on one hot post (\(http.reactionsPerUser) per user): \(Self.count(reactions))/s, "
+                    + "\(Self.ratio(reactions / node))× the like toggles of the hot row at \(key.dropFirst("reactions@".count)) connections.")
         }
         if let level = levels.max(), let node = throughput["hot@\(level)"], let cluster = throughput["hot-cluster@\(level)"], node > 0 {
             lines.append(String(format: "On a Redis Cluster it answers %.2f× what it answers on one Redis at %d connections.", cluster / node, level))
