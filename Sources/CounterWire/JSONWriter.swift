@@ -114,6 +114,16 @@ public struct JSONWriter {
 
     @usableFromInline mutating func appendString(_ text: String) {
         storage.append(UInt8(ascii: "\""))
+        // Most strings written (member names, kinds, times) need no escape: copied whole.
+        let copied: Bool? = text.utf8.withContiguousStorageIfAvailable { bytes in
+            guard !bytes.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else { return false }
+            storage.append(contentsOf: bytes)
+            return true
+        }
+        if copied == true {
+            storage.append(UInt8(ascii: "\""))
+            return
+        }
         for byte in text.utf8 {
             switch byte {
             case UInt8(ascii: "\""): storage.append(contentsOf: [92, 34])

@@ -100,83 +100,93 @@ struct ShardDecider {
     private static func decideReactions(_ requests: [Request], views: inout [Int64: PostView], model: ReactionModel) -> Decision {
         var decision = Decision()
         decision.answers.reserveCapacity(requests.count)
+        decision.changeIndex.reserveCapacity(requests.count)
         let one = model.perUser == .one
         let capped: Bool
         if case .open = model.kinds { capped = true } else { capped = false }
         for (position, request) in requests.enumerated() {
-            let post = request.postID
-            if request.operation == .count {
-                let view = views[post]!
-                decision.changeIndex.append(nil)
-                decision.answers.append(
-                    LikeState(
-                        postID: post, userID: request.userID, isLiked: false, likesCount: view.likesCount,
-                        reactions: ReactionSummary(likes: view.likesCount, others: view.kindCounts, liked: false, otherKinds: [])))
-                continue
-            }
-            let user = request.userID
-            let kind = request.kind
-            let liked = views[post]!.members[user]!
-            let held = views[post]!.others[user] ?? []
-            let current = kind.isLike ? liked : held.contains(kind)
-            let wanted = request.operation.wantedState(current: current)
-            var firstChange: Int?
-            if wanted != current {
-                if wanted, capped,
-                    let refusal = kindCapRefusal(adding: kind, to: views[post]!, post: post, by: user, one: one, cap: model.kindsPerPost)
-                {
-                    decision.refused[position] = refusal
-                } else {
-                    if wanted && one {
-                        // The kind held goes first: a user holds one kind at most.
-                        if liked, !kind.isLike {
-                            firstChange = decision.changes.count
-                            set(.like, false, user: user, post: post, views: &views, decision: &decision, at: request.acknowledgedAt)
-                        }
-                        for other in held where other != kind {
-                            firstChange = firstChange ?? decision.changes.count
-                            set(other, false, user: user, post: post, views: &views, decision: &decision, at: request.acknowledgedAt)
-                        }
-                    }
-                    firstChange = firstChange ?? decision.changes.count
-                    set(kind, wanted, user: user, post: post, views: &views, decision: &decision, at: request.acknowledgedAt)
-                }
-            } else if request.operation.confirms(current: current) {
-                firstChange = decision.changes.count
-                decision.changes.append(
-                    LikeChange(userID: user, postID: post, kind: kind, liked: current, acknowledgedAt: request.acknowledgedAt))
-            }
-            decision.changeIndex.append(firstChange)
-            let view = views[post]!
-            let likedNow = view.members[user]!
-            decision.answers.append(
-                LikeState(
-                    postID: post, userID: user, isLiked: likedNow, likesCount: view.likesCount,
-                    reactions: ReactionSummary(likes: view.likesCount, others: view.kindCounts, liked: likedNow, otherKinds: view.others[user] ?? []))
-            )
+            // One look-up of the post's view per request, changed in place.
+            decideReaction(request, at: position, view: &views[request.postID]!, one: one, capped: capped, model: model, decision: &decision)
         }
         return decision
     }
 
+    /// Decides `request` (the `position`th) on its post's `view`, appending its answer, its
+    /// changes and any refusal to `decision`.
+    private static func decideReaction(
+        _ request: Request, at position: Int, view: inout PostView, one: Bool, capped: Bool, model: ReactionModel,
+        decision: inout Decision
+    ) {
+        let post = request.postID
+        if request.operation == .count {
+            decision.changeIndex.append(nil)
+            decision.answers.append(
+                LikeState(
+                    postID: post, userID: request.userID, isLiked: false, likesCount: view.likesCount,
+                    reactions: ReactionSummary(likes: view.likesCount, others: view.kindCounts, liked: false, otherKinds: [])))
+            return
+        }
+        let user = request.userID
+        let kind = request.kind
+        let liked = view.members[user]!
+        let held = view.others[user] ?? []
+        let current = kind.isLike ? liked : held.contains(kind)
+        let wanted = request.operation.wantedState(current: current)
+        var firstChange: Int?
+        if wanted != current {
+            if wanted, capped, let refusal = kindCapRefusal(adding: kind, to: view, post: post, by: user, one: one, cap: model.kindsPerPost) {
+                decision.refused[position] = refusal
+            } else {
+                if wanted && one {
+                    // The kind held goes first: a user holds one kind at most.
+                    if liked, !kind.isLike {
+                        firstChange = decision.changes.count
+                        set(.like, false, user: user, post: post, view: &view, decision: &decision, at: request.acknowledgedAt)
+                    }
+                    for other in held where other != kind {
+                        firstChange = firstChange ?? decision.changes.count
+                        set(other, false, user: user, post: post, view: &view, decision: &decision, at: request.acknowledgedAt)
+                    }
+                }
+                firstChange = firstChange ?? decision.changes.count
+                set(kind, wanted, user: user, post: post, view: &view, decision: &decision, at: request.acknowledgedAt)
+            }
+        } else if request.operation.confirms(current: current) {
+            firstChange = decision.changes.count
+            decision.changes.append(LikeChange(userID: user, postID: post, kind: kind, liked: current, acknowledgedAt: request.acknowledgedAt))
+        }
+        decision.changeIndex.append(firstChange)
+        let likedNow = view.members[user]!
+        decision.answers.append(
+            LikeState(
+                postID: post, userID: user, isLiked: likedNow, likesCount: view.likesCount,
+                reactions: ReactionSummary(likes: view.likesCount, others: view.kindCounts, liked: likedNow, otherKinds: view.others[user] ?? [])))
+    }
+
     /// Makes `user` hold `kind` of `post` or not, in the view and as a change.
     private static func set(
-        _ kind: ReactionKind, _ holds: Bool, user: Int64, post: Int64, views: inout [Int64: PostView], decision: inout Decision,
+        _ kind: ReactionKind, _ holds: Bool, user: Int64, post: Int64, view: inout PostView, decision: inout Decision,
         at acknowledgedAt: Int64?
     ) {
         if kind.isLike {
-            views[post]!.members[user] = holds
-            views[post]!.likesCount += holds ? 1 : -1
+            view.members[user] = holds
+            view.likesCount += holds ? 1 : -1
         } else {
-            var kinds = views[post]!.others[user] ?? []
             if holds {
-                kinds.append(kind)
-                kinds.sort()
-            } else {
+                if var kinds = view.others.removeValue(forKey: user) {
+                    // Taken out first, so that the array is changed in place, not copied.
+                    kinds.append(kind)
+                    kinds.sort()
+                    view.others[user] = kinds
+                } else {
+                    view.others[user] = [kind]
+                }
+            } else if var kinds = view.others.removeValue(forKey: user) {
                 kinds.removeAll { $0 == kind }
+                if !kinds.isEmpty { view.others[user] = kinds }
             }
-            views[post]!.others[user] = kinds.isEmpty ? nil : kinds
-            let count = (views[post]!.kindCounts[kind] ?? 0) + (holds ? 1 : -1)
-            views[post]!.kindCounts[kind] = count > 0 ? count : nil
+            let count = (view.kindCounts[kind] ?? 0) + (holds ? 1 : -1)
+            view.kindCounts[kind] = count > 0 ? count : nil
         }
         decision.changes.append(LikeChange(userID: user, postID: post, kind: kind, liked: holds, acknowledgedAt: acknowledgedAt))
     }
