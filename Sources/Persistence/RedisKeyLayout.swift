@@ -24,6 +24,12 @@ public struct RedisKeyLayout: Sendable, Hashable {
         "\(likers(ofPost: postID)):loading:\(attempt)"
     }
 
+    /// With reactions of other kinds: the other kinds' hash a warm post's promotion loads
+    /// (`reactions(ofPost:)`'s key with `:loading:<attempt>`), in the post's slot.
+    public func loadingReactions(ofPost postID: Int64, attempt: UInt64) -> String {
+        "\(reactions(ofPost: postID)):loading:\(attempt)"
+    }
+
     /// A post's tier in Redis: `cs:{<tag>}:hydrated:<post>`. `1` once its whole membership is in
     /// its likers set (loaded from PostgreSQL, or empty for a new post: hot); `warm` while Redis
     /// holds its count and the memberships seen (`warmMembers`); none when Redis holds nothing of

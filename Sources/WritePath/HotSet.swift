@@ -155,10 +155,6 @@ struct HotSet {
         _ lookups: [Int64: Int], epochs: [UInt16: Int64]?, now: ContinuousClock.Instant,
         into actions: inout [ShardStateMachine.Action]
     ) {
-        // With other kinds than `like`, a warm post stays warm: its promotion would have to load
-        // and lay over the other kinds' rows too, which it does not yet. It answers exactly all
-        // the same, the users its hash does not know looked up in PostgreSQL.
-        guard configuration.reactions.isLikesOnly else { return }
         for (post, count) in lookups.sorted(by: { $0.key < $1.key }) where promotions[post] == nil {
             let total = warmLookups[post, default: 0] + count
             guard total >= configuration.warmPromotionLookups else {

@@ -44,7 +44,7 @@ struct ShardIO: Sendable {
         case .loadWarmPost(let post):
             let promotion = WarmPostPromotion(
                 post: post, pool: pool, redis: hydrationRedis, layout: layout,
-                pageSize: configuration.hydrationPageSize)
+                pageSize: configuration.hydrationPageSize, reactions: !configuration.reactions.isLikesOnly)
             do {
                 return .warmPostLoaded(promotion, .success(try await promotion.load()))
             } catch {

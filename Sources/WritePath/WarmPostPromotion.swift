@@ -11,6 +11,11 @@ import ShardRouter
 /// with it, drops the hash and sets the marker — between its batches
 /// (`publish`), so no batch ever sees part of the likers. The pages need no fence: the loading
 /// set is this attempt's alone, and only the publication makes it count.
+///
+/// With other kinds than `like`, the same snapshot also loads each user's other kinds into a
+/// loading hash of the attempt's own (`RedisKeyLayout.loadingReactions`), which the publication
+/// lays the warm hash's kinds over, checks against the post's counts of each kind, and makes the
+/// post's hash of other kinds (`PostHydration.publishWithReactionsScript`).
 struct WarmPostPromotion: Sendable {
     let post: Int64
     let pool: PostgresPool
@@ -19,14 +24,18 @@ struct WarmPostPromotion: Sendable {
     let pageSize: Int
     /// The loading set of this attempt.
     let loading: String
+    /// With reactions of other kinds, the loading hash of this attempt; `nil` with likes only.
+    let loadingReactions: String?
 
-    init(post: Int64, pool: PostgresPool, redis: RedisClient, layout: RedisKeyLayout, pageSize: Int) {
+    init(post: Int64, pool: PostgresPool, redis: RedisClient, layout: RedisKeyLayout, pageSize: Int, reactions: Bool = false) {
         self.post = post
         self.pool = pool
         self.redis = redis
         self.layout = layout
         self.pageSize = pageSize
-        self.loading = layout.loadingLikers(ofPost: post, attempt: UInt64.random(in: 1...UInt64.max))
+        let attempt = UInt64.random(in: 1...UInt64.max)
+        self.loading = layout.loadingLikers(ofPost: post, attempt: attempt)
+        self.loadingReactions = reactions ? layout.loadingReactions(ofPost: post, attempt: attempt) : nil
     }
 
     /// Reads every liker of the post in one snapshot and adds them to the loading set. While a
@@ -40,6 +49,10 @@ struct WarmPostPromotion: Sendable {
                 do {
                     try await connection.query(PostHydration.declareLikersCursor, [.int64(post)])
                     let loaded = try await loadPages(from: connection)
+                    if let loadingReactions {
+                        try await connection.query(PostHydration.declareReactorsCursor, [.int64(post)])
+                        try await loadReactorPages(from: connection, into: loadingReactions)
+                    }
                     try await connection.query("COMMIT")
                     return loaded
                 } catch {
@@ -79,9 +92,30 @@ struct WarmPostPromotion: Sendable {
         }
     }
 
-    /// Deletes the loading set (best effort: it expires anyway).
+    /// Fetches pages of the users holding other kinds from their cursor into the loading hash,
+    /// one page written while the next is read.
+    private func loadReactorPages(from connection: PostgresConnection, into key: String) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { writes in
+            while true {
+                try Task.checkCancellation()
+                let rows = try await connection.query(PostHydration.fetchReactors(pageSize: pageSize))
+                var reactors: [(user: Int64, kinds: String)] = []
+                reactors.reserveCapacity(rows.count)
+                for row in rows { reactors.append((try row.int64(0), row.string(1) ?? "")) }
+                try await writes.next()
+                if reactors.isEmpty { break }
+                let page = PostHydration.loadingReactionsPage(reactors, post: post, loading: key)
+                let redis = self.redis
+                writes.addTask { try Self.check(await redis.execute([page]).first) }
+                if reactors.count < pageSize { break }
+            }
+            try await writes.waitForAll()
+        }
+    }
+
+    /// Deletes the loading set and hash (best effort: they expire anyway).
     func discard() async {
-        _ = await redis.execute([SlotCommands(slot: HashSlot(post: post), commands: [.del([loading])])])
+        _ = await redis.execute([SlotCommands(slot: HashSlot(post: post), commands: [.del([loading] + (loadingReactions.map { [$0] } ?? []))])])
     }
 
     /// Lays the warm post's hash over the `loaded` likers gathered by `load()`, makes the result
@@ -94,7 +128,8 @@ struct WarmPostPromotion: Sendable {
     ///   otherwise; the post is unchanged either way (the loading set may have the hash laid
     ///   over it: discard it).
     func publish(loaded: Int, epoch: Int64?) async throws {
-        let group = PostHydration.publishing(post: post, loading: loading, loaded: loaded, epoch: epoch, layout: layout)
+        let group = PostHydration.publishing(
+            post: post, loading: loading, loadingReactions: loadingReactions, loaded: loaded, epoch: epoch, layout: layout)
         let replies = try await redis.execute([group]).first!.get()
         if case .error(let text)? = replies.first, text.hasPrefix("FENCED") { throw RedisError(code: .fenced, message: text) }
         _ = try replies.first?.throwingServerError()

@@ -246,6 +246,124 @@ struct ReactionWritePathTests {
         await harness.stop()
     }
 
+    @Test(
+        "a warm post with other kinds, busy with users Redis does not know, is promoted: its likers and each user's kinds loaded whole, the warm hash laid over them, checked against each kind's count; then every answer comes from Redis and equals the rows",
+        arguments: RedisTarget.allCases)
+    func warmPostWithReactionsPromoted(redis: RedisTarget) async throws {
+        let harness = try await WritePathHarness.start(posts: 1, postgresURL: try await TestEnvironment.reactionsDatabase(), redis: redis) {
+            configuration in
+            configuration.reactions = ReactionModel(kinds: .fixed(Self.six), perUser: .many)
+            configuration.warmThreshold = 100
+            configuration.warmPromotionLookups = 20
+            configuration.hydrationPageSize = 25
+            configuration.hotIdle = nil
+        }
+        let post = harness.posts[0]
+        let layout = harness.layout
+        try await harness.addLikers(150, to: post)
+        try await harness.pool.query(
+            """
+            INSERT INTO reactions (user_id, post_id, kind) SELECT g, $1::bigint, 'love' FROM generate_series(1001, 1060) g
+            UNION ALL SELECT g, $1::bigint, 'haha' FROM generate_series(1001, 1020) g
+            """, [.int64(post)])
+        try await harness.pool.query("INSERT INTO reaction_counts (post_id, kind, count) VALUES ($1, 'love', 60), ($1, 'haha', 20)", [.int64(post)])
+        // Turned warm by its first write; then users it does not know, read and written.
+        _ = try await harness.service.perform(.like, post: post, user: 2001, kind: Self.haha)
+        for user in Int64(1001)...1030 {
+            let read = try await harness.service.perform(.read, post: post, user: user)
+            #expect(read.reactions?.mine == (user <= 1020 ? [Self.haha, Self.love] : [Self.love]))
+            if user % 3 == 0 { _ = try await harness.service.perform(.unlike, post: post, user: user, kind: Self.love) }
+        }
+        var marker: String?
+        for _ in 0..<300 {
+            marker = try await harness.redis.send(.get(layout.hydratedMarker(ofPost: post)), slot: HashSlot(post: post)).string
+            if marker == "1" { break }
+            _ = try await harness.service.perform(.toggle, post: post, user: 5_000, kind: ReactionKind("wow")!)
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(marker == "1", "not promoted: \(harness.log.lines(of: "hydrating_large_post"))")
+        #expect(await harness.service.stats().reduce(0) { $0 + $1.promotedPosts } == 1)
+        // Hot now: a user never seen is answered from Redis's hash, as its rows say.
+        #expect(try await harness.service.perform(.read, post: post, user: 1050).reactions?.mine == [Self.love])
+        #expect(try await harness.service.perform(.read, post: post, user: 1010).reactions?.mine == [Self.haha, Self.love])
+        try await harness.service.flush()
+        // Redis's kinds of every user and counts are the rows'.
+        let rows = try await Self.held(harness, post)
+        let replies = try await harness.redis.pipeline(
+            [.hgetall(layout.reactions(ofPost: post)), .hgetall(layout.reactionCounts(ofPost: post))], slot: HashSlot(post: post))
+        var redisKinds: [Int64: [ReactionKind]] = [:]
+        let items = replies[0].array ?? []
+        for index in stride(from: 0, to: items.count, by: 2) {
+            redisKinds[Int64(items[index].string ?? "")!] = ReactionValues.kinds(Array((items[index + 1].string ?? "").utf8))
+        }
+        #expect(redisKinds == rows.compactMapValues { kinds in kinds.filter { !$0.isLike }.nilIfEmpty }, "Redis's kinds are the rows'")
+        let counts = ReactionValues.counts(replies[1]) ?? [:]
+        #expect(counts[Self.love] == 50 && counts[Self.haha] == 21, "\(counts)")
+        try await Self.expectCountsEqualRows(harness, [post])
+        await harness.stop()
+    }
+
+    @Test(
+        "a promotion with other kinds is published all or nothing: the warm hash's kinds laid over the loaded ones, refused (MISMATCH, nothing changed) when the kinds then held are not each kind's count, else the post's hash of kinds replaced",
+        arguments: RedisTarget.allCases)
+    func promotionPublicationWithReactions(redis: RedisTarget) async throws {
+        let harness = try await WritePathHarness.start(posts: 1, redis: redis)
+        let post = harness.posts[0]
+        let slot = HashSlot(post: post)
+        let layout = harness.layout
+        let loading = layout.loadingLikers(ofPost: post, attempt: 1)
+        let loadingKinds = layout.loadingReactions(ofPost: post, attempt: 1)
+        func publish(attempt: UInt64) async throws -> RedisReply {
+            try await harness.redis.execute([
+                PostHydration.publishing(
+                    post: post, loading: layout.loadingLikers(ofPost: post, attempt: attempt),
+                    loadingReactions: layout.loadingReactions(ofPost: post, attempt: attempt), loaded: 2, epoch: nil, layout: layout)
+            ]).first!.get()[0]
+        }
+        // Warm: users 1 and 2 like it (loaded), 3 loved it (loaded); since it turned warm, 3
+        // switched to haha and 4 liked it and loves it. Counts: love 1, haha 1 — but the loaded
+        // kinds miss user 5's love, which the counts say is there.
+        _ = try await harness.redis.pipeline(
+            [
+                .set(layout.hydratedMarker(ofPost: post), "warm"),
+                .hset(layout.warmMembers(ofPost: post), [("n", Int64(3)), (Int64(3), "0:haha"), (Int64(4), "1:love")]),
+                .sadd(loading, [Int64(1), Int64(2)]), .hset(loadingKinds, [(Int64(3), "love")]),
+                .hset(layout.reactionCounts(ofPost: post), [("love", Int64(2)), ("haha", Int64(1))]),
+            ], slot: slot)
+        let refused = try await publish(attempt: 1)
+        guard case .error(let text) = refused else {
+            Issue.record("a promotion missing a user's kind was published: \(refused)")
+            return
+        }
+        #expect(text.hasPrefix("MISMATCH"), "\(text)")
+        let kept = try await harness.redis.pipeline(
+            [.get(layout.hydratedMarker(ofPost: post)), .exists([layout.warmMembers(ofPost: post)]), .exists([layout.reactions(ofPost: post)])],
+            slot: slot)
+        #expect(kept[0].string == "warm" && kept[1].integer == 1 && kept[2].integer == 0, "nothing changed")
+        // A new attempt (a refused one's loading keys are discarded) with user 5's love loaded: published.
+        let again = layout.loadingReactions(ofPost: post, attempt: 2)
+        _ = try await harness.redis.pipeline(
+            [
+                .del([loading, loadingKinds]), .sadd(layout.loadingLikers(ofPost: post, attempt: 2), [Int64(1), Int64(2)]),
+                .hset(again, [(Int64(3), "love"), (Int64(5), "love")]),
+            ], slot: slot)
+        let published = try await publish(attempt: 2)
+        #expect(published.string == "OK", "\(published)")
+        let after = try await harness.redis.pipeline(
+            [
+                .get(layout.hydratedMarker(ofPost: post)), RedisCommand("SMEMBERS", layout.likers(ofPost: post)),
+                .hgetall(layout.reactions(ofPost: post)), .exists([again, layout.warmMembers(ofPost: post)]),
+            ], slot: slot)
+        #expect(after[0].string == "1")
+        #expect(Set((after[1].array ?? []).compactMap(\.integer)) == [1, 2, 4])
+        let items = after[2].array ?? []
+        var kinds: [String: String] = [:]
+        for index in stride(from: 0, to: items.count, by: 2) { kinds[items[index].string ?? ""] = items[index + 1].string }
+        #expect(kinds == ["3": "haha", "4": "love", "5": "love"])
+        #expect(after[3].integer == 0, "the loading hash and the warm hash are gone")
+        await harness.stop()
+    }
+
     @Test("a kind the deployment does not list is refused before any I/O; a deployment of likes only answers without a summary")
     func unknownKinds() async throws {
         let harness = try await WritePathHarness.start(posts: 1, postgresURL: try await TestEnvironment.reactionsDatabase(), redis: .single) {
@@ -273,4 +391,9 @@ struct ReactionWritePathTests {
         }
         await plain.stop()
     }
+}
+
+extension Array {
+    /// `nil` when empty.
+    fileprivate var nilIfEmpty: Self? { isEmpty ? nil : self }
 }

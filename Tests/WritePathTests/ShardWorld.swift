@@ -40,6 +40,8 @@ final class ShardWorld {
     var twoKinds: [String] = []
     /// Whether a user may hold one kind of a post at most (checked in `twoKinds`).
     var oneKindPerUser = false
+    /// Whether the deployment has other kinds than `like` (a promotion loads them too).
+    var withReactions = false
     /// Every entry appended to a log (by its log), in order; how often each was applied; those trimmed.
     var appended: [(log: String, id: StreamEntryID)] = []
     var applied: [StreamEntryID: Int] = [:]
@@ -265,12 +267,17 @@ final class ShardWorld {
         case .loadWarmPost(let post):
             let promotion = WarmPostPromotion(
                 post: post, pool: Self.idlePool, redis: Self.idleRedis, layout: layout,
-                pageSize: 3)
+                pageSize: 3, reactions: withReactions)
             if trouble.postgresBeforeCommit != nil || redisFault == .lostBeforeRunning || redisFault == .nodeDown {
                 return .warmPostLoaded(promotion, .failure(lost))
             }
             let users = likes[post] ?? []
             if !users.isEmpty { redis.sets[promotion.loading, default: []].formUnion(users.map(String.init)) }
+            if let key = promotion.loadingReactions, let reactors = reactions[post], !reactors.isEmpty {
+                var hash = redis.hashes[key] ?? [:]
+                for (user, kinds) in reactors { hash[String(user)] = ReactionValues.kindsValue(kinds.sorted()) }
+                redis.hashes[key] = hash
+            }
             if redisFault == .lostAfterRunning { return .warmPostLoaded(promotion, .failure(lost)) }
             return .warmPostLoaded(promotion, .success(users.count))
 
@@ -281,7 +288,10 @@ final class ShardWorld {
             return .promotionPublished(post: promotion.post, result)
 
         case .discardPromotion(let promotion):
-            if redisFault == nil { redis.sets[promotion.loading] = nil }
+            if redisFault == nil {
+                redis.sets[promotion.loading] = nil
+                if let key = promotion.loadingReactions { redis.hashes[key] = nil }
+            }
             return nil
 
         case .raiseEpochKeys(let epochs, let forClaim, let then):
@@ -427,14 +437,33 @@ final class ShardWorld {
         var set = redis.sets[promotion.loading] ?? []
         guard set.count == loaded else { return .failure(RedisError(code: .server, message: "INCOMPLETE model")) }
         for (field, value) in hash where field != "n" {
-            if value == "1" { set.insert(field) } else { set.remove(field) }
+            if value.first == "1" { set.insert(field) } else { set.remove(field) }
         }
         guard set.count == count else {
             redis.sets[promotion.loading] = set
             return .failure(RedisError(code: .server, message: "MISMATCH model"))
         }
+        // With reactions: the warm hash's kinds laid over the loading hash, counted against the
+        // post's counts, as `PostHydration.publishWithReactionsScript` does.
+        var loadedKinds: [String: String] = [:]
+        if let key = promotion.loadingReactions {
+            loadedKinds = redis.hashes[key] ?? [:]
+            for (field, value) in hash where field != "n" {
+                let kinds = String(value.dropFirst(2))
+                loadedKinds[field] = kinds.isEmpty ? nil : kinds
+            }
+            var counted: [String: Int] = [:]
+            for kinds in loadedKinds.values { for kind in kinds.split(separator: ",") { counted[String(kind), default: 0] += 1 } }
+            let held = (redis.hashes[layout.reactionCounts(ofPost: post)] ?? [:]).mapValues { Int($0) ?? -1 }
+            redis.hashes[key] = loadedKinds.isEmpty ? nil : loadedKinds
+            guard counted == held else { return .failure(RedisError(code: .server, message: "MISMATCH model: kinds")) }
+        }
         redis.sets[promotion.loading] = nil
         redis.sets[layout.likers(ofPost: post)] = set.isEmpty ? nil : set
+        if let key = promotion.loadingReactions {
+            redis.hashes[key] = nil
+            redis.hashes[layout.reactions(ofPost: post)] = loadedKinds.isEmpty ? nil : loadedKinds
+        }
         redis.hashes[warmKey] = nil
         redis.strings[layout.hydratedMarker(ofPost: post)] = "1"
         publications += 1

@@ -133,6 +133,7 @@ struct WholeShardModelTests {
             }
             world = ShardWorld(layout: RedisKeyLayout(prefix: "model"), likes: likes, reactions: others)
             world.oneKindPerUser = reactions == .one
+            world.withReactions = reactions != nil
             self.random = random
             slots = Array(Set(postIDs.map { HashSlot(post: $0).rawValue })).sorted()
             start()
@@ -438,7 +439,7 @@ struct WholeShardModelTests {
 
     @Test(
         "with reactions, one and many per user: every answer's counts and kinds, Redis's kinds and counts and the rows agree with the truth per kind; one per user never shows two",
-        arguments: [ReactionModel.PerUser.one, .many], Array(UInt64(1)...UInt64(5)))
+        arguments: [ReactionModel.PerUser.one, .many], [UInt64(5), 7, 8, 9, 10])
     func wholeShardWithReactions(perUser: ReactionModel.PerUser, seed: UInt64) throws {
         try run(seed: seed, reactions: perUser)
     }
