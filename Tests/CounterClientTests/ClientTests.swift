@@ -112,7 +112,9 @@ struct ClientTests {
         let reset = CannedTransport([]) // every attempt: connection reset
         let client = Self.client(reset, retry: RetryPolicy(maximumAttempts: 5, initialDelay: .seconds(60)))
         let task = Task { try await client.status(post: 1, user: 7) }
-        while reset.sent.isEmpty { try? await Task.sleep(for: .milliseconds(1)) }
+        // Waits for the first attempt (at most 30 s: the assertions below then fail, not hang).
+        let deadline = ContinuousClock.now + .seconds(30)
+        while reset.sent.isEmpty && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(1)) }
         task.cancel() // the first attempt failed: the client waits (a minute) to retry, or is about to
         await #expect(throws: CounterClientError.self) { try await task.value }
         #expect(reset.sent.count == 1)

@@ -28,7 +28,9 @@ final class HeldReactionRequests: Sendable {
 
     /// Waits until `count` requests have arrived.
     func waitFor(_ count: Int) async {
-        while self.count < count { try? await Task.sleep(for: .milliseconds(1)) }
+        // At most 30 s: a test's assertions then fail rather than hang.
+        let deadline = ContinuousClock.now + .seconds(30)
+        while self.count < count && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(1)) }
     }
 
     /// Answers the oldest held request and returns what it asked for.
