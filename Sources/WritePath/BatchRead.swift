@@ -136,7 +136,7 @@ struct BatchRead {
                         others[user] = kinds
                     }
                 }
-                outcome.views[post] = ShardDecider.PostView(likesCount: count, members: members, kindCounts: kindCounts, others: others)
+                outcome.views[post] = ShardDecider.PostView(likesCount: count, members: members, kindCounts: KindCounts(kindCounts), others: others)
             } catch {
                 outcome.failures[post] = error
             }

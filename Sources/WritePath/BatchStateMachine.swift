@@ -192,7 +192,7 @@ struct BatchStateMachine {
             fail(outcome.failures)
             for (post, view) in outcome.views {
                 views[post] = view
-                if let counts = warmKindCounts[post] { views[post]!.kindCounts = counts }
+                if let counts = warmKindCounts[post] { views[post]!.kindCounts = KindCounts(counts) }
                 warm.insert(post)
             }
             guard !cold.isEmpty || !outcome.unknown.isEmpty, !open.isEmpty else { return decide() }

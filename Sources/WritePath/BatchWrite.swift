@@ -271,8 +271,8 @@ struct BatchWrite {
             guard let view = views[change.postID] else { continue }
             let key = layout.reactionCounts(ofPost: change.postID)
             commands.append(.del([key]))
-            let counts = view.kindCounts.filter { $0.value > 0 }.sorted { $0.key < $1.key }
-            if !counts.isEmpty { commands.append(.hset(key, counts.map { ($0.key.name, $0.value) })) }
+            let counts = view.kindCounts.byName
+            if !counts.isEmpty { commands.append(.hset(key, counts.map { ($0.kind.name, $0.count) })) }
         }
         return commands
     }

@@ -51,7 +51,7 @@ struct ColdLookup: Equatable {
                 members[user] = liked.contains(user)
                 if let kinds = reacted[user] { others[user] = kinds }
             }
-            return ShardDecider.PostView(likesCount: count, members: members, kindCounts: kindCounts[post] ?? [:], others: others)
+            return ShardDecider.PostView(likesCount: count, members: members, kindCounts: KindCounts(kindCounts[post] ?? [:]), others: others)
         }
 
         /// The view of a post loaded whole: its count is its likers, and every user's membership
@@ -69,7 +69,7 @@ struct ColdLookup: Equatable {
             }
             var counts: [ReactionKind: Int64] = [:]
             for kinds in reacted.values { for kind in kinds { counts[kind, default: 0] += 1 } }
-            return ShardDecider.PostView(likesCount: Int64(liked.count), members: members, kindCounts: counts, others: others)
+            return ShardDecider.PostView(likesCount: Int64(liked.count), members: members, kindCounts: KindCounts(counts), others: others)
         }
     }
 

@@ -29,16 +29,14 @@ public struct ReactionSummary: Sendable, Hashable {
 
     /// The summary of a post with `likes` likes and `others` (other kinds' counts), for a user
     /// who likes it or not (`liked`) and holds `otherKinds`.
-    init(likes: Int64, others: [ReactionKind: Int64], liked: Bool, otherKinds: [ReactionKind]) {
-        var counts: [KindCount] = []
-        counts.reserveCapacity(others.count + 1)
+    init(likes: Int64, others: KindCounts, liked: Bool, otherKinds: [ReactionKind]) {
+        var counts = others.inAnswerOrder
         var total = likes
-        if likes > 0 { counts.append(KindCount(kind: .like, count: likes)) }
-        for (kind, count) in others where count > 0 {
-            counts.append(KindCount(kind: kind, count: count))
-            total += count
+        for item in counts { total += item.count }
+        if likes > 0 {
+            let like = KindCount(kind: .like, count: likes)
+            counts.insert(like, at: counts.firstIndex { KindCounts.precedes(like, $0) } ?? counts.endIndex)
         }
-        if counts.count > 1 { counts.sort { $0.count != $1.count ? $0.count > $1.count : $0.kind < $1.kind } }
         var mine = otherKinds
         if liked {
             mine.append(.like)

@@ -14,7 +14,7 @@ struct ShardDecider {
         /// Membership of the users this batch touches.
         var members: [Int64: Bool]
         /// With reactions: the count of every other kind the post holds (none at zero).
-        var kindCounts: [ReactionKind: Int64] = [:]
+        var kindCounts: KindCounts = [:]
         /// With reactions: the other kinds each user of `members` holds, by name (a user who is
         /// absent holds none).
         var others: [Int64: [ReactionKind]] = [:]

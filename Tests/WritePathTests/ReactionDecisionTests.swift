@@ -16,7 +16,7 @@ struct ReactionDecisionTests {
     static func view(likes: Int64 = 0, members: [Int64: Bool], counts: [ReactionKind: Int64] = [:], others: [Int64: [ReactionKind]] = [:])
         -> [Int64: ShardDecider.PostView]
     {
-        [1: ShardDecider.PostView(likesCount: likes, members: members, kindCounts: counts, others: others)]
+        [1: ShardDecider.PostView(likesCount: likes, members: members, kindCounts: KindCounts(counts), others: others)]
     }
 
     @Test("one per user: a new kind replaces the one held in one decision — its end, then the new kind, side by side")
