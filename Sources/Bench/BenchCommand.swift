@@ -158,7 +158,7 @@ enum BenchCommand {
                         lost or phantom, likes_count equal to the rows, dead letters only of the
                         poisoned user; prints a timeline of throughput and failures with the faults.
                         Options: --minutes M (default 2), --connections N (32), --rate R (800 per
-                        second, open loop), --posts N (200), --backlog-limit N (400 per shard),
+                        second, open loop), --posts N (200), --backlog-limit N (150 per shard),
                         --hot-idle D (the node's; 1s evicts posts all the time), --reactions one|many
                         (the node serves like,love,haha,wow, one or many per user; the load reacts
                         with them and the check holds each pair's kinds and each kind's count),

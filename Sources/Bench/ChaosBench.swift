@@ -11,7 +11,7 @@ struct ChaosBenchOptions {
     var connections = 32
     var rate = 800
     var posts = 200
-    var backlogLimit = 400
+    var backlogLimit = 150
     /// The node's `--hot-idle` (`nil`: its default): a short one evicts posts all the time, so
     /// the faults also hit posts leaving Redis and coming back.
     var hotIdle: String?
