@@ -367,6 +367,23 @@ struct ResponseParsingTests {
         #expect(EventLoop.expectation(status: 200, body: Array(#"{"likes_count":3}"#.utf8)[...]) == .either)
     }
 
+    @Test("a reaction answer's own kinds, sorted, from a slice of a larger buffer; none, one or several; nil without mine")
+    func reactionKinds() {
+        func kinds(_ body: String) -> [String]? {
+            // The body inside a buffer with bytes before and after it, as the event loop reads it.
+            let buffer = Array(("HTTP/1.1 200 OK\r\n\r\n" + body + "HTTP/1.1").utf8)
+            let start = 19
+            return EventLoop.kinds(in: buffer[start..<(start + body.utf8.count)])
+        }
+        let prefix = #"{"post_id":1,"user_id":7,"reactions":{"love":2,"like":1},"total":3,"#
+        #expect(kinds(prefix + #""mine":[]}"#) == [])
+        #expect(kinds(prefix + #""mine":["love"]}"#) == ["love"])
+        #expect(kinds(prefix + #""mine":["wow","like","a_very_long_kind_name_of_32_char"]}"#) == ["a_very_long_kind_name_of_32_char", "like", "wow"])
+        #expect(kinds(#"{"post_id":1,"is_liked":true}"#) == nil)
+        #expect(kinds(prefix + #""mine":["love""#) == nil)
+        #expect(EventLoop.expectation(status: 200, body: Array((prefix + #""mine":["love"]}"#).utf8)[...]) == .holds(["love"]))
+    }
+
     @Test("a chunked answer (nginx in front of PHP): its chunks joined, trailers skipped, nothing until the last chunk and the empty line")
     func chunked() throws {
         let next = "HTTP/1.1 2"
