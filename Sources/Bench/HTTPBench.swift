@@ -269,6 +269,7 @@ struct HTTPBench {
             if check == nil, scenario?.writes == true { try cluster.flushAll(token: options.adminToken) }
             if scenario?.writes == true { metrics.mark(.afterFlush) }
             try await pool.query("DELETE FROM posts p USING unnest($1::bigint[]) AS gone(id) WHERE p.id = gone.id", [.int64Array(posts)])
+            await DeletedRowsVacuum.run(afterDeleting: posts.count, pool: pool)
         }
         return (
             Measured(

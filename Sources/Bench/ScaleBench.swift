@@ -223,5 +223,6 @@ struct ScaleBench {
         print("  deleting the posts and their likes from PostgreSQL (Redis keeps their keys) …")
         try? node.flush()
         _ = try? await pool.query("DELETE FROM posts WHERE id BETWEEN $1 AND $1 + $2 - 1", [.int64(firstPost), .int64(posts)])
+        await DeletedRowsVacuum.run(afterDeleting: Int(posts), pool: pool)
     }
 }
