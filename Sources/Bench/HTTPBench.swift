@@ -222,6 +222,7 @@ struct HTTPBench {
             let base = Int64.random(in: 1_000_000_000...4_000_000_000_000_000)
             posts = (0..<Int64(count)).map { base + $0 }
             try await pool.query("INSERT INTO posts (id) SELECT unnest($1::bigint[])", [.int64Array(posts)])
+            try await SeededPostsUpkeep.run(afterSeeding: posts.count, pool: pool)
             var scenarioWorkload = ScenarioWorkload(
                 scenario: scenario, operation: options.operation, posts: posts,
                 zipfExponent: options.zipfExponent, readRatio: options.readRatio, token: options.apiToken,
@@ -269,7 +270,7 @@ struct HTTPBench {
             if check == nil, scenario?.writes == true { try cluster.flushAll(token: options.adminToken) }
             if scenario?.writes == true { metrics.mark(.afterFlush) }
             try await pool.query("DELETE FROM posts p USING unnest($1::bigint[]) AS gone(id) WHERE p.id = gone.id", [.int64Array(posts)])
-            await DeletedRowsVacuum.run(afterDeleting: posts.count, pool: pool)
+            await SeededPostsUpkeep.run(afterDeleting: posts.count, pool: pool)
         }
         return (
             Measured(

@@ -70,6 +70,7 @@ struct ScaleBench {
         try await pool.query(
             "INSERT INTO posts (id) SELECT generate_series($1::bigint, $1::bigint + $2::bigint - 1)",
             [.int64(firstPost), .int64(posts)])
+        try await SeededPostsUpkeep.run(afterSeeding: Int(posts), pool: pool)
         let workload = SpreadLikesWorkload(
             firstPost: firstPost, posts: posts, userBase: Int64.random(in: 1...1_000_000) * 1_000_000_000,
             token: node.apiToken)
@@ -223,6 +224,6 @@ struct ScaleBench {
         print("  deleting the posts and their likes from PostgreSQL (Redis keeps their keys) …")
         try? node.flush()
         _ = try? await pool.query("DELETE FROM posts WHERE id BETWEEN $1 AND $1 + $2 - 1", [.int64(firstPost), .int64(posts)])
-        await DeletedRowsVacuum.run(afterDeleting: Int(posts), pool: pool)
+        await SeededPostsUpkeep.run(afterDeleting: Int(posts), pool: pool)
     }
 }
