@@ -4,9 +4,9 @@ import PostgresDriver
 
 /// What a bench does to PostgreSQL around the posts it seeds, when they are many, so that each
 /// run meets a database as a production one would be:
-/// - after seeding, `ANALYZE posts`: the statistics say the table holds them (left to
-///   autovacuum, a run began with statistics of an empty table, and PostgreSQL planned the flush's
-///   and the foreign keys' look-ups of a million posts as sequential scans);
+/// - after seeding, `ANALYZE posts`: the run starts on statistics that know the posts, not on
+///   those of whatever the table held before (left to autovacuum, they were those of a nearly
+///   empty table, on which PostgreSQL plans look-ups of `posts` as sequential scans);
 /// - after deleting them, `VACUUM (ANALYZE)` of the tables the deletion left dead rows in,
 ///   instead of a million dead `posts` rows and their likes' index entries left to the next run.
 enum SeededPostsUpkeep {
