@@ -17,6 +17,8 @@ final class CannedTransport: HTTPTransport {
     }
     private let answers: Mutex<[Answer]>
     private let requests = Mutex<[URLRequest]>([])
+    /// One arrival per request sent, to wait on.
+    let sends = Arrivals()
 
     init(_ answers: [Answer]) { self.answers = Mutex(answers) }
 
@@ -24,6 +26,7 @@ final class CannedTransport: HTTPTransport {
 
     func send(_ request: URLRequest) async throws(CounterClientError) -> (Data, HTTPURLResponse) {
         requests.withLock { $0.append(request) }
+        sends.arrive()
         guard let answer = answers.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) else {
             throw .connection(message: "connection reset", requestMayHaveSucceeded: true)
         }
@@ -113,8 +116,7 @@ struct ClientTests {
         let client = Self.client(reset, retry: RetryPolicy(maximumAttempts: 5, initialDelay: .seconds(60)))
         let task = Task { try await client.status(post: 1, user: 7) }
         // Waits for the first attempt (at most 30 s: the assertions below then fail, not hang).
-        let deadline = ContinuousClock.now + .seconds(30)
-        while reset.sent.isEmpty && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(1)) }
+        await reset.sends.waitFor(1)
         task.cancel() // the first attempt failed: the client waits (a minute) to retry, or is about to
         await #expect(throws: CounterClientError.self) { try await task.value }
         #expect(reset.sent.count == 1)

@@ -11,26 +11,23 @@ final class HeldRequests: Sendable {
         let continuation: CheckedContinuation<Result<LikeStateMachine.Confirmed, CounterClientError>, Never>
     }
     private let held = Mutex<[Held]>([])
-    private let arrivals = Mutex<Int>(0)
+    private let arrivals = Arrivals()
 
     var sender: LikeButtonModel.Sender {
         { kind in
             await withCheckedContinuation { continuation in
                 self.held.withLock { $0.append(Held(kind: kind, continuation: continuation)) }
-                self.arrivals.withLock { $0 += 1 }
+                self.arrivals.arrive()
             }
         }
     }
 
     /// How many requests have arrived in all.
-    var count: Int { arrivals.withLock { $0 } }
+    var count: Int { arrivals.count }
 
-    /// Waits until `count` requests have arrived.
-    func waitFor(_ count: Int) async {
-        // At most 30 s: a test's assertions then fail rather than hang.
-        let deadline = ContinuousClock.now + .seconds(30)
-        while self.count < count && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(1)) }
-    }
+    /// Waits until `count` requests have arrived (at most 30 s: a test's assertions then fail
+    /// rather than hang).
+    func waitFor(_ count: Int) async { await arrivals.waitFor(count) }
 
     /// Answers the oldest held request and returns what it asked for.
     @discardableResult
