@@ -1,42 +1,6 @@
 import CounterClient
 import Foundation
-import Synchronization
 import Testing
-
-/// A stand-in for the service that holds each request until the test answers it, so a test can
-/// tap while requests are in flight. (Pure logic under test: the model's plumbing.)
-final class HeldRequests: Sendable {
-    private struct Held {
-        let kind: LikeStateMachine.Request.Kind
-        let continuation: CheckedContinuation<Result<LikeStateMachine.Confirmed, CounterClientError>, Never>
-    }
-    private let held = Mutex<[Held]>([])
-    private let arrivals = Arrivals()
-
-    var sender: LikeButtonModel.Sender {
-        { kind in
-            await withCheckedContinuation { continuation in
-                self.held.withLock { $0.append(Held(kind: kind, continuation: continuation)) }
-                self.arrivals.arrive()
-            }
-        }
-    }
-
-    /// How many requests have arrived in all.
-    var count: Int { arrivals.count }
-
-    /// Waits until `count` requests have arrived (at most 30 s: a test's assertions then fail
-    /// rather than hang).
-    func waitFor(_ count: Int) async { await arrivals.waitFor(count) }
-
-    /// Answers the oldest held request and returns what it asked for.
-    @discardableResult
-    func answer(_ result: Result<LikeStateMachine.Confirmed, CounterClientError>) -> LikeStateMachine.Request.Kind? {
-        guard let first = held.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) else { return nil }
-        first.continuation.resume(returning: result)
-        return first.kind
-    }
-}
 
 @Suite("Like button model")
 @MainActor

@@ -1,43 +1,6 @@
 import CounterClient
 import Foundation
-import Synchronization
 import Testing
-
-/// A stand-in for the service that holds each reaction request until the test answers it, so a
-/// test can tap while requests are in flight (as `HeldRequests` does for the like button).
-final class HeldReactionRequests: Sendable {
-    typealias Answer = Result<ReactionStateMachine.Confirmed, CounterClientError>
-    private struct Held {
-        let kind: ReactionStateMachine.Request.Kind
-        let continuation: CheckedContinuation<Answer, Never>
-    }
-    private let held = Mutex<[Held]>([])
-    private let arrivals = Arrivals()
-
-    var sender: ReactionPickerModel.Sender {
-        { kind in
-            await withCheckedContinuation { continuation in
-                self.held.withLock { $0.append(Held(kind: kind, continuation: continuation)) }
-                self.arrivals.arrive()
-            }
-        }
-    }
-
-    /// How many requests have arrived in all.
-    var count: Int { arrivals.count }
-
-    /// Waits until `count` requests have arrived (at most 30 s: a test's assertions then fail
-    /// rather than hang).
-    func waitFor(_ count: Int) async { await arrivals.waitFor(count) }
-
-    /// Answers the oldest held request and returns what it asked for.
-    @discardableResult
-    func answer(_ result: Answer) -> ReactionStateMachine.Request.Kind? {
-        guard let first = held.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) else { return nil }
-        first.continuation.resume(returning: result)
-        return first.kind
-    }
-}
 
 @Suite("Reaction picker model")
 @MainActor
