@@ -46,6 +46,33 @@ public final class PeerClient: Sendable {
         case broken(String)
     }
 
+    /// How requests to one peer that are under way together travel together: as one `POST` of
+    /// a batch (`PeerBatch`) to `target`, answered by one batch answer — one write, one read
+    /// and one HTTP exchange for the peer's server to handle, instead of one per request.
+    ///
+    /// A request sent with `batchable` goes at once (alone) while fewer than `maximumInFlight`
+    /// of this peer's batches are under way; past that it waits for one to come back, and the
+    /// requests that waited go together. A peer that answers the batch as a route it does not
+    /// have (`404`, `405`, `415`) ran none of it: its requests are sent again one by one, and
+    /// so is everything for that peer after.
+    public struct Batching: Sendable {
+        /// The batch route's path on the peer.
+        public var target: String
+        /// Headers every batch carries (each request keeps its own as well).
+        public var headers: [(name: String, value: String)]
+        /// Batches (or lone requests of the batchable kind) under way to one peer at most.
+        public var maximumInFlight: Int
+        /// Most bytes of requests in one batch: below the peer's body limit.
+        public var maximumBytes: Int
+
+        public init(target: String, headers: [(name: String, value: String)] = [], maximumInFlight: Int = 4, maximumBytes: Int = 60 << 10) {
+            self.target = target
+            self.headers = headers
+            self.maximumInFlight = max(1, maximumInFlight)
+            self.maximumBytes = maximumBytes
+        }
+    }
+
     private let loop: PeerLoop
     private let addresses = Mutex<[String: PeerAddress]>([:])
 
@@ -54,17 +81,28 @@ public final class PeerClient: Sendable {
     ///     wait for one to be free.
     ///   - timeout: how long a request may take, waiting for a connection included.
     ///   - idleLimit: how long a kept-alive connection may sit unused before it is closed.
+    ///   - batching: how requests sent `batchable` travel together; `nil`: each alone.
     /// - Throws: `HTTPServerError` when the loop's descriptors cannot be made.
-    public init(maximumConnectionsPerPeer: Int = 128, timeout: Duration = .seconds(10), idleLimit: Duration = .seconds(5)) throws {
-        loop = try PeerLoop(maximumConnectionsPerPeer: maximumConnectionsPerPeer, timeout: timeout, idleLimit: idleLimit)
+    public init(
+        maximumConnectionsPerPeer: Int = 128, timeout: Duration = .seconds(10), idleLimit: Duration = .seconds(5),
+        batching: Batching? = nil
+    ) throws {
+        loop = try PeerLoop(
+            maximumConnectionsPerPeer: maximumConnectionsPerPeer, timeout: timeout, idleLimit: idleLimit, batching: batching)
     }
 
     deinit {
         loop.stop()
     }
 
+    /// Requests waiting for a batch to come back before they go (as of the client's last turn).
+    public var requestsWaitingToBatch: Int { loop.partsWaiting.load(ordering: .relaxed) }
+
     /// Sends `request` to the node at `baseURL` (`http://host:port`) and waits for its answer.
-    public func send(_ request: Request, to baseURL: String) async -> Outcome {
+    /// `batchable`: it may travel in a batch with others (`Batching`; the client must have one).
+    /// A batch is whole or nothing on the wire, as a request is: its requests are `.notSent` or
+    /// `.broken` together.
+    public func send(_ request: Request, to baseURL: String, batchable: Bool = false) async -> Outcome {
         let address: PeerAddress
         if let known = addresses.withLock({ $0[baseURL] }) {
             address = known
@@ -77,8 +115,9 @@ public final class PeerClient: Sendable {
             addresses.withLock { $0[baseURL] = address }
         }
         let bytes = Self.encode(request, authority: address.authority)
+        let part = batchable ? PeerBatch.part(of: request) : nil
         let outcome = await withCheckedContinuation { continuation in
-            loop.submit(PeerLoop.Job(key: baseURL, address: address, bytes: bytes, continuation: continuation))
+            loop.submit(PeerLoop.Job(key: baseURL, address: address, bytes: bytes, part: part, continuation: continuation))
         }
         // A peer that cannot be reached may have moved (a restarted pod has a new address).
         if case .notSent = outcome { addresses.withLock { _ = $0.removeValue(forKey: baseURL) } }

@@ -13,8 +13,37 @@ final class PeerLoop: @unchecked Sendable {
         let key: String
         let address: PeerAddress
         let bytes: [UInt8]
+        /// The request as a part of a batch (`PeerBatch`); `nil`: it always goes alone.
+        var part: [UInt8]? = nil
         let continuation: CheckedContinuation<PeerClient.Outcome, Never>
         var deadline = ContinuousClock.now
+    }
+
+    /// What one connection carries at a time: one request, or a batch of several.
+    struct Flight {
+        var jobs: [Job]
+        let bytes: [UInt8]
+        /// Several requests in one (`PeerBatch`), answered by one batch answer.
+        let batched: Bool
+        /// Sent from the requests waiting to be batched: it counts as a batch in flight.
+        let fromParts: Bool
+        /// The earliest deadline of its requests.
+        var deadline: ContinuousClock.Instant { jobs.map(\.deadline).min() ?? .now }
+        var authority: String { jobs.first?.address.authority ?? "the peer" }
+
+        init(single job: Job, fromParts: Bool = false) {
+            jobs = [job]
+            bytes = job.bytes
+            batched = false
+            self.fromParts = fromParts
+        }
+
+        init(batch jobs: [Job], bytes: [UInt8]) {
+            self.jobs = jobs
+            self.bytes = bytes
+            batched = true
+            fromParts = true
+        }
     }
 
     private struct Connection {
@@ -22,7 +51,7 @@ final class PeerLoop: @unchecked Sendable {
         let descriptor: Int32
         var connecting: Bool
         var watchingWrites: Bool
-        var job: Job?
+        var flight: Flight?
         var written = 0
         var input: [UInt8] = []
         var idleSince = ContinuousClock.now
@@ -34,12 +63,24 @@ final class PeerLoop: @unchecked Sendable {
         var open = 0
         /// Requests waiting for a connection, oldest first.
         var waiting: [Job] = []
+        /// Requests waiting to go in the next batch, oldest first (`batching`).
+        var parts: [Job] = []
+        /// Batches in flight.
+        var batches = 0
+        /// The peer answered a batch as a route it does not have (a node of an older version):
+        /// its requests go one by one.
+        var refusesBatches = false
     }
+
+    /// How requests to one peer travel together (`PeerClient.Batching`).
+    private let batching: PeerClient.Batching?
 
     private let maximumConnectionsPerPeer: Int
     private let timeout: Duration
     private let idleLimit: Duration
     private let inbox = Mutex<(jobs: [Job], stopping: Bool)>(([], false))
+    /// Requests waiting to go in a batch, over all peers, as of the loop's last turn.
+    let partsWaiting = Atomic<Int>(0)
     private let signaled = Atomic<Bool>(false)
     private let wakeRead: Int32
     private let wakeWrite: Int32
@@ -52,7 +93,8 @@ final class PeerLoop: @unchecked Sendable {
     private var nextID = 0
     private var lastSweep = ContinuousClock.now
 
-    init(maximumConnectionsPerPeer: Int, timeout: Duration, idleLimit: Duration) throws {
+    init(maximumConnectionsPerPeer: Int, timeout: Duration, idleLimit: Duration, batching: PeerClient.Batching? = nil) throws {
+        self.batching = batching
         self.maximumConnectionsPerPeer = max(1, maximumConnectionsPerPeer)
         self.timeout = timeout
         self.idleLimit = idleLimit
@@ -143,23 +185,37 @@ final class PeerLoop: @unchecked Sendable {
             end(jobs)
             return false
         }
-        for job in jobs { assign(job) }
+        var batched: Set<String> = []
+        for job in jobs {
+            if job.part != nil, batching != nil, peers[job.key]?.refusesBatches != true {
+                peers[job.key, default: Peer()].parts.append(job)
+                batched.insert(job.key)
+            } else {
+                assign(job)
+            }
+        }
+        // After the whole turn's jobs are in: what arrived together goes together.
+        for key in batched { sendParts(key) }
+        countParts()
         return true
     }
 
     private func end(_ submitted: [Job]) {
         for job in submitted { job.continuation.resume(returning: .notSent("the node is shutting down")) }
         for (key, peer) in peers {
-            for job in peer.waiting { job.continuation.resume(returning: .notSent("the node is shutting down")) }
+            for job in peer.waiting + peer.parts { job.continuation.resume(returning: .notSent("the node is shutting down")) }
             peers[key]?.waiting = []
+            peers[key]?.parts = []
         }
         for id in Array(connections.keys) {
-            if let job = connections[id]?.job {
-                job.continuation.resume(
-                    returning: (connections[id]?.written ?? 0) < job.bytes.count
-                        ? .notSent("the node is shutting down") : .broken("the node shut down before the answer came"))
+            if let flight = connections[id]?.flight {
+                let sentAll = (connections[id]?.written ?? 0) >= flight.bytes.count
+                for job in flight.jobs {
+                    job.continuation.resume(
+                        returning: sentAll ? .broken("the node shut down before the answer came") : .notSent("the node is shutting down"))
+                }
             }
-            connections[id]?.job = nil
+            connections[id]?.flight = nil
             closeConnection(id)
         }
     }
@@ -175,15 +231,74 @@ final class PeerLoop: @unchecked Sendable {
     /// Gives `job` a connection: an idle one to its peer, a new one, or a place in the queue.
     private func assign(_ job: Job) {
         if peers[job.key] == nil { peers[job.key] = Peer() }
-        while let id = peers[job.key]!.idle.popLast() {
-            guard let connection = connections[id] else { continue }
-            if Self.isOpen(connection.descriptor) { return start(id, job) }
-            closeConnection(id)
-        }
+        if let id = idleConnection(job.key) { return start(id, Flight(single: job)) }
         if peers[job.key]!.open < maximumConnectionsPerPeer {
-            openConnection(for: job)
+            openConnection(for: Flight(single: job), key: job.key, address: job.address)
         } else {
             peers[job.key]!.waiting.append(job)
+        }
+    }
+
+    /// An idle connection to `key` that is still open, taken out of the idle list.
+    private func idleConnection(_ key: String) -> Int? {
+        while let id = peers[key]?.idle.popLast() {
+            guard let connection = connections[id] else { continue }
+            if Self.isOpen(connection.descriptor) { return id }
+            closeConnection(id)
+        }
+        return nil
+    }
+
+    /// Sends the requests waiting to be batched for `key`, as many batches as may be in flight:
+    /// up to `PeerBatch.maximumCount` requests and `Batching.maximumBytes` each, oldest first; a
+    /// batch of one goes as a plain request. What does not fit waits for a batch to come back —
+    /// which is what makes requests that arrive while others are in flight travel together.
+    private func sendParts(_ key: String) {
+        guard let batching else { return }
+        let now = ContinuousClock.now
+        while let peer = peers[key], !peer.parts.isEmpty, peer.batches < batching.maximumInFlight {
+            var taken: [Job] = []
+            var size = 0
+            var rest = peer.parts[...]
+            while let job = rest.first, taken.count < PeerBatch.maximumCount {
+                if now > job.deadline {
+                    rest.removeFirst()
+                    job.continuation.resume(returning: .notSent("no connection to \(job.address.authority) was free within \(timeout)"))
+                    continue
+                }
+                let partSize = job.part?.count ?? job.bytes.count
+                if !taken.isEmpty && size + partSize > batching.maximumBytes { break }
+                taken.append(job)
+                size += partSize
+                rest.removeFirst()
+            }
+            guard let first = taken.first else {
+                peers[key]!.parts = []
+                return
+            }
+            let flight: Flight
+            if taken.count == 1 {
+                flight = Flight(single: first, fromParts: true)
+            } else {
+                let body = PeerBatch.body(ofParts: taken.map { $0.part ?? [] })
+                let request = PeerClient.Request(
+                    method: "POST", target: batching.target,
+                    headers: batching.headers + [("Content-Type", PeerBatch.contentType)], body: body)
+                flight = Flight(batch: taken, bytes: PeerClient.encode(request, authority: first.address.authority))
+            }
+            if let id = idleConnection(key) {
+                peers[key]!.parts = Array(rest)
+                peers[key]!.batches += 1
+                start(id, flight)
+            } else if peers[key]!.open < maximumConnectionsPerPeer {
+                peers[key]!.parts = Array(rest)
+                peers[key]!.batches += 1
+                openConnection(for: flight, key: key, address: first.address)
+            } else {
+                // Every connection is busy: the parts wait for one to finish.
+                peers[key]!.parts = taken + Array(rest)
+                return
+            }
         }
     }
 
@@ -194,45 +309,51 @@ final class PeerLoop: @unchecked Sendable {
         return count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)
     }
 
-    private func openConnection(for job: Job) {
-        let descriptor = socket(job.address.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    private func openConnection(for flight: Flight, key: String, address: PeerAddress) {
+        let descriptor = socket(address.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else {
-            return job.continuation.resume(returning: .notSent("cannot make a socket: \(String(cString: strerror(errno)))"))
+            return refuse(flight, key: key, .notSent("cannot make a socket: \(String(cString: strerror(errno)))"))
         }
         var one: Int32 = 1
         setsockopt(descriptor, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-        let result = job.address.socketAddress.withUnsafeBytes { raw in
+        let result = address.socketAddress.withUnsafeBytes { raw in
             connect(descriptor, raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), socklen_t(raw.count))
         }
         if result != 0 && errno != EINPROGRESS {
             let reason = String(cString: strerror(errno))
             close(descriptor)
-            return job.continuation.resume(returning: .notSent("cannot connect to \(job.address.authority): \(reason)"))
+            return refuse(flight, key: key, .notSent("cannot connect to \(address.authority): \(reason)"))
         }
         let id = nextID
         nextID += 1
         let connecting = result != 0
-        connections[id] = Connection(key: job.key, descriptor: descriptor, connecting: connecting, watchingWrites: true)
-        peers[job.key, default: Peer()].open += 1
+        connections[id] = Connection(key: key, descriptor: descriptor, connecting: connecting, watchingWrites: true)
+        peers[key, default: Peer()].open += 1
         var event = epoll_event()
         event.events = EPOLLIN.rawValue | EPOLLOUT.rawValue | EPOLLRDHUP.rawValue
         event.data.u64 = UInt64(id)
         _ = epoll_ctl(epoll, EPOLL_CTL_ADD, descriptor, &event)
-        start(id, job)
+        start(id, flight)
     }
 
-    private func start(_ id: Int, _ job: Job) {
-        connections[id]!.job = job
+    /// Gives every request of `flight`, which got no connection, `outcome`.
+    private func refuse(_ flight: Flight, key: String, _ outcome: PeerClient.Outcome) {
+        if flight.fromParts { peers[key]?.batches -= 1 }
+        for job in flight.jobs { job.continuation.resume(returning: outcome) }
+    }
+
+    private func start(_ id: Int, _ flight: Flight) {
+        connections[id]!.flight = flight
         connections[id]!.written = 0
         connections[id]!.input.removeAll(keepingCapacity: true)
         if !connections[id]!.connecting { flush(id) }
     }
 
     private func flush(_ id: Int) {
-        guard let connection = connections[id], let job = connection.job else { return }
+        guard let connection = connections[id], let flight = connection.flight else { return }
         var written = connection.written
-        while written < job.bytes.count {
-            let count = job.bytes[written...].withUnsafeBytes { Glibc.send(connection.descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        while written < flight.bytes.count {
+            let count = flight.bytes[written...].withUnsafeBytes { Glibc.send(connection.descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             if count > 0 {
                 written += count
                 continue
@@ -240,10 +361,10 @@ final class PeerLoop: @unchecked Sendable {
             if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { break }
             // The peer cannot have a whole request: nothing ran.
             return finish(
-                id, .notSent("the connection to \(job.address.authority) failed while sending: \(String(cString: strerror(errno)))"), reusable: false)
+                id, .notSent("the connection to \(flight.authority) failed while sending: \(String(cString: strerror(errno)))"), reusable: false)
         }
         connections[id]!.written = written
-        watchWrites(id, written < job.bytes.count)
+        watchWrites(id, written < flight.bytes.count)
     }
 
     private func watchWrites(_ id: Int, _ wanted: Bool) {
@@ -264,7 +385,7 @@ final class PeerLoop: @unchecked Sendable {
             getsockopt(connection.descriptor, SOL_SOCKET, SO_ERROR, &error, &length)
             if error != 0 || failed {
                 let reason = error != 0 ? String(cString: strerror(error)) : "connection failed"
-                return finish(id, .notSent("cannot connect to \(connection.job?.address.authority ?? connection.key): \(reason)"), reusable: false)
+                return finish(id, .notSent("cannot connect to \(connection.flight?.authority ?? connection.key): \(reason)"), reusable: false)
             }
             guard events & EPOLLOUT.rawValue != 0 else { return }
             connections[id]!.connecting = false
@@ -292,7 +413,7 @@ final class PeerLoop: @unchecked Sendable {
             break
         }
         connections[id]!.input = connection.input
-        guard let job = connection.job else {
+        guard let flight = connection.flight else {
             // An idle connection the peer closed, or that carries bytes nobody asked for.
             if closed || !connection.input.isEmpty { closeConnection(id) }
             return
@@ -300,42 +421,104 @@ final class PeerLoop: @unchecked Sendable {
         switch PeerResponseParser.parse(connection.input) {
         case .complete(let status, let headers, let body, let used, let keepAlive):
             // Kept only when clean: the whole request went out and nothing follows the answer.
-            let clean = keepAlive && !closed && connection.written >= job.bytes.count && used == connection.input.count
-            finish(id, .answered(PeerClient.Answer(status: status, headers: headers, body: body)), reusable: clean)
+            let clean = keepAlive && !closed && connection.written >= flight.bytes.count && used == connection.input.count
+            let answer = PeerClient.Answer(status: status, headers: headers, body: body)
+            if flight.batched { return finishBatch(id, answer, reusable: clean) }
+            finish(id, .answered(answer), reusable: clean)
         case .untilClose(let status, let headers, let bodyStart):
             if closed {
-                finish(
-                    id, .answered(PeerClient.Answer(status: status, headers: headers, body: Array(connection.input[bodyStart...]))), reusable: false)
+                let answer = PeerClient.Answer(status: status, headers: headers, body: Array(connection.input[bodyStart...]))
+                if flight.batched { return finishBatch(id, answer, reusable: false) }
+                finish(id, .answered(answer), reusable: false)
             }
         case .malformed(let why):
-            finish(id, .broken("\(job.address.authority) sent an answer that cannot be read: \(why)"), reusable: false)
+            finish(id, .broken("\(flight.authority) sent an answer that cannot be read: \(why)"), reusable: false)
         case .incomplete:
             if closed {
-                let sentAll = connection.written >= job.bytes.count
+                let sentAll = connection.written >= flight.bytes.count
                 finish(
                     id,
                     sentAll
-                        ? .broken("\(job.address.authority) closed the connection before answering")
-                        : .notSent("\(job.address.authority) closed the connection before the request was sent"), reusable: false)
+                        ? .broken("\(flight.authority) closed the connection before answering")
+                        : .notSent("\(flight.authority) closed the connection before the request was sent"), reusable: false)
             }
         }
     }
 
-    /// Gives the job its outcome; the connection is kept for the next request or closed.
+    /// Hands a batch's answer out: one answer per request, in order. A peer without the batch
+    /// route (`404`, `405`, `415`: a node of an older version) ran none of them: they are sent
+    /// again one by one, and so is everything for that peer from now on. Any other answer that is
+    /// not a batch's (the peer shutting down, say) is every request's answer.
+    private func finishBatch(_ id: Int, _ answer: PeerClient.Answer, reusable: Bool) {
+        guard let flight = connections[id]?.flight else { return }
+        let isBatch = answer.status == 200 && answer.headers["content-type"] == PeerBatch.contentType
+        if !isBatch && [404, 405, 415].contains(answer.status) {
+            let key = connections[id]!.key
+            peers[key, default: Peer()].refusesBatches = true
+            connections[id]!.flight = nil
+            peers[key]?.batches -= 1
+            release(id, key: key, reusable: reusable)
+            for var job in flight.jobs {
+                job.part = nil
+                assign(job)
+            }
+            return
+        }
+        guard isBatch else { return finish(id, .answered(answer), reusable: reusable) }
+        switch PeerBatch.answers(from: answer.body, expected: flight.jobs.count) {
+        case .success(let answers):
+            let outcomes = answers.map { part in
+                var headers: [String: String] = [:]
+                for (name, value) in part.headers { headers[name.lowercased()] = value }
+                return PeerClient.Outcome.answered(PeerClient.Answer(status: part.status, headers: headers, body: part.body))
+            }
+            finish(id, outcomes, reusable: reusable)
+        case .failure(let malformed):
+            finish(id, .broken("\(flight.authority) sent a batch answer that cannot be read: \(malformed.reason)"), reusable: false)
+        }
+    }
+
+    /// Gives every request of the connection's flight `outcome`; the connection is kept for the
+    /// next request or closed.
     private func finish(_ id: Int, _ outcome: PeerClient.Outcome, reusable: Bool) {
-        guard let connection = connections[id] else { return }
-        connections[id]!.job = nil
-        connection.job?.continuation.resume(returning: outcome)
+        guard let count = connections[id]?.flight?.jobs.count else { return }
+        finish(id, Array(repeating: outcome, count: count), reusable: reusable)
+    }
+
+    /// Gives the flight's requests their outcomes, in order; the connection is kept for the next
+    /// request or closed.
+    private func finish(_ id: Int, _ outcomes: [PeerClient.Outcome], reusable: Bool) {
+        guard let connection = connections[id], let flight = connection.flight else { return }
+        connections[id]!.flight = nil
+        if flight.fromParts { peers[connection.key]?.batches -= 1 }
+        for (job, outcome) in zip(flight.jobs, outcomes) { job.continuation.resume(returning: outcome) }
+        release(id, key: connection.key, reusable: reusable)
+    }
+
+    /// A connection whose flight ended: it takes the next waiting request, or the next batch, or
+    /// goes idle — or it is closed and its room given to what waits.
+    private func release(_ id: Int, key: String, reusable: Bool) {
         if reusable {
-            if let next = nextWaiting(connection.key) { return start(id, next) }
+            if let next = nextWaiting(key) {
+                start(id, Flight(single: next))
+                sendParts(key)
+                return countParts()
+            }
             connections[id]!.idleSince = .now
             connections[id]!.input.removeAll(keepingCapacity: true)
             watchWrites(id, false)
-            peers[connection.key, default: Peer()].idle.append(id)
+            peers[key, default: Peer()].idle.append(id)
         } else {
             closeConnection(id)
-            serveWaiting(connection.key)
+            serveWaiting(key)
         }
+        sendParts(key)
+        countParts()
+    }
+
+    private func countParts() {
+        guard batching != nil else { return }
+        partsWaiting.store(peers.values.reduce(0) { $0 + $1.parts.count }, ordering: .relaxed)
     }
 
     /// Gives waiting requests the room closed connections left (each may fail at once and
@@ -370,25 +553,27 @@ final class PeerLoop: @unchecked Sendable {
         for id in Array(connections.keys) {
             // Read afresh: finishing one request can hand an idle connection a waiting one.
             guard let connection = connections[id] else { continue }
-            if let job = connection.job {
-                guard now > job.deadline else { continue }
-                let sentAll = connection.written >= job.bytes.count
+            if let flight = connection.flight {
+                guard now > flight.deadline else { continue }
+                let sentAll = connection.written >= flight.bytes.count
                 finish(
                     id,
                     sentAll
-                        ? .broken("\(job.address.authority) did not answer within \(timeout)")
-                        : .notSent("\(job.address.authority) did not take the request within \(timeout)"), reusable: false)
+                        ? .broken("\(flight.authority) did not answer within \(timeout)")
+                        : .notSent("\(flight.authority) did not take the request within \(timeout)"), reusable: false)
             } else if now - connection.idleSince > idleLimit {
                 closeConnection(id)
             }
         }
         for key in Array(peers.keys) {
-            let expired = peers[key]!.waiting.filter { now > $0.deadline }
+            let expired = (peers[key]!.waiting + peers[key]!.parts).filter { now > $0.deadline }
             guard !expired.isEmpty else { continue }
             peers[key]!.waiting.removeAll { now > $0.deadline }
+            peers[key]!.parts.removeAll { now > $0.deadline }
             for job in expired {
                 job.continuation.resume(returning: .notSent("no connection to \(job.address.authority) was free within \(timeout)"))
             }
         }
+        countParts()
     }
 }

@@ -79,6 +79,8 @@ enum APIRoutes {
 
         // The cluster.
         Route("/v1/cluster", .get, access: .any, errors: [.notClustered], .task(ClusterHandlers.map)),
+        // Each request of a batch carries its own credentials.
+        Route(ForwardedBatches.path, .post, access: .open, errors: [.invalidArgument], .task(ForwardedBatches.answer)),
         Route(
             "/admin/cluster/drain", .post, access: .admin,
             errors: ErrorCode.body + [.notClustered, .nodeNotFound, .unavailable], .task(ClusterHandlers.drain)),
