@@ -350,41 +350,56 @@ public enum LikeBatchApplier {
         isolatingRefusals: Bool = false, events: Bool = false, oneKindPerUser: Bool = false
     ) throws(PostgresError) -> LikeBatchOutcome {
         try validate(entries.map(\.change))
-        let logs = Array(Set(entries.map(\.log))).sorted()
-        let progress = try connection.query(
-            "SELECT log, last_entry_ms, last_entry_seq FROM counter_flush_progress WHERE log = ANY($1::text[]) ORDER BY log FOR UPDATE",
-            [.textArray(logs)])
-        var recorded: [String: StreamEntryID] = [:]
-        for row in progress {
-            recorded[row.string(0) ?? ""] = StreamEntryID(milliseconds: UInt64(try row.int64(1)), sequence: UInt64(try row.int64(2)))
-        }
-        let fresh = entries.filter { entry in recorded[entry.log].map { entry.entryID > $0 } ?? true }
-        let skipped = entries.count - fresh.count
-        guard !fresh.isEmpty else {
-            return LikeBatchOutcome(movements: [:], missingPosts: [:], coalescedChanges: 0, alreadyApplied: skipped)
-        }
+        // Every log's newest entry and its changes, whether or not PostgreSQL has them already:
+        // the upsert below moves a log's progress only forward and says what it replaced.
         var newest: [String: (id: StreamEntryID, count: Int64)] = [:]
-        for entry in fresh {
+        for entry in entries {
             let current = newest[entry.log]
             newest[entry.log] = (max(current?.id ?? entry.entryID, entry.entryID), (current?.count ?? 0) + 1)
         }
         let updated = newest.sorted { $0.key < $1.key }
-        try connection.query(
-            """
-            INSERT INTO counter_flush_progress AS p (log, last_entry_ms, last_entry_seq, applied_changes, applied_batches)
-            SELECT log, ms, seq, n, 1 FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[]) AS u(log, ms, seq, n)
-            ON CONFLICT (log) DO UPDATE SET
-                last_entry_ms = excluded.last_entry_ms, last_entry_seq = excluded.last_entry_seq,
-                applied_changes = p.applied_changes + excluded.applied_changes,
-                applied_batches = p.applied_batches + 1, updated_at = now()
-            WHERE (excluded.last_entry_ms, excluded.last_entry_seq) > (p.last_entry_ms, p.last_entry_seq)
-            """,
+        let replaced = try connection.query(
+            progressUpsert,
             [
                 .textArray(updated.map(\.key)),
                 .int64Array(updated.map { Int64($0.value.id.milliseconds) }),
                 .int64Array(updated.map { Int64($0.value.id.sequence) }),
                 .int64Array(updated.map(\.value.count)),
             ])
+        // A log the upsert moved: its entries after the progress it replaced are new (all of them
+        // for a log without one). A log it left alone had nothing newer: all of it is applied.
+        var before: [String: StreamEntryID?] = [:]
+        for row in replaced {
+            var previous: StreamEntryID?
+            if let milliseconds = try row.optionalInt64(1) {
+                previous = StreamEntryID(milliseconds: UInt64(milliseconds), sequence: UInt64(try row.optionalInt64(2) ?? 0))
+            }
+            before[row.string(0) ?? ""] = .some(previous)
+        }
+        var staleInMoved: [String: Int64] = [:]
+        let fresh = entries.filter { entry in
+            guard let previous = before[entry.log] else { return false }
+            guard let previous, entry.entryID <= previous else { return true }
+            staleInMoved[entry.log, default: 0] += 1
+            return false
+        }
+        let skipped = entries.count - fresh.count
+        if !staleInMoved.isEmpty {
+            // Re-read entries among new ones (a crash came between a commit and its log's trim):
+            // the progress counts only the changes applied now.
+            let corrected = staleInMoved.sorted { $0.key < $1.key }
+            try connection.query(
+                """
+                UPDATE counter_flush_progress p SET applied_changes = p.applied_changes - u.n
+                FROM unnest($1::text[], $2::bigint[]) AS u(log, n) WHERE p.log = u.log
+                """,
+                [.textArray(corrected.map(\.key)), .int64Array(corrected.map(\.value))])
+        }
+        guard !fresh.isEmpty else {
+            return LikeBatchOutcome(movements: [:], missingPosts: [:], coalescedChanges: 0, alreadyApplied: skipped)
+        }
+        var appliedThrough: [String: StreamEntryID] = [:]
+        for entry in fresh { appliedThrough[entry.log] = max(appliedThrough[entry.log] ?? entry.entryID, entry.entryID) }
         // A change's time is its acknowledgement: its own, or else its entry's (the stream id).
         let outcome = try apply(
             fresh.map(\.timedChange), on: connection, skipping: skipping, isolatingRefusals: isolatingRefusals,
@@ -393,11 +408,29 @@ public enum LikeBatchApplier {
         var result = LikeBatchOutcome(
             movements: outcome.movements, missingPosts: outcome.missingPosts,
             coalescedChanges: outcome.coalescedChanges, alreadyApplied: skipped)
-        result.appliedThrough = newest.mapValues(\.id)
+        result.appliedThrough = appliedThrough
         result.rejected = outcome.rejected
         result.reactionMovements = outcome.reactionMovements
         return result
     }
+
+    /// Records each log's newest entry as its progress (`$1` logs, `$2`/`$3` the entries' ids,
+    /// `$4` their changes), only where it is newer than the recorded one, and returns, per log it
+    /// moved, the progress it replaced (`NULL` for a log without one). The row lock the update
+    /// takes holds until the transaction ends, and the replaced progress is the latest committed
+    /// one (an upsert reads the row it updates afresh, after waiting for a concurrent writer):
+    /// one statement and one lock per log, where a `SELECT … FOR UPDATE` then an upsert took two.
+    static let progressUpsert = """
+        INSERT INTO counter_flush_progress AS p (log, last_entry_ms, last_entry_seq, applied_changes, applied_batches)
+        SELECT log, ms, seq, n, 1 FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[]) AS u(log, ms, seq, n)
+        ON CONFLICT (log) DO UPDATE SET
+            previous_entry_ms = p.last_entry_ms, previous_entry_seq = p.last_entry_seq,
+            last_entry_ms = excluded.last_entry_ms, last_entry_seq = excluded.last_entry_seq,
+            applied_changes = p.applied_changes + excluded.applied_changes,
+            applied_batches = p.applied_batches + 1, updated_at = now()
+        WHERE (excluded.last_entry_ms, excluded.last_entry_seq) > (p.last_entry_ms, p.last_entry_seq)
+        RETURNING p.log, p.previous_entry_ms, p.previous_entry_seq
+        """
 
     /// The progress recorded for `log`, if any batch of it was applied.
     public static func progress(of log: String, pool: PostgresPool) async throws -> StreamEntryID? {

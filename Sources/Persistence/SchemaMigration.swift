@@ -43,8 +43,18 @@ extension SchemaMigration {
     public static let all: [SchemaMigration] = [
         seedLayout, flushProgress, clusterMembership, slotEpochs,
         likesByPostNewestFirst, likesByUserNewestFirst, dropLikesByPost, likeEvents,
-        reactions, reactionEvents, nodeSettings,
+        reactions, reactionEvents, nodeSettings, replacedProgress,
     ]
+
+    /// The progress a flush's upsert replaced, kept on the row so the upsert can return it: one
+    /// statement and one row lock per log, where a `SELECT … FOR UPDATE` then the upsert took
+    /// two (`LikeBatchApplier.progressUpsert`). Only the upsert that sets them reads them.
+    static let replacedProgress = SchemaMigration(
+        version: 12, name: "counter_flush_progress.previous_entry_ms, previous_entry_seq",
+        sql: """
+            ALTER TABLE counter_flush_progress ADD COLUMN IF NOT EXISTS previous_entry_ms bigint;
+            ALTER TABLE counter_flush_progress ADD COLUMN IF NOT EXISTS previous_entry_seq bigint;
+            """)
 
     /// The settings every node of a deployment must share (the reaction model), as each live
     /// node registered them: a node whose settings differ from a live one's refuses to start.

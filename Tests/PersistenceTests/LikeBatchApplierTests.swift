@@ -2,6 +2,7 @@ import Persistence
 import PostgresDriver
 import RedisDriver
 import ShardRouter
+import Synchronization
 import TestSupport
 import Testing
 
@@ -138,6 +139,63 @@ struct LikeBatchApplierTests {
         #expect(all.alreadyApplied == 2)
         #expect(all.movements.isEmpty)
         #expect(try await Self.members([post], pool).map(\.userID).sorted() == [2, 3])
+        await pool.close()
+    }
+
+    @Test(
+        "a flush of a log waits for one under way on the same log and applies only what that one did not; the progress counts each change once"
+    )
+    func concurrentFlushOfOneLog() async throws {
+        let pool = try await TestEnvironment.migratedPool()
+        let post = try await TestEnvironment.createPosts(1, in: pool)[0]
+        let log = TestEnvironment.uniqueKeyPrefix("log")
+        func entry(_ ms: UInt64, _ user: Int64) -> LoggedLikeChange {
+            LoggedLikeChange(
+                log: log, slot: HashSlot(key: log.utf8).rawValue, entryID: StreamEntryID(milliseconds: ms, sequence: 0),
+                change: LikeChange(userID: user, postID: post, liked: true))
+        }
+        let firstEntries = [entry(100, 1), entry(101, 2), entry(102, 3)]
+        let applied = Atomic<Bool>(false)
+        let first = Task {
+            try await pool.withTransaction { connection in
+                let outcome = try LikeBatchApplier.apply(firstEntries, on: connection)
+                applied.store(true, ordering: .releasing)
+                // Held open until the second flush waits for this one's lock on the log's progress.
+                let deadline = ContinuousClock.now + .seconds(30)
+                while ContinuousClock.now < deadline {
+                    // A transaction sees one snapshot of the server's activity unless told to drop it.
+                    try connection.query("SELECT pg_stat_clear_snapshot()")
+                    let waiting = try connection.query(
+                        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%counter_flush_progress%'")
+                    if try waiting.first?.int64(0) ?? 0 > 0 { return (outcome, true) }
+                }
+                return (outcome, false)
+            }
+        }
+        let deadline = ContinuousClock.now + .seconds(30)
+        while !applied.load(ordering: .acquiring) && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        let second = try await LikeBatchApplier.apply(firstEntries + [entry(103, 4)], pool: pool)
+        let (firstOutcome, secondWaited) = try await first.value
+        #expect(secondWaited, "the second flush never waited for the first one's lock")
+        #expect(firstOutcome.movements[post] == .init(delta: 3, likesCount: 3))
+        #expect(second.alreadyApplied == 3)
+        #expect(second.movements[post] == .init(delta: 1, likesCount: 4))
+        #expect(second.appliedThrough == [log: StreamEntryID(milliseconds: 103, sequence: 0)])
+        let progress = try await pool.query(
+            "SELECT applied_changes, applied_batches, last_entry_ms FROM counter_flush_progress WHERE log = $1", [.text(log)])
+        #expect(try progress.first?.int64(0) == 4)
+        #expect(try progress.first?.int64(1) == 2)
+        #expect(try progress.first?.int64(2) == 103)
+        // A re-read of all of it moves nothing, counts nothing.
+        let again = try await LikeBatchApplier.apply(firstEntries + [entry(103, 4)], pool: pool)
+        #expect(again.alreadyApplied == 4 && again.movements.isEmpty)
+        let after = try await pool.query("SELECT applied_changes, applied_batches FROM counter_flush_progress WHERE log = $1", [.text(log)])
+        #expect(try after.first?.int64(0) == 4 && after.first?.int64(1) == 2)
+        // A re-read with a new entry after the applied ones: only the new one is applied and counted.
+        let more = try await LikeBatchApplier.apply(firstEntries + [entry(103, 4), entry(104, 5)], pool: pool)
+        #expect(more.alreadyApplied == 4 && more.movements[post] == .init(delta: 1, likesCount: 5))
+        let last = try await pool.query("SELECT applied_changes, applied_batches FROM counter_flush_progress WHERE log = $1", [.text(log)])
+        #expect(try last.first?.int64(0) == 5 && last.first?.int64(1) == 3)
         await pool.close()
     }
 
