@@ -16,7 +16,9 @@ import ShardRouter
 /// answer whoever waited.
 ///
 /// Its state is one `Loop` — awake, asleep until a deadline or an event, flushing (with the run),
-/// or finished — and it is private: the shard's router (`ShardStateMachine`) calls the methods
+/// or finished — changed only by its events, here and in its two other files (`+LostEntries`:
+/// what Redis may have lost, judged against PostgreSQL; `+Waiters`: who waits for PostgreSQL),
+/// which is why its state is module-visible rather than private: the shard's router (`ShardStateMachine`) calls the methods
 /// below, which are its events; they ask the shell for I/O with the shard's `Action`s and tell
 /// the router what concerns the shard's other machines as `Effect`s (a slot drained, fenced, a
 /// post found missing). What it needs to know of the slots comes in as `SlotOwnership`, read only.
@@ -54,7 +56,7 @@ struct WriteBehind {
     }
 
     /// What waits for the logs whose content is unknown to be read.
-    private enum AfterRescan {
+    enum AfterRescan {
         case flushAll(ShardReply<Result<Void, Error>>)
         /// A slot being drained (its claim raised the key; the log is read next).
         case drain(slot: UInt16, epoch: Int64)
@@ -77,19 +79,19 @@ struct WriteBehind {
 
     // MARK: - State
 
-    private let shard: Int
+    let shard: Int
     private let layout: RedisKeyLayout
     private let isFenced: Bool
     private let backlogMaximumAge: Duration?
-    private var scheduler: FlushScheduler
-    private var loop = Loop.awake
+    var scheduler: FlushScheduler
+    var loop = Loop.awake
     /// Who waits for what to reach PostgreSQL, by the scheduler's ids.
-    private var waiters: [FlushScheduler.WaiterID: FlushWaiter] = [:]
+    var waiters: [FlushScheduler.WaiterID: FlushWaiter] = [:]
     /// `flushAll`, drains and recoveries that wait for the uncertain logs to be read first.
-    private var afterRescan: [AfterRescan] = []
+    var afterRescan: [AfterRescan] = []
     /// Slots whose log read empty while entries were noted in it, while PostgreSQL's progress of
     /// them is read (a run that has done its steps ends with that answer).
-    private var progressCheck: [UInt16: FlushScheduler.FlushPlan.Slot] = [:]
+    var progressCheck: [UInt16: FlushScheduler.FlushPlan.Slot] = [:]
     /// Failed flush attempts in a row, for the log.
     private var failuresInARow = 0
     /// The age of the oldest waiting change as last looked at, and when: finding it walks the
@@ -97,8 +99,8 @@ struct WriteBehind {
     private var backlogAgeSeen: (checkedAt: ContinuousClock.Instant, age: Duration?)?
     static let backlogAgeRecheck: Duration = .milliseconds(100)
     /// The changes logged and not yet applied, by post and by user, for the lists.
-    private var pendingLikes = PendingLikes()
-    private(set) var counters = Counters()
+    var pendingLikes = PendingLikes()
+    var counters = Counters()
 
     init(shard: Int, configuration: WritePathConfiguration, isFenced: Bool, now: ContinuousClock.Instant) {
         self.shard = shard
@@ -237,43 +239,10 @@ struct WriteBehind {
         return effects
     }
 
-    // MARK: - Callers waiting for PostgreSQL
-
-    /// `flushAll`: once the logs whose content is unknown are read, wait for everything
-    /// appended so far.
-    mutating func flushAll(_ reply: ShardReply<Result<Void, Error>>, into actions: inout [ShardStateMachine.Action]) -> [Effect] {
-        guard scheduler.uncertainSlots.isEmpty else {
-            afterRescan.append(.flushAll(reply))
-            wake(.wakeLoop)
-            return []
-        }
-        return addWaiter(marks: scheduler.unflushedMarks, .caller(reply), into: &actions)
-    }
-
-    /// Makes everything appended so far due now: a waiter nobody waits on.
-    mutating func requestFlushAll() {
-        if case .wait(let id, let signal) = scheduler.waiterAdded(marks: scheduler.unflushedMarks) {
-            waiters[id] = .nobody
-            wake(signal)
-        }
-    }
-
-    /// A sole writer's start: every log of `slots` is read before anything else.
-    mutating func recover(_ slots: Range<Int>, reply: ShardReply<Result<Void, Error>>) {
-        wake(scheduler.uncertain(Set(slots.map { UInt16($0) })))
-        afterRescan.append(.recovery(reply))
-    }
-
-    /// Asked to stop: with `drain`, flush everything waiting, then finish; without, finish after
-    /// the flush under way.
-    mutating func stop(drain: Bool) {
-        wake(scheduler.stop(drain: drain))
-    }
-
     // MARK: - The loop
 
     /// Wakes the sleeping loop when the scheduler says an event made a flush due sooner.
-    private mutating func wake(_ signal: FlushScheduler.LoopSignal) {
+    mutating func wake(_ signal: FlushScheduler.LoopSignal) {
         if signal == .wakeLoop, case .sleeping = loop { loop = .awake }
     }
 
@@ -325,106 +294,8 @@ struct WriteBehind {
 
     // MARK: - A flush's steps
 
-    /// The rescan's results are the truth about what waits in those logs; drains and `flushAll`
-    /// callers that waited for it go on (or fail with its error). A repairing slot's log, listed
-    /// whole, tells which acknowledged changes its failed master lost.
-    mutating func logsRescanned(
-        _ results: [UInt16: Result<ShardStateMachine.LogSummary, Error>], now: ContinuousClock.Instant,
-        slots: SlotOwnership, into actions: inout [ShardStateMachine.Action]
-    ) -> [Effect] {
-        guard case .flushing(var run) = loop, case .rescanning = run.step else {
-            return unexpected("logs rescanned while no rescan runs", into: &actions)
-        }
-        var effects: [Effect] = []
-        var failures: [UInt16: Error] = [:]
-        for (slot, result) in results.sorted(by: { $0.key < $1.key }) {
-            switch result {
-            case .success(let summary):
-                // A slot given up meanwhile is the new owner's to read.
-                guard slots.flushEpoch(of: slot) != nil else { continue }
-                wake(scheduler.rescanned(slot: slot, length: summary.changes, newest: summary.newest, now: now))
-                if let entries = summary.entries, slots.isRepairing(slot) {
-                    effects += auditFailover(slot: slot, present: Set(entries), into: &actions)
-                }
-                // What the log held may not all have come through this shard's batches.
-                if summary.changes > 0, let newest = summary.newest { pendingLikes.unindexed(slot: slot, through: newest) }
-            case .failure(let error):
-                failures[slot] = error
-                run.nodeFailure = run.nodeFailure ?? error
-            }
-        }
-        loop = .flushing(run)
-        effects += resolveAfterRescan(failures: failures, into: &actions)
-        // A rescan alone (a recovery, a write whose outcome is unknown) flushes only what is due.
-        if scheduler.isFlushDue(now: now) {
-            effects += plan(run, now: now, slots: slots, into: &actions)
-        } else {
-            effects += endFlush(run, now: now, into: &actions)
-        }
-        return effects
-    }
-
-    /// Callers waiting for a lost entry of a repairing slot to reach PostgreSQL (`--ack postgres`
-    /// answers, flush callers) are told it will not: it is gone; the index forgets it.
-    private mutating func auditFailover(
-        slot: UInt16, present: Set<StreamEntryID>,
-        into actions: inout [ShardStateMachine.Action]
-    ) -> [Effect] {
-        var effects: [Effect] = []
-        for id in scheduler.takeWaitersOfLostEntries(slot: slot, present: present) {
-            effects += failWaiter(id, with: ShardStateMachine.lostInFailover, into: &actions)
-        }
-        let lost = pendingLikes.dropMissing(slot: slot, present: present)
-        if !lost.isEmpty {
-            counters.failoverLostChanges += lost.count
-            effects.append(.lostInRepair(slot: slot, lost))
-        }
-        return effects
-    }
-
-    /// Drains, recoveries and `flushAll` callers waiting for the uncertain logs to be read.
-    private mutating func resolveAfterRescan(failures: [UInt16: Error], into actions: inout [ShardStateMachine.Action]) -> [Effect] {
-        guard !afterRescan.isEmpty else { return [] }
-        var effects: [Effect] = []
-        let pending = afterRescan
-        afterRescan = []
-        let firstFailure = failures.sorted { $0.key < $1.key }.first?.value
-        let allRead = scheduler.uncertainSlots.isEmpty
-        for item in pending {
-            switch item {
-            case .drain(let slot, let epoch):
-                if let error = failures[slot] {
-                    effects.append(.drainFailed(slot: slot, epoch: epoch, error: error))
-                } else if !scheduler.uncertainSlots.contains(slot) {
-                    effects += addWaiter(
-                        marks: scheduler.unflushedMarks.filter { $0.key == slot }, .drain(slot: slot, epoch: epoch),
-                        into: &actions)
-                } else {
-                    afterRescan.append(item)
-                }
-            case .flushAll(let reply):
-                if let firstFailure {
-                    actions.append(.reply(reply.with(.failure(firstFailure))))
-                } else if allRead {
-                    effects += addWaiter(marks: scheduler.unflushedMarks, .caller(reply), into: &actions)
-                } else {
-                    afterRescan.append(item)
-                }
-            case .recovery(let reply):
-                if let firstFailure {
-                    actions.append(.reply(reply.with(.failure(firstFailure))))
-                } else if allRead {
-                    actions.append(.reply(reply.with(.success(()))))
-                } else {
-                    afterRescan.append(item)
-                }
-            }
-        }
-        return effects
-    }
-
     /// The plan: the oldest dirty slots this node still holds, under the epochs held now.
-    private mutating func plan(
+    mutating func plan(
         _ planned: FlushRun, now: ContinuousClock.Instant, slots: SlotOwnership,
         into actions: inout [ShardStateMachine.Action]
     ) -> [Effect] {
@@ -498,48 +369,6 @@ struct WriteBehind {
                     reason: "malformed log entry"))
         } else {
             effects += apply(run, now: now, slots: slots, into: &actions)
-        }
-        return effects
-    }
-
-    /// PostgreSQL's recorded progress of logs that read empty while entries were noted in them:
-    /// what it has is applied; the rest was lost with Redis. Callers waiting for a lost entry
-    /// are told it will not reach PostgreSQL, the lists' index forgets it, and it is counted.
-    /// A failed read leaves the slots as they were: the next flush reads them again. A run that
-    /// waited only for this ends with it (failing, to back off, when the read failed).
-    mutating func flushProgressRead(
-        _ result: Result<[UInt16: StreamEntryID], Error>, now: ContinuousClock.Instant,
-        slots: SlotOwnership, into actions: inout [ShardStateMachine.Action]
-    ) -> [Effect] {
-        let checked = progressCheck
-        progressCheck = [:]
-        var effects: [Effect] = []
-        if case .success(let progress) = result {
-            var satisfied: [FlushScheduler.WaiterID] = []
-            var lost = 0
-            for (slot, planned) in checked.sorted(by: { $0.key < $1.key }) where slots.flushEpoch(of: slot) != nil {
-                if let applied = progress[slot] {
-                    satisfied += scheduler.settled(slot: slot, removed: 0, applied: applied, stillDirtySince: nil)
-                    pendingLikes.applied(slot: slot, through: applied)
-                }
-                // Only what was noted when the log was read empty is judged by that read: a batch
-                // may have appended since, and its entries are there.
-                for id in scheduler.takeWaitersOfLostEntries(slot: slot, present: [], through: planned.appended) {
-                    effects += failWaiter(id, with: ShardStateMachine.lostInFailover, into: &actions)
-                }
-                lost += pendingLikes.dropMissing(slot: slot, present: [], through: planned.appended).count
-                satisfied += scheduler.emptyLogRead(planned)
-            }
-            if lost > 0 {
-                counters.failoverLostChanges += lost
-                actions.append(.log(ShardLogLine(.error, "redis_lost_changes", [("shard", String(shard)), ("changes", String(lost))])))
-            }
-            effects += resume(satisfied, into: &actions)
-        }
-        if case .flushing(var run) = loop {
-            if case .failure(let error) = result { run.nodeFailure = run.nodeFailure ?? error }
-            loop = .flushing(run)
-            if run.step == .checkingProgress { effects += endFlush(run, now: now, into: &actions) }
         }
         return effects
     }
@@ -684,7 +513,7 @@ struct WriteBehind {
     /// The run's steps are done: it waits for PostgreSQL's progress of logs that read empty, if
     /// that read is out; else it failed if a Redis node failed along the way (the loop backs
     /// off), or it succeeded.
-    private mutating func endFlush(_ ended: FlushRun, now: ContinuousClock.Instant, into actions: inout [ShardStateMachine.Action]) -> [Effect] {
+    mutating func endFlush(_ ended: FlushRun, now: ContinuousClock.Instant, into actions: inout [ShardStateMachine.Action]) -> [Effect] {
         if !progressCheck.isEmpty {
             var waiting = ended
             waiting.step = .checkingProgress
@@ -723,69 +552,6 @@ struct WriteBehind {
                     ])))
     }
 
-    // MARK: - Log lengths
-
-    /// The books' view of `slot` before its log's length is read: whether it may hold changes,
-    /// and what was noted as appended (the question's mark).
-    func lengthQuestion(slot: UInt16) -> (pending: Bool, uncertain: Bool, appended: StreamEntryID?) {
-        (scheduler.hasPendingChanges(inSlot: slot), scheduler.uncertainSlots.contains(slot), scheduler.newestAppended(inSlot: slot))
-    }
-
-    /// An empty log holds nothing, whatever the books counted (what they counted is applied, or
-    /// was lost with a Redis node that failed over).
-    mutating func logLengthsRead(
-        _ question: ShardStateMachine.LogLengthQuestion, _ lengths: [UInt16: Int],
-        into actions: inout [ShardStateMachine.Action]
-    ) -> [Effect] {
-        var effects: [Effect] = []
-        for (slot, length) in lengths.sorted(by: { $0.key < $1.key }) where length == 0 {
-            guard let asked = question.appendedWhenAsked[slot] else { continue }
-            let satisfied = scheduler.logFoundEmpty(slot: slot, appendedWhenAsked: asked)
-            // What the index kept of an empty log is applied (or was lost with its Redis node, as
-            // Redis's own copy was).
-            if let asked, !scheduler.hasPendingChanges(inSlot: slot) { pendingLikes.applied(slot: slot, through: asked) }
-            effects += resume(satisfied, into: &actions)
-        }
-        return effects
-    }
-
-    // MARK: - Waiters
-
-    /// Waits (as `waiter`) until every entry in `marks` is in PostgreSQL.
-    private mutating func addWaiter(
-        marks: [UInt16: StreamEntryID], _ waiter: FlushWaiter,
-        into actions: inout [ShardStateMachine.Action]
-    ) -> [Effect] {
-        switch scheduler.waiterAdded(marks: marks) {
-        case .resumeNow:
-            return waiter.satisfied(into: &actions)
-        case .refuse:
-            return waiter.failed(with: ShardStateMachine.stopped, into: &actions)
-        case .wait(let id, let signal):
-            waiters[id] = waiter
-            wake(signal)
-            return []
-        }
-    }
-
-    /// Resumes the waiters the scheduler found satisfied.
-    private mutating func resume(_ ids: [FlushScheduler.WaiterID], into actions: inout [ShardStateMachine.Action]) -> [Effect] {
-        var effects: [Effect] = []
-        for id in ids {
-            if let waiter = waiters.removeValue(forKey: id) { effects += waiter.satisfied(into: &actions) }
-        }
-        return effects
-    }
-
-    /// Fails the waiter `id` with `error` (its slot moved, its entry was lost, or the flusher stopped).
-    private mutating func failWaiter(
-        _ id: FlushScheduler.WaiterID, with error: CounterError,
-        into actions: inout [ShardStateMachine.Action]
-    ) -> [Effect] {
-        guard let waiter = waiters.removeValue(forKey: id) else { return [] }
-        return waiter.failed(with: error, into: &actions)
-    }
-
     // MARK: - The end
 
     /// The shard's loop ends: callers still waiting are told nothing more will happen; drains
@@ -805,7 +571,7 @@ struct WriteBehind {
 
     /// An event this machine cannot be in a state to receive: a bug. Loud in debug builds; logged
     /// in release builds, where the event changes nothing.
-    private func unexpected(_ what: String, into actions: inout [ShardStateMachine.Action]) -> [Effect] {
+    func unexpected(_ what: String, into actions: inout [ShardStateMachine.Action]) -> [Effect] {
         ShardStateMachine.unexpected(what, shard: shard, state: "\(loop)", into: &actions)
         return []
     }
