@@ -120,7 +120,7 @@ let package = Package(
             ], path: "Tests/NodeTestSupport"),
         // One test target per module tested.
         .testTarget(name: "BenchKitTests", dependencies: ["BenchKit", "CounterWire", "ShardRouter", "TestSupport"]),
-        .testTarget(name: "CounterClientTests", dependencies: ["CounterClient", "CounterWire"]),
+        .testTarget(name: "CounterClientTests", dependencies: ["CounterClient", "CounterWire", "TestSupport"]),
         .testTarget(name: "CounterWireTests", dependencies: ["CounterWire"]),
         .testTarget(name: "CounterCoreTests", dependencies: ["CounterCore"]),
         .testTarget(name: "UserTokensTests", dependencies: ["CounterCore", "UserTokens", "TestSupport"]),

@@ -65,8 +65,6 @@ final class PeerLoop: @unchecked Sendable {
         var waiting: [Job] = []
         /// Requests waiting to go in the next batch, oldest first (`batching`).
         var parts: [Job] = []
-        /// Batches in flight.
-        var batches = 0
         /// The peer answered a batch as a route it does not have (a node of an older version):
         /// its requests go one by one.
         var refusesBatches = false
@@ -259,50 +257,45 @@ final class PeerLoop: @unchecked Sendable {
     private func sendParts(_ key: String) {
         guard let batching else { return }
         let now = ContinuousClock.now
-        while let peer = peers[key], !peer.parts.isEmpty, peer.batches < batching.maximumInFlight {
-            var taken: [Job] = []
-            var size = 0
-            var rest = peer.parts[...]
-            while let job = rest.first, taken.count < PeerBatch.maximumCount {
-                if now > job.deadline {
-                    rest.removeFirst()
-                    job.continuation.resume(returning: .notSent("no connection to \(job.address.authority) was free within \(timeout)"))
-                    continue
-                }
-                let partSize = job.part?.count ?? job.bytes.count
-                if !taken.isEmpty && size + partSize > batching.maximumBytes { break }
-                taken.append(job)
-                size += partSize
-                rest.removeFirst()
+        for job in peers[key]?.parts ?? [] where now > job.deadline {
+            job.continuation.resume(returning: .notSent("no connection to \(job.address.authority) was free within \(timeout)"))
+        }
+        peers[key]?.parts.removeAll { now > $0.deadline }
+        while let peer = peers[key], let first = peer.parts.first, batchesInFlight(key) < batching.maximumInFlight {
+            // A connection first: without one, the parts wait for one to finish.
+            let idle = idleConnection(key)
+            guard idle != nil || peer.open < maximumConnectionsPerPeer else { return }
+            var count = 1
+            var size = first.part?.count ?? first.bytes.count
+            while count < min(peer.parts.count, PeerBatch.maximumCount) {
+                let next = peer.parts[count].part?.count ?? peer.parts[count].bytes.count
+                if size + next > batching.maximumBytes { break }
+                size += next
+                count += 1
             }
-            guard let first = taken.first else {
-                peers[key]!.parts = []
-                return
-            }
+            let taken = Array(peer.parts[..<count])
+            peers[key]!.parts.removeFirst(count)
             let flight: Flight
-            if taken.count == 1 {
+            if count == 1 {
                 flight = Flight(single: first, fromParts: true)
             } else {
-                let body = PeerBatch.body(ofParts: taken.map { $0.part ?? [] })
                 let request = PeerClient.Request(
                     method: "POST", target: batching.target,
-                    headers: batching.headers + [("Content-Type", PeerBatch.contentType)], body: body)
+                    headers: batching.headers + [("Content-Type", PeerBatch.contentType)],
+                    body: PeerBatch.body(ofParts: taken.map { $0.part ?? [] }))
                 flight = Flight(batch: taken, bytes: PeerClient.encode(request, authority: first.address.authority))
             }
-            if let id = idleConnection(key) {
-                peers[key]!.parts = Array(rest)
-                peers[key]!.batches += 1
-                start(id, flight)
-            } else if peers[key]!.open < maximumConnectionsPerPeer {
-                peers[key]!.parts = Array(rest)
-                peers[key]!.batches += 1
-                openConnection(for: flight, key: key, address: first.address)
+            if let idle {
+                start(idle, flight)
             } else {
-                // Every connection is busy: the parts wait for one to finish.
-                peers[key]!.parts = taken + Array(rest)
-                return
+                openConnection(for: flight, key: key, address: first.address)
             }
         }
+    }
+
+    /// Flights from the requests waiting to be batched that are under way to `key`.
+    private func batchesInFlight(_ key: String) -> Int {
+        connections.values.reduce(0) { $0 + ($1.key == key && $1.flight?.fromParts == true ? 1 : 0) }
     }
 
     /// Whether an idle connection is still open: the peer has not closed it, nor sent anything.
@@ -315,7 +308,7 @@ final class PeerLoop: @unchecked Sendable {
     private func openConnection(for flight: Flight, key: String, address: PeerAddress) {
         let descriptor = socket(address.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else {
-            return refuse(flight, key: key, .notSent("cannot make a socket: \(String(cString: strerror(errno)))"))
+            return refuse(flight, .notSent("cannot make a socket: \(String(cString: strerror(errno)))"))
         }
         var one: Int32 = 1
         setsockopt(descriptor, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
@@ -325,7 +318,7 @@ final class PeerLoop: @unchecked Sendable {
         if result != 0 && errno != EINPROGRESS {
             let reason = String(cString: strerror(errno))
             close(descriptor)
-            return refuse(flight, key: key, .notSent("cannot connect to \(address.authority): \(reason)"))
+            return refuse(flight, .notSent("cannot connect to \(address.authority): \(reason)"))
         }
         let id = nextID
         nextID += 1
@@ -340,8 +333,7 @@ final class PeerLoop: @unchecked Sendable {
     }
 
     /// Gives every request of `flight`, which got no connection, `outcome`.
-    private func refuse(_ flight: Flight, key: String, _ outcome: PeerClient.Outcome) {
-        if flight.fromParts { peers[key]?.batches -= 1 }
+    private func refuse(_ flight: Flight, _ outcome: PeerClient.Outcome) {
         for job in flight.jobs { job.continuation.resume(returning: outcome) }
     }
 
@@ -458,7 +450,6 @@ final class PeerLoop: @unchecked Sendable {
             let key = connections[id]!.key
             peers[key, default: Peer()].refusesBatches = true
             connections[id]!.flight = nil
-            peers[key]?.batches -= 1
             release(id, key: key, reusable: reusable)
             for var job in flight.jobs {
                 job.part = nil
@@ -492,7 +483,6 @@ final class PeerLoop: @unchecked Sendable {
     private func finish(_ id: Int, _ outcomes: [PeerClient.Outcome], reusable: Bool) {
         guard let connection = connections[id], let flight = connection.flight else { return }
         connections[id]!.flight = nil
-        if flight.fromParts { peers[connection.key]?.batches -= 1 }
         for (job, outcome) in zip(flight.jobs, outcomes) { job.continuation.resume(returning: outcome) }
         release(id, key: connection.key, reusable: reusable)
     }

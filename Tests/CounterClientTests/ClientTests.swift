@@ -1,6 +1,7 @@
 import CounterClient
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 
 #if canImport(FoundationNetworking)

@@ -1,5 +1,6 @@
 import CounterClient
 import Synchronization
+import TestSupport
 
 /// A stand-in for the service that holds each request until the test answers it, so a test can
 /// tap while requests are in flight: the like button's (`HeldRequests`) and the reaction

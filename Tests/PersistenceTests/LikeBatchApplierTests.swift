@@ -2,7 +2,6 @@ import Persistence
 import PostgresDriver
 import RedisDriver
 import ShardRouter
-import Synchronization
 import TestSupport
 import Testing
 
@@ -155,11 +154,11 @@ struct LikeBatchApplierTests {
                 change: LikeChange(userID: user, postID: post, liked: true))
         }
         let firstEntries = [entry(100, 1), entry(101, 2), entry(102, 3)]
-        let applied = Atomic<Bool>(false)
+        let applied = Arrivals()
         let first = Task {
             try await pool.withTransaction { connection in
                 let outcome = try LikeBatchApplier.apply(firstEntries, on: connection)
-                applied.store(true, ordering: .releasing)
+                applied.arrive()
                 // Held open until the second flush waits for this one's lock on the log's progress.
                 let deadline = ContinuousClock.now + .seconds(30)
                 while ContinuousClock.now < deadline {
@@ -172,8 +171,7 @@ struct LikeBatchApplierTests {
                 return (outcome, false)
             }
         }
-        let deadline = ContinuousClock.now + .seconds(30)
-        while !applied.load(ordering: .acquiring) && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        await applied.waitFor(1)
         let second = try await LikeBatchApplier.apply(firstEntries + [entry(103, 4)], pool: pool)
         let (firstOutcome, secondWaited) = try await first.value
         #expect(secondWaited, "the second flush never waited for the first one's lock")

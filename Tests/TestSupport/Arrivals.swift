@@ -4,7 +4,7 @@ import Synchronization
 /// waiter is resumed by the arrival that reaches its count, not by polling. The wait is bounded
 /// (30 s by default) so that a test whose count never comes fails its assertions instead of
 /// hanging the suite.
-final class Arrivals: Sendable {
+public final class Arrivals: Sendable {
     private struct State {
         var count = 0
         var waiters: [(id: Int, wanted: Int, continuation: CheckedContinuation<Void, Never>)] = []
@@ -12,11 +12,13 @@ final class Arrivals: Sendable {
     }
     private let state = Mutex(State())
 
+    public init() {}
+
     /// How many have arrived.
-    var count: Int { state.withLock { $0.count } }
+    public var count: Int { state.withLock { $0.count } }
 
     /// Counts one arrival and resumes the waiters it satisfies.
-    func arrive() {
+    public func arrive() {
         let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
             state.count += 1
             let count = state.count
@@ -28,7 +30,7 @@ final class Arrivals: Sendable {
     }
 
     /// Returns once `wanted` have arrived, or after `limit` if they never do.
-    func waitFor(_ wanted: Int, limit: Duration = .seconds(30)) async {
+    public func waitFor(_ wanted: Int, limit: Duration = .seconds(30)) async {
         let id = state.withLock { state -> Int in
             state.nextID += 1
             return state.nextID
