@@ -64,8 +64,8 @@ public enum PeerBatch {
     /// splits it (never percent-decoded), `Authorization` taken out of the headers, the other
     /// names in lower case.
     public static func requests(from body: [UInt8]) -> Result<[HTTPRequest], Malformed> {
-        var reader = Reader(bytes: body)
-        do {
+        Result { () throws(Malformed) in
+            var reader = Reader(bytes: body)
             let count = try reader.header()
             var requests: [HTTPRequest] = []
             requests.reserveCapacity(count)
@@ -92,11 +92,7 @@ public enum PeerBatch {
                         authorization: authorization, headers: headers, body: requestBody))
             }
             try reader.end()
-            return .success(requests)
-        } catch let error as Malformed {
-            return .failure(error)
-        } catch {
-            return .failure(Malformed(reason: "\(error)"))
+            return requests
         }
     }
 
@@ -117,8 +113,8 @@ public enum PeerBatch {
 
     /// The answers in a batch's answer, which must hold `expected` of them.
     public static func answers(from body: [UInt8], expected: Int) -> Result<[Answer], Malformed> {
-        var reader = Reader(bytes: body)
-        do {
+        Result { () throws(Malformed) in
+            var reader = Reader(bytes: body)
             let count = try reader.header()
             guard count == expected else { throw Malformed(reason: "\(count) answers for \(expected) requests") }
             var answers: [Answer] = []
@@ -130,11 +126,7 @@ public enum PeerBatch {
                 answers.append(Answer(status: status, headers: headers, body: try reader.long("body of answer \(index)")))
             }
             try reader.end()
-            return .success(answers)
-        } catch let error as Malformed {
-            return .failure(error)
-        } catch {
-            return .failure(Malformed(reason: "\(error)"))
+            return answers
         }
     }
 

@@ -7,6 +7,11 @@ import Testing
 
 @Suite("Batch apply against a real PostgreSQL")
 struct LikeBatchApplierTests {
+    /// `change` as the entry `ms`-0 of `log`.
+    static func logged(_ log: String, _ ms: UInt64, _ change: LikeChange) -> LoggedLikeChange {
+        LoggedLikeChange(log: log, slot: HashSlot(key: log.utf8).rawValue, entryID: StreamEntryID(milliseconds: ms, sequence: 0), change: change)
+    }
+
     /// The count of `likes` rows and `likes_count` for each post.
     static func counts(_ posts: [Int64], _ pool: PostgresPool) async throws -> [Int64: (rows: Int64, count: Int64)] {
         let rows = try await pool.query(
@@ -117,9 +122,7 @@ struct LikeBatchApplierTests {
         let post = try await TestEnvironment.createPosts(1, in: pool)[0]
         let log = TestEnvironment.uniqueKeyPrefix("log")
         func entry(_ ms: UInt64, _ user: Int64, _ liked: Bool) -> LoggedLikeChange {
-            LoggedLikeChange(
-                log: log, slot: HashSlot(key: log.utf8).rawValue, entryID: StreamEntryID(milliseconds: ms, sequence: 0),
-                change: LikeChange(userID: user, postID: post, liked: liked))
+            Self.logged(log, ms, LikeChange(userID: user, postID: post, liked: liked))
         }
         let batch = [entry(100, 1, true), entry(101, 2, true)]
         let first = try await LikeBatchApplier.apply(batch, pool: pool)
@@ -149,9 +152,7 @@ struct LikeBatchApplierTests {
         let post = try await TestEnvironment.createPosts(1, in: pool)[0]
         let log = TestEnvironment.uniqueKeyPrefix("log")
         func entry(_ ms: UInt64, _ user: Int64) -> LoggedLikeChange {
-            LoggedLikeChange(
-                log: log, slot: HashSlot(key: log.utf8).rawValue, entryID: StreamEntryID(milliseconds: ms, sequence: 0),
-                change: LikeChange(userID: user, postID: post, liked: true))
+            Self.logged(log, ms, LikeChange(userID: user, postID: post, liked: true))
         }
         let firstEntries = [entry(100, 1), entry(101, 2), entry(102, 3)]
         let applied = Arrivals()
@@ -206,9 +207,7 @@ struct LikeBatchApplierTests {
         let log = TestEnvironment.uniqueKeyPrefix("log")
         let entryTime: UInt64 = 1_733_300_000_123
         let replayedTime: Int64 = 1_700_000_000_456
-        func entry(_ ms: UInt64, _ change: LikeChange) -> LoggedLikeChange {
-            LoggedLikeChange(log: log, slot: HashSlot(key: log.utf8).rawValue, entryID: StreamEntryID(milliseconds: ms, sequence: 0), change: change)
-        }
+        func entry(_ ms: UInt64, _ change: LikeChange) -> LoggedLikeChange { Self.logged(log, ms, change) }
         // Applied long after both were acknowledged (as after a PostgreSQL outage).
         _ = try await LikeBatchApplier.apply(
             [
@@ -347,9 +346,7 @@ struct MultiLogBatchTests {
         let logA = TestEnvironment.uniqueKeyPrefix("logA")
         let logB = TestEnvironment.uniqueKeyPrefix("logB")
         func entry(_ log: String, _ ms: UInt64, _ post: Int64, _ user: Int64, _ liked: Bool) -> LoggedLikeChange {
-            LoggedLikeChange(
-                log: log, slot: HashSlot(key: log.utf8).rawValue, entryID: StreamEntryID(milliseconds: ms, sequence: 0),
-                change: LikeChange(userID: user, postID: post, liked: liked))
+            LikeBatchApplierTests.logged(log, ms, LikeChange(userID: user, postID: post, liked: liked))
         }
         let first = try await LikeBatchApplier.apply([entry(logA, 10, posts[0], 1, true), entry(logB, 5, posts[1], 1, true)], pool: pool)
         #expect(first.appliedThrough == [logA: StreamEntryID(milliseconds: 10, sequence: 0), logB: StreamEntryID(milliseconds: 5, sequence: 0)])
