@@ -10,6 +10,10 @@ import ShardRouter
 /// The I/O shell (`RedisClient`) asks for a round (`nextRound`), sends each `Send` on the
 /// endpoint's connection, hands the outcome back (`receive`), and repeats until `isFinished`,
 /// sleeping `backoff` first when the machine asks for it.
+///
+/// Against a Redis that is not a cluster, the fenced groups of a round go as one script per 64
+/// (`FencedScript.guardedWrites`) instead of one per group: each group still runs only if its
+/// slot's epoch is held, and the others run whatever one group's fence says.
 struct SlotDispatch {
     /// One pipeline to one endpoint, and which groups' commands it carries where.
     struct Send {
@@ -32,6 +36,9 @@ struct SlotDispatch {
         let atomic: Bool
         /// Sent as the fencing script (`FencedScript`): one reply (after `ASKING`'s, if asked).
         let fenced: Bool
+        /// For a part that is one `guardedWrites` script: the groups it carries, in order
+        /// (`group` is the first). Empty for any other part.
+        let together: [Int]
         /// Where the part's replies start in the pipeline's replies.
         let firstReply: Int
         let replyCount: Int
@@ -128,6 +135,8 @@ struct SlotDispatch {
         }
         var sends: [Send] = []
         var sendIndex: [RedisEndpoint: Int] = [:]
+        // Fenced groups waiting to go together, per send (a server that is not a cluster).
+        var together: [Int: [Int]] = [:]
         for index in groups.indices where groups[index].result == nil {
             let state = groups[index]
             guard let endpoint = state.askTarget ?? master(state.group.slot) else {
@@ -146,9 +155,35 @@ struct SlotDispatch {
                 sendIndex[endpoint] = position
                 sends.append(Send(endpoint: endpoint))
             }
-            append(index, to: &sends[position])
+            if !followsRedirects && state.group.fence != nil {
+                together[position, default: []].append(index)
+                if together[position]!.count == FencedScript.maximumGroupsPerScript {
+                    appendTogether(together.removeValue(forKey: position)!, to: &sends[position])
+                }
+            } else {
+                // What went before it is sent before it.
+                if let waiting = together.removeValue(forKey: position) { appendTogether(waiting, to: &sends[position]) }
+                append(index, to: &sends[position])
+            }
         }
+        for (position, indices) in together { appendTogether(indices, to: &sends[position]) }
         return sends
+    }
+
+    /// Appends fenced groups as one `guardedWrites` script (a lone one as `guardedWrite`).
+    private func appendTogether(_ indices: [Int], to send: inout Send) {
+        if indices.count == 1 {
+            append(indices[0], to: &send)
+            return
+        }
+        let loadingScript = indices.contains { groups[$0].loadingScript }
+        let first = send.commands.count
+        send.commands.append(
+            FencedScript.command(forGroups: indices.map { (groups[$0].group.commands, groups[$0].group.fence!) }, loadingScript: loadingScript))
+        send.parts.append(
+            Part(
+                group: indices[0], indices: [], asking: false, atomic: true, fenced: true, together: indices,
+                firstReply: first, replyCount: 1))
     }
 
     private func append(_ index: Int, to send: inout Send) {
@@ -172,7 +207,7 @@ struct SlotDispatch {
         send.parts.append(
             Part(
                 group: index, indices: state.pending, asking: asking, atomic: state.group.atomic,
-                fenced: state.group.fence != nil,
+                fenced: state.group.fence != nil, together: [],
                 firstReply: first, replyCount: send.commands.count - first))
     }
 
@@ -182,6 +217,11 @@ struct SlotDispatch {
         case .failure(let error):
             var events: [Event] = []
             for part in send.parts {
+                if !part.together.isEmpty {
+                    // Never retried: a server that is not a cluster has no map to read again.
+                    for group in part.together { groups[group].result = .failure(error) }
+                    continue
+                }
                 // Nothing was sent: safe to try once more after the map is read again (the
                 // master may have failed over). Broken mid-way: the outcome is unknown.
                 if error.code == .connectionFailed && followsRedirects && groups[part.group].connectionFailures == 0 {
@@ -197,7 +237,9 @@ struct SlotDispatch {
             var events: [Event] = []
             for part in send.parts {
                 let slice = Array(replies[part.firstReply..<(part.firstReply + part.replyCount)])
-                if part.fenced {
+                if !part.together.isEmpty {
+                    receiveTogether(part, slice[0])
+                } else if part.fenced {
                     receiveFenced(part, slice, from: send.endpoint, events: &events)
                 } else if part.atomic {
                     receiveAtomic(part, slice, from: send.endpoint, events: &events)
@@ -254,6 +296,34 @@ struct SlotDispatch {
                 groups[part.group].result = .failure(
                     RedisError(
                         code: .unexpectedReply, message: "the fenced write of slot \(groups[part.group].group.slot.rawValue) answered \(reply)"))
+            }
+        }
+    }
+
+    private mutating func receiveTogether(_ part: Part, _ reply: RedisReply) {
+        switch reply {
+        case .array(let results) where results.count == part.together.count:
+            for (group, result) in zip(part.together, results) {
+                switch result {
+                case .array(let replies):
+                    groups[group].result = .success(replies)
+                case .error(let text) where text.hasPrefix("FENCED"):
+                    groups[group].result = .failure(RedisError(code: .fenced, message: "(Redis) \(text)"))
+                default:
+                    groups[group].result = .failure(
+                        RedisError(
+                            code: .unexpectedReply, message: "the fenced write of slot \(groups[group].group.slot.rawValue) answered \(result)"))
+                }
+            }
+        case .error(let text) where text.hasPrefix("NOSCRIPT") && !part.together.contains(where: { groups[$0].loadingScript }):
+            // Nothing ran; send the script's text next round.
+            for group in part.together { groups[group].loadingScript = true }
+        case .error(let text):
+            for group in part.together { groups[group].result = .failure(RedisError.server(text)) }
+        default:
+            for group in part.together {
+                groups[group].result = .failure(
+                    RedisError(code: .unexpectedReply, message: "the fenced writes of \(part.together.count) slots answered \(reply)"))
             }
         }
     }

@@ -16,6 +16,20 @@ struct SlotDispatchTests {
 
     static func names(_ send: SlotDispatch.Send) -> [String] { send.commands.map(\.name) }
 
+    /// A command's name and arguments, read back from its RESP bytes.
+    static func bulks(_ command: RedisCommand) -> [String] {
+        let bytes = command.encoded
+        var index = bytes.firstIndex(of: 10)! + 1
+        var values: [String] = []
+        while index < bytes.count {
+            let lineEnd = bytes[index...].firstIndex(of: 13)!
+            let length = Int(String(decoding: bytes[(index + 1)..<lineEnd], as: UTF8.self))!
+            values.append(String(decoding: bytes[(lineEnd + 2)..<(lineEnd + 2 + length)], as: UTF8.self))
+            index = lineEnd + 2 + length + 2
+        }
+        return values
+    }
+
     @Test("one server: the groups go out as one pipeline, in order, transactions wrapped in MULTI/EXEC; cluster answers are plain errors")
     func singleServer() throws {
         var dispatch = SlotDispatch(
@@ -35,6 +49,49 @@ struct SlotDispatchTests {
         #expect(dispatch.isFinished)
         #expect(try dispatch.results[0].get() == [.bulkString(Array("1".utf8)), .error("MOVED 1 10.0.0.2:7000")])
         #expect(try dispatch.results[1].get() == [.status("OK")])
+    }
+
+    @Test("one server: fenced groups go as one script, in their place among the others; each has its own result; NOSCRIPT sends the text once")
+    func fencedTogether() throws {
+        func fenced(_ slot: Int, _ key: String) -> SlotCommands {
+            SlotCommands(
+                slot: HashSlot(rawValue: UInt16(slot))!, commands: [RedisCommand("SET", key, "1")],
+                fence: SlotFence(key: "epoch:\(slot)", epoch: Int64(slot)))
+        }
+        var dispatch = SlotDispatch(
+            [fenced(1, "a"), fenced(2, "b"), SlotCommands(slot: Self.slot1, commands: [RedisCommand("GET", "a")]), fenced(3, "c"), fenced(4, "d")],
+            followsRedirects: false)
+        let first = dispatch.nextRound { _ in Self.a }
+        #expect(first.count == 1)
+        #expect(Self.names(first[0]) == ["EVALSHA", "GET", "EVALSHA"])
+        #expect(Self.bulks(first[0].commands[0]).dropFirst().prefix(4) == [FencedScript.guardedWritesSHA, "2", "epoch:1", "epoch:2"])
+        _ = dispatch.receive(
+            first[0],
+            .success([
+                .array([.array([.status("OK")]), .error("FENCED slot epoch is 9, the writer holds 2")]),
+                .bulkString(Array("1".utf8)),
+                .error("NOSCRIPT No matching script."),
+            ]))
+        #expect(!dispatch.isFinished)
+        let second = dispatch.nextRound { _ in Self.a }
+        #expect(Self.names(second[0]) == ["EVAL"])
+        #expect(Self.bulks(second[0].commands[0])[1] == FencedScript.guardedWrites)
+        _ = dispatch.receive(second[0], .success([.array([.array([.status("OK")]), .array([.status("OK")])])]))
+        #expect(dispatch.isFinished)
+        let results = dispatch.results
+        #expect(try results[0].get() == [.status("OK")])
+        #expect(results[1].fenceRefused)
+        #expect(try results[2].get() == [.bulkString(Array("1".utf8))])
+        #expect(try results[3].get() == [.status("OK")])
+        #expect(try results[4].get() == [.status("OK")])
+
+        // More groups than one script carries: several scripts.
+        var many = SlotDispatch((1...(FencedScript.maximumGroupsPerScript + 1)).map { fenced($0, "k\($0)") }, followsRedirects: false)
+        #expect(Self.names(many.nextRound { _ in Self.a }[0]) == ["EVALSHA", "EVALSHA"])
+
+        // On a cluster each fenced group stays a script of its own.
+        var cluster = SlotDispatch([fenced(1, "a"), fenced(2, "b")], followsRedirects: true)
+        #expect(Self.names(cluster.nextRound { _ in Self.a }[0]) == ["EVALSHA", "EVALSHA"])
     }
 
     @Test("a cluster: one pipeline per master, results back in the groups' order")
@@ -370,5 +427,12 @@ struct SlotDispatchTests {
         }
         #expect(cluster.executions.values.allSatisfy { $0 == 1 })
         #expect(rounds <= 64)
+    }
+}
+
+extension Result where Success == [RedisReply], Failure == RedisError {
+    fileprivate var fenceRefused: Bool {
+        if case .failure(let error) = self { return error.code == .fenced }
+        return false
     }
 }

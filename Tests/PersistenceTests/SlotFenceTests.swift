@@ -17,6 +17,45 @@ struct SlotFenceTests {
         let redis = RedisConnection(configuration: try TestEnvironment.redis())
         let reply = try await redis.send(RedisCommand("SCRIPT", "LOAD", FencedScript.guardedWrite))
         #expect(reply.string == FencedScript.guardedWriteSHA)
+        let together = try await redis.send(RedisCommand("SCRIPT", "LOAD", FencedScript.guardedWrites))
+        #expect(together.string == FencedScript.guardedWritesSHA)
+    }
+
+    @Test("one server: the writes of many slots in one call go as scripts of several slots; a slot whose epoch is not held is refused alone")
+    func severalSlotsTogether() async throws {
+        let redis = try await client(.single)
+        let layout = RedisKeyLayout(prefix: TestEnvironment.uniqueKeyPrefix("fence-together"))
+        // More posts than one script carries, on as many slots.
+        let posts = (Int64(1)...Int64(FencedScript.maximumGroupsPerScript + 6)).map { 10_000 + $0 }
+        let slots = posts.map { HashSlot(post: $0) }
+        #expect(Set(slots).count == posts.count)
+        let refusedPost = posts[3]
+        _ = await SlotEpochKeys.raise(slots.map { ($0, $0 == HashSlot(post: refusedPost) ? 8 : 2) }, layout: layout, redis: redis)
+        let results = await redis.execute(
+            zip(posts, slots).map { post, slot in
+                SlotCommands(
+                    slot: slot, commands: [.sadd(layout.likers(ofPost: post), [post, 1]), .get(layout.likers(ofPost: post))],
+                    fence: layout.fence(of: slot, epoch: 2))
+            })
+        for (post, result) in zip(posts, results) {
+            if post == refusedPost {
+                #expect(result.failureCode == .fenced)
+                #expect(try await redis.send(.exists([layout.likers(ofPost: post)]), slot: HashSlot(post: post)).integer == 0)
+            } else {
+                let replies = try result.get()
+                #expect(replies.count == 2)
+                #expect(replies[0].integer == 2)
+                guard case .error(let text) = replies[1] else {
+                    Issue.record("GET of a set should be an error reply in its place, got \(replies[1])")
+                    continue
+                }
+                #expect(text.hasPrefix("WRONGTYPE"))
+            }
+        }
+        for (post, slot) in zip(posts, slots) {
+            _ = try await redis.send(.del([layout.likers(ofPost: post), layout.epoch(of: slot)]), slot: slot)
+        }
+        await redis.close()
     }
 
     @Test(
