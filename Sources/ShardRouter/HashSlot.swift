@@ -16,9 +16,26 @@ public struct HashSlot: RawRepresentable, Hashable, Comparable, Sendable, Custom
         self.rawValue = rawValue
     }
 
-    /// The slot of a post: CRC-16 of its decimal id, modulo 16,384.
+    /// The slot of a post: CRC-16 of its decimal id, modulo 16,384. The digits are written into a
+    /// buffer on the stack, not into a `String`: every key of a post needs its slot.
     public init(post postID: Int64) {
-        self.init(key: String(postID).utf8)
+        // 24 bytes hold the longest id, "-9223372036854775808".
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)
+        let crc = withUnsafeMutableBytes(of: &digits) { buffer -> UInt16 in
+            var index = buffer.count
+            var magnitude = postID.magnitude
+            repeat {
+                index -= 1
+                buffer[index] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: magnitude % 10)
+                magnitude /= 10
+            } while magnitude > 0
+            if postID < 0 {
+                index -= 1
+                buffer[index] = UInt8(ascii: "-")
+            }
+            return CRC16.checksum(UnsafeRawBufferPointer(rebasing: buffer[index...]))
+        }
+        self.rawValue = crc & UInt16(HashSlot.count - 1)
     }
 
     /// The slot Redis Cluster gives a key whose hash tag (or whole text) is `key`.
