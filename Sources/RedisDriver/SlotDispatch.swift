@@ -291,7 +291,7 @@ struct SlotDispatch {
                 return
             }
             if case .error(let text) = reply {
-                groups[part.group].result = .failure(RedisError.server(text))
+                groups[part.group].result = .failure(Self.scriptFailure(text))
             } else {
                 groups[part.group].result = .failure(
                     RedisError(
@@ -319,13 +319,31 @@ struct SlotDispatch {
             // Nothing ran; send the script's text next round.
             for group in part.together { groups[group].loadingScript = true }
         case .error(let text):
-            for group in part.together { groups[group].result = .failure(RedisError.server(text)) }
+            for group in part.together { groups[group].result = .failure(Self.scriptFailure(text)) }
         default:
             for group in part.together {
                 groups[group].result = .failure(
                     RedisError(code: .unexpectedReply, message: "the fenced writes of \(part.together.count) slots answered \(reply)"))
             }
         }
+    }
+
+    /// Error replies with which Redis refuses a script before running any of it.
+    private static let refusalsBeforeRunning = [
+        "BUSY", "LOADING", "MASTERDOWN", "NOREPLICAS", "MISCONF", "READONLY", "OOM", "NOPERM", "NOAUTH",
+        "CLUSTERDOWN", "TRYAGAIN", "CROSSSLOT",
+    ]
+
+    /// What a fenced script's error reply means for its groups. A refusal before running leaves
+    /// nothing written (`.server`). Any other error stopped the script part-way (a Lua error),
+    /// and what it wrote before stays in Redis: the outcome is unknown, as after a broken
+    /// connection, so the caller reads the slots' logs again rather than take the writes as not
+    /// made.
+    static func scriptFailure(_ text: String) -> RedisError {
+        if refusalsBeforeRunning.contains(where: { text.hasPrefix($0) }) { return .server(text) }
+        return RedisError(
+            code: .connectionLost,
+            message: "(Redis) \(text) — the fenced script stopped part-way; what it wrote before that is unknown")
     }
 
     /// A group that did not run (atomic or fenced) was redirected: it is sent whole again where

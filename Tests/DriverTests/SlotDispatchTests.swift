@@ -85,6 +85,17 @@ struct SlotDispatchTests {
         #expect(try results[3].get() == [.status("OK")])
         #expect(try results[4].get() == [.status("OK")])
 
+        // A script that stopped part-way (a Lua error) leaves every group it carried unknown; a
+        // refusal before it ran leaves them not run.
+        for (text, code) in [("ERR user_script:9: bad argument", RedisError.Code.connectionLost), ("BUSY Redis is busy", .server)] {
+            var failing = SlotDispatch([fenced(1, "a"), fenced(2, "b")], followsRedirects: false)
+            let send = failing.nextRound { _ in Self.a }[0]
+            _ = failing.receive(send, .success([.error(text)]))
+            for result in failing.results {
+                if case .failure(let error) = result { #expect(error.code == code, "\(text)") } else { Issue.record("expected a failure") }
+            }
+        }
+
         // More groups than one script carries: several scripts.
         var many = SlotDispatch((1...(FencedScript.maximumGroupsPerScript + 1)).map { fenced($0, "k\($0)") }, followsRedirects: false)
         #expect(Self.names(many.nextRound { _ in Self.a }[0]) == ["EVALSHA", "EVALSHA"])
