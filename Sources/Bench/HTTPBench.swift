@@ -269,8 +269,10 @@ struct HTTPBench {
             // writing deadlocks with its flush in PostgreSQL.
             if check == nil, scenario?.writes == true { try cluster.flushAll(token: options.adminToken) }
             if scenario?.writes == true { metrics.mark(.afterFlush) }
-            try await pool.query("DELETE FROM posts p USING unnest($1::bigint[]) AS gone(id) WHERE p.id = gone.id", [.int64Array(posts)])
-            await SeededPostsUpkeep.run(afterDeleting: posts.count, pool: pool)
+            let gone = try await pool.query(
+                "WITH gone AS (DELETE FROM posts p USING unnest($1::bigint[]) AS gone(id) WHERE p.id = gone.id RETURNING p.likes_count) SELECT coalesce(sum(likes_count), 0)::bigint FROM gone",
+                [.int64Array(posts)])
+            await SeededPostsUpkeep.run(afterDeleting: posts.count, likes: try gone.first?.int64(0) ?? 0, pool: pool)
         }
         return (
             Measured(
