@@ -113,6 +113,31 @@ public final class RedisClient: Sendable {
         }
     }
 
+    /// Returns once Redis serves: the slot map read (for a cluster) and every master answering
+    /// `PING`. While Redis answers `LOADING` (reading its AOF or RDB after a restart, which can
+    /// take minutes for a large data set) it asks again every `interval`, telling `waiting` how
+    /// long it has waited each time.
+    /// - Parameter shouldStop: asked before each wait; `true` gives up with the `LOADING` error.
+    /// - Throws: any failure other than `LOADING` at once; `LOADING` when `shouldStop` says so or
+    ///   the task is cancelled.
+    nonisolated(nonsending) public func waitWhileLoading(
+        interval: Duration = .milliseconds(250), shouldStop: () -> Bool = { false },
+        waiting: (Duration, RedisError) -> Void
+    ) async throws(RedisError) {
+        let started = ContinuousClock.now
+        while true {
+            do {
+                try await topology.discover()
+                try await pingMasters()
+                return
+            } catch  where error.isLoading {
+                if shouldStop() || Task.isCancelled { throw error }
+                waiting(ContinuousClock.now - started, error)
+                try? await Task.sleep(for: interval)
+            }
+        }
+    }
+
     /// The masters of the map, in order (the one server, for a Redis that is not a cluster).
     public var masters: [RedisEndpoint] {
         Array(topology.map.slotCounts.keys).sorted()

@@ -53,5 +53,9 @@ public struct RedisError: Error, Sendable, CustomStringConvertible {
         }
     }
 
+    /// Whether Redis said it is still loading its data into memory (`LOADING`, after a restart
+    /// while it reads its AOF or RDB file): the same call will succeed once it has.
+    public var isLoading: Bool { message.contains("LOADING") }
+
     public var description: String { "Redis \(code): \(message)" }
 }

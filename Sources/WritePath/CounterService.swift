@@ -110,8 +110,24 @@ public final class CounterService: Service {
     /// PostgreSQL (unless `abandonDrain()` was called) and closes its connections.
     /// - Throws: `RedisError(.clusterConfiguration)` when the seeds are not a usable cluster;
     ///   other errors when Redis cannot be read at start (what started is stopped first).
+    /// Waits while Redis is still loading its data after a restart (it answers `LOADING`), saying
+    /// so in the log when it starts waiting and every 5 s, and when it is done.
+    private func waitForRedis(_ lifecycle: ServiceLifecycle) async throws {
+        func seconds(_ duration: Duration) -> String { String((duration.inSeconds * 10).rounded() / 10) }
+        var lastSaid: Duration?
+        var waitedInAll: Duration?
+        try await clients[0].waitWhileLoading(shouldStop: { lifecycle.isStopRequested }) { waited, error in
+            waitedInAll = waited
+            guard lastSaid.map({ waited - $0 >= .seconds(5) }) ?? true else { return }
+            lastSaid = waited
+            log.log(.warn, "redis_loading", ["waited_s": seconds(waited), "reply": error.message])
+        }
+        if let waitedInAll { log.log(.info, "redis_loaded", ["waited_s": seconds(waitedInAll)]) }
+    }
+
     public func run(_ lifecycle: ServiceLifecycle) async throws {
         do {
+            try await waitForRedis(lifecycle)
             try await redisTopology.discover()
             try await DeadLetterKeyUpgrade.run(clients[0], layout: layout)
         } catch {
