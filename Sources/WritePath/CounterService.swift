@@ -103,13 +103,6 @@ public final class CounterService: Service {
 
     // MARK: - Running
 
-    /// Reads the Redis Cluster's slot map (for a cluster), moves dead letters kept under an
-    /// older key, runs the shards and the map's periodic refresh, and (for a sole writer)
-    /// recovers each shard's unflushed log entries; then it has started. Asked to stop, it
-    /// refuses new operations, answers those queued, drains everything acknowledged to
-    /// PostgreSQL (unless `abandonDrain()` was called) and closes its connections.
-    /// - Throws: `RedisError(.clusterConfiguration)` when the seeds are not a usable cluster;
-    ///   other errors when Redis cannot be read at start (what started is stopped first).
     /// Waits while Redis is still loading its data after a restart (it answers `LOADING`), saying
     /// so in the log when it starts waiting and every 5 s, and when it is done.
     private func waitForRedis(_ lifecycle: ServiceLifecycle) async throws {
@@ -125,6 +118,14 @@ public final class CounterService: Service {
         if let waitedInAll { log.log(.info, "redis_loaded", ["waited_s": seconds(waitedInAll)]) }
     }
 
+    /// Waits while Redis is still loading its data (`waitForRedis`), reads the Redis Cluster's
+    /// slot map (for a cluster), moves dead letters kept under an older key, runs the shards and
+    /// the map's periodic refresh, and (for a sole writer) recovers each shard's unflushed log
+    /// entries; then it has started. Asked to stop, it
+    /// refuses new operations, answers those queued, drains everything acknowledged to
+    /// PostgreSQL (unless `abandonDrain()` was called) and closes its connections.
+    /// - Throws: `RedisError(.clusterConfiguration)` when the seeds are not a usable cluster;
+    ///   other errors when Redis cannot be read at start (what started is stopped first).
     public func run(_ lifecycle: ServiceLifecycle) async throws {
         do {
             try await waitForRedis(lifecycle)
