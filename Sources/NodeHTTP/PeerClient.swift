@@ -98,6 +98,11 @@ public final class PeerClient: Sendable {
     /// Requests waiting for a batch to come back before they go (as of the client's last turn).
     public var requestsWaitingToBatch: Int { loop.partsWaiting.load(ordering: .relaxed) }
 
+    /// Returns once at least `count` requests wait for a batch to come back before they go.
+    public func waitUntilRequestsWaitingToBatch(atLeast count: Int) async {
+        await loop.waitUntilPartsWaiting(atLeast: count)
+    }
+
     /// Sends `request` to the node at `baseURL` (`http://host:port`) and waits for its answer.
     /// `batchable`: it may travel in a batch with others (`Batching`; the client must have one).
     /// A batch is whole or nothing on the wire, as a request is: its requests are `.notSent` or

@@ -79,6 +79,8 @@ final class PeerLoop: @unchecked Sendable {
     private let inbox = Mutex<(jobs: [Job], stopping: Bool)>(([], false))
     /// Requests waiting to go in a batch, over all peers, as of the loop's last turn.
     let partsWaiting = Atomic<Int>(0)
+    /// Callers waiting for `partsWaiting` to reach a count (`PeerClient.waitUntilRequestsWaitingToBatch`).
+    private let partsWatchers = Mutex<[(count: Int, continuation: CheckedContinuation<Void, Never>)]>([])
     private let signaled = Atomic<Bool>(false)
     private let wakeRead: Int32
     private let wakeWrite: Int32
@@ -510,7 +512,27 @@ final class PeerLoop: @unchecked Sendable {
 
     private func countParts() {
         guard batching != nil else { return }
-        partsWaiting.store(peers.values.reduce(0) { $0 + $1.parts.count }, ordering: .relaxed)
+        let count = peers.values.reduce(0) { $0 + $1.parts.count }
+        guard partsWaiting.exchange(count, ordering: .relaxed) != count else { return }
+        let reached = partsWatchers.withLock { watchers in
+            defer { watchers.removeAll { count >= $0.count } }
+            return watchers.filter { count >= $0.count }
+        }
+        for watcher in reached { watcher.continuation.resume() }
+    }
+
+    /// Returns once at least `count` requests wait to go in a batch.
+    func waitUntilPartsWaiting(atLeast count: Int) async {
+        await withCheckedContinuation { continuation in
+            let reached = partsWatchers.withLock { watchers in
+                // Under the lock: a count stored before it is seen here, one stored after it
+                // finds this watcher.
+                if partsWaiting.load(ordering: .relaxed) >= count { return true }
+                watchers.append((count, continuation))
+                return false
+            }
+            if reached { continuation.resume() }
+        }
     }
 
     /// Gives waiting requests the room closed connections left (each may fail at once and

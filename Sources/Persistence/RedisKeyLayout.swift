@@ -1,4 +1,3 @@
-import CounterCore
 import RedisDriver
 import ShardRouter
 
@@ -15,7 +14,7 @@ public struct RedisKeyLayout: Sendable, Hashable {
 
     /// The set of user ids who like `postID`: `cs:{<tag>}:likers:<post>`.
     public func likers(ofPost postID: Int64) -> String {
-        key(HashSlot(post: postID), "likers", post: postID)
+        "\(prefix):{\(HashSlot(post: postID).hashTag)}:likers:\(postID)"
     }
 
     /// Where one streamed hydration of `postID` gathers its likers before they replace the likers
@@ -36,7 +35,7 @@ public struct RedisKeyLayout: Sendable, Hashable {
     /// holds its count and the memberships seen (`warmMembers`); none when Redis holds nothing of
     /// it (cold). Without it the likers set and the hash mean nothing.
     public func hydratedMarker(ofPost postID: Int64) -> String {
-        key(HashSlot(post: postID), "hydrated", post: postID)
+        "\(prefix):{\(HashSlot(post: postID).hashTag)}:hydrated:\(postID)"
     }
 
     /// What `hydratedMarker` holds for a *warm* post: Redis has its count and the membership of
@@ -49,7 +48,7 @@ public struct RedisKeyLayout: Sendable, Hashable {
     /// looked up or changed: `cs:{<tag>}:warm:<post>`. A user who is not there has no change
     /// waiting, so PostgreSQL's row (or its absence) is that user's membership.
     public func warmMembers(ofPost postID: Int64) -> String {
-        key(HashSlot(post: postID), "warm", post: postID)
+        "\(prefix):{\(HashSlot(post: postID).hashTag)}:warm:\(postID)"
     }
 
     /// The field of `warmMembers` that holds the count.
@@ -61,25 +60,25 @@ public struct RedisKeyLayout: Sendable, Hashable {
     /// `cs:{<tag>}:reactions:<post>`. Whole while the post is hot; unused while it is warm (its
     /// `warmMembers` values carry the kinds then).
     public func reactions(ofPost postID: Int64) -> String {
-        key(HashSlot(post: postID), "reactions", post: postID)
+        "\(prefix):{\(HashSlot(post: postID).hashTag)}:reactions:\(postID)"
     }
 
     /// In a deployment with reactions other than `like`: the count of every other kind a hot or
     /// warm post holds, as a hash, field the kind, value its count (a kind at zero has no field):
     /// `cs:{<tag>}:reaction_counts:<post>`.
     public func reactionCounts(ofPost postID: Int64) -> String {
-        key(HashSlot(post: postID), "reaction_counts", post: postID)
+        "\(prefix):{\(HashSlot(post: postID).hashTag)}:reaction_counts:\(postID)"
     }
 
     /// The write-behind log (a stream) of the posts in `slot`: `cs:{<tag>}:log`.
     public func changeLog(of slot: HashSlot) -> String {
-        key(slot, "log")
+        "\(prefix):{\(slot.hashTag)}:log"
     }
 
     /// The epoch of `slot`'s current owner, which every write for the slot must hold
     /// (`SlotFence`): `cs:{<tag>}:epoch`.
     public func epoch(of slot: HashSlot) -> String {
-        key(slot, "epoch")
+        "\(prefix):{\(slot.hashTag)}:epoch"
     }
 
     /// The fence of `slot` at `epoch`.
@@ -93,44 +92,6 @@ public struct RedisKeyLayout: Sendable, Hashable {
 
     /// The slot of `deadLetters`.
     public var deadLettersSlot: HashSlot { HashSlot(key: "dead-letters".utf8) }
-
-    /// `<prefix>:{<slot's tag>}:<name>`, then `:<post>` when given: written byte by byte into
-    /// one string of the right size. Batches build several keys per post, and interpolation cost
-    /// about 7 % of the node's time on the long tail.
-    private func key(_ slot: HashSlot, _ name: StaticString, post: Int64? = nil) -> String {
-        let tag = slot.hashTag
-        let count =
-            prefix.utf8.count + 2 + tag.utf8.count + 2 + name.utf8CodeUnitCount
-            + (post.map { 1 + DecimalText.byteCount($0) } ?? 0)
-        return String(unsafeUninitializedCapacity: count) { buffer in
-            var index = 0
-            func put(_ byte: UInt8) {
-                buffer[index] = byte
-                index += 1
-            }
-            for byte in prefix.utf8 { put(byte) }
-            put(UInt8(ascii: ":"))
-            put(UInt8(ascii: "{"))
-            for byte in tag.utf8 { put(byte) }
-            put(UInt8(ascii: "}"))
-            put(UInt8(ascii: ":"))
-            name.withUTF8Buffer { for byte in $0 { put(byte) } }
-            if let post {
-                put(UInt8(ascii: ":"))
-                if post < 0 { put(UInt8(ascii: "-")) }
-                var magnitude = post.magnitude
-                let end = index + DecimalText.digitCount(magnitude)
-                var digit = end
-                repeat {
-                    digit -= 1
-                    buffer[digit] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: magnitude % 10)
-                    magnitude /= 10
-                } while magnitude > 0
-                index = end
-            }
-            return index
-        }
-    }
 
     /// Where versions before the cluster support kept dead letters (no hash tag):
     /// `cs:dead-letters`. Moved to `deadLetters` at start.

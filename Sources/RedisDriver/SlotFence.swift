@@ -93,15 +93,7 @@ public enum FencedScript {
             Array(String(fence.epoch).utf8),
         ]
         var tail: [UInt8] = []
-        var count = arguments.count
-        for command in commands {
-            // `encoded` is `*<n>\r\n` then n bulk strings: the script takes n as a bulk string,
-            // then the same bulk strings as they are.
-            let (n, headerLength) = Self.arrayHeader(command.encoded)
-            RESPEncoding.appendBulk(Int64(n), to: &tail)
-            tail.append(contentsOf: command.encoded[headerLength...])
-            count += 1 + n
-        }
+        let count = arguments.count + appendArguments(of: commands, to: &tail)
         return RedisCommand(preEncodedName: loadingScript ? "EVAL" : "EVALSHA", leading: arguments, argumentCount: count, tail: tail)
     }
 
@@ -115,19 +107,27 @@ public enum FencedScript {
         var body: [UInt8] = []
         for group in groups {
             body.removeAll(keepingCapacity: true)
-            var arguments = 0
-            for command in group.commands {
-                let (n, headerLength) = Self.arrayHeader(command.encoded)
-                RESPEncoding.appendBulk(Int64(n), to: &body)
-                body.append(contentsOf: command.encoded[headerLength...])
-                arguments += 1 + n
-            }
+            let arguments = appendArguments(of: group.commands, to: &body)
             RESPEncoding.appendBulk(group.fence.epoch, to: &tail)
             RESPEncoding.appendBulk(Int64(arguments), to: &tail)
             tail.append(contentsOf: body)
             count += 2 + arguments
         }
         return RedisCommand(preEncodedName: loadingScript ? "EVAL" : "EVALSHA", leading: leading, argumentCount: count, tail: tail)
+    }
+
+    /// Appends `commands` as the scripts read them — each as its argument count, then its
+    /// arguments — and returns how many script arguments that is. `encoded` is `*<n>\r\n` then
+    /// n bulk strings: n goes as a bulk string, then the same bulk strings as they are.
+    private static func appendArguments(of commands: [RedisCommand], to tail: inout [UInt8]) -> Int {
+        var count = 0
+        for command in commands {
+            let (n, headerLength) = arrayHeader(command.encoded)
+            RESPEncoding.appendBulk(Int64(n), to: &tail)
+            tail.append(contentsOf: command.encoded[headerLength...])
+            count += 1 + n
+        }
+        return count
     }
 
     /// The element count of a RESP array header (`*<n>\r\n`) and its length in bytes.

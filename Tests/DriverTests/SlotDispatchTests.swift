@@ -16,20 +16,6 @@ struct SlotDispatchTests {
 
     static func names(_ send: SlotDispatch.Send) -> [String] { send.commands.map(\.name) }
 
-    /// A command's name and arguments, read back from its RESP bytes.
-    static func bulks(_ command: RedisCommand) -> [String] {
-        let bytes = command.encoded
-        var index = bytes.firstIndex(of: 10)! + 1
-        var values: [String] = []
-        while index < bytes.count {
-            let lineEnd = bytes[index...].firstIndex(of: 13)!
-            let length = Int(String(decoding: bytes[(index + 1)..<lineEnd], as: UTF8.self))!
-            values.append(String(decoding: bytes[(lineEnd + 2)..<(lineEnd + 2 + length)], as: UTF8.self))
-            index = lineEnd + 2 + length + 2
-        }
-        return values
-    }
-
     @Test("one server: the groups go out as one pipeline, in order, transactions wrapped in MULTI/EXEC; cluster answers are plain errors")
     func singleServer() throws {
         var dispatch = SlotDispatch(
@@ -64,7 +50,7 @@ struct SlotDispatchTests {
         let first = dispatch.nextRound { _ in Self.a }
         #expect(first.count == 1)
         #expect(Self.names(first[0]) == ["EVALSHA", "GET", "EVALSHA"])
-        #expect(Self.bulks(first[0].commands[0]).dropFirst().prefix(4) == [FencedScript.guardedWritesSHA, "2", "epoch:1", "epoch:2"])
+        #expect(first[0].commands[0].decodedArguments.dropFirst().prefix(4) == [FencedScript.guardedWritesSHA, "2", "epoch:1", "epoch:2"])
         _ = dispatch.receive(
             first[0],
             .success([
@@ -75,7 +61,7 @@ struct SlotDispatchTests {
         #expect(!dispatch.isFinished)
         let second = dispatch.nextRound { _ in Self.a }
         #expect(Self.names(second[0]) == ["EVAL"])
-        #expect(Self.bulks(second[0].commands[0])[1] == FencedScript.guardedWrites)
+        #expect(second[0].commands[0].decodedArguments[1] == FencedScript.guardedWrites)
         _ = dispatch.receive(second[0], .success([.array([.array([.status("OK")]), .array([.status("OK")])])]))
         #expect(dispatch.isFinished)
         let results = dispatch.results

@@ -181,11 +181,8 @@ struct PeerClientBatchingTests {
                 return outcomes
             }
         }
-        // All 100 wait behind the held one (one flight at most), then go when it comes back. What
-        // waits inside the client's loop has no event to wait on: its count is read until it is
-        // there (bounded).
-        let deadline = ContinuousClock.now + .seconds(30)
-        while client.requestsWaitingToBatch < 100 && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(1)) }
+        // All 100 wait behind the held one (one flight at most), then go when it comes back.
+        await client.waitUntilRequestsWaitingToBatch(atLeast: 100)
         #expect(client.requestsWaitingToBatch == 100)
         handler.release()
         guard case .answered(let firstAnswer) = await first.value else {
@@ -207,7 +204,7 @@ struct PeerClientBatchingTests {
         return handler
     }
 
-    @Test("requests under way while a flight is out go together in one batch, and each gets its own answer")
+    @Test("requests under way while a flight is out go together in one batch, and each gets its own answer", .timeLimit(.minutes(1)))
     func batched() async throws {
         let handler = try await Self.sendHundred(refusesBatches: false)
         // The held one alone, then the hundred in one batch.
@@ -215,7 +212,8 @@ struct PeerClientBatchingTests {
         #expect(handler.batches == 1)
     }
 
-    @Test("a peer without the batch route (404) ran none of it: the requests go again one by one, each answered once")
+    @Test(
+        "a peer without the batch route (404) ran none of it: the requests go again one by one, each answered once", .timeLimit(.minutes(1)))
     func peerWithoutBatches() async throws {
         let handler = try await Self.sendHundred(refusesBatches: true)
         #expect(handler.batches == 1)

@@ -1,5 +1,6 @@
 import RedisDriver
 import ShardRouter
+import TestSupport
 
 /// A tiny in-memory Redis for tests of the shard's batch protocol: sets, strings, hashes and
 /// streams, and just the commands a batch sends (`EXISTS`, `GET`, `SCARD`, `SMISMEMBER`, `SADD`,
@@ -48,7 +49,7 @@ struct RedisModel {
 
     /// Runs one command and returns its reply.
     mutating func run(_ command: RedisCommand) -> RedisReply {
-        let arguments = Self.arguments(of: command)
+        let arguments = command.decodedArguments
         let key = arguments.count > 1 ? arguments[1] : ""
         switch arguments[0] {
         case "EXISTS":
@@ -121,28 +122,5 @@ struct RedisModel {
         default:
             return .error("ERR model: unknown command '\(arguments[0])'")
         }
-    }
-
-    /// The name and arguments of `command`, decoded from its RESP encoding
-    /// (`*<n>\r\n` then `$<length>\r\n<bytes>\r\n` per part).
-    static func arguments(of command: RedisCommand) -> [String] {
-        let bytes = command.encoded
-        var position = 0
-        func line() -> Int {
-            var end = position
-            while bytes[end] != 13 { end += 1 }
-            let value = Int(String(decoding: bytes[(position + 1)..<end], as: UTF8.self))!
-            position = end + 2
-            return value
-        }
-        let count = line()
-        var arguments: [String] = []
-        arguments.reserveCapacity(count)
-        for _ in 0..<count {
-            let length = line()
-            arguments.append(String(decoding: bytes[position..<(position + length)], as: UTF8.self))
-            position += length + 2
-        }
-        return arguments
     }
 }
