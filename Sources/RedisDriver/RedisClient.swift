@@ -40,13 +40,27 @@ public final class RedisClient: Sendable {
     /// (for an atomic group, those inside `EXEC`; error replies stay in their place), or why it
     /// did not run (or, for `.connectionLost`, may or may not have run).
     nonisolated(nonsending) public func execute(_ groups: [SlotCommands]) async -> [Result<[RedisReply], RedisError>] {
-        guard !groups.isEmpty else { return [] }
+        await executeNotingOpenings(groups).results
+    }
+
+    /// `execute(_:)`, and which opening of each master's connection carried its pipelines: what
+    /// `waitForReplicas(master:replicas:timeout:carriedBy:)` needs to ask about exactly those
+    /// writes.
+    nonisolated(nonsending) public func executeNotingOpenings(
+        _ groups: [SlotCommands]
+    ) async -> (results: [Result<[RedisReply], RedisError>], openings: RedisOpenings) {
+        var openings = RedisOpenings()
+        guard !groups.isEmpty else { return ([], openings) }
         var dispatch = SlotDispatch(groups, followsRedirects: topology.isCluster)
         while true {
             let map = topology.map
             let sends = dispatch.nextRound { map.master(of: $0) }
             if sends.isEmpty { break }
-            let outcomes = await perform(sends)
+            let noted = await performNotingOpenings(sends)
+            let outcomes = noted.map(\.outcome)
+            for (send, carried) in zip(sends, noted) {
+                if let opening = carried.opening { openings.note(send.endpoint, opening: opening) }
+            }
             var refresh = false
             for (send, outcome) in zip(sends, outcomes) {
                 for event in dispatch.receive(send, outcome) {
@@ -62,7 +76,34 @@ public final class RedisClient: Sendable {
         }
         for (endpoint, counters) in dispatch.counters { topology.record(endpoint, counters: counters) }
         if dispatch.sawClusterTrouble { topology.requestRefresh() }
-        return dispatch.results
+        return (dispatch.results, openings)
+    }
+
+    /// `WAIT replicas timeout` on the master `endpoint`, on the opening of its connection that
+    /// carried the writes in question (`carriedBy`, from `executeNotingOpenings`): `WAIT` counts
+    /// the writes of its own connection, so on a connection opened since it would confirm none of
+    /// them at once. Returns how many replicas have them.
+    /// - Throws: `.connectionLost` when that opening is gone (nothing sent) or none is known for
+    ///   `endpoint`; what `WAIT` itself fails with.
+    public func waitForReplicas(
+        master endpoint: RedisEndpoint, replicas: Int, timeout: Duration, carriedBy openings: RedisOpenings
+    ) async throws(RedisError) -> Int64 {
+        guard let opening = openings.opening(of: endpoint) else {
+            throw RedisError(
+                code: .connectionLost,
+                message: "\(endpoint): no single connection carried the writes to ask about (none went there, or they went on two)")
+        }
+        let connection = self.connection(endpoint)
+        do throws(RedisError) {
+            let reply = try await connection.pipeline([.wait(replicas: replicas, timeout: timeout)], onOpening: opening)[0]
+                .throwingServerError()
+            guard let count = reply.integer else {
+                throw RedisError(code: .unexpectedReply, message: "WAIT answered \(reply)")
+            }
+            return count
+        } catch {
+            throw RedisError(code: error.code, message: "\(endpoint): \(error.message)")
+        }
     }
 
     /// Sends `groups` and returns their replies, or throws the first group's failure.
@@ -165,27 +206,43 @@ public final class RedisClient: Sendable {
 
     /// One pipeline per endpoint, concurrently when there are several.
     nonisolated(nonsending) private func perform(_ sends: [SlotDispatch.Send]) async -> [Result<[RedisReply], RedisError>] {
-        if sends.count == 1 { return [await perform(sends[0])] }
-        return await withTaskGroup(of: (Int, Result<[RedisReply], RedisError>).self) { group in
-            for (index, send) in sends.enumerated() {
-                group.addTask { (index, await self.perform(send)) }
-            }
-            var outcomes = [Result<[RedisReply], RedisError>](repeating: .success([]), count: sends.count)
-            for await (index, outcome) in group { outcomes[index] = outcome }
-            return outcomes
-        }
+        await performNotingOpenings(sends).map(\.outcome)
     }
 
     nonisolated(nonsending) private func perform(_ send: SlotDispatch.Send) async -> Result<[RedisReply], RedisError> {
+        await performNotingOpening(send).outcome
+    }
+
+    /// `perform(_:)` for each send, with the opening of the connection that carried it.
+    nonisolated(nonsending) private func performNotingOpenings(
+        _ sends: [SlotDispatch.Send]
+    ) async -> [(outcome: Result<[RedisReply], RedisError>, opening: UInt64?)] {
+        if sends.count == 1 { return [await performNotingOpening(sends[0])] }
+        return await withTaskGroup(of: (Int, Result<[RedisReply], RedisError>, UInt64?).self) { group in
+            for (index, send) in sends.enumerated() {
+                group.addTask {
+                    let noted = await self.performNotingOpening(send)
+                    return (index, noted.outcome, noted.opening)
+                }
+            }
+            var noted = [(outcome: Result<[RedisReply], RedisError>, opening: UInt64?)](repeating: (.success([]), nil), count: sends.count)
+            for await (index, outcome, opening) in group { noted[index] = (outcome, opening) }
+            return noted
+        }
+    }
+
+    nonisolated(nonsending) private func performNotingOpening(
+        _ send: SlotDispatch.Send
+    ) async -> (outcome: Result<[RedisReply], RedisError>, opening: UInt64?) {
         let connection = self.connection(send.endpoint)
         do {
-            let replies = try await connection.pipeline(send.commands)
+            let (replies, opening) = try await connection.pipelineNotingOpening(send.commands)
             topology.record(send.endpoint, pipelines: 1)
-            return .success(replies)
+            return (.success(replies), opening)
         } catch {
             topology.record(send.endpoint, pipelines: 1, error: error)
             if error.code == .connectionLost || error.code == .connectionFailed { topology.requestRefresh() }
-            return .failure(error)
+            return (.failure(error), nil)
         }
     }
 
@@ -201,5 +258,33 @@ public final class RedisClient: Sendable {
             connections[endpoint] = connection
             return connection
         }
+    }
+}
+
+/// Which opening (`RedisConnection.opening`) of each master's connection carried a call's
+/// pipelines (`RedisClient.executeNotingOpenings`).
+public struct RedisOpenings: Sendable, Equatable {
+    private var byEndpoint: [RedisEndpoint: UInt64] = [:]
+    /// Masters whose pipelines went on two openings: no one connection can vouch for them all.
+    private var split: Set<RedisEndpoint> = []
+
+    public init() {}
+
+    /// A pipeline to `endpoint` went on `opening`.
+    public mutating func note(_ endpoint: RedisEndpoint, opening: UInt64) {
+        if let known = byEndpoint[endpoint], known != opening { split.insert(endpoint) }
+        byEndpoint[endpoint] = opening
+    }
+
+    /// Adds what `other` noted.
+    public mutating func merge(_ other: RedisOpenings) {
+        for (endpoint, opening) in other.byEndpoint { note(endpoint, opening: opening) }
+        split.formUnion(other.split)
+    }
+
+    /// The one opening that carried every pipeline to `endpoint`; `nil` when none went there or
+    /// they went on two.
+    public func opening(of endpoint: RedisEndpoint) -> UInt64? {
+        split.contains(endpoint) ? nil : byEndpoint[endpoint]
     }
 }

@@ -20,6 +20,11 @@ public actor RedisConnection {
         set { owned = newValue.map(OwnedRedisContext.init) }
     }
     private var backoff: ReconnectBackoff
+    /// Which opening of the connection is current: 1 for the first, one more with each reopening
+    /// (0 before any). Commands that speak of what *this connection* sent before them — `WAIT`
+    /// counts the writes of its own connection — must run on the opening that carried those
+    /// writes (`pipeline(_:onOpening:)`).
+    public private(set) var opening: UInt64 = 0
     private var nextAttempt: ContinuousClock.Instant?
     private var lastConnectError = ""
 
@@ -64,7 +69,33 @@ public actor RedisConnection {
     ///   broke or timed out mid-way (then any of the commands may have run).
     public func pipeline(_ commands: [RedisCommand]) throws(RedisError) -> [RedisReply] {
         try validate(commands)
+        return try send(commands, on: try usableContext())
+    }
+
+    /// `pipeline(_:)`, and the opening (`opening`) that carried it.
+    public func pipelineNotingOpening(_ commands: [RedisCommand]) throws(RedisError) -> (replies: [RedisReply], opening: UInt64) {
+        try validate(commands)
         let context = try usableContext()
+        return (try send(commands, on: context), opening)
+    }
+
+    /// `pipeline(_:)` on opening `expected` only: when the connection has been reopened since
+    /// (or is broken now), nothing is sent and it throws `.connectionLost` — a `WAIT` on a new
+    /// connection would count none of the writes the old one carried, and answer at once as if
+    /// every replica had them.
+    public func pipeline(_ commands: [RedisCommand], onOpening expected: UInt64) throws(RedisError) -> [RedisReply] {
+        try validate(commands)
+        guard opening == expected, let context, context.pointee.err == 0, !Self.serverHungUp(context) else {
+            throw RedisError(
+                code: .connectionLost,
+                message:
+                    "the connection to Redis at \(configuration.host):\(configuration.port) that carried the earlier commands is gone (opening \(expected), now \(opening)); nothing sent"
+            )
+        }
+        return try send(commands, on: context)
+    }
+
+    private func send(_ commands: [RedisCommand], on context: UnsafeMutablePointer<redisContext>) throws(RedisError) -> [RedisReply] {
         var payload: [UInt8] = []
         payload.reserveCapacity(commands.reduce(0) { $0 + $1.encoded.count })
         for command in commands { payload.append(contentsOf: command.encoded) }
@@ -138,6 +169,7 @@ public actor RedisConnection {
         do {
             let opened = try open()
             context = opened
+            opening += 1
             backoff.reset()
             nextAttempt = nil
             return opened

@@ -42,6 +42,11 @@ struct BatchLane {
         /// come from the promoted replica before the slot's repair, which lacks what the master
         /// had not replicated, so its answers on them are refused (`slotsFailedOver(_:)`).
         var failedOver: Set<UInt16> = []
+        /// Its writes were sent (`.write`): the replies that come next are theirs.
+        var writing = false
+        /// Which opening of each master's connection carried its writes: the `WAIT` of
+        /// `--ack replicated` must ask on those (`RedisClient.waitForReplicas`).
+        var writtenOn = RedisOpenings()
     }
 
     /// What the lane has done, for the shard's statistics.
@@ -287,6 +292,7 @@ struct BatchLane {
         case .read(let groups):
             actions.append(.batchRedis(groups, epochs: nil))
         case .write(let groups):
+            batch!.writing = true
             actions.append(.batchRedis(groups, epochs: current.epochs))
         case .findPosts(let lookup):
             batch!.waitingForPostgres = true
@@ -302,7 +308,7 @@ struct BatchLane {
                 actions.append(
                     .awaitReplication(
                         slots: completion.appended.keys.sorted(), replicas: configuration.acknowledgementReplicas,
-                        timeout: configuration.acknowledgementReplicaTimeout))
+                        timeout: configuration.acknowledgementReplicaTimeout, writtenOn: current.writtenOn))
                 return [wrote]
             }
             return [wrote] + end(current, answering: completion, into: &actions)
@@ -312,13 +318,14 @@ struct BatchLane {
 
     /// The batch's Redis groups answered.
     mutating func redisReplied(
-        _ results: [Result<[RedisReply], RedisError>], now: ContinuousClock.Instant,
+        _ results: [Result<[RedisReply], RedisError>], openings: RedisOpenings = RedisOpenings(), now: ContinuousClock.Instant,
         into actions: inout [ShardStateMachine.Action]
     ) -> [Effect] {
         guard batch != nil, batch!.awaitingReplication == nil, !batch!.waitingForPostgres else {
             ShardStateMachine.unexpected("a batch's Redis replies while no batch waits for Redis", shard: shard, state: laneState, into: &actions)
             return []
         }
+        if batch!.writing { batch!.writtenOn.merge(openings) }
         let next = batch!.machine.redisReplied(results)
         return follow(next, now: now, into: &actions)
     }

@@ -2,10 +2,14 @@ import RedisDriver
 import ShardRouter
 
 /// `--ack replicated`: after a batch's writes, `WAIT` on every master it wrote to, on the shard's
-/// own connection to it (the one that carried the writes: `WAIT` counts that connection's writes),
-/// all masters at once.
+/// own connection to it — on the very opening of it that carried the writes (`writtenOn`): `WAIT`
+/// counts its own connection's writes, so on a connection reopened since it would confirm at once
+/// writes it never carried. A master whose connection was reopened is not confirmed. All masters
+/// at once.
 enum ReplicaWait {
-    static func wait(on slots: [UInt16], replicas: Int, timeout: Duration, redis: RedisClient) async -> ReplicationOutcome {
+    static func wait(
+        on slots: [UInt16], replicas: Int, timeout: Duration, writtenOn: RedisOpenings, redis: RedisClient
+    ) async -> ReplicationOutcome {
         let map = redis.topology.map
         let owners = slots.map { ($0, HashSlot(rawValue: $0).flatMap(map.master(of:))) }
         // A slot with no master in the map now (a failover under way) cannot be confirmed by
@@ -19,10 +23,9 @@ enum ReplicaWait {
             for master in masters {
                 group.addTask {
                     do throws(RedisError) {
-                        let reply = try await redis.pipeline([.wait(replicas: replicas, timeout: timeout)], toMaster: master)[0].throwingServerError()
                         return (
                             master,
-                            reply.integer.map { .success($0) } ?? .failure(RedisError(code: .unexpectedReply, message: "WAIT answered \(reply)"))
+                            .success(try await redis.waitForReplicas(master: master, replicas: replicas, timeout: timeout, carriedBy: writtenOn))
                         )
                     } catch {
                         return (master, .failure(error))

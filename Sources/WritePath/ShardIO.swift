@@ -35,10 +35,12 @@ struct ShardIO: Sendable {
         case .answer, .answerBatch, .reply, .log, .setTimer, .cancelTimer:
             return nil
         case .batchRedis(let groups, let epochs):
-            let (results, fenced) = await SlotWriter.execute(groups, epochs: epochs, redis: batchRedis, layout: layout, counting: ownership)
-            return .batchRedisReplied(results, fenced: fenced)
-        case .awaitReplication(let slots, let replicas, let timeout):
-            return .replicationAwaited(await ReplicaWait.wait(on: slots, replicas: replicas, timeout: timeout, redis: batchRedis))
+            let (results, fenced, openings) = await SlotWriter.execute(
+                groups, epochs: epochs, redis: batchRedis, layout: layout, counting: ownership)
+            return .batchRedisReplied(results, fenced: fenced, openings: openings)
+        case .awaitReplication(let slots, let replicas, let timeout, let writtenOn):
+            return .replicationAwaited(
+                await ReplicaWait.wait(on: slots, replicas: replicas, timeout: timeout, writtenOn: writtenOn, redis: batchRedis))
         case .findPosts(let lookup, let take):
             return .batchPostsFound(take: take, await findPosts(lookup))
         case .loadWarmPost(let post):
@@ -97,7 +99,7 @@ struct ShardIO: Sendable {
             let groups = ordered.map { slot, newest in
                 SlotCommands(slot: HashSlot(rawValue: slot)!, commands: [.xtrim(logKey(slot), olderThan: newest.successor)])
             }
-            let (results, fenced) = await SlotWriter.execute(groups, epochs: epochs, redis: flushRedis, layout: layout, counting: ownership)
+            let (results, fenced, _) = await SlotWriter.execute(groups, epochs: epochs, redis: flushRedis, layout: layout, counting: ownership)
             var removed: [UInt16: Result<Int, RedisError>] = [:]
             for ((slot, _), result) in zip(ordered, results) {
                 removed[slot] = result.map { Int($0.first?.integer ?? 0) }
@@ -109,7 +111,7 @@ struct ShardIO: Sendable {
             return .postsProbed(
                 await probe.read(keys: PostKeys(redis: batchRedis, layout: layout), records: PostRecords(pool: pool), pending: pending))
         case .unloadPosts(let posts, let epochs, let purpose):
-            let (results, fenced) = await SlotWriter.execute(
+            let (results, fenced, _) = await SlotWriter.execute(
                 PostHydration.transactions(unloading: posts, layout: layout), epochs: epochs,
                 redis: batchRedis, layout: layout, counting: ownership)
             return .postsUnloaded(purpose, failed: Set(PostHydration.failures(of: posts, results).keys), fenced: fenced)

@@ -54,7 +54,8 @@ extension ShardStateMachine {
 
         /// Results of the batch's Redis groups (`.batchRedis`), one per group, and the slots
         /// Redis fenced.
-        case batchRedisReplied([Result<[RedisReply], RedisError>], fenced: [FencedSlot])
+        /// `openings`: which opening of each master's connection carried them.
+        case batchRedisReplied([Result<[RedisReply], RedisError>], fenced: [FencedSlot], openings: RedisOpenings = RedisOpenings())
         /// `.awaitReplication` ended: whether every master's replicas confirmed the writes
         /// (and, if not, why).
         case replicationAwaited(ReplicationOutcome)
@@ -128,7 +129,7 @@ extension ShardStateMachine {
         case batchRedis([SlotCommands], epochs: [UInt16: Int64]?)
         /// With `--ack replicated`: `WAIT` for `replicas` on the masters of `slots` (the batch's
         /// writes, on the same connections), at most `timeout` → `replicationAwaited`.
-        case awaitReplication(slots: [UInt16], replicas: Int, timeout: Duration)
+        case awaitReplication(slots: [UInt16], replicas: Int, timeout: Duration, writtenOn: RedisOpenings)
         /// Read PostgreSQL's recorded flush progress of these slots' logs → `flushProgressRead`.
         case readFlushProgress([UInt16])
         /// List the posts Redis holds of a slot being repaired (their markers, by

@@ -145,9 +145,9 @@ struct ShardStateMachine {
             let posts = hotSet.toShrink(slots: slots, count: count, slots: ownership, flushes: flushes)
             if !posts.isEmpty { lane.enqueue(.evict(posts, .memory)) }
 
-        case .batchRedisReplied(let results, let fenced):
+        case .batchRedisReplied(let results, let fenced, let openings):
             fence(fenced, why: nil, now: now, into: &actions)
-            route(lane.redisReplied(results, now: now, into: &actions), now: now, into: &actions)
+            route(lane.redisReplied(results, openings: openings, now: now, into: &actions), now: now, into: &actions)
         case .replicationAwaited(let outcome): route(lane.replicationAwaited(outcome, into: &actions), now: now, into: &actions)
         case .batchPostsFound(let take, let result): route(lane.postsFound(take: take, result, now: now, into: &actions), now: now, into: &actions)
         case .warmPostLoaded(let promotion, let result):

@@ -15,8 +15,11 @@ enum SlotWriter {
     static func execute(
         _ groups: [SlotCommands], epochs: [UInt16: Int64]?, redis: RedisClient, layout: RedisKeyLayout,
         counting ownership: OwnedSlots
-    ) async -> (results: [Result<[RedisReply], RedisError>], fenced: [ShardStateMachine.FencedSlot]) {
-        guard let epochs else { return (await redis.execute(groups), []) }
+    ) async -> (results: [Result<[RedisReply], RedisError>], fenced: [ShardStateMachine.FencedSlot], openings: RedisOpenings) {
+        guard let epochs else {
+            let (results, openings) = await redis.executeNotingOpenings(groups)
+            return (results, [], openings)
+        }
         var results = [Result<[RedisReply], RedisError>?](repeating: nil, count: groups.count)
         var sent: [SlotCommands] = []
         var positions: [Int] = []
@@ -33,8 +36,11 @@ enum SlotWriter {
             positions.append(position)
         }
         var refused: [ShardStateMachine.FencedSlot] = []
+        var openings = RedisOpenings()
         if !sent.isEmpty {
-            for (index, result) in zip(positions.indices, await redis.execute(sent)) {
+            let executed = await redis.executeNotingOpenings(sent)
+            openings = executed.openings
+            for (index, result) in zip(positions.indices, executed.results) {
                 if case .failure(let error) = result, error.code == .fenced, let fence = sent[index].fence {
                     ownership.noteFenced()
                     refused.append(ShardStateMachine.FencedSlot(slot: sent[index].slot.rawValue, epoch: fence.epoch))
@@ -42,7 +48,7 @@ enum SlotWriter {
                 results[positions[index]] = result
             }
         }
-        return (results.map { $0! }, refused)
+        return (results.map { $0! }, refused, openings)
     }
 
     /// The refusal of a write for a slot this node does not hold.

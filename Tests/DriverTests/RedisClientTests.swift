@@ -5,6 +5,43 @@ import Testing
 
 @Suite("Redis client against a real server")
 struct RedisClientTests {
+    @Test(
+        "WAIT asks on the opening of the connection that carried the writes: once that connection was reopened it sends nothing and fails, instead of confirming at once writes the new one never carried"
+    )
+    func waitOnTheOpeningThatWrote() async throws {
+        let client = RedisClient(configuration: try TestEnvironment.redis())
+        try await client.topology.discover()
+        let key = TestEnvironment.uniqueKeyPrefix("wait-opening")
+        let slot = HashSlot(key: Array(key.utf8))
+        let master = try #require(client.topology.map.master(of: slot))
+        let first = await client.executeNotingOpenings([
+            SlotCommands(slot: slot, commands: [RedisCommand("SET", key, "1"), RedisCommand("CLIENT", "ID")])
+        ])
+        let clientID = try #require(try first.results[0].get()[1].integer)
+        // On the opening that wrote, WAIT runs (no replicas here: it counts 0, as asked).
+        #expect(try await client.waitForReplicas(master: master, replicas: 0, timeout: .milliseconds(100), carriedBy: first.openings) == 0)
+        // The connection is cut; the next write reopens it.
+        let killer = RedisConnection(configuration: try TestEnvironment.redis())
+        try await killer.send(RedisCommand("CLIENT", "KILL", "ID", String(clientID)))
+        let second = await client.executeNotingOpenings([SlotCommands(slot: slot, commands: [RedisCommand("SET", key, "2")])])
+        _ = try second.results[0].get()
+        #expect(second.openings.opening(of: master) != first.openings.opening(of: master))
+        let refused = await #expect(throws: RedisError.self) {
+            try await client.waitForReplicas(master: master, replicas: 0, timeout: .milliseconds(100), carriedBy: first.openings)
+        }
+        #expect(refused?.code == .connectionLost, "\(String(describing: refused))")
+        #expect(refused?.message.contains("nothing sent") == true, "\(String(describing: refused))")
+        #expect(try await client.waitForReplicas(master: master, replicas: 0, timeout: .milliseconds(100), carriedBy: second.openings) == 0)
+        // Writes that went on two openings cannot be vouched for by either.
+        var both = first.openings
+        both.merge(second.openings)
+        #expect(both.opening(of: master) == nil)
+        await #expect(throws: RedisError.self) {
+            try await client.waitForReplicas(master: master, replicas: 0, timeout: .milliseconds(100), carriedBy: both)
+        }
+        try await killer.send(.del([key]))
+    }
+
     @Test("a pipeline of 10,000 commands returns 10,000 replies in order")
     func tenThousandCommandPipeline() async throws {
         let redis = RedisConnection(configuration: try TestEnvironment.redis())

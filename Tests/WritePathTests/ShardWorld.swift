@@ -23,6 +23,11 @@ import ShardRouter
 final class ShardWorld {
     let layout: RedisKeyLayout
     var redis = RedisModel()
+    /// The model's one Redis server, and which opening of the batches' connection to it is
+    /// current: a fault on a batch's pipeline breaks the connection, and the next call opens it
+    /// again (`RedisConnection.opening`).
+    static let redisEndpoint = RedisEndpoint(host: "model", port: 6379)
+    var batchConnectionOpening: UInt64 = 1
     /// PostgreSQL: the posts, their likers, each log's progress, the slot table's epochs.
     var posts: Set<Int64>
     var likes: [Int64: Set<Int64>]
@@ -238,7 +243,13 @@ final class ShardWorld {
 
         case .batchRedis(let groups, let epochs):
             let (results, fenced) = fencedExecute(groups, epochs: epochs) { _ in redisFault }
-            return .batchRedisReplied(results, fenced: fenced)
+            var openings = RedisOpenings()
+            if redisFault == nil {
+                openings.note(Self.redisEndpoint, opening: batchConnectionOpening)
+            } else {
+                batchConnectionOpening += 1
+            }
+            return .batchRedisReplied(results, fenced: fenced, openings: openings)
 
         case .readFlushProgress(let slots):
             if trouble.postgresBeforeCommit != nil {
@@ -252,9 +263,13 @@ final class ShardWorld {
             // The model's Redis is one server: it never fails over, so nothing asks this.
             return .slotPostsListed(Dictionary(uniqueKeysWithValues: slots.map { ($0, .success([])) }))
 
-        case .awaitReplication:
-            // No replicas here: a fault stands for a WAIT that timed out.
-            return .replicationAwaited(ReplicationOutcome(confirmed: redisFault == nil, detail: "model"))
+        case .awaitReplication(_, _, _, let writtenOn):
+            // No replicas here: a fault stands for a WAIT that timed out. As the real client
+            // does, the WAIT is asked only on the opening of the connection that carried the
+            // writes; one reopened since confirms nothing.
+            let sameOpening = writtenOn.opening(of: Self.redisEndpoint) == batchConnectionOpening
+            return .replicationAwaited(
+                ReplicationOutcome(confirmed: redisFault == nil && sameOpening, detail: sameOpening ? "model" : "model: the connection was reopened"))
 
         case .findPosts(let lookup, let take):
             if trouble.postgresBeforeCommit != nil {
