@@ -44,6 +44,22 @@ enum ClusterMetrics {
             "counter_deciding", "gauge",
             "1 while this node's lease, as its own clock counts it, lets it decide for its slots; 0 once no renewal got through in time.",
             lease.isValid(at: .now) ? "1" : "0")
+        let now = ContinuousClock.now
+        single(
+            "counter_postgres_unreachable_seconds", "gauge",
+            "How long this node's lease renewals have failed (PostgreSQL failing over, restarting or cut off); 0 while they get through.",
+            "\(lease.unreachableSince.map { (now - $0).inSeconds } ?? 0)")
+        single(
+            "counter_postgres_outages_total", "counter",
+            "Times lease renewals began to fail and later got through again (PostgreSQL outages this node saw end).",
+            "\(lease.outages)")
+        single(
+            "counter_postgres_outage_seconds_total", "counter", "Time from the first failed renewal to the next that got through, over all outages.",
+            "\(lease.outageSecondsTotal)")
+        single(
+            "counter_slot_moves_held", "gauge",
+            "1 while this node takes and hands over no slots: its renewals failed within the last lease, so other nodes' leases may have run out only because PostgreSQL was away for them too.",
+            lease.mayMoveSlots(at: now) ? "0" : "1")
         text +=
             "# HELP counter_lease_renewal_seconds Round trip of each lease renewal (and the registration), from sending it to PostgreSQL's answer.\n"
         text += "# TYPE counter_lease_renewal_seconds histogram\n"

@@ -5,11 +5,15 @@ import Persistence
 import Synchronization
 import WritePath
 
-/// `/readyz`: ready while PostgreSQL and Redis (every master, for a cluster with every slot
-/// served) answer, the oldest change waiting for PostgreSQL is younger than `maxLag` (when
-/// set), the node is not shutting down, and — for a node of a cluster — it serves every slot the
-/// map gives it (none still being acquired, its log drained, or released). Otherwise 503 with
-/// every reason. Cached for a second so probes cost little (shutting down shows at once).
+/// `/readyz`: ready while Redis (every master, for a cluster with every slot served) answers,
+/// the oldest change waiting for PostgreSQL is younger than `maxLag` (when set), the node is not
+/// shutting down, and — for a node of a cluster — it serves every slot the map gives it (none
+/// still being acquired, its log drained, or released) and its lease lets it decide. PostgreSQL
+/// not answering makes a node of a cluster unready only once its lease no longer holds: while
+/// PostgreSQL fails over, every node keeps taking writes into Redis, and a balancer that took
+/// them all out of rotation would refuse everything instead (`maxLag` still bounds how long). A
+/// node without a cluster membership is unready while PostgreSQL does not answer. Otherwise 503
+/// with every reason. Cached for a second so probes cost little (shutting down shows at once).
 ///
 /// `/metrics` reports the last check's verdict (`isReady`) and runs none itself; the checks run
 /// on `/readyz` and on a schedule of their own (`ReadinessSchedule`), so the verdict is never
@@ -40,7 +44,9 @@ actor ReadinessProbe {
         if let last, ContinuousClock.now - last.at < .seconds(1) { return last.response }
         var problems: [String] = []
         do { try await servers.pingRedis() } catch { problems.append("redis: \(error)") }
-        do { try await servers.pingPostgres() } catch { problems.append("postgres: \(error)") }
+        do { try await servers.pingPostgres() } catch {
+            if member?.lease.isValid(at: .now) != true { problems.append("postgres: \(error)") }
+        }
         if let maxLag {
             let oldest = await service.stats().map(\.oldestPendingAgeSeconds).max() ?? 0
             if oldest > maxLag.inSeconds {

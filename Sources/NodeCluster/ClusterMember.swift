@@ -243,6 +243,7 @@ public actor ClusterMember: Service {
     private nonisolated func renewLeaseUntilCancelled(incarnation: Int64) async throws {
         var lastRenewal = ContinuousClock.now
         var withholding = false
+        var lastFailureLogged: ContinuousClock.Instant?
         while !Task.isCancelled {
             // Cut off from Redis (every master out of reach), the node cannot serve: it stops
             // renewing, so its lease runs out and a node that reaches Redis takes its slots.
@@ -257,17 +258,30 @@ public actor ClusterMember: Service {
                 try? await Task.sleep(for: configuration.renewInterval)
                 continue
             }
+            let asked = ContinuousClock.now
             do {
-                let asked = ContinuousClock.now
                 let renewal = try await leaseRegistry.renewal(
                     nodeID: configuration.nodeID, incarnation: incarnation,
                     lease: configuration.lease)
                 if renewal == .superseded { throw Superseded(nodeID: configuration.nodeID) }
                 let now = ContinuousClock.now
-                updateLease {
-                    $0.granted(sentAt: asked, answeredAt: now)
+                let outage = updateLease { lease -> Duration? in
+                    let outage = lease.granted(sentAt: asked, answeredAt: now)
                     // Cut off for longer than the lease: another node may hold the slots now.
-                    if renewal == .renewedAfterLapse { $0.lapsed(at: asked) }
+                    if renewal == .renewedAfterLapse { lease.lapsed(at: asked) }
+                    return outage
+                }
+                if let outage {
+                    lastFailureLogged = nil
+                    log.log(
+                        .info, "postgres_reachable",
+                        [
+                            "node": configuration.nodeID, "unreachable_ms": String(outage.inMilliseconds),
+                            "lease_kept": String(renewal == .renewed),
+                            "slots_move_after_ms": String(configuration.lease.inMilliseconds),
+                        ])
+                    // The flushers' backoff may have grown long meanwhile: the backlog goes now.
+                    await service.retryFlushesNow()
                 }
                 if renewal == .renewedAfterLapse {
                     log.log(
@@ -292,13 +306,38 @@ public actor ClusterMember: Service {
                 log.log(.error, "superseded", ["node": configuration.nodeID, "incarnation": String(incarnation)])
                 throw error
             } catch {
-                // PostgreSQL unreachable: nobody can take the slots without it either; Redis
-                // fencing covers the case where only this node lost it.
-                log.log(.warn, "lease_renewal_failed", ["node": configuration.nodeID, "error": "\(error)"])
+                // PostgreSQL unreachable (failing over, restarting, cut off): nobody can take the
+                // slots without it either, and Redis fencing covers the case where only this node
+                // lost it. The renewal is tried again soon, not a whole interval later: the lease
+                // must reach the new primary of a failover before it runs out.
+                let first = updateLease { $0.failed(sentAt: asked) }
+                let now = ContinuousClock.now
+                if first {
+                    lastFailureLogged = now
+                    log.log(
+                        .warn, "postgres_unreachable",
+                        [
+                            "node": configuration.nodeID, "error": "\(error)",
+                            "deciding_for_ms": String(max(0, ((lease.validUntil ?? now) - now).inMilliseconds)),
+                        ])
+                } else if let logged = lastFailureLogged, now - logged >= .seconds(5) {
+                    lastFailureLogged = now
+                    log.log(
+                        .warn, "lease_renewal_failed",
+                        [
+                            "node": configuration.nodeID, "error": "\(error)",
+                            "unreachable_ms": String((now - (lease.unreachableSince ?? now)).inMilliseconds),
+                        ])
+                }
+                try? await Task.sleep(for: min(configuration.renewInterval, Self.renewalRetryInterval))
+                continue
             }
             try? await Task.sleep(for: configuration.renewInterval)
         }
     }
+
+    /// How soon a failed renewal is tried again.
+    static let renewalRetryInterval: Duration = .milliseconds(100)
 
     /// Whether some Redis master answers a `PING` (within the client's own timeout: a quarter of
     /// the lease).
@@ -343,9 +382,11 @@ public actor ClusterMember: Service {
     }
 
     /// Changes the lease's validity and wakes the watch.
-    private nonisolated func updateLease(_ change: (inout LeaseValidity) -> Void) {
-        leaseValidity.withLock { change(&$0) }
+    @discardableResult
+    private nonisolated func updateLease<T>(_ change: (inout LeaseValidity) -> T) -> T {
+        let result = leaseValidity.withLock { change(&$0) }
         leaseChanged.ring()
+        return result
     }
 
     /// Runs a round every `roundInterval` (sooner when `roundSoon()` rings) until cancelled.
@@ -398,7 +439,8 @@ public actor ClusterMember: Service {
             slots: rows,
             held: states.map(\.epoch),
             ready: states.map { if case .acquiring = $0 { return false } else { return true } },
-            maximumMoves: configuration.maximumMoves, leaving: leaving)
+            maximumMoves: configuration.maximumMoves, leaving: leaving,
+            mayMoveSlots: leaving || lease.mayMoveSlots(at: .now))
         if !plan.drop.isEmpty {
             await service.drop(plan.drop)
             counters.withLock { $0.droppedSlots += plan.drop.count }

@@ -59,9 +59,13 @@ public struct MembershipRound: Sendable, Equatable {
     ///     still being acquired; empty: as `held` says.
     ///   - leaving: this node is stopping: the target leaves it out, and its hand-offs are not
     ///     rate-limited.
+    ///   - mayMoveSlots: `false` while this node's own renewals failed within the last lease
+    ///     (`LeaseValidity.mayMoveSlots`): no claims and no hand-offs — the other nodes' leases
+    ///     may have run out only because PostgreSQL was away for them too. Adopting and dropping
+    ///     (following what PostgreSQL says) go on.
     public static func plan(
         me: String, incarnation: Int64, nodes: [Node], slots: [Slot], held: [Int64?], ready: [Bool] = [],
-        maximumMoves: Int, leaving: Bool = false
+        maximumMoves: Int, leaving: Bool = false, mayMoveSlots: Bool = true
     ) -> MembershipRound {
         var round = MembershipRound()
         let live = nodes.filter(\.isLive)
@@ -75,9 +79,11 @@ public struct MembershipRound: Sendable, Equatable {
                 guard let owner = slot.owner, let incarnation = slot.incarnation, liveIncarnation[owner] == incarnation else { return nil }
                 return owner
             })
-        let moves = current.nextMoves(
-            toward: target, liveNodes: Set(liveIncarnation.keys),
-            maximumMoves: leaving ? HashSlot.count : maximumMoves)
+        let moves =
+            mayMoveSlots
+            ? current.nextMoves(
+                toward: target, liveNodes: Set(liveIncarnation.keys),
+                maximumMoves: leaving ? HashSlot.count : maximumMoves) : []
         for move in moves {
             let slot = move.slot.rawValue
             if move.to == me && move.from == nil {

@@ -286,6 +286,14 @@ public final class CounterService: Service {
         for shard in shards { shard.tell(.deciding(deciding)) }
     }
 
+    /// PostgreSQL answers again after an outage (seen by the cluster lease's renewals): every
+    /// shard's flusher tries at once instead of waiting out the backoff its failures built up
+    /// (up to `retryMaximumDelay`), so the backlog a failover left starts draining on the new
+    /// primary within a renewal's retry.
+    public func retryFlushesNow() async {
+        for shard in shards { shard.tell(.postgresReachable) }
+    }
+
     // MARK: - Lists
 
     /// The changes of `postID` acknowledged here that PostgreSQL may not have yet, one per

@@ -63,6 +63,9 @@ extension ShardStateMachine {
         case deciding(Bool)
         /// The Redis master of `slots` failed over (`+Repair`).
         case redisFailedOver([UInt16])
+        /// PostgreSQL answers again after an outage (a failover's new primary, a restart): the
+        /// flushes need not wait out the backoff their failures built up.
+        case postgresReachable
         /// `.readFlushProgress`: PostgreSQL's recorded progress of those logs (slots without one
         /// left out).
         case flushProgressRead(Result<[UInt16: StreamEntryID], Error>)

@@ -132,6 +132,7 @@ struct ShardStateMachine {
             flushes.failureResolved()
             lane.slotsFailedOver(Set(slots))
             route(ownership.redisFailedOver(slots, batchInFlight: lane.isBatchInFlight, now: now, into: &actions), now: now, into: &actions)
+        case .postgresReachable: flushes.failureResolved()
         case .deciding(let deciding): route(lane.setDeciding(deciding, now: now, into: &actions), now: now, into: &actions)
         case .slotPostsListed(let results): route(ownership.slotPostsListed(results, now: now, into: &actions), now: now, into: &actions)
         case .flushProgressRead(let result):

@@ -36,4 +36,34 @@ struct LeaseValidityTests {
         #expect(lease.isValid(at: start + .seconds(1)))
         #expect(!lease.isValid(at: start + .seconds(3)), "and still only within the lease")
     }
+
+    @Test(
+        "failed renewals are an outage: counted and timed from the first failure to the next grant; slots move again only a whole lease after it (or after a lapse)"
+    )
+    func outages() {
+        let start = ContinuousClock.now
+        var lease = LeaseValidity(lease: .seconds(3))
+        lease.granted(sentAt: start, answeredAt: start + .milliseconds(2))
+        #expect(lease.mayMoveSlots(at: start + .milliseconds(3)), "a registered node moves slots at once")
+        let first = lease.failed(sentAt: start + .seconds(1))
+        let second = lease.failed(sentAt: start + .milliseconds(1_100))
+        #expect(first, "the first failure begins the outage")
+        #expect(!second, "later ones belong to it")
+        #expect(lease.unreachableSince == start + .seconds(1))
+        #expect(!lease.mayMoveSlots(at: start + .seconds(2)), "no moves while renewals fail")
+        #expect(lease.isValid(at: start + .milliseconds(2_699)), "the lease still lets it decide")
+        let outage = lease.granted(sentAt: start + .milliseconds(2_400), answeredAt: start + .milliseconds(2_500))
+        #expect(outage == .milliseconds(1_500))
+        #expect(lease.unreachableSince == nil && lease.outages == 1 && abs(lease.lastOutageSeconds - 1.5) < 1e-9)
+        #expect(lease.isValid(at: start + .milliseconds(5_099)), "the grant extends the lease as any")
+        #expect(!lease.mayMoveSlots(at: start + .milliseconds(5_499)), "a whole lease after it got through")
+        #expect(lease.mayMoveSlots(at: start + .milliseconds(5_500)))
+        let none = lease.granted(sentAt: start + .seconds(6), answeredAt: start + .seconds(6))
+        #expect(none == nil, "no outage")
+        // A renewal that found the lease run out (PostgreSQL away longer than the lease) holds
+        // moves back a lease from it, as failures do.
+        lease.lapsed(at: start + .seconds(7))
+        #expect(!lease.mayMoveSlots(at: start + .milliseconds(9_999)) && lease.mayMoveSlots(at: start + .seconds(10)))
+        #expect(lease.outages == 1 && abs(lease.outageSecondsTotal - 1.5) < 1e-9)
+    }
 }

@@ -24,6 +24,33 @@ struct MembershipRoundTests {
         #expect(round.handOffs.isEmpty && round.adopt.isEmpty && round.drop.isEmpty)
     }
 
+    @Test(
+        "after its own renewals failed (PostgreSQL away for everyone), a node claims no lapsed node's slots and hands none over, but still adopts and drops what PostgreSQL says"
+    )
+    func noMovesAfterAnOutage() {
+        // b's lease ran out during the outage; a is back first. Its own slots (the first half)
+        // are held; the second half is b's.
+        let nodes = [Node(id: "a", incarnation: 1, isLive: true), Node(id: "b", incarnation: 2, isLive: false)]
+        let half = HashSlot.count / 2
+        var slots = Self.owned(by: "b", incarnation: 2)
+        var held = Self.nothingHeld
+        for slot in 0..<half {
+            slots[slot] = Slot(owner: "a", incarnation: 1, epoch: 7)
+            held[slot] = 7
+        }
+        // A slot PostgreSQL gives a anew (a hand-off finished before the outage) is adopted; one
+        // a holds that PostgreSQL gives b is dropped.
+        held[half] = 5
+        slots[1] = Slot(owner: "a", incarnation: 1, epoch: 9)
+        let waiting = MembershipRound.plan(
+            me: "a", incarnation: 1, nodes: nodes, slots: slots, held: held, maximumMoves: 100, mayMoveSlots: false)
+        #expect(waiting.claims.isEmpty && waiting.handOffs.isEmpty)
+        #expect(waiting.adopt == [1: 9] && waiting.drop == [UInt16(half)])
+        // A lease later b has still not renewed: it is gone, and a takes its slots.
+        let later = MembershipRound.plan(me: "a", incarnation: 1, nodes: nodes, slots: slots, held: held, maximumMoves: 100)
+        #expect(later.claims.count == HashSlot.count - half)
+    }
+
     @Test("a joining node waits while the owner hands it its range, at most maximumMoves at a time; then it adopts them")
     func joinIsHandedOff() {
         let nodes = [Node(id: "a", incarnation: 1, isLive: true), Node(id: "b", incarnation: 2, isLive: true)]
