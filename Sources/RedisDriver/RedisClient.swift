@@ -82,27 +82,30 @@ public final class RedisClient: Sendable {
     /// `WAIT replicas timeout` on the master `endpoint`, on the opening of its connection that
     /// carried the writes in question (`carriedBy`, from `executeNotingOpenings`): `WAIT` counts
     /// the writes of its own connection, so on a connection opened since it would confirm none of
-    /// them at once. Returns how many replicas have them.
-    /// - Throws: `.connectionLost` when that opening is gone (nothing sent) or none is known for
-    ///   `endpoint`; what `WAIT` itself fails with.
+    /// them at once. Returns how many replicas have them, or why it could not tell:
+    /// `.connectionLost` when that opening is gone (nothing sent) or none is known for
+    /// `endpoint`; what `WAIT` itself failed with. (A `Result`, not typed throws: the release
+    /// build of Swift 6.3.1 handed a task group garbage for this call's typed error.)
     public func waitForReplicas(
         master endpoint: RedisEndpoint, replicas: Int, timeout: Duration, carriedBy openings: RedisOpenings
-    ) async throws(RedisError) -> Int64 {
+    ) async -> Result<Int64, RedisError> {
         guard let opening = openings.opening(of: endpoint) else {
-            throw RedisError(
-                code: .connectionLost,
-                message: "\(endpoint): no single connection carried the writes to ask about (none went there, or they went on two)")
+            return .failure(
+                RedisError(
+                    code: .connectionLost,
+                    message: "\(endpoint): no single connection carried the writes to ask about (none went there, or they went on two)"))
         }
         let connection = self.connection(endpoint)
-        do throws(RedisError) {
-            let reply = try await connection.pipeline([.wait(replicas: replicas, timeout: timeout)], onOpening: opening)[0]
-                .throwingServerError()
-            guard let count = reply.integer else {
-                throw RedisError(code: .unexpectedReply, message: "WAIT answered \(reply)")
-            }
-            return count
+        let replies: [RedisReply]
+        do {
+            replies = try await connection.pipeline([.wait(replicas: replicas, timeout: timeout)], onOpening: opening)
         } catch {
-            throw RedisError(code: error.code, message: "\(endpoint): \(error.message)")
+            return .failure(RedisError(code: error.code, message: "\(endpoint): \(error.message)"))
+        }
+        switch replies[0] {
+        case .integer(let count): return .success(count)
+        case .error(let text): return .failure(RedisError.server("\(endpoint): \(text)"))
+        case let other: return .failure(RedisError(code: .unexpectedReply, message: "\(endpoint): WAIT answered \(other)"))
         }
     }
 

@@ -22,14 +22,7 @@ enum ReplicaWait {
         let answers = await withTaskGroup(of: (RedisEndpoint, Result<Int64, RedisError>).self) { group in
             for master in masters {
                 group.addTask {
-                    do throws(RedisError) {
-                        return (
-                            master,
-                            .success(try await redis.waitForReplicas(master: master, replicas: replicas, timeout: timeout, carriedBy: writtenOn))
-                        )
-                    } catch {
-                        return (master, .failure(error))
-                    }
+                    (master, await redis.waitForReplicas(master: master, replicas: replicas, timeout: timeout, carriedBy: writtenOn))
                 }
             }
             return await group.reduce(into: []) { $0.append($1) }

@@ -19,7 +19,7 @@ struct RedisClientTests {
         ])
         let clientID = try #require(try first.results[0].get()[1].integer)
         // On the opening that wrote, WAIT runs (no replicas here: it counts 0, as asked).
-        #expect(try await client.waitForReplicas(master: master, replicas: 0, timeout: .milliseconds(100), carriedBy: first.openings) == 0)
+        #expect(try await client.waitForReplicas(master: master, replicas: 0, timeout: .milliseconds(100), carriedBy: first.openings).get() == 0)
         // The connection is cut; the next write reopens it.
         let killer = RedisConnection(configuration: try TestEnvironment.redis())
         try await killer.send(RedisCommand("CLIENT", "KILL", "ID", String(clientID)))
@@ -27,17 +27,17 @@ struct RedisClientTests {
         _ = try second.results[0].get()
         #expect(second.openings.opening(of: master) != first.openings.opening(of: master))
         let refused = await #expect(throws: RedisError.self) {
-            try await client.waitForReplicas(master: master, replicas: 0, timeout: .milliseconds(100), carriedBy: first.openings)
+            try await client.waitForReplicas(master: master, replicas: 0, timeout: .milliseconds(100), carriedBy: first.openings).get()
         }
         #expect(refused?.code == .connectionLost, "\(String(describing: refused))")
         #expect(refused?.message.contains("nothing sent") == true, "\(String(describing: refused))")
-        #expect(try await client.waitForReplicas(master: master, replicas: 0, timeout: .milliseconds(100), carriedBy: second.openings) == 0)
+        #expect(try await client.waitForReplicas(master: master, replicas: 0, timeout: .milliseconds(100), carriedBy: second.openings).get() == 0)
         // Writes that went on two openings cannot be vouched for by either.
         var both = first.openings
         both.merge(second.openings)
         #expect(both.opening(of: master) == nil)
         await #expect(throws: RedisError.self) {
-            try await client.waitForReplicas(master: master, replicas: 0, timeout: .milliseconds(100), carriedBy: both)
+            try await client.waitForReplicas(master: master, replicas: 0, timeout: .milliseconds(100), carriedBy: both).get()
         }
         try await killer.send(.del([key]))
     }
