@@ -238,6 +238,57 @@ struct ClusterNodesTests {
         }
     }
 
+    @Test(
+        "PostgreSQL away longer than the lease (every node's lease runs out by its clock), then back: no node takes another's slots, each keeps its range under its epochs, and the load before and after is all there"
+    )
+    func postgresOutageMovesNoSlots() async throws {
+        try await PrivateServers.with { servers in
+            try await ClusterHarness.with("pg-outage", postgresURL: servers.postgresURL) { harness in
+                let posts = try await TestEnvironment.createPosts(30, in: harness.pool)
+                let nodes = try await Self.startThree(harness, leaseMilliseconds: 2_000, collecting: ["a", "b", "c"])
+                let before = try await harness.map(via: nodes[0])
+                let load = HTTPPairLoad(posts: posts)
+                load.setNodes(nodes.map(\.url))
+                for (index, post) in posts.enumerated() { await load.send("PUT", Pair(user: Int64(index + 1), post: post)) }
+                // The first node took every unowned slot when it started: a takeover of its own.
+                let takeoversBefore = try await Self.takeovers(harness, nodes)
+                try await servers.run("stop", only: "postgres")
+                for node in nodes {
+                    let lapsed = try await node.process.waitForOutput(timeout: .seconds(60)) { $0.contains { $0.contains("event=lease_lapsed") } }
+                    #expect(lapsed, "node \(node.id): \(node.process.lastLines)")
+                }
+                try await servers.run("start", only: "postgres")
+                for node in nodes {
+                    let back = try await node.process.waitForOutput(timeout: .seconds(60)) { $0.contains { $0.contains("event=postgres_reachable") } }
+                    #expect(back, "node \(node.id): \(node.process.lastLines)")
+                }
+                // A lease after their renewals got through again, every node may move slots
+                // again: by then each has renewed, so nobody is taken for dead.
+                let deadline = ContinuousClock.now + .seconds(60)
+                var held = 1.0
+                while ContinuousClock.now < deadline {
+                    held = 0
+                    for node in nodes { held += try await harness.metrics(of: node)["counter_slot_moves_held"] ?? 1 }
+                    if held == 0 { break }
+                    try await Task.sleep(for: .milliseconds(100))
+                }
+                #expect(held == 0, "slot moves still held a lease after PostgreSQL came back")
+                let after = try await harness.waitForMap(via: nodes[0]) { map in map.nodes.filter(\.live).count == 3 && map.movesPending == 0 }
+                #expect(try await Self.takeovers(harness, nodes) == takeoversBefore, "a node took another's slots after the outage")
+                for node in before.nodes {
+                    let now = try #require(after.nodes.first { $0.id == node.id })
+                    #expect(
+                        now.slots == node.slots && now.lowestEpoch == node.lowestEpoch && now.highestEpoch == node.highestEpoch,
+                        "\(node.id): \(node) → \(now)")
+                }
+                for (index, post) in posts.enumerated() { await load.send("toggle", Pair(user: Int64(index + 1), post: post)) }
+                try await load.settle()
+                try await harness.flush(nodes)
+                try await harness.verify(load)
+            }
+        }
+    }
+
     @Test("kill -9 and an immediate restart under the same id: a new incarnation, every slot under a new epoch")
     func restartSameID() async throws {
         try await ClusterHarness.with("restart") { harness in

@@ -49,7 +49,8 @@ struct PostgresOutageTests {
             try await servers.run("start", only: "postgres")
             let reachable = try await node.waitForOutput(timeout: .seconds(60)) { $0.contains { $0.contains("event=postgres_reachable") } }
             #expect(reachable, "\(node.lastLines)")
-            #expect(node.output.contains { $0.contains("event=postgres_reachable") && $0.contains("unreachable_ms=") && $0.contains("lease_kept=true") })
+            #expect(
+                node.output.contains { $0.contains("event=postgres_reachable") && $0.contains("unreachable_ms=") && $0.contains("lease_kept=true") })
             #expect(try await Self.metric("counter_postgres_outages_total", base: base) == 1)
             #expect(try await Self.metric("counter_postgres_unreachable_seconds", base: base) == 0)
             // The backlog goes to PostgreSQL (asked until it has, however slow the machine).
