@@ -246,11 +246,26 @@ public struct ErrorBody: Sendable, Equatable, Codable {
     }
 }
 
-/// The answer of `/healthz` (`{"status":"ok"}`) and of `/readyz` when ready (`{"status":"ready"}`).
+/// The answer of `/healthz` (`{"status":"ok"}`) and of `/readyz` when ready (`{"status":"ready"}`,
+/// with `warnings` while something is wrong that does not stop the node serving: PostgreSQL away
+/// while the node's lease still holds, a failover, say).
 public struct HealthStatus: Sendable, Equatable, Codable {
     public let status: String
+    /// What is wrong without making the node unready; absent when nothing is.
+    public let warnings: [String]?
 
-    public init(status: String) {
+    public init(status: String, warnings: [String]? = nil) {
         self.status = status
+        self.warnings = warnings
+    }
+
+    private enum CodingKeys: String, CodingKey { case status, warnings }
+
+    /// `warnings` only when there are some: `{"status":"ok"}` and `{"status":"ready"}` stay what
+    /// probes and clients have always read (the wire writes other absent optionals as `null`).
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(status, forKey: .status)
+        if let warnings { try container.encode(warnings, forKey: .warnings) }
     }
 }

@@ -1,3 +1,5 @@
+import CounterCore
+import CounterWire
 import Foundation
 import NodeCluster
 import NodeHTTP
@@ -43,9 +45,17 @@ actor ReadinessProbe {
         }
         if let last, ContinuousClock.now - last.at < .seconds(1) { return last.response }
         var problems: [String] = []
+        var warnings: [String] = []
         do { try await servers.pingRedis() } catch { problems.append("redis: \(error)") }
         do { try await servers.pingPostgres() } catch {
-            if member?.lease.isValid(at: .now) != true { problems.append("postgres: \(error)") }
+            if let lease = member?.lease, lease.isValid(at: .now), let until = lease.validUntil {
+                warnings.append(
+                    String(
+                        format: "postgres: %@; writes go on into Redis while the lease holds (%.1f s more)", "\(error)",
+                        (until - .now).inSeconds))
+            } else {
+                problems.append("postgres: \(error)")
+            }
         }
         if let maxLag {
             let oldest = await service.stats().map(\.oldestPendingAgeSeconds).max() ?? 0
@@ -77,7 +87,10 @@ actor ReadinessProbe {
         }
         let response: HTTPResponse
         if problems.isEmpty {
-            response = HTTPResponse(status: 200, body: OperationHandlers.ready)
+            let body =
+                warnings.isEmpty
+                ? OperationHandlers.ready : (try? WireEncoder.encode(HealthStatus(status: "ready", warnings: warnings))) ?? OperationHandlers.ready
+            response = HTTPResponse(status: 200, body: body)
         } else {
             response = .error(.notReady, message: problems.joined(separator: "; "), retryAfterSeconds: 1)
         }

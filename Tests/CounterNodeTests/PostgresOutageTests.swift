@@ -44,6 +44,9 @@ struct PostgresOutageTests {
             #expect(try await Self.curl(["-X", "PUT", "\(base)/v1/posts/1/likes/6"]).status == 200)
             let ready = try await Self.curl(["\(base)/readyz"])
             #expect(ready.status == 200, "\(ready.body)")
+            #expect(
+                ready.body.contains(#""status":"ready""#) && ready.body.contains("postgres:") && ready.body.contains("while the lease holds"),
+                "\(ready.body)")
             #expect(try await Self.metric("counter_postgres_unreachable_seconds", base: base) ?? 0 > 0)
             #expect(try await Self.metric("counter_slot_moves_held", base: base) == 1)
             try await servers.run("start", only: "postgres")
