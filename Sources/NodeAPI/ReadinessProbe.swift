@@ -15,7 +15,8 @@ import WritePath
 /// PostgreSQL fails over, every node keeps taking writes into Redis, and a balancer that took
 /// them all out of rotation would refuse everything instead (`maxLag` still bounds how long). A
 /// node without a cluster membership is unready while PostgreSQL does not answer. Otherwise 503
-/// with every reason. Cached for a second so probes cost little (shutting down shows at once).
+/// with every reason. Cached for a second so probes cost little (shutting down, and the lease
+/// letting the node decide or no longer, show at once).
 ///
 /// `/metrics` reports the last check's verdict (`isReady`) and runs none itself; the checks run
 /// on `/readyz` and on a schedule of their own (`ReadinessSchedule`), so the verdict is never
@@ -26,7 +27,8 @@ actor ReadinessProbe {
     private let service: CounterService
     private let maxLag: Duration?
     private let shuttingDown = Atomic<Bool>(false)
-    private var last: (at: ContinuousClock.Instant, response: HTTPResponse)?
+    /// The last verdict, when it was reached, and whether the lease let the node decide then.
+    private var last: (at: ContinuousClock.Instant, deciding: Bool?, response: HTTPResponse)?
 
     init(servers: StorageServers, member: ClusterMember?, service: CounterService, maxLag: Duration?) {
         self.servers = servers
@@ -43,7 +45,9 @@ actor ReadinessProbe {
         if shuttingDown.load(ordering: .relaxed) {
             return .error(.notReady, message: "the node is shutting down", retryAfterSeconds: 1)
         }
-        if let last, ContinuousClock.now - last.at < .seconds(1) { return last.response }
+        // A node that stops (or starts again) deciding is told at once, not a cached second later.
+        let deciding = member?.lease.isValid(at: .now)
+        if let last, ContinuousClock.now - last.at < .seconds(1), last.deciding == deciding { return last.response }
         var problems: [String] = []
         var warnings: [String] = []
         do { try await servers.pingRedis() } catch { problems.append("redis: \(error)") }
@@ -94,7 +98,7 @@ actor ReadinessProbe {
         } else {
             response = .error(.notReady, message: problems.joined(separator: "; "), retryAfterSeconds: 1)
         }
-        last = (.now, response)
+        last = (.now, deciding, response)
         return response
     }
 

@@ -69,11 +69,13 @@ public actor ClusterMember: Service {
     }
 
     public nonisolated let configuration: Configuration
-    private let service: CounterService
+    // Module-visible for ClusterMember+Lease, which renews and watches the lease; nothing else
+    // there changes them.
+    let service: CounterService
     private let registry: NodeRegistry
     /// The registry on a connection of its own, for renewals only: a renewal must never wait
     /// behind a round or a map read (a claim may wait for a paused node's locks).
-    private nonisolated let leaseRegistry: NodeRegistry
+    nonisolated let leaseRegistry: NodeRegistry
     private let table: SlotTable
     /// While a map read is under way, the callers that asked meanwhile; they share its outcome.
     private var mapReaders: [CheckedContinuation<Void, Error>]?
@@ -81,7 +83,10 @@ public actor ClusterMember: Service {
     private nonisolated let roundAlarm = LoopAlarm()
     /// Whether the map, as last read, gives this node slots it does not serve yet.
     private var hasIncomingSlots = false
-    private nonisolated let log: NodeLog
+    /// Whether the last round took and handed over no slots because renewals failed within the
+    /// last lease (`LeaseValidity.mayMoveSlots`): its changes are logged.
+    private var slotMovesHeld = false
+    nonisolated let log: NodeLog
     private var incarnationNumber: Int64 = 0
     private var advertised: String
     private var lastMapRead: ContinuousClock.Instant?
@@ -92,12 +97,12 @@ public actor ClusterMember: Service {
     private let latestMap = Mutex(ClusterMap.empty)
     private let counters = Mutex(Counters())
     /// Until when the lease lets this node decide, and the renewals' round trips.
-    private nonisolated let leaseValidity: Mutex<LeaseValidity>
+    nonisolated let leaseValidity: Mutex<LeaseValidity>
     /// Rung whenever the lease's validity changes (`updateLease`): the watch looks again.
-    private nonisolated let leaseChanged = LoopAlarm()
+    nonisolated let leaseChanged = LoopAlarm()
     /// Pings Redis before each renewal: a node that reaches no Redis master cannot serve its
     /// slots, so it lets its lease run out and the nodes that can take them.
-    private nonisolated let redisPing: RedisClient
+    nonisolated let redisPing: RedisClient
 
     /// - Parameters:
     ///   - postgres: the connections of the rounds and map reads (two suffice).
@@ -225,170 +230,6 @@ public actor ClusterMember: Service {
         log.log(.info, "left", ["node": configuration.nodeID])
     }
 
-    /// Renews the lease every `renewInterval` until cancelled (`nil`) or another process took
-    /// the node's id (`Superseded`). Off the actor: a renewal never waits behind a round's work
-    /// on it (under load a round's map work kept renewals past a short lease, and a second
-    /// process took the id of a live node).
-    private nonisolated func renewLease(incarnation: Int64) async -> Superseded? {
-        do {
-            try await renewLeaseUntilCancelled(incarnation: incarnation)
-            return nil
-        } catch let error as Superseded {
-            return error
-        } catch {
-            return nil
-        }
-    }
-
-    private nonisolated func renewLeaseUntilCancelled(incarnation: Int64) async throws {
-        var lastRenewal = ContinuousClock.now
-        var withholding = false
-        var lastFailureLogged: ContinuousClock.Instant?
-        while !Task.isCancelled {
-            // Cut off from Redis (every master out of reach), the node cannot serve: it stops
-            // renewing, so its lease runs out and a node that reaches Redis takes its slots.
-            let reachable = await Self.reachesRedis(redisPing)
-            if reachable == withholding {
-                withholding = !reachable
-                log.log(
-                    reachable ? .info : .warn, reachable ? "lease_renewals_resumed" : "lease_withheld",
-                    ["node": configuration.nodeID, "reason": reachable ? "Redis answers again" : "no Redis master answers"])
-            }
-            if withholding {
-                try? await Task.sleep(for: configuration.renewInterval)
-                continue
-            }
-            let asked = ContinuousClock.now
-            do {
-                let renewal = try await leaseRegistry.renewal(
-                    nodeID: configuration.nodeID, incarnation: incarnation,
-                    lease: configuration.lease)
-                if renewal == .superseded { throw Superseded(nodeID: configuration.nodeID) }
-                let now = ContinuousClock.now
-                let outage = updateLease { lease -> Duration? in
-                    let outage = lease.granted(sentAt: asked, answeredAt: now)
-                    // Cut off for longer than the lease: another node may hold the slots now.
-                    if renewal == .renewedAfterLapse { lease.lapsed(at: asked) }
-                    return outage
-                }
-                if let outage {
-                    lastFailureLogged = nil
-                    log.log(
-                        .info, "postgres_reachable",
-                        [
-                            "node": configuration.nodeID, "unreachable_ms": String(outage.inMilliseconds),
-                            "lease_kept": String(renewal == .renewed),
-                            "slots_move_after_ms": String(configuration.lease.inMilliseconds),
-                        ])
-                    // The flushers' backoff may have grown long meanwhile: the backlog goes now.
-                    await service.retryFlushesNow()
-                }
-                if renewal == .renewedAfterLapse {
-                    log.log(
-                        .warn, "lease_renewed_after_lapse",
-                        [
-                            "node": configuration.nodeID,
-                            "deciding": "after the next round",
-                        ])
-                    roundSoon()
-                }
-                if now - lastRenewal > configuration.lease / 2 {
-                    log.log(
-                        .warn, "lease_renewed_late",
-                        [
-                            "node": configuration.nodeID,
-                            "ms_since_last": String((now - lastRenewal).inMilliseconds),
-                            "renewal_ms": String((now - asked).inMilliseconds),
-                        ])
-                }
-                lastRenewal = now
-            } catch let error as Superseded {
-                log.log(.error, "superseded", ["node": configuration.nodeID, "incarnation": String(incarnation)])
-                throw error
-            } catch {
-                // PostgreSQL unreachable (failing over, restarting, cut off): nobody can take the
-                // slots without it either, and Redis fencing covers the case where only this node
-                // lost it. The renewal is tried again soon, not a whole interval later: the lease
-                // must reach the new primary of a failover before it runs out.
-                let first = updateLease { $0.failed(sentAt: asked) }
-                let now = ContinuousClock.now
-                if first {
-                    lastFailureLogged = now
-                    log.log(
-                        .warn, "postgres_unreachable",
-                        [
-                            "node": configuration.nodeID, "error": "\(error)",
-                            "deciding_for_ms": String(max(0, ((lease.validUntil ?? now) - now).inMilliseconds)),
-                        ])
-                } else if let logged = lastFailureLogged, now - logged >= .seconds(5) {
-                    lastFailureLogged = now
-                    log.log(
-                        .warn, "lease_renewal_failed",
-                        [
-                            "node": configuration.nodeID, "error": "\(error)",
-                            "unreachable_ms": String((now - (lease.unreachableSince ?? now)).inMilliseconds),
-                        ])
-                }
-                try? await Task.sleep(for: min(configuration.renewInterval, Self.renewalRetryInterval))
-                continue
-            }
-            try? await Task.sleep(for: configuration.renewInterval)
-        }
-    }
-
-    /// How soon a failed renewal is tried again.
-    static let renewalRetryInterval: Duration = .milliseconds(100)
-
-    /// Whether some Redis master answers a `PING` (within the client's own timeout: a quarter of
-    /// the lease).
-    private static func reachesRedis(_ redis: RedisClient) async -> Bool {
-        let masters = redis.masters
-        guard !masters.isEmpty else { return true }
-        return await withTaskGroup(of: Bool.self) { group in
-            for master in masters {
-                group.addTask { (try? await redis.pipeline([.ping()], toMaster: master)) != nil }
-            }
-            for await reached in group where reached { return true }
-            return false
-        }
-    }
-
-    /// Until cancelled: when the lease's time as this node counts it runs out (no
-    /// renewal got through: PostgreSQL cut off, or too slow), the node stops deciding — its
-    /// shards refuse operations on its slots — well before another node may take them; when a
-    /// renewal gets through again, it decides again (a slot another node took meanwhile is
-    /// fenced, and dropped by the next round). It sleeps until the lease runs out by this node's
-    /// clock, or until a renewal or a round changes what the lease says (`leaseChanged`).
-    private nonisolated func watchLease() async {
-        // Unknown at first: the shards are told the lease's state at once (a second watch, on
-        // the way out, must not assume what the first last told them).
-        var deciding: Bool?
-        while !Task.isCancelled {
-            let (valid, validUntil) = leaseValidity.withLock { ($0.isValid(at: .now), $0.validUntil) }
-            if valid != deciding {
-                if deciding == nil {
-                    deciding = valid
-                    await service.setDeciding(valid)
-                    continue
-                }
-                deciding = valid
-                log.log(
-                    valid ? .info : .warn, valid ? "lease_regained" : "lease_lapsed",
-                    ["node": configuration.nodeID, "deciding": String(valid)])
-                await service.setDeciding(valid)
-            }
-            await leaseChanged.sleep(until: valid ? validUntil : nil)
-        }
-    }
-
-    /// Changes the lease's validity and wakes the watch.
-    @discardableResult
-    private nonisolated func updateLease<T>(_ change: (inout LeaseValidity) -> T) -> T {
-        let result = leaseValidity.withLock { change(&$0) }
-        leaseChanged.ring()
-        return result
-    }
-
     /// Runs a round every `roundInterval` (sooner when `roundSoon()` rings) until cancelled.
     private func runRounds() async {
         var handedOff = 0
@@ -440,7 +281,7 @@ public actor ClusterMember: Service {
             held: states.map(\.epoch),
             ready: states.map { if case .acquiring = $0 { return false } else { return true } },
             maximumMoves: configuration.maximumMoves, leaving: leaving,
-            mayMoveSlots: leaving || lease.mayMoveSlots(at: .now))
+            mayMoveSlots: mayMoveSlots(leaving: leaving))
         if !plan.drop.isEmpty {
             await service.drop(plan.drop)
             counters.withLock { $0.droppedSlots += plan.drop.count }
@@ -487,6 +328,26 @@ public actor ClusterMember: Service {
         // The map routing and `/v1/cluster` read shows what this round changed.
         if plan != MembershipRound() { try await refreshMap() }
         return plan.handOffs.count
+    }
+
+    /// Whether this round may take and hand over slots (a node leaving always may), logging
+    /// when that changes: `slot_moves_held` once renewals failed within the last lease,
+    /// `slot_moves_resumed` a lease after they got through again.
+    private func mayMoveSlots(leaving: Bool) -> Bool {
+        let lease = self.lease
+        let may = leaving || lease.mayMoveSlots(at: .now)
+        if may == slotMovesHeld {
+            slotMovesHeld = !may
+            log.log(
+                may ? .info : .warn, may ? "slot_moves_resumed" : "slot_moves_held",
+                may
+                    ? ["node": configuration.nodeID]
+                    : [
+                        "node": configuration.nodeID,
+                        "why": "lease renewals failed within the last lease: the others' leases may have run out only because PostgreSQL was away",
+                    ])
+        }
+        return may
     }
 
     /// Serves `epochs`' slots once drained; if that fails the write path lets them go, so the

@@ -262,17 +262,18 @@ struct ClusterNodesTests {
                     let back = try await node.process.waitForOutput(timeout: .seconds(60)) { $0.contains { $0.contains("event=postgres_reachable") } }
                     #expect(back, "node \(node.id): \(node.process.lastLines)")
                 }
-                // A lease after their renewals got through again, every node may move slots
-                // again: by then each has renewed, so nobody is taken for dead.
-                let deadline = ContinuousClock.now + .seconds(60)
-                var held = 1.0
-                while ContinuousClock.now < deadline {
-                    held = 0
-                    for node in nodes { held += try await harness.metrics(of: node)["counter_slot_moves_held"] ?? 1 }
-                    if held == 0 { break }
-                    try await Task.sleep(for: .milliseconds(100))
+                // A lease after their renewals got through again, every node moves slots again
+                // (it logs slot_moves_resumed): by then each has renewed, so nobody is taken for
+                // dead.
+                for node in nodes {
+                    let resumed = try await node.process.waitForOutput(timeout: .seconds(60)) {
+                        $0.contains { $0.contains("event=slot_moves_resumed") }
+                    }
+                    #expect(resumed, "node \(node.id): \(node.process.lastLines)")
+                    // The outage's end is in its metrics too (a count that only grows: a renewal
+                    // failing later on a loaded machine may hold moves again, rightly).
+                    #expect(try await harness.metrics(of: node)["counter_postgres_outages_total"] ?? 0 >= 1)
                 }
-                #expect(held == 0, "slot moves still held a lease after PostgreSQL came back")
                 let after = try await harness.waitForMap(via: nodes[0]) { map in map.nodes.filter(\.live).count == 3 && map.movesPending == 0 }
                 #expect(try await Self.takeovers(harness, nodes) == takeoversBefore, "a node took another's slots after the outage")
                 for node in before.nodes {

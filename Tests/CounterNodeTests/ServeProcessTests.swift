@@ -19,6 +19,21 @@ struct ServeProcessTests {
         return (lines.dropLast().joined(separator: "\n"), Int(lines.last ?? "") ?? 0)
     }
 
+    /// `counter-node serve` on `servers` with demo posts 1–3, on a free port, its log merged into
+    /// its output; returns once it listens, with the URL it answers on.
+    static func serveDemo(on servers: PrivateServers, lease: String = "30s", extra: [String] = []) async throws -> (node: ChildProcess, base: String)
+    {
+        let port = try PrivateServers.freePort()
+        let node = try ChildProcess(
+            [
+                ChildProcess.builtProduct("counter-node"), "serve", "--lease", lease, "--listen", "127.0.0.1:\(port)",
+                "--postgres-url", servers.postgresURL, "--redis-url", servers.redisURL, "--demo-posts", "3",
+            ] + extra,
+            mergingStandardError: true)
+        try #require(try await node.waitUntilListening(), "\(node.lastLines)")
+        return (node, "http://127.0.0.1:\(port)")
+    }
+
     @Test("serve, driven with curl, then SIGTERM: it answers, exits 0, and every acknowledged change is in PostgreSQL")
     func serveThenTerminate() async throws {
         let pool = try await TestEnvironment.migratedPool()
@@ -65,17 +80,10 @@ struct ServeProcessTests {
     @Test("a second signal exits at once, even while the shutdown waits for PostgreSQL")
     func secondSignalExitsAtOnce() async throws {
         try await PrivateServers.with { servers in
-            let port = try PrivateServers.freePort()
-            let node = try ChildProcess(
-                [
-                    ChildProcess.builtProduct("counter-node"), "serve", "--lease", "30s", "--listen", "127.0.0.1:\(port)",
-                    "--postgres-url", servers.postgresURL, "--redis-url", servers.redisURL, "--demo-posts", "3",
-                    "--flush-interval", "1h", "--flush-max-age", "1h", "--flush-batch-size", "1000000",
-                    "--shutdown-timeout", "3600",
-                ],
-                mergingStandardError: true)
-            try #require(try await node.waitUntilListening(), "\(node.lastLines)")
-            #expect(try await Self.curl(["-X", "PUT", "http://127.0.0.1:\(port)/v1/posts/1/likes/5"]).status == 200)
+            let (node, base) = try await Self.serveDemo(
+                on: servers,
+                extra: ["--flush-interval", "1h", "--flush-max-age", "1h", "--flush-batch-size", "1000000", "--shutdown-timeout", "3600"])
+            #expect(try await Self.curl(["-X", "PUT", "\(base)/v1/posts/1/likes/5"]).status == 200)
             // With PostgreSQL gone, the graceful shutdown cannot finish its flush…
             try await servers.run("stop", only: "postgres")
             node.kill(SIGTERM)
