@@ -25,15 +25,18 @@ let package = Package(
             name: "CHiredis", pkgConfig: "hiredis",
             providers: [.apt(["libhiredis-dev"])]),
         .systemLibrary(
-            name: "CMicroHTTPD", pkgConfig: "libmicrohttpd",
-            providers: [.apt(["libmicrohttpd-dev"])]),
-        .systemLibrary(
             // No pkg-config: its flags for libcrypto are ones SwiftPM refuses, and the headers
             // are in the default include path.
             name: "COpenSSL",
             providers: [.apt(["libssl-dev"])]),
         // Linux's epoll, which Glibc's module leaves out (header only, nothing to link).
         .systemLibrary(name: "CLinuxEvents"),
+        // The HTTP engine: h2o (libh2o-evloop-dev) serving HTTP/1.1 and HTTP/2, behind a small C
+        // interface of ours (include/counter_h2o.h) that NodeHTTP's server drives.
+        .target(
+            name: "CH2O",
+            cSettings: [.define("H2O_USE_LIBUV", to: "0")],
+            linkerSettings: [.linkedLibrary("h2o-evloop"), .linkedLibrary("ssl"), .linkedLibrary("crypto")]),
 
         // The small shared core every module may use: decimal integers as ASCII bytes, entity ids,
         // Duration in seconds. Pure.
@@ -64,8 +67,9 @@ let package = Package(
         // Running as one node of several: membership and leases in PostgreSQL, which slots this
         // node claims, hands off, serves and drops (`MembershipRound`, pure), and the slot map.
         .target(name: "NodeCluster", dependencies: ["CounterCore", "Persistence", "PostgresDriver", "RedisDriver", "ShardRouter", "WritePath"]),
-        // The HTTP transport: libmicrohttpd behind HTTPRequest/HTTPResponse/HTTPHandler. Knows no route.
-        .target(name: "NodeHTTP", dependencies: ["CMicroHTTPD", "CLinuxEvents", "CounterCore"]),
+        // The HTTP transport: h2o (CH2O) behind HTTPRequest/HTTPResponse/HTTPHandler, HTTP/1.1 and
+        // HTTP/2; and the peers' HTTP/1.1 client. Knows no route.
+        .target(name: "NodeHTTP", dependencies: ["CH2O", "CLinuxEvents", "CounterCore"]),
         // End-user tokens: JWT parsing, claim rules (pure), signatures through OpenSSL, the
         // verified-token cache, and the JWKS key set read from a file or URL.
         .target(name: "UserTokens", dependencies: ["COpenSSL", "CounterCore"]),
@@ -154,7 +158,7 @@ let package = Package(
         .testTarget(
             name: "CounterNodeTests",
             dependencies: [
-                "BenchKit", "CounterClient", "CounterNode", "CounterWire", "NodeTestSupport", "Persistence", "PostgresDriver", "RedisDriver",
+                "BenchKit", "CounterClient", "CounterNode", "CounterWire", "NodeHTTP", "NodeTestSupport", "Persistence", "PostgresDriver", "RedisDriver",
                 "ShardRouter", "TestSupport", "UserTokens", "CounterNodeCLI", "AuditedNode",
             ]),
     ],

@@ -279,6 +279,24 @@ extension NodeConfiguration {
                 configuration.nodeURLSetting = value.hasSuffix("/") ? String(value.dropLast()) : value
                 return nil
             }),
+        Setting(
+            flag: "--tls-listen", environment: "COUNTER_TLS_LISTEN",
+            summary:
+                "also serve HTTPS on this address (IPv4 host:port, with --tls-cert and --tls-key): HTTP/2 or HTTP/1.1 by ALPN, for apps calling the node directly; --listen stays cleartext (HTTP/1.1, and HTTP/2 by prior knowledge) for gateways and peers",
+            defaultValue: { $0.tlsListen.map { "\($0.host):\($0.port)" } ?? "(none)" },
+            apply: { configuration, value in
+                guard let colon = value.lastIndex(of: ":"), let port = Int(value[value.index(after: colon)...]), (0...65_535).contains(port),
+                    !value[..<colon].isEmpty
+                else { return "must be host:port" }
+                configuration.tlsListen = NodeConfiguration.ListenAddress(host: String(value[..<colon]), port: port)
+                return nil
+            }),
+        optionalText(
+            "--tls-cert", "COUNTER_TLS_CERT", "the PEM certificate chain --tls-listen serves", absent: "(none)",
+            get: { $0.tlsCertificateFile }, set: { $0.tlsCertificateFile = $1 }),
+        optionalText(
+            "--tls-key", "COUNTER_TLS_KEY", "the PEM private key of --tls-cert", absent: "(none)",
+            get: { $0.tlsKeyFile }, set: { $0.tlsKeyFile = $1 }),
         duration(
             "--idle-timeout", "COUNTER_IDLE_TIMEOUT", "how long an idle or slow HTTP connection is kept", .seconds(1) ... .seconds(3_600),
             step: .seconds(1),
@@ -445,13 +463,13 @@ extension NodeConfiguration {
 
     /// A setting that is off until given a non-empty text.
     private static func optionalText(
-        _ flag: String, _ environment: String, _ summary: String,
+        _ flag: String, _ environment: String, _ summary: String, absent: String = "(any)",
         get: @escaping @Sendable (NodeConfiguration) -> String?,
         set: @escaping @Sendable (inout NodeConfiguration, String) -> Void
     ) -> Setting {
         Setting(
             flag: flag, environment: environment, summary: summary,
-            defaultValue: { get($0) ?? "(any)" },
+            defaultValue: { get($0) ?? absent },
             apply: { configuration, value in
                 guard !value.isEmpty else { return "must not be empty" }
                 set(&configuration, value)

@@ -75,12 +75,36 @@ public struct NodeConfiguration: Sendable, Equatable {
 
     public init() {}
 
+    /// `--tls-listen`, `--tls-cert` and `--tls-key`, each set or not: `http.tls` once all are.
+    public var tlsListen: ListenAddress? {
+        didSet { http.tls = tlsListener }
+    }
+    /// An address to listen on.
+    public struct ListenAddress: Sendable, Equatable {
+        public var host: String
+        public var port: Int
+    }
+    public var tlsCertificateFile: String? {
+        didSet { http.tls = tlsListener }
+    }
+    public var tlsKeyFile: String? {
+        didSet { http.tls = tlsListener }
+    }
+    private var tlsListener: HTTPTLSListener? {
+        guard let tlsListen, let tlsCertificateFile, let tlsKeyFile else { return nil }
+        return HTTPTLSListener(host: tlsListen.host, port: tlsListen.port, certificateFile: tlsCertificateFile, keyFile: tlsKeyFile)
+    }
+
     /// Why this configuration must not be served, if it must not: a non-loopback address needs
-    /// both tokens.
+    /// both tokens; TLS needs its address and both its files.
     public var servingRefusal: String? {
         let loopback = http.host == "127.0.0.1" || http.host.hasPrefix("127.")
         if !loopback && (tokens.api == nil || tokens.admin == nil) {
             return "listening on \(http.host) (not loopback) needs --api-token and --admin-token"
+        }
+        let tlsSettings = [tlsListen != nil, tlsCertificateFile != nil, tlsKeyFile != nil]
+        if tlsSettings.contains(true) && tlsSettings.contains(false) {
+            return "TLS needs all of --tls-listen, --tls-cert and --tls-key"
         }
         return nil
     }

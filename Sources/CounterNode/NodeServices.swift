@@ -92,14 +92,15 @@ struct ListeningAnnouncement: Service {
 
     func run(_ lifecycle: ServiceLifecycle) async throws {
         let url = "http://\(configuration.http.host):\(server.port)"
+        let tlsURL = configuration.http.tls.flatMap { tls in server.tlsPort.map { "https://\(tls.host):\($0)" } }
         log.log(
             .info, "listening",
             [
-                "url": url, "shards": String(configuration.writePath.shardCount),
+                "url": url, "tls_url": tlsURL ?? "none", "shards": String(configuration.writePath.shardCount),
                 "ack": configuration.writePath.acknowledgement.rawValue,
             ])
         let auth = configuration.tokens.api == nil ? "" : " -H 'Authorization: Bearer $COUNTER_API_TOKEN'"
-        output.standard("counter-node listening on \(url)")
+        output.standard("counter-node listening on \(url)" + (tlsURL.map { " and \($0)" } ?? ""))
         output.standard("try: curl -s -X POST\(auth) \(url)/v1/posts/1/likes/7/toggle")
         lifecycle.started()
         await lifecycle.stopRequested()

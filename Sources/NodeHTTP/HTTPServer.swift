@@ -1,4 +1,4 @@
-internal import CMicroHTTPD
+internal import CH2O
 import CounterCore
 import Foundation
 import Synchronization
@@ -9,256 +9,437 @@ public struct HTTPServerConfiguration: Sendable, Equatable {
     public var host: String = "127.0.0.1"
     /// Port; `0` picks a free one (see `HTTPServer.port`). Defaults to `8080`.
     public var port: Int = 8080
-    /// Open connections at most; more are refused. Defaults to `10_000`.
+    /// Open connections at most; more are closed as soon as they are accepted. Defaults to
+    /// `10_000`.
     public var maximumConnections: Int = 10_000
     /// How long a connection may sit idle (or a slow client take to send a request) before it is
-    /// closed, in whole seconds (the HTTP library's unit). Defaults to 30 s.
+    /// closed. Defaults to 30 s.
     public var idleTimeout: Duration = .seconds(30)
-    /// Bytes of request line + headers a request may take, counting the HTTP library's record of
-    /// each header field and query argument (56 bytes each): larger heads are refused with
-    /// `HTTPRefusal.headersTooLarge` before the handler sees them. Each connection's buffer is
-    /// this plus 2 KiB, so that every request the handler answers leaves room for its answer's
-    /// head; heads beyond the buffer are refused by the library itself (414 or 431, its own HTML),
-    /// or, within a few hundred bytes of it, their connection closed without an answer — nothing
-    /// is done for them either. Defaults to 8 KiB, as common servers allow: the library clears a
-    /// connection's whole buffer before every request, so a larger one costs every request time.
+    /// Bytes of request head a request may take — its request line (or HTTP/2's pseudo-headers)
+    /// and header fields, each counted as `name: value` and a line end: larger heads are refused
+    /// with `HTTPRefusal.headersTooLarge` before the handler sees them. Defaults to 8 KiB, as
+    /// common servers allow. (The engine itself reads heads up to about 400 KiB and 100 header
+    /// fields; beyond that it answers 400 and closes the connection.)
     public var maximumHeaderBytes: Int = 8 << 10
     /// Bytes of request body accepted (larger ones get 413). Defaults to 64 KiB: enough for a
     /// feed query of 1,000 ids.
     public var maximumBodyBytes: Int = 64 << 10
+    /// Requests of one HTTP/2 connection handled at once; more wait for one of them to end.
+    /// (The engine advertises, and holds clients to, 100 open streams per connection.)
+    /// Defaults to 100.
+    public var maximumStreamsPerConnection: Int = 100
+    /// A second address that serves TLS — HTTP/2 or HTTP/1.1, chosen by ALPN — besides the
+    /// cleartext one (HTTP/1.1, and HTTP/2 to clients that open with its preface: prior
+    /// knowledge, as gateways do). Defaults to none.
+    public var tls: HTTPTLSListener?
 
     public init() {}
 }
 
-/// An HTTP/1.1 server on libmicrohttpd in external epoll mode, driven by one thread of ours
-/// (`EventLoopThread`), with suspend/resume so answers that need waiting never block that thread.
-/// Keep-alive and pipelining are the library's.
+/// Where TLS is served, and its certificate chain and private key (PEM files).
+public struct HTTPTLSListener: Sendable, Equatable {
+    public var host: String
+    /// `0` picks a free port (see `HTTPServer.tlsPort`).
+    public var port: Int
+    public var certificateFile: String
+    public var keyFile: String
+
+    public init(host: String, port: Int, certificateFile: String, keyFile: String) {
+        self.host = host
+        self.port = port
+        self.certificateFile = certificateFile
+        self.keyFile = keyFile
+    }
+}
+
+/// An HTTP/1.1 and HTTP/2 server on h2o (`CH2O`), its event loop on one thread of ours. A request
+/// whose answer needs waiting is suspended, and its answer handed back to the loop from any
+/// thread: the answers that arrive between two turns of the loop go out in one turn, and over
+/// HTTP/2 in as few writes as the connection allows. Keep-alive, pipelining and HTTP/2's streams
+/// are the engine's.
 public final class HTTPServer: Service {
     public let configuration: HTTPServerConfiguration
     let handler: any HTTPHandler
-    /// The request headers the handler reads, with their lower-case keys, read once.
-    private let wantedHeaders: [(name: String, key: String)]
+    /// The request headers the handler reads, with their lower-case names as UTF-8, read once.
+    private let wantedHeaders: [(key: String, name: [UInt8])]
     private let state = Mutex(State())
-    private let loop: EventLoopThread
-    /// Requests suspended until their answer comes. The lock also orders every suspend and
-    /// resume against `stop()`: once it has answered what is left, no late answer can reach a
-    /// connection or daemon that is gone, and libmicrohttpd never sees a suspended connection
-    /// at `MHD_stop_daemon` (it aborts the process then).
+    /// Requests suspended until their answer comes, by their engine handle. The lock also orders
+    /// every answer against `stop()`: once it has answered what is left, no late answer reaches
+    /// the engine.
     private let suspended = Mutex(SuspendedRequests())
-    /// Answers handed to the library on resumed connections and not yet sent (their request
-    /// has not completed): `stop()` lets them go out before the daemon goes.
+    /// Answers handed to the engine and not yet done with (sent, or their client gone): `stop()`
+    /// lets them go out before the connections are closed.
     private let sending = Atomic<Int>(0)
     /// Set when `stop()` begins (what `SuspendedRequests.closed` says, without its lock).
     private let stopping = Atomic<Bool>(false)
     /// Rung when the last suspended request is answered, or the last answer sent, while
     /// `stop()` waits for it.
     private let settled = LoopAlarm()
+    /// Continuations `stop()` waits on: the listening socket closed, the loop ended.
+    private let waits = Mutex(LoopWaits())
+    /// Signalled once the engine is set up on its thread.
+    private let loopStarted = DispatchSemaphore(value: 0)
 
     private struct SuspendedRequests {
-        var entries: [ObjectIdentifier: (connection: ConnectionHandle, state: RequestState)] = [:]
+        var entries: [UInt: PendingHandle] = [:]
         /// Set when `stop()` begins: requests that still arrive on open connections are answered
         /// at once with 503 instead of being suspended.
         var closed = false
     }
 
     private struct State {
-        var daemon: DaemonHandle?
+        var engine: EngineHandle?
         var port: Int = 0
+        var tlsPort: Int?
+    }
+
+    private struct LoopWaits {
+        var stoppedListening: CheckedContinuation<Void, Never>?
+        var listeningStopped = false
+        var loopEnded: CheckedContinuation<Void, Never>?
+        var ended = false
     }
 
     /// The port the server listens on (useful with port `0`).
     public var port: Int { state.withLock { $0.port } }
 
-    /// - Throws: `HTTPServerError` when the event loop's wake-up pipe cannot be made (no file
-    ///   descriptors left).
+    /// The port TLS is served on, if it is.
+    public var tlsPort: Int? { state.withLock { $0.tlsPort } }
+
+    /// Connections open now.
+    public var connectionCount: Int {
+        state.withLock { $0.engine.map { Int(counter_h2o_connection_count($0.pointer)) } ?? 0 }
+    }
+
     public init(configuration: HTTPServerConfiguration, handler: any HTTPHandler) throws {
         self.configuration = configuration
         self.handler = handler
-        self.wantedHeaders = handler.requestHeaders.map { ($0, $0.lowercased()) }
-        self.loop = try EventLoopThread()
+        self.wantedHeaders = handler.requestHeaders.map { ($0.lowercased(), Array($0.lowercased().utf8)) }
     }
 
     /// Binds and starts serving. `run()` calls it unless it was called before (to learn the
     /// bound port first).
-    /// - Throws: `HTTPServerError` when the address cannot be bound or the library refuses to start.
+    /// - Throws: `HTTPServerError` when the address cannot be bound or TLS cannot be set up.
     public func start() throws {
         let socket = try Self.listeningSocket(host: configuration.host, port: configuration.port)
         let boundPort = Self.boundPort(socket)
-        // External epoll mode: our own thread waits on the library's epoll descriptor and calls
-        // MHD_run, which never blocks (see `EventLoopThread`).
-        let flags =
-            MHD_USE_EPOLL.rawValue | MHD_ALLOW_SUSPEND_RESUME.rawValue
-            | MHD_USE_SUPPRESS_DATE_NO_CLOCK.rawValue
+        var tlsSocket: Int32 = -1
+        if let tls = configuration.tls {
+            do { tlsSocket = try Self.listeningSocket(host: tls.host, port: tls.port) } catch {
+                close(socket)
+                throw error
+            }
+        }
+        let boundTLSPort = tlsSocket >= 0 ? Self.boundPort(tlsSocket) : nil
+        let callbacks = counter_h2o_callbacks(
+            request: { context, request in
+                guard let context, let request else { return }
+                Unmanaged<HTTPServer>.fromOpaque(context).takeUnretainedValue().handle(request)
+            },
+            refusal: { context, refusal in
+                guard let context, let refusal else { return }
+                Unmanaged<HTTPServer>.fromOpaque(context).takeUnretainedValue().answerRefusal(refusal)
+            },
+            answer_done: { context in
+                guard let context else { return }
+                Unmanaged<HTTPServer>.fromOpaque(context).takeUnretainedValue().answerDone()
+            },
+            stopped_listening: { context in
+                guard let context else { return }
+                Unmanaged<HTTPServer>.fromOpaque(context).takeUnretainedValue().listeningStopped()
+            },
+            started: { context in
+                guard let context else { return }
+                Unmanaged<HTTPServer>.fromOpaque(context).takeUnretainedValue().loopStarted.signal()
+            })
+        var error: UnsafePointer<CChar>?
+        // Callbacks come only while the loop runs, and the loop's thread holds the server.
         let context = Unmanaged.passUnretained(self).toOpaque()
-        let completed: MHD_RequestCompletedCallback = requestCompleted
-        let handler: MHD_AccessHandlerCallback = accessHandler
-        let targetReceived: @convention(c) (UnsafeMutableRawPointer?, UnsafePointer<CChar>?, OpaquePointer?) -> UnsafeMutableRawPointer? =
-            requestTargetReceived
-        let keepEscaped: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafeMutablePointer<CChar>?) -> Int = counter_mhd_keep_escaped
-        let options: [CVarArg] = [
-            MHD_OPTION.LISTEN_SOCKET.rawValue, socket,
-            MHD_OPTION.CONNECTION_LIMIT.rawValue, UInt32(configuration.maximumConnections),
-            MHD_OPTION.CONNECTION_TIMEOUT.rawValue, UInt32(clamping: max(1, configuration.idleTimeout.components.seconds)),
-            MHD_OPTION.CONNECTION_MEMORY_LIMIT.rawValue, UInt(configuration.maximumHeaderBytes + 2_048),
-            MHD_OPTION.NOTIFY_COMPLETED.rawValue, OpaquePointer(unsafeBitCast(completed, to: UnsafeMutableRawPointer.self)), OpaquePointer(context),
-            // The raw target, before the library splits and decodes it: it starts each request's state.
-            MHD_OPTION.URI_LOG_CALLBACK.rawValue, OpaquePointer(unsafeBitCast(targetReceived, to: UnsafeMutableRawPointer.self)),
-            OpaquePointer(context),
-            // Nothing is percent-decoded (the library's own copies of path and arguments included).
-            MHD_OPTION.UNESCAPE_CALLBACK.rawValue, OpaquePointer(unsafeBitCast(keepEscaped, to: UnsafeMutableRawPointer.self)),
-            OpaquePointer(context),
-            MHD_OPTION.END.rawValue,
-        ]
-        let daemon: OpaquePointer? = withVaList(options) { arguments in
-            MHD_start_daemon_va(flags, 0, nil, nil, handler, context, arguments)
+        let engine: OpaquePointer? = Self.withCString(configuration.tls?.certificateFile) { certificate in
+            Self.withCString(configuration.tls?.keyFile) { key in
+                var engineConfiguration = counter_h2o_configuration(
+                    listening_socket: socket,
+                    tls_listening_socket: tlsSocket,
+                    maximum_connections: configuration.maximumConnections,
+                    idle_timeout_milliseconds: UInt64(max(1, configuration.idleTimeout.milliseconds)),
+                    maximum_body_bytes: configuration.maximumBodyBytes,
+                    maximum_streams_per_connection: configuration.maximumStreamsPerConnection,
+                    tls_certificate_file: certificate,
+                    tls_key_file: key)
+                return counter_h2o_create(&engineConfiguration, callbacks, context, &error)
+            }
         }
-        guard let daemon else {
+        guard let engine else {
             close(socket)
-            throw HTTPServerError(message: "libmicrohttpd refused to start on \(configuration.host):\(configuration.port)")
+            if tlsSocket >= 0 { close(tlsSocket) }
+            let reason = error.map { String(cString: $0) } ?? "the HTTP engine could not start"
+            throw HTTPServerError(message: "\(reason) (\(configuration.tls?.certificateFile ?? "no TLS"))")
         }
-        let epollDescriptor = counter_mhd_epoll_fd(daemon)
-        guard epollDescriptor >= 0 else {
-            MHD_stop_daemon(daemon) // closes the listening socket too
-            throw HTTPServerError(message: "libmicrohttpd started without an epoll descriptor")
-        }
-        let handle = DaemonHandle(pointer: daemon)
+        let handle = EngineHandle(pointer: engine)
         state.withLock {
-            $0.daemon = handle
+            $0.engine = handle
             $0.port = boundPort
+            $0.tlsPort = boundTLSPort
         }
-        loop.start(daemon: handle, epollDescriptor: epollDescriptor)
+        let thread = Thread { [self] in
+            counter_h2o_run(handle.pointer)
+            let waiting = waits.withLock { waits in
+                waits.ended = true
+                defer { waits.loopEnded = nil }
+                return waits.loopEnded
+            }
+            waiting?.resume()
+        }
+        thread.name = "http-loop"
+        thread.stackSize = 1 << 20
+        thread.start()
+        // The engine sets itself up on its thread (h2o keeps per-thread state): a moment.
+        loopStarted.wait()
     }
 
     /// As a `Service`: listens (it has started once it is bound: `port` is the real port), until
     /// asked to stop, then stops gracefully (`stop()`).
     /// - Throws: `HTTPServerError` when it cannot listen.
     public func run(_ lifecycle: ServiceLifecycle) async throws {
-        if state.withLock({ $0.daemon == nil }) { try start() }
+        if state.withLock({ $0.engine == nil }) { try start() }
         lifecycle.started()
         await lifecycle.stopRequested()
         await stop()
     }
 
-    /// Stops accepting connections, waits (up to `timeout`) for requests being handled to be
-    /// answered, answers whatever is still waiting with 503, then stops the server. Safe to call
-    /// more than once; later calls return at once.
+    /// Stops accepting connections (HTTP/1 connections close after their next answer, HTTP/2
+    /// ones are told to open no more streams), waits (up to `timeout`) for requests being
+    /// handled to be answered, answers whatever is still waiting with 503, lets the answers go
+    /// out (at most a second more), then closes every connection. Safe to call more than once;
+    /// later calls return at once.
     public func stop(timeout: Duration = .seconds(10)) async {
         guard
-            let daemon = state.withLock({ state in
-                defer { state.daemon = nil }
-                return state.daemon
+            let engine = state.withLock({ state in
+                defer { state.engine = nil }
+                return state.engine
             })
         else { return }
         suspended.withLock { $0.closed = true }
         stopping.store(true, ordering: .releasing)
-        let socket = await loop.quiesce()
-        if socket >= 0 { close(socket) }
+        await withCheckedContinuation { continuation in
+            waits.withLock { $0.stoppedListening = continuation }
+            counter_h2o_stop_listening(engine.pointer)
+        }
         let deadline = ContinuousClock.now + timeout
         while suspended.withLock({ !$0.entries.isEmpty }) && ContinuousClock.now < deadline {
             await settled.sleep(until: deadline)
         }
-        let late = suspended.withLock { table in
-            for (_, entry) in table.entries {
-                entry.state.response.withLock { $0 = handler.response(for: .shuttingDown) }
-                resume(entry)
+        suspended.withLock { table in
+            for (_, pending) in table.entries {
+                sending.add(1, ordering: .relaxed)
+                Self.withEngineResponse(handler.response(for: .shuttingDown)) { counter_h2o_answer(engine.pointer, pending.pointer, $0) }
             }
-            defer { table.entries.removeAll() }
-            return table.entries.count
+            table.entries.removeAll()
         }
-        if late > 0 { loop.connectionResumed() }
-        // The resumed connections send their answers before the daemon goes (at most a second:
-        // a client that does not read keeps its answer unsent).
+        // The answers go out before the connections close (at most a second: a client that does
+        // not read keeps its answer unsent).
         let sent = ContinuousClock.now + .seconds(1)
         while sending.load(ordering: .acquiring) > 0 && ContinuousClock.now < sent {
             await settled.sleep(until: sent)
         }
-        await loop.stop()
-        MHD_stop_daemon(daemon.pointer)
+        await withCheckedContinuation { continuation in
+            let ended = waits.withLock { waits in
+                if waits.ended { return true }
+                waits.loopEnded = continuation
+                return false
+            }
+            if ended { continuation.resume() } else { counter_h2o_shut_down(engine.pointer) }
+        }
+        counter_h2o_destroy(engine.pointer)
     }
 
-    // MARK: - Called from the library's thread
+    // MARK: - Called on the loop thread
 
-    fileprivate func dispatch(_ request: HTTPRequest, state requestState: RequestState, connection: OpaquePointer) -> MHD_Result {
-        let start: @Sendable (@escaping @Sendable (HTTPResponse) -> Void) -> Void
-        switch handler.dispatch(request) {
+    private func handle(_ request: UnsafeMutablePointer<counter_h2o_request>) {
+        let read = request.pointee
+        let limit = configuration.maximumHeaderBytes
+        if read.head_bytes > limit {
+            var response = handler.response(for: .headersTooLarge(limit: limit))
+            response.headers["Connection"] = "close"
+            return Self.withEngineResponse(response) { counter_h2o_respond(request, $0) }
+        }
+        if let problem = Self.framingProblem(read.framing_problem) {
+            // The connection closes after the answer: the bytes that follow may be another
+            // request only to an intermediary.
+            var response = handler.response(for: .malformed(problem))
+            response.headers["Connection"] = "close"
+            return Self.withEngineResponse(response) { counter_h2o_respond(request, $0) }
+        }
+        if read.body_length > configuration.maximumBodyBytes {
+            let response = handler.response(for: .bodyTooLarge(limit: configuration.maximumBodyBytes))
+            return Self.withEngineResponse(response) { counter_h2o_respond(request, $0) }
+        }
+        let target = RequestTarget(Self.text(read.target, read.target_length))
+        var headers: [String: String] = [:]
+        for (key, name) in wantedHeaders {
+            if let value = header(name, of: request) { headers[key] = value }
+        }
+        let httpRequest = HTTPRequest(
+            method: Self.text(read.method, read.method_length),
+            path: target.path,
+            query: target.arguments,
+            rawQuery: target.rawQuery,
+            authorization: header(Self.authorization, of: request),
+            headers: headers,
+            body: read.body_length == 0 ? [] : Array(UnsafeBufferPointer(start: read.body, count: read.body_length)))
+        let begin: @Sendable (@escaping @Sendable (HTTPResponse) -> Void) -> Void
+        switch handler.dispatch(httpRequest) {
         case .respond(let response):
-            return Self.queue(response, on: connection)
-        case .later(let begin):
-            start = begin
+            return Self.withEngineResponse(response) { counter_h2o_respond(request, $0) }
+        case .later(let start):
+            begin = start
         }
-        let key = ObjectIdentifier(requestState)
-        let admitted = suspended.withLock { table in
-            guard !table.closed else { return false }
-            MHD_suspend_connection(connection)
-            table.entries[key] = (ConnectionHandle(pointer: connection), requestState)
-            return true
+        guard let engine = state.withLock({ $0.engine }) else {
+            return Self.withEngineResponse(handler.response(for: .shuttingDown)) { counter_h2o_respond(request, $0) }
         }
-        guard admitted else {
-            return Self.queue(handler.response(for: .shuttingDown), on: connection)
+        let key: UInt? = suspended.withLock { table in
+            guard !table.closed else { return nil }
+            let pending = PendingHandle(pointer: counter_h2o_suspend(engine.pointer, request))
+            let key = UInt(bitPattern: pending.pointer)
+            table.entries[key] = pending
+            return key
         }
-        start { response in self.answer(key, with: response) }
-        return .YES
+        guard let key else {
+            return Self.withEngineResponse(handler.response(for: .shuttingDown)) { counter_h2o_respond(request, $0) }
+        }
+        begin { response in self.answer(key, engine: engine, with: response) }
     }
 
-    /// Stores the answer of a suspended request and resumes its connection — unless `stop()`
-    /// has already answered it.
-    private func answer(_ key: ObjectIdentifier, with response: HTTPResponse) {
-        let (resumed, lastOne) = suspended.withLock { table -> (Bool, Bool) in
-            guard let entry = table.entries.removeValue(forKey: key) else { return (false, false) }
-            entry.state.response.withLock { $0 = response }
-            resume(entry)
-            return (true, table.closed && table.entries.isEmpty)
+    /// The engine answers a request itself (a body over the limit, framing it cannot read):
+    /// the handler's format instead.
+    private func answerRefusal(_ refusal: UnsafeMutablePointer<counter_h2o_refusal>) {
+        let status = Int(refusal.pointee.status)
+        let reason = Self.text(refusal.pointee.message, refusal.pointee.message_length)
+        let response: HTTPResponse
+        switch status {
+        case 413: response = handler.response(for: .bodyTooLarge(limit: configuration.maximumBodyBytes))
+        case 400, 417: response = handler.response(for: .malformed("the HTTP engine could not read the request (\(reason))"))
+        default: return
         }
-        if resumed { loop.connectionResumed() }
-        if lastOne { settled.ring() }
+        Self.withEngineResponse(response) { counter_h2o_refuse(refusal, $0) }
     }
 
-    /// Resumes a suspended connection whose answer is stored (under the `suspended` lock); its
-    /// answer is being sent until its request completes.
-    private func resume(_ entry: (connection: ConnectionHandle, state: RequestState)) {
-        entry.state.sending.store(true, ordering: .relaxed)
-        sending.add(1, ordering: .relaxed)
-        MHD_resume_connection(entry.connection.pointer)
-    }
-
-    /// The library is done with a request whose connection was resumed (its answer sent, or
-    /// the connection gone).
-    fileprivate func answerSent() {
+    private func answerDone() {
         let left = sending.subtract(1, ordering: .acquiringAndReleasing).newValue
         if left == 0 && stopping.load(ordering: .acquiring) { settled.ring() }
     }
 
-    /// The headers the handler asked for, of the request on `connection`.
-    fileprivate func requestHeaders(_ connection: OpaquePointer) -> [String: String] {
-        var headers: [String: String] = [:]
-        for (name, key) in wantedHeaders {
-            if let value = MHD_lookup_connection_value(connection, .HEADER_KIND, name) { headers[key] = String(cString: value) }
+    private func listeningStopped() {
+        let waiting = waits.withLock { waits in
+            defer { waits.stoppedListening = nil }
+            return waits.stoppedListening
         }
-        return headers
+        waiting?.resume()
+    }
+
+    // MARK: - Called on any thread
+
+    /// Hands the answer of a suspended request to the engine — unless `stop()` has already
+    /// answered it.
+    private func answer(_ key: UInt, engine: EngineHandle, with response: HTTPResponse) {
+        let lastOne = suspended.withLock { table -> Bool in
+            guard let pending = table.entries.removeValue(forKey: key) else { return false }
+            sending.add(1, ordering: .relaxed)
+            Self.withEngineResponse(response) { counter_h2o_answer(engine.pointer, pending.pointer, $0) }
+            return table.closed && table.entries.isEmpty
+        }
+        if lastOne { settled.ring() }
+    }
+
+    // MARK: - Pieces
+
+    private static let authorization = Array("authorization".utf8)
+
+    private func header(_ name: [UInt8], of request: UnsafeMutablePointer<counter_h2o_request>) -> String? {
+        var length = 0
+        let value = name.withUnsafeBufferPointer { name in
+            name.withMemoryRebound(to: CChar.self) { counter_h2o_header(request, $0.baseAddress, $0.count, &length) }
+        }
+        return value.map { Self.text($0, length) }
+    }
+
+    private static func text(_ bytes: UnsafePointer<CChar>?, _ count: Int) -> String {
+        guard let bytes, count > 0 else { return "" }
+        return String(decoding: UnsafeRawBufferPointer(start: bytes, count: count), as: UTF8.self)
     }
 
     /// What makes a request's framing or target ambiguous (see `HTTPRefusal.malformed`), or
     /// `nil` when nothing does.
-    fileprivate static func framingProblem(_ connection: OpaquePointer, state: RequestState, version: UnsafePointer<CChar>?) -> String? {
-        if state.targetHeldNUL(version: version) { return "the request target holds a NUL byte" }
-        switch counter_mhd_framing_problem(connection) {
-        case Int32(COUNTER_FRAMING_OK.rawValue): return nil
-        case Int32(COUNTER_FRAMING_SPACE_IN_NAME.rawValue): return "a header field name holds whitespace"
-        case Int32(COUNTER_FRAMING_BOTH_LENGTHS.rawValue): return "both Content-Length and Transfer-Encoding: send one"
-        case Int32(COUNTER_FRAMING_TRANSFER_CODING.rawValue): return "Transfer-Encoding other than one \"chunked\""
-        default: return "Content-Length given more than once"
+    private static func framingProblem(_ problem: Int32) -> String? {
+        switch UInt32(problem) {
+        case COUNTER_FRAMING_OK.rawValue: return nil
+        case COUNTER_FRAMING_SPACE_IN_NAME.rawValue: return "a header field name holds whitespace"
+        case COUNTER_FRAMING_BOTH_LENGTHS.rawValue: return "both Content-Length and Transfer-Encoding: send one"
+        case COUNTER_FRAMING_TRANSFER_CODING.rawValue: return "Transfer-Encoding other than one \"chunked\""
+        case COUNTER_FRAMING_REPEATED_LENGTH.rawValue: return "Content-Length given more than once"
+        default: return "the request target holds a NUL byte"
         }
     }
 
-    fileprivate static func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> MHD_Result {
-        let mhdResponse = response.body.withUnsafeBytes { body in
-            MHD_create_response_from_buffer(body.count, UnsafeMutableRawPointer(mutating: body.baseAddress), .RESPMEM_MUST_COPY)
+    private static func withCString<R>(_ text: String?, _ body: (UnsafePointer<CChar>?) -> R) -> R {
+        guard let text else { return body(nil) }
+        return text.withCString { body($0) }
+    }
+
+    /// `response` as the engine reads it, valid during `body`.
+    private static func withEngineResponse(_ response: HTTPResponse, _ body: (UnsafePointer<counter_h2o_response>) -> Void) {
+        var contentType = response.contentType
+        contentType.withUTF8 { type in
+            response.body.withUnsafeBufferPointer { bytes in
+                var engineResponse = counter_h2o_response(
+                    status: Int32(response.status),
+                    content_type: type.withMemoryRebound(to: CChar.self) { $0.baseAddress },
+                    content_type_length: type.count,
+                    header_names: nil, header_name_lengths: nil, header_values: nil, header_value_lengths: nil,
+                    header_count: 0,
+                    body: bytes.baseAddress, body_length: bytes.count)
+                guard !response.headers.isEmpty else { return body(&engineResponse) }
+                // Names and values one after another in one buffer.
+                var text: [UInt8] = []
+                var lengths: [Int] = []
+                for (name, value) in response.headers {
+                    text += name.utf8
+                    text += value.utf8
+                    lengths += [name.utf8.count, value.utf8.count]
+                }
+                text.withUnsafeBufferPointer { text in
+                    text.withMemoryRebound(to: CChar.self) { text in
+                        var names: [UnsafePointer<CChar>?] = []
+                        var values: [UnsafePointer<CChar>?] = []
+                        var nameLengths: [Int] = []
+                        var valueLengths: [Int] = []
+                        var offset = 0
+                        for index in stride(from: 0, to: lengths.count, by: 2) {
+                            names.append(text.baseAddress.map { UnsafePointer($0 + offset) })
+                            nameLengths.append(lengths[index])
+                            offset += lengths[index]
+                            values.append(text.baseAddress.map { UnsafePointer($0 + offset) })
+                            valueLengths.append(lengths[index + 1])
+                            offset += lengths[index + 1]
+                        }
+                        names.withUnsafeBufferPointer { names in
+                            values.withUnsafeBufferPointer { values in
+                                nameLengths.withUnsafeBufferPointer { nameLengths in
+                                    valueLengths.withUnsafeBufferPointer { valueLengths in
+                                        engineResponse.header_names = names.baseAddress
+                                        engineResponse.header_values = values.baseAddress
+                                        engineResponse.header_name_lengths = nameLengths.baseAddress
+                                        engineResponse.header_value_lengths = valueLengths.baseAddress
+                                        engineResponse.header_count = names.count
+                                        body(&engineResponse)
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
         }
-        guard let mhdResponse else { return .NO }
-        defer { MHD_destroy_response(mhdResponse) }
-        _ = MHD_add_response_header(mhdResponse, "Content-Type", response.contentType)
-        for (name, value) in response.headers { _ = MHD_add_response_header(mhdResponse, name, value) }
-        return MHD_queue_response(connection, UInt32(response.status), mhdResponse)
     }
 
     // MARK: - Sockets
@@ -270,7 +451,7 @@ public final class HTTPServer: Service {
         guard inet_pton(AF_INET, host, &address.sin_addr) == 1 else {
             throw HTTPServerError(message: "listen address \"\(host)\" is not an IPv4 address")
         }
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         guard descriptor >= 0 else { throw HTTPServerError(message: "socket() failed: \(String(cString: strerror(errno)))") }
         var one: Int32 = 1
         setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
@@ -303,134 +484,20 @@ public struct HTTPServerError: Error, Sendable, CustomStringConvertible {
     public var description: String { message }
 }
 
-// Unchecked Sendable: the daemon pointer is only used by the event loop thread, and by
-// MHD_stop_daemon once that thread has ended.
-struct DaemonHandle: @unchecked Sendable {
+// Unchecked Sendable: the engine is driven by its loop thread; other threads only hand it
+// messages (answers, stop) through its thread-safe queue, and free it once the loop has ended.
+private struct EngineHandle: @unchecked Sendable {
     let pointer: OpaquePointer
 }
 
-// Unchecked Sendable: a suspended connection is resumed once, under the server's `suspended`
-// lock, by whoever removes it from the table (its answer, or `stop()`); MHD_resume_connection is
-// safe from any thread with MHD_ALLOW_SUSPEND_RESUME.
-private struct ConnectionHandle: @unchecked Sendable {
+// Unchecked Sendable: a suspended request's handle is answered once, under the server's
+// `suspended` lock, by whoever removes it from the table (its answer, or `stop()`).
+private struct PendingHandle: @unchecked Sendable {
     let pointer: OpaquePointer
 }
 
-/// What one request accumulates across the library's calls: its target, its body, then its answer.
-private final class RequestState: Sendable {
-    /// The request target as sent, up to a NUL byte if it holds one.
-    let target: String
-    /// Where the target lies in the library's read buffer, and how long it is up to its first
-    /// NUL byte: the version string that follows it tells whether a NUL cut it short.
-    let targetAddress: UInt
-    let targetLength: Int
-    /// Whether the first call (headers complete) has been seen and the framing checked.
-    let headersChecked = Atomic<Bool>(false)
-    let body = Mutex<[UInt8]>([])
-    let tooLarge = Atomic<Bool>(false)
-    let dispatched = Atomic<Bool>(false)
-    let response = Mutex<HTTPResponse?>(nil)
-    /// The request was suspended and its connection resumed with its answer: the server counts
-    /// it as being sent until it completes.
-    let sending = Atomic<Bool>(false)
-
-    init(target: UnsafePointer<CChar>?) {
-        let length = target.map { strlen($0) } ?? 0
-        self.target = target.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: length), as: UTF8.self) } ?? "/"
-        targetAddress = target.map { UInt(bitPattern: $0) } ?? 0
-        targetLength = length
+extension Duration {
+    fileprivate var milliseconds: Int64 {
+        components.seconds * 1_000 + components.attoseconds / 1_000_000_000_000_000
     }
-
-    /// Whether the target held a NUL byte (which would cut it short, `1%00` sent raw): the
-    /// version string follows the target and the one space after it in the same buffer.
-    func targetHeldNUL(version: UnsafePointer<CChar>?) -> Bool {
-        guard let version, targetAddress != 0 else { return false }
-        let distance = Int(bitPattern: UInt(bitPattern: version)) - Int(bitPattern: targetAddress)
-        // A version elsewhere (the library's empty string for a request line without one) says nothing.
-        guard distance > 0 && distance <= 1 << 20 else { return false }
-        return distance - 1 != targetLength
-    }
-}
-
-/// The library calls this once per request with the request target as sent, before it splits
-/// and decodes it; what it returns is the request's context in the calls that follow.
-private func requestTargetReceived(
-    _ context: UnsafeMutableRawPointer?, _ target: UnsafePointer<CChar>?,
-    _ connection: OpaquePointer?
-) -> UnsafeMutableRawPointer? {
-    Unmanaged.passRetained(RequestState(target: target)).toOpaque()
-}
-
-/// The library calls this for every request, several times: first with headers only (we check
-/// the framing and the target), then with body chunks, then with no more data (we dispatch and
-/// suspend), and after a resume once more (we queue the answer).
-private func accessHandler(
-    _ context: UnsafeMutableRawPointer?, _ connection: OpaquePointer?, _ url: UnsafePointer<CChar>?,
-    _ method: UnsafePointer<CChar>?, _ version: UnsafePointer<CChar>?, _ uploadData: UnsafePointer<CChar>?,
-    _ uploadDataSize: UnsafeMutablePointer<Int>?, _ requestContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?
-) -> MHD_Result {
-    guard let context, let connection, let requestContext, let uploadDataSize else { return .NO }
-    let server = Unmanaged<HTTPServer>.fromOpaque(context).takeUnretainedValue()
-    // The state was made when the target arrived (`requestTargetReceived`).
-    guard let stored = requestContext.pointee else { return .NO }
-    let state = Unmanaged<RequestState>.fromOpaque(stored).takeUnretainedValue()
-    if !state.headersChecked.exchange(true, ordering: .relaxed) {
-        let limit = server.configuration.maximumHeaderBytes
-        if counter_mhd_head_footprint(connection) > limit {
-            // Before any of the body is read: the buffer's rest is kept for this answer.
-            var response = server.handler.response(for: .headersTooLarge(limit: limit))
-            response.headers["Connection"] = "close"
-            return HTTPServer.queue(response, on: connection)
-        }
-        guard let problem = HTTPServer.framingProblem(connection, state: state, version: version) else { return .YES }
-        // Answered before any of the body is read, and the connection closes after it: the bytes
-        // that follow may be another request only to an intermediary.
-        var response = server.handler.response(for: .malformed(problem))
-        response.headers["Connection"] = "close"
-        return HTTPServer.queue(response, on: connection)
-    }
-    if let response = state.response.withLock({ $0 }) {
-        return HTTPServer.queue(response, on: connection)
-    }
-    if uploadDataSize.pointee > 0 {
-        let size = uploadDataSize.pointee
-        let limit = server.configuration.maximumBodyBytes
-        state.body.withLock { body in
-            if body.count + size > limit {
-                state.tooLarge.store(true, ordering: .relaxed)
-            } else if let uploadData {
-                body.append(contentsOf: UnsafeRawBufferPointer(start: uploadData, count: size))
-            }
-        }
-        uploadDataSize.pointee = 0
-        return .YES
-    }
-    guard !state.dispatched.exchange(true, ordering: .relaxed) else { return .YES }
-    if state.tooLarge.load(ordering: .relaxed) {
-        return HTTPServer.queue(server.handler.response(for: .bodyTooLarge(limit: server.configuration.maximumBodyBytes)), on: connection)
-    }
-    let target = RequestTarget(state.target)
-    let request = HTTPRequest(
-        method: method.map { String(cString: $0) } ?? "",
-        path: target.path,
-        query: target.arguments,
-        rawQuery: target.rawQuery,
-        authorization: MHD_lookup_connection_value(connection, .HEADER_KIND, "Authorization").map { String(cString: $0) },
-        headers: server.requestHeaders(connection),
-        body: state.body.withLock { $0 })
-    return server.dispatch(request, state: state, connection: connection)
-}
-
-/// Releases a request's state when the library is done with the request.
-private func requestCompleted(
-    _ context: UnsafeMutableRawPointer?, _ connection: OpaquePointer?,
-    _ requestContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?, _ code: MHD_RequestTerminationCode
-) {
-    guard let requestContext, let stored = requestContext.pointee else { return }
-    let state = Unmanaged<RequestState>.fromOpaque(stored)
-    if let context, state.takeUnretainedValue().sending.load(ordering: .relaxed) {
-        Unmanaged<HTTPServer>.fromOpaque(context).takeUnretainedValue().answerSent()
-    }
-    state.release()
-    requestContext.pointee = nil
 }

@@ -1,7 +1,4 @@
 internal import CLinuxEvents
-// <sys/socket.h>'s names (SOCK_STREAM, …) are seen through the module that includes it first in
-// this target, libmicrohttpd's.
-internal import CMicroHTTPD
 import Foundation
 
 /// Where a peer node listens, from its advertised URL (`http://host:port`), resolved to a socket

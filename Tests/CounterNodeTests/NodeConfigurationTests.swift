@@ -1,5 +1,6 @@
 import CounterNode
 import Foundation
+import NodeHTTP
 import Synchronization
 import TestSupport
 import Testing
@@ -25,6 +26,25 @@ struct NodeConfigurationTests {
         #expect(configuration.postgresURL == "postgresql://env/db")
         #expect(configuration.postgresPoolSize == 9)
         #expect(rest == ["operand"])
+    }
+
+    @Test("TLS: --tls-listen, --tls-cert and --tls-key together make the HTTPS listener; any of them alone is refused before serving")
+    func tlsSettings() throws {
+        let (none, _) = try NodeConfiguration.parse(arguments: [], environment: [:])
+        #expect(none.http.tls == nil && none.servingRefusal == nil)
+        let (all, _) = try NodeConfiguration.parse(
+            arguments: ["--tls-listen", "0.0.0.0:8443", "--tls-cert", "/etc/counter/chain.pem"],
+            environment: ["COUNTER_TLS_KEY": "/etc/counter/key.pem"])
+        #expect(
+            all.http.tls == HTTPTLSListener(host: "0.0.0.0", port: 8443, certificateFile: "/etc/counter/chain.pem", keyFile: "/etc/counter/key.pem"))
+        #expect(all.servingRefusal == nil)
+        for arguments in [["--tls-listen", "127.0.0.1:8443"], ["--tls-cert", "a.pem"], ["--tls-cert", "a.pem", "--tls-key", "b.pem"]] {
+            let (some, _) = try NodeConfiguration.parse(arguments: arguments, environment: [:])
+            #expect(some.http.tls == nil)
+            #expect(some.servingRefusal == "TLS needs all of --tls-listen, --tls-cert and --tls-key", "\(arguments)")
+        }
+        #expect(throws: ConfigurationError.self) { try NodeConfiguration.parse(arguments: ["--tls-listen", "8443"], environment: [:]) }
+        #expect(throws: ConfigurationError.self) { try NodeConfiguration.parse(arguments: ["--tls-cert", ""], environment: [:]) }
     }
 
     @Test("write-path settings are read from flags and environment")

@@ -49,7 +49,7 @@ struct LoadGeneratorTests {
     }
 
     @Test(
-        "the HTTP loop never waits for its periodic wake-up: 128 and 256 ready connections (libmicrohttpd's internal epoll stall) and resumed answers",
+        "the HTTP loop never waits for a periodic wake-up: 1, 128 and 256 ready connections and answers given from other threads",
         .serialized, arguments: [1, 128, 256])
     func noStalls(connections: Int) async throws {
         let http = try await HTTPHarness.start(posts: 1)

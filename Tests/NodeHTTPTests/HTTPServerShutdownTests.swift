@@ -20,7 +20,7 @@ final class SilentHandler: HTTPHandler {
 
 @Suite("HTTP server shutdown")
 struct HTTPServerShutdownTests {
-    @Test("stop answers a request still waiting with 503 (instead of libmicrohttpd aborting), and a late answer is ignored")
+    @Test("stop answers a request still waiting with 503, and a late answer is ignored")
     func stopWithWaitingRequest() async throws {
         let handler = SilentHandler()
         var configuration = HTTPServerConfiguration()

@@ -8,6 +8,9 @@ public struct RawHTTPResponse: Equatable, Sendable {
     public let body: [UInt8]
 
     public var text: String { String(decoding: body, as: UTF8.self) }
+
+    /// The same answer without its `Date` header, which says the second it was sent in.
+    public var undated: RawHTTPResponse { RawHTTPResponse(status: status, headers: headers.filter { $0.key != "date" }, body: body) }
 }
 
 /// A plain-socket HTTP/1.1 client for tests: sends exactly the bytes given (in the chunks
