@@ -158,7 +158,8 @@ let package = Package(
         .testTarget(
             name: "CounterNodeTests",
             dependencies: [
-                "BenchKit", "CounterClient", "CounterNode", "CounterWire", "NodeHTTP", "NodeTestSupport", "Persistence", "PostgresDriver", "RedisDriver",
+                "BenchKit", "CounterClient", "CounterNode", "CounterWire", "NodeHTTP", "NodeTestSupport", "Persistence", "PostgresDriver",
+                "RedisDriver",
                 "ShardRouter", "TestSupport", "UserTokens", "CounterNodeCLI", "AuditedNode",
             ]),
     ],
