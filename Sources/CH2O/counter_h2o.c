@@ -9,6 +9,7 @@
 #include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -679,6 +680,7 @@ static void tear_down(counter_h2o_server *server)
 
 void counter_h2o_run(counter_h2o_server *server)
 {
+    pthread_setname_np(pthread_self(), "http-loop"); /* for top, perf and /proc */
     set_up(server);
     server->callbacks.started(server->callback_context);
     for (;;) {

@@ -190,7 +190,6 @@ public final class HTTPServer: Service {
             }
             waiting?.resume()
         }
-        thread.name = "http-loop"
         thread.stackSize = 1 << 20
         thread.start()
         // The engine sets itself up on its thread (h2o keeps per-thread state): a moment.
