@@ -42,8 +42,6 @@ struct http1_connection_prefix {
 
 enum message_kind { MESSAGE_ANSWER, MESSAGE_STOP_LISTENING, MESSAGE_SHUT_DOWN };
 
-struct counter_h2o_server;
-
 struct listener {
     counter_h2o_server *server;
     h2o_socket_t *socket; /* NULL once closed, or if there is none */

@@ -121,16 +121,16 @@ public final class HTTPServer: Service {
     /// bound port first).
     /// - Throws: `HTTPServerError` when the address cannot be bound or TLS cannot be set up.
     public func start() throws {
-        let socket = try Self.listeningSocket(host: configuration.host, port: configuration.port)
-        let boundPort = Self.boundPort(socket)
+        let socket = try ListeningSocket.open(host: configuration.host, port: configuration.port)
+        let boundPort = ListeningSocket.boundPort(socket)
         var tlsSocket: Int32 = -1
         if let tls = configuration.tls {
-            do { tlsSocket = try Self.listeningSocket(host: tls.host, port: tls.port) } catch {
+            do { tlsSocket = try ListeningSocket.open(host: tls.host, port: tls.port) } catch {
                 close(socket)
                 throw error
             }
         }
-        let boundTLSPort = tlsSocket >= 0 ? Self.boundPort(tlsSocket) : nil
+        let boundTLSPort = tlsSocket >= 0 ? ListeningSocket.boundPort(tlsSocket) : nil
         let callbacks = counter_h2o_callbacks(
             request: { context, request in
                 guard let context, let request else { return }
@@ -231,7 +231,7 @@ public final class HTTPServer: Service {
         suspended.withLock { table in
             for (_, pending) in table.entries {
                 sending.add(1, ordering: .relaxed)
-                Self.withEngineResponse(handler.response(for: .shuttingDown)) { counter_h2o_answer(engine.pointer, pending.pointer, $0) }
+                handler.response(for: .shuttingDown).withEngineView { counter_h2o_answer(engine.pointer, pending.pointer, $0) }
             }
             table.entries.removeAll()
         }
@@ -260,18 +260,18 @@ public final class HTTPServer: Service {
         if read.head_bytes > limit {
             var response = handler.response(for: .headersTooLarge(limit: limit))
             response.headers["Connection"] = "close"
-            return Self.withEngineResponse(response) { counter_h2o_respond(request, $0) }
+            return response.withEngineView { counter_h2o_respond(request, $0) }
         }
         if let problem = Self.framingProblem(read.framing_problem) {
             // The connection closes after the answer: the bytes that follow may be another
             // request only to an intermediary.
             var response = handler.response(for: .malformed(problem))
             response.headers["Connection"] = "close"
-            return Self.withEngineResponse(response) { counter_h2o_respond(request, $0) }
+            return response.withEngineView { counter_h2o_respond(request, $0) }
         }
         if read.body_length > configuration.maximumBodyBytes {
             let response = handler.response(for: .bodyTooLarge(limit: configuration.maximumBodyBytes))
-            return Self.withEngineResponse(response) { counter_h2o_respond(request, $0) }
+            return response.withEngineView { counter_h2o_respond(request, $0) }
         }
         let target = RequestTarget(Self.text(read.target, read.target_length))
         var headers: [String: String] = [:]
@@ -289,12 +289,12 @@ public final class HTTPServer: Service {
         let begin: @Sendable (@escaping @Sendable (HTTPResponse) -> Void) -> Void
         switch handler.dispatch(httpRequest) {
         case .respond(let response):
-            return Self.withEngineResponse(response) { counter_h2o_respond(request, $0) }
+            return response.withEngineView { counter_h2o_respond(request, $0) }
         case .later(let start):
             begin = start
         }
         guard let engine = state.withLock({ $0.engine }) else {
-            return Self.withEngineResponse(handler.response(for: .shuttingDown)) { counter_h2o_respond(request, $0) }
+            return handler.response(for: .shuttingDown).withEngineView { counter_h2o_respond(request, $0) }
         }
         let key: UInt? = suspended.withLock { table in
             guard !table.closed else { return nil }
@@ -304,7 +304,7 @@ public final class HTTPServer: Service {
             return key
         }
         guard let key else {
-            return Self.withEngineResponse(handler.response(for: .shuttingDown)) { counter_h2o_respond(request, $0) }
+            return handler.response(for: .shuttingDown).withEngineView { counter_h2o_respond(request, $0) }
         }
         begin { response in self.answer(key, engine: engine, with: response) }
     }
@@ -320,7 +320,7 @@ public final class HTTPServer: Service {
         case 400, 417: response = handler.response(for: .malformed("the HTTP engine could not read the request (\(reason))"))
         default: return
         }
-        Self.withEngineResponse(response) { counter_h2o_refuse(refusal, $0) }
+        response.withEngineView { counter_h2o_refuse(refusal, $0) }
     }
 
     private func answerDone() {
@@ -344,7 +344,7 @@ public final class HTTPServer: Service {
         let lastOne = suspended.withLock { table -> Bool in
             guard let pending = table.entries.removeValue(forKey: key) else { return false }
             sending.add(1, ordering: .relaxed)
-            Self.withEngineResponse(response) { counter_h2o_answer(engine.pointer, pending.pointer, $0) }
+            response.withEngineView { counter_h2o_answer(engine.pointer, pending.pointer, $0) }
             return table.closed && table.entries.isEmpty
         }
         if lastOne { settled.ring() }
@@ -383,97 +383,6 @@ public final class HTTPServer: Service {
     private static func withCString<R>(_ text: String?, _ body: (UnsafePointer<CChar>?) -> R) -> R {
         guard let text else { return body(nil) }
         return text.withCString { body($0) }
-    }
-
-    /// `response` as the engine reads it, valid during `body`.
-    private static func withEngineResponse(_ response: HTTPResponse, _ body: (UnsafePointer<counter_h2o_response>) -> Void) {
-        var contentType = response.contentType
-        contentType.withUTF8 { type in
-            response.body.withUnsafeBufferPointer { bytes in
-                var engineResponse = counter_h2o_response(
-                    status: Int32(response.status),
-                    content_type: type.withMemoryRebound(to: CChar.self) { $0.baseAddress },
-                    content_type_length: type.count,
-                    header_names: nil, header_name_lengths: nil, header_values: nil, header_value_lengths: nil,
-                    header_count: 0,
-                    body: bytes.baseAddress, body_length: bytes.count)
-                guard !response.headers.isEmpty else { return body(&engineResponse) }
-                // Names and values one after another in one buffer.
-                var text: [UInt8] = []
-                var lengths: [Int] = []
-                for (name, value) in response.headers {
-                    text += name.utf8
-                    text += value.utf8
-                    lengths += [name.utf8.count, value.utf8.count]
-                }
-                text.withUnsafeBufferPointer { text in
-                    text.withMemoryRebound(to: CChar.self) { text in
-                        var names: [UnsafePointer<CChar>?] = []
-                        var values: [UnsafePointer<CChar>?] = []
-                        var nameLengths: [Int] = []
-                        var valueLengths: [Int] = []
-                        var offset = 0
-                        for index in stride(from: 0, to: lengths.count, by: 2) {
-                            names.append(text.baseAddress.map { UnsafePointer($0 + offset) })
-                            nameLengths.append(lengths[index])
-                            offset += lengths[index]
-                            values.append(text.baseAddress.map { UnsafePointer($0 + offset) })
-                            valueLengths.append(lengths[index + 1])
-                            offset += lengths[index + 1]
-                        }
-                        names.withUnsafeBufferPointer { names in
-                            values.withUnsafeBufferPointer { values in
-                                nameLengths.withUnsafeBufferPointer { nameLengths in
-                                    valueLengths.withUnsafeBufferPointer { valueLengths in
-                                        engineResponse.header_names = names.baseAddress
-                                        engineResponse.header_values = values.baseAddress
-                                        engineResponse.header_name_lengths = nameLengths.baseAddress
-                                        engineResponse.header_value_lengths = valueLengths.baseAddress
-                                        engineResponse.header_count = names.count
-                                        body(&engineResponse)
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    // MARK: - Sockets
-
-    private static func listeningSocket(host: String, port: Int) throws -> Int32 {
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        guard inet_pton(AF_INET, host, &address.sin_addr) == 1 else {
-            throw HTTPServerError(message: "listen address \"\(host)\" is not an IPv4 address")
-        }
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
-        guard descriptor >= 0 else { throw HTTPServerError(message: "socket() failed: \(String(cString: strerror(errno)))") }
-        var one: Int32 = 1
-        setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        let bound = withUnsafePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard bound == 0, listen(descriptor, 4_096) == 0 else {
-            let reason = String(cString: strerror(errno))
-            close(descriptor)
-            throw HTTPServerError(message: "cannot listen on \(host):\(port): \(reason)")
-        }
-        return descriptor
-    }
-
-    private static func boundPort(_ descriptor: Int32) -> Int {
-        var address = sockaddr_in()
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
-        }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 }
 
