@@ -207,8 +207,6 @@ static int framing_problem(const char *input, size_t length)
         return COUNTER_FRAMING_OK; /* h2o parsed it: nothing else to say */
     int content_lengths = 0, transfer_encodings = 0, not_chunked = 0;
     for (size_t i = 0; i != header_count; ++i) {
-        if (memchr(headers[i].name, ' ', headers[i].name_len) != NULL || memchr(headers[i].name, '\t', headers[i].name_len) != NULL)
-            return COUNTER_FRAMING_SPACE_IN_NAME;
         if (h2o_lcstris(headers[i].name, headers[i].name_len, H2O_STRLIT("content-length"))) {
             content_lengths++;
         } else if (h2o_lcstris(headers[i].name, headers[i].name_len, H2O_STRLIT("transfer-encoding"))) {
@@ -408,12 +406,12 @@ void counter_h2o_refuse(counter_h2o_refusal *refusal, const counter_h2o_response
 {
     struct refusal_context *context = (struct refusal_context *)refusal;
     h2o_req_t *req = refusal->engine_request;
-    int persistent = req->http1_is_persistent;
+    /* the engine's headers go; whether the connection stays open is the engine's call (set_head
+       only ever closes it) */
     memset(&req->res.headers, 0, sizeof(req->res.headers));
     set_head(req, response->status, response->content_type, response->content_type_length, response->header_count,
              response->header_names, response->header_name_lengths, response->header_values, response->header_value_lengths,
              response->body_length);
-    req->http1_is_persistent = persistent && req->http1_is_persistent;
     struct replacement *replacement = (void *)h2o_add_ostream(req, sizeof(*replacement), context->slot);
     replacement->super.do_send = send_replacement;
     replacement->body = h2o_strdup(&req->pool, (const char *)response->body, response->body_length);

@@ -372,7 +372,6 @@ public final class HTTPServer: Service {
     private static func framingProblem(_ problem: Int32) -> String? {
         switch UInt32(problem) {
         case COUNTER_FRAMING_OK.rawValue: return nil
-        case COUNTER_FRAMING_SPACE_IN_NAME.rawValue: return "a header field name holds whitespace"
         case COUNTER_FRAMING_BOTH_LENGTHS.rawValue: return "both Content-Length and Transfer-Encoding: send one"
         case COUNTER_FRAMING_TRANSFER_CODING.rawValue: return "Transfer-Encoding other than one \"chunked\""
         case COUNTER_FRAMING_REPEATED_LENGTH.rawValue: return "Content-Length given more than once"

@@ -8,13 +8,13 @@ import Testing
 /// Answers every request with what it read of it — later (from another task) for paths under
 /// `/later`, at once otherwise; paths under `/hold` wait until the test lets them go.
 final class EchoHandler: HTTPHandler {
-    let held = Mutex<[@Sendable (HTTPResponse) -> Void]>([])
+    let held = HeldAnswers()
     var requestHeaders: [String] { ["X-Echo"] }
 
     func dispatch(_ request: HTTPRequest) -> HTTPDisposition {
         let text = "\(request.method) \(request.path) ?\(request.rawQuery) body=\(request.body.count) x-echo=\(request.headers["x-echo"] ?? "-")\n"
         let response = HTTPResponse(status: 200, contentType: "text/plain", headers: ["X-Answered": "yes"], body: Array(text.utf8))
-        if request.path.hasPrefix("/hold") { return .later { respond in self.held.withLock { $0.append(respond) } } }
+        if request.path.hasPrefix("/hold") { return .later { respond in self.held.hold(respond) } }
         guard request.path.hasPrefix("/later") else { return .respond(response) }
         return .later { respond in Task { respond(response) } }
     }
@@ -92,14 +92,14 @@ struct HTTP2Tests {
         let base = "http://127.0.0.1:\(server.port)"
         let gone = try await Curl.run(["--http2-prior-knowledge", "--max-time", "1", "\(base)/hold/1"])
         #expect(gone.status == 28, "curl's timeout: \(gone.lines)")
-        #expect(handler.held.withLock { $0.count } == 1)
-        for respond in handler.held.withLock({ $0 }) { respond(HTTPResponse(status: 200, body: Array("late".utf8))) }
-        handler.held.withLock { $0.removeAll() }
+        await handler.held.wait(untilHolding: 1)
+        #expect(handler.held.count == 1)
+        handler.held.answerAll(HTTPResponse(status: 200, body: Array("late".utf8)))
         let after = try await Curl.run(["--http2-prior-knowledge", "-w", "%{http_code}\\n", "\(base)/later/2"])
         #expect(after.lines == ["GET /later/2 ? body=0 x-echo=-", "200"])
         // A request still waiting when the server stops is answered 503, over HTTP/2 too.
         let waiting = Task { try await Curl.run(["--http2-prior-knowledge", "-w", "\\n%{http_version} %{http_code}\\n", "\(base)/hold/3"]) }
-        while handler.held.withLock({ $0.isEmpty }) { try await Task.sleep(for: .milliseconds(5)) }
+        await handler.held.wait(untilHolding: 1)
         await server.stop(timeout: .milliseconds(100))
         let answered = try await waiting.value
         #expect(answered.lines.last == "2 503", "\(answered.lines)")

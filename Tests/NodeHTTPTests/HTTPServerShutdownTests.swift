@@ -7,10 +7,10 @@ import Testing
 
 /// A handler that never answers by itself: the test holds every `respond`.
 final class SilentHandler: HTTPHandler {
-    let held = Mutex<[@Sendable (HTTPResponse) -> Void]>([])
+    let held = HeldAnswers()
 
     func dispatch(_ request: HTTPRequest) -> HTTPDisposition {
-        .later { respond in self.held.withLock { $0.append(respond) } }
+        .later { respond in self.held.hold(respond) }
     }
 
     func response(for refusal: HTTPRefusal) -> HTTPResponse {
@@ -31,13 +31,13 @@ struct HTTPServerShutdownTests {
         let exchange = Task {
             try await RawHTTPClient.exchange(port: port, chunks: [RawHTTPClient.request("GET", "/anything")], responses: 1)
         }
-        while handler.held.withLock({ $0.isEmpty }) { try await Task.sleep(for: .milliseconds(5)) }
+        await handler.held.wait(untilHolding: 1)
         await server.stop(timeout: .milliseconds(200))
         let responses = try await exchange.value
         #expect(responses.first?.status == 503)
         #expect(responses.first?.text.contains("shutting_down") == true)
         // The handler answers after all: nothing happens (no resume of a connection that is gone).
-        for respond in handler.held.withLock({ $0 }) { respond(HTTPResponse(status: 200, body: [])) }
+        handler.held.answerAll(HTTPResponse(status: 200, body: []))
         await server.stop() // a second stop returns at once
     }
 }

@@ -11,11 +11,10 @@ typedef struct counter_h2o_server counter_h2o_server;
 typedef struct counter_h2o_pending counter_h2o_pending;
 
 /* Framing that intermediaries may read differently from the engine (request smuggling,
-   RFC 9112 sections 5.1 and 6), found in an HTTP/1 request's header fields. */
+   RFC 9112 sections 5.1 and 6), found in an HTTP/1 request's header fields. (Whitespace in a
+   field name never gets this far: the engine's parser refuses it.) */
 enum counter_framing_problem {
     COUNTER_FRAMING_OK = 0,
-    /* Whitespace inside a field name ("Transfer-Encoding : chunked"). */
-    COUNTER_FRAMING_SPACE_IN_NAME = 1,
     /* Both Content-Length and Transfer-Encoding. */
     COUNTER_FRAMING_BOTH_LENGTHS = 2,
     /* Transfer-Encoding other than exactly one "chunked". */
