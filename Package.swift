@@ -31,6 +31,10 @@ let package = Package(
             providers: [.apt(["libssl-dev"])]),
         // Linux's epoll, which Glibc's module leaves out (header only, nothing to link).
         .systemLibrary(name: "CLinuxEvents"),
+        // HTTP/2 framing for the load generator's HTTP/2 client (libnghttp2-dev).
+        .systemLibrary(
+            name: "CNGHTTP2", pkgConfig: "libnghttp2",
+            providers: [.apt(["libnghttp2-dev"])]),
         // The HTTP engine: h2o (libh2o-evloop-dev) serving HTTP/1.1 and HTTP/2, behind a small C
         // interface of ours (include/counter_h2o.h) that NodeHTTP's server drives.
         .target(
@@ -107,7 +111,7 @@ let package = Package(
         // Child processes with a clean signal mask (the bench's chaos run, the tests).
         .target(name: "ChildProcesses"),
         // The bench's parts: histogram, Zipf, correctness check (pure), load generator.
-        .target(name: "BenchKit", dependencies: ["CounterCore", "CounterWire", "PostgresDriver", "ShardRouter", "CLinuxEvents"]),
+        .target(name: "BenchKit", dependencies: ["CounterCore", "CounterWire", "PostgresDriver", "ShardRouter", "CLinuxEvents", "CNGHTTP2"]),
 
         // Shared by the test targets: where the test servers are, private servers a test may
         // restart, child processes, services kept running, seeded fuzz input.

@@ -103,6 +103,9 @@ enum BenchCommand {
           --spread         spread the connections over every node in turn, as a round-robin
                            load balancer would: nodes forward what they do not own
           --connections N  keep-alive connections (default 64, up to 20000)
+          --http2          speak HTTP/2 in cleartext (prior knowledge): each of --connections
+                           carries --streams N clients (1 to 100, default 32), each with one
+                           request in flight, as h2load -c/-m do; the check is the same
           --threads N      event-loop threads (default 1)
           --duration S     measured seconds (default 10); --warmup S not counted (default 2)
           --rate R         open loop at R requests/s in all (latency counts from the scheduled

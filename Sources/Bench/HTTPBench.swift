@@ -42,6 +42,11 @@ struct HTTPBenchOptions {
     var jsonPath: String?
     var htmlPath: String?
     var servers: BenchServers
+    /// HTTP/2 with this many streams per connection (`--http2`, `--streams`); `nil`: HTTP/1.1.
+    var http2Streams: Int?
+    /// The TCP connections asked for (`--connections`); over HTTP/2 each carries
+    /// `http2Streams` clients, so `load.connections` counts the clients.
+    var tcpConnections: Int { http2Streams.map { load.connections / $0 } ?? load.connections }
 
     init(arguments: [String], environment: [String: String]) throws {
         servers = BenchServers(environment: environment)
@@ -109,6 +114,8 @@ struct HTTPBenchOptions {
                 let text = try reader.value(flag)
                 guard text == "one" || text == "many" else { throw BenchUsageError(message: "--reactions-per-user \(text): must be one or many") }
                 reactionsPerUser = text
+            case "--http2": http2Streams = http2Streams ?? 32
+            case "--streams": http2Streams = try reader.number(flag, 1...100)
             case "--no-check": check = false
             case "--json": jsonPath = try reader.value(flag)
             case "--html": htmlPath = try reader.value(flag)
@@ -117,6 +124,15 @@ struct HTTPBenchOptions {
             return true
         }
         if slotAware && spread { throw BenchUsageError(message: "--slot-aware and --spread: choose one") }
+        if let streams = http2Streams {
+            guard load.connections * streams <= 200_000 else {
+                throw BenchUsageError(message: "--connections \(load.connections) × --streams \(streams): at most 200000 clients in all")
+            }
+            // --connections counts TCP connections, as h2load's -c does; each carries `streams`
+            // clients (h2load's -m), and the load counts the clients.
+            load.connections *= streams
+            load.wire = .http2(streamsPerConnection: streams)
+        }
         if userTokens && userTokenSecret.map(HMACSecret.init) == nil {
             throw BenchUsageError(
                 message: "--user-tokens signs with --user-token-secret (or COUNTER_USER_TOKEN_SECRET), the node's secret of at least 32 bytes")
@@ -166,7 +182,8 @@ struct HTTPBench {
     var label: String {
         let target = Scenario(rawValue: options.scenario) == nil ? "GET \(options.path)" : "\(options.scenario) (\(options.operation.rawValue))"
         let routed = options.slotAware ? target + ", slot-aware" : options.spread ? target + ", spread" : target
-        return options.userTokens ? routed + ", user tokens" : routed
+        let signed = options.userTokens ? routed + ", user tokens" : routed
+        return options.http2Streams.map { signed + ", HTTP/2 \(options.tcpConnections)×\($0)" } ?? signed
     }
 
     /// What one run measured: the load, the CPU the nodes spent per request (all nodes of the
@@ -243,8 +260,10 @@ struct HTTPBench {
             workload = FixedPathWorkload(path: options.path, token: options.apiToken)
         }
         let mode = options.load.rate.map { "open loop at \(Int($0)) req/s" } ?? "closed loop"
+        let connections =
+            options.http2Streams.map { "\(options.tcpConnections) HTTP/2 connections × \($0) streams" } ?? "\(options.load.connections) connections"
         print(
-            "counter-bench http: \(label), \(options.load.connections) connections, \(mode), \(Int(options.load.duration.inSeconds)) s after \(Int(options.load.warmup.inSeconds)) s warm-up"
+            "counter-bench http: \(label), \(connections), \(mode), \(Int(options.load.duration.inSeconds)) s after \(Int(options.load.warmup.inSeconds)) s warm-up"
         )
         // The nodes' counters at the end of the warm-up, at the end of the run (CPU) and after
         // the flush that follows it (lag).

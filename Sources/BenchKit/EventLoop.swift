@@ -257,7 +257,7 @@ final class EventLoop {
         // An answer that arrived before a close counts as an answer (an error answer followed by
         // the server closing the connection, say).
         switch generator.options.wire {
-        case .http:
+        case .http, .http2:
             if let (status, body, used) = Self.parseResponse(connections[slot].input) {
                 connections[slot].input.removeFirst(used)
                 complete(slot, status: status, body: body)

@@ -81,8 +81,8 @@ public struct LoadResult: Sendable {
     public var errorsText: String { errors.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ") }
 }
 
-/// An HTTP/1.1 load generator over many keep-alive connections driven by a few event-loop
-/// threads (`poll`), not a thread or task per connection.
+/// A load generator over many keep-alive connections (HTTP/1.1, HTTP/2 or RESP) driven by a few
+/// event-loop threads (epoll), not a thread or task per connection.
 public final class LoadGenerator: Sendable {
     public let options: LoadOptions
     let workload: any Workload
@@ -105,17 +105,28 @@ public final class LoadGenerator: Sendable {
         // The event loops are plain threads, started here and now: they must not wait for a
         // free thread of the cooperative pool, or a busy process would shorten the run.
         let finished = FinishedThreads()
-        for thread in 0..<threadCount {
-            let connections = Array(stride(from: thread, to: options.connections, by: threadCount))
-            let worker = Thread {
-                EventLoop(
-                    generator: self, connections: connections, measureFrom: measureFrom, end: end,
-                    rateShare: self.options.rate.map { $0 / Double(threadCount) }
-                ).run()
-                finished.done()
+        var threadsStarted = threadCount
+        if case .http2(let streams) = options.wire {
+            // Each thread drives whole TCP connections: a connection's clients are neighbours.
+            let groups = stride(from: 0, to: options.connections, by: max(1, streams)).map {
+                Array($0..<min($0 + max(1, streams), options.connections))
             }
-            worker.stackSize = 1 << 20
-            worker.start()
+            threadsStarted = max(1, min(threadCount, groups.count))
+            for thread in 0..<threadsStarted {
+                let mine = Array(stride(from: thread, to: groups.count, by: threadsStarted).map { groups[$0] })
+                let rateShare = options.rate.map { $0 * Double(mine.reduce(0) { $0 + $1.count }) / Double(options.connections) }
+                startThread(finished) {
+                    HTTP2EventLoop(generator: self, groups: mine, measureFrom: measureFrom, end: end, rateShare: rateShare).run()
+                }
+            }
+        } else {
+            for thread in 0..<threadCount {
+                let connections = Array(stride(from: thread, to: options.connections, by: threadCount))
+                let rateShare = options.rate.map { $0 / Double(threadCount) }
+                startThread(finished) {
+                    EventLoop(generator: self, connections: connections, measureFrom: measureFrom, end: end, rateShare: rateShare).run()
+                }
+            }
         }
         var second = 0
         var failuresBefore = 0
@@ -139,12 +150,22 @@ public final class LoadGenerator: Sendable {
             failuresBefore = failures
             progress(second, count, failures, p99)
         }
-        await finished.wait(for: threadCount)
+        await finished.wait(for: threadsStarted)
         return shared.withLock { result in
             var final = result
             final.measuredSeconds = options.duration.inSeconds
             return final
         }
+    }
+
+    /// Starts a plain thread running `loop`, then counted as finished.
+    private func startThread(_ finished: FinishedThreads, _ loop: @escaping @Sendable () -> Void) {
+        let worker = Thread {
+            loop()
+            finished.done()
+        }
+        worker.stackSize = 1 << 20
+        worker.start()
     }
 
     // MARK: - Called by the event loops

@@ -4,6 +4,9 @@ import CounterCore
 public enum WireProtocol: Sendable, Equatable {
     /// HTTP/1.1 requests to nodes.
     case http
+    /// HTTP/2 (cleartext, prior knowledge) to nodes: `LoadOptions.connections` clients over
+    /// TCP connections of `streamsPerConnection` clients each, one stream per client at a time.
+    case http2(streamsPerConnection: Int)
     /// RESP commands to a Redis server (the `redis-lua` peer row).
     case resp
 }

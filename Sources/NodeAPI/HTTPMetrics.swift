@@ -25,6 +25,17 @@ final class HTTPMetrics: Sendable {
     }
 
     private let state = Mutex(State())
+    /// Requests by the protocol they came over.
+    private let http1Requests = Atomic<Int>(0)
+    private let http2Requests = Atomic<Int>(0)
+
+    /// Counts a request under the protocol it came over (every request, before it is routed).
+    func count(_ httpProtocol: HTTPProtocol) {
+        switch httpProtocol {
+        case .http1: http1Requests.add(1, ordering: .relaxed)
+        case .http2: http2Requests.add(1, ordering: .relaxed)
+        }
+    }
 
     /// Counts `response` under the route labelled `route`, timed from `started`.
     func record(_ route: String, _ response: HTTPResponse, since started: ContinuousClock.Instant) {
@@ -42,6 +53,12 @@ final class HTTPMetrics: Sendable {
     /// The Prometheus text exposition of what was recorded.
     func render(into text: inout String) {
         let snapshot = state.withLock { $0 }
+        text += "# HELP counter_http_protocol_requests_total Requests received, by the protocol they came over (HTTP/1.1 or HTTP/2).\n"
+        text += "# TYPE counter_http_protocol_requests_total counter\n"
+        for httpProtocol in HTTPProtocol.allCases {
+            let count = httpProtocol == .http1 ? http1Requests.load(ordering: .relaxed) : http2Requests.load(ordering: .relaxed)
+            text += "counter_http_protocol_requests_total{protocol=\"\(httpProtocol.rawValue)\"} \(count)\n"
+        }
         text += "# HELP counter_http_requests_total HTTP requests answered, by route and status.\n"
         text += "# TYPE counter_http_requests_total counter\n"
         for (route, statuses) in snapshot.requests.sorted(by: { $0.key < $1.key }) {

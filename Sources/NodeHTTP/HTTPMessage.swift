@@ -13,10 +13,13 @@ public struct HTTPRequest: Sendable {
     /// name, as sent.
     public let headers: [String: String]
     public let body: [UInt8]
+    /// The protocol the request came over (`.http1` for requests made in the process: the
+    /// forwarder's, the tests').
+    public let httpProtocol: HTTPProtocol
 
     public init(
         method: String, path: String, query: [String: String] = [:], rawQuery: String = "", authorization: String? = nil,
-        headers: [String: String] = [:], body: [UInt8] = []
+        headers: [String: String] = [:], body: [UInt8] = [], httpProtocol: HTTPProtocol = .http1
     ) {
         self.method = method
         self.path = path
@@ -29,7 +32,16 @@ public struct HTTPRequest: Sendable {
             ? headers
             : Dictionary(headers.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { first, _ in first })
         self.body = body
+        self.httpProtocol = httpProtocol
     }
+}
+
+/// The protocol a request came over.
+public enum HTTPProtocol: String, Sendable, CaseIterable {
+    /// HTTP/1.0 or HTTP/1.1.
+    case http1 = "HTTP/1.1"
+    /// HTTP/2, in cleartext (prior knowledge) or over TLS (ALPN).
+    case http2 = "HTTP/2"
 }
 
 /// A complete HTTP response.

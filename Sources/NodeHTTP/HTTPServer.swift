@@ -285,7 +285,8 @@ public final class HTTPServer: Service {
             rawQuery: target.rawQuery,
             authorization: header(Self.authorization, of: request),
             headers: headers,
-            body: read.body_length == 0 ? [] : Array(UnsafeBufferPointer(start: read.body, count: read.body_length)))
+            body: read.body_length == 0 ? [] : Array(UnsafeBufferPointer(start: read.body, count: read.body_length)),
+            httpProtocol: read.version >= 0x200 ? .http2 : .http1)
         let begin: @Sendable (@escaping @Sendable (HTTPResponse) -> Void) -> Void
         switch handler.dispatch(httpRequest) {
         case .respond(let response):

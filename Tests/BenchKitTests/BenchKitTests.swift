@@ -446,3 +446,41 @@ struct ComparisonReportTests {
         #expect(ComparisonReport.grouped(1_000_000) == "1M" && ComparisonReport.grouped(10_000) == "10k" && ComparisonReport.grouped(0.1) == "0.1")
     }
 }
+
+@Suite("A workload's request as HTTP/2 fields")
+struct HTTP2RequestFieldsTests {
+    private func text(_ fields: HTTP2RequestFields) -> [String] {
+        fields.fields.map { String(decoding: fields.bytes[$0.name], as: UTF8.self) + ": " + String(decoding: fields.bytes[$0.value], as: UTF8.self) }
+    }
+
+    @Test("the request line becomes the pseudo-headers, Host the authority, names lower-case, the target as sent")
+    func requestLine() throws {
+        let request = ScenarioWorkload.http("PUT", "/v1/posts/7/likes/9?x=%41+b", token: "secret", body: nil)
+        let fields = try #require(HTTP2RequestFields(http1: request))
+        #expect(
+            text(fields) == [
+                ":method: PUT", ":scheme: http", ":authority: bench", ":path: /v1/posts/7/likes/9?x=%41+b", "authorization: Bearer secret",
+            ])
+        #expect(fields.body.isEmpty)
+    }
+
+    @Test("a body is kept with its length; fields HTTP/2 forbids are left out")
+    func bodyAndForbiddenFields() throws {
+        let request = Array(
+            "POST /v1/posts/query HTTP/1.1\r\nHost: h:1\r\nConnection: keep-alive\r\nTransfer-Encoding: identity\r\nContent-Type: application/json\r\nContent-Length: 8\r\n\r\n{\"ids\":1"
+                .utf8)
+        let fields = try #require(HTTP2RequestFields(http1: request))
+        #expect(
+            text(fields) == [
+                ":method: POST", ":scheme: http", ":authority: h:1", ":path: /v1/posts/query", "content-type: application/json", "content-length: 8",
+            ])
+        #expect(String(decoding: fields.bytes[fields.body], as: UTF8.self) == "{\"ids\":1")
+    }
+
+    @Test(
+        "bytes that are not a whole HTTP/1 head are refused",
+        arguments: ["", "GET / HTTP/1.1\r\n", "GET\r\n\r\n", "GET / HTTP/1.1\r\nno colon\r\n\r\n"])
+    func refused(request: String) {
+        #expect(HTTP2RequestFields(http1: Array(request.utf8)) == nil)
+    }
+}

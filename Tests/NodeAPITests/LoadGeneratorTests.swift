@@ -1,5 +1,6 @@
 import BenchKit
 import NodeTestSupport
+import Synchronization
 import TestSupport
 import Testing
 
@@ -31,6 +32,74 @@ struct LoadGeneratorTests {
         #expect(report.passed, "lost \(report.lost.count), phantom \(report.phantom.count), drift \(report.drift.count)")
         #expect(report.checkedPairs >= result.successes)
         await http.stop()
+    }
+
+    @Test("closed loop over HTTP/2: 2 connections × 8 streams of toggles, every answer counted, every pair checked, the node saw HTTP/2")
+    func closedLoopHTTP2() async throws {
+        let http = try await HTTPHarness.start(posts: 1)
+        #expect(try await http.send("GET", "/v1/posts/\(http.posts[0])").status == 200)
+        var options = LoadOptions()
+        options.endpoints = [Endpoint(host: "127.0.0.1", port: http.port)]
+        options.connections = 16
+        options.wire = .http2(streamsPerConnection: 8)
+        options.threads = 2
+        options.duration = .seconds(3)
+        options.warmup = .zero
+        let workload = ScenarioWorkload(
+            scenario: .hot, operation: .toggle, posts: http.posts, zipfExponent: 0.99, readRatio: 0, token: HTTPHarness.apiToken,
+            userBase: 3_000_000)
+        let result = await LoadGenerator(options: options, workload: workload).run { _, _, _, _ in }
+        #expect(result.successes > 0)
+        #expect(result.failures == 0, "\(result.errors)")
+        _ = try await http.send("POST", "/admin/flush", token: HTTPHarness.adminToken)
+        let rows = try await http.writePath.pool.query("SELECT user_id, post_id FROM likes WHERE post_id = $1", [.int64(http.posts[0])])
+        let members = Set(try rows.map { CorrectnessCheck.Pair(user: try $0.int64(0), post: try $0.int64(1)) })
+        let counts = try await http.writePath.postgresCounts().mapValues { (likesCount: $0.count, rows: $0.rows) }
+        let report = CorrectnessCheck.run(expected: result.expectations, baseline: [], members: members, counts: counts)
+        #expect(report.passed, "lost \(report.lost.count), phantom \(report.phantom.count), drift \(report.drift.count)")
+        #expect(report.checkedPairs >= result.successes)
+        // Every request came over HTTP/2 (the warm-up's GET and the flush are HTTP/1.1).
+        let metrics = try await http.send("GET", "/metrics", token: HTTPHarness.adminToken).text
+        let line = metrics.split(separator: "\n").first { $0.hasPrefix(#"counter_http_protocol_requests_total{protocol="HTTP/2"}"#) }
+        let overHTTP2 = line.flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0
+        #expect(overHTTP2 >= result.successes, "\(line ?? "no HTTP/2 line")")
+        await http.stop()
+    }
+
+    @Test("over HTTP/2, a node that stops mid-run fails the streams in flight (no answer, no lost pair) and the generator ends")
+    func http2NodeStops() async throws {
+        let http = try await HTTPHarness.start(posts: 1)
+        var options = LoadOptions()
+        options.endpoints = [Endpoint(host: "127.0.0.1", port: http.port)]
+        options.connections = 8
+        options.wire = .http2(streamsPerConnection: 4)
+        options.duration = .seconds(3)
+        options.warmup = .zero
+        options.timeout = .seconds(2)
+        let workload = ScenarioWorkload(
+            scenario: .hot, operation: .toggle, posts: http.posts, zipfExponent: 0.99, readRatio: 0, token: HTTPHarness.apiToken,
+            userBase: 4_000_000)
+        let answered = FirstAnswers()
+        let generator = LoadGenerator(options: options, workload: workload)
+        async let run = generator.run { second, count, _, _ in answered.add(count, last: second >= 3) }
+        // Stopped once answers flow (at the first second's progress that counted some), while
+        // streams are open; a machine too slow to answer any by the end fails the test, no hang.
+        await answered.wait()
+        await http.server.stop()
+        let result = await run
+        #expect(result.successes > 0)
+        // Once stopped, the node is unreachable: what was in flight and what followed failed.
+        #expect(result.failures > 0, "\(result.errors)")
+        // The write path flushes everything as it stops: every answered pair has the state its
+        // last answer gave, and the count matches the rows.
+        await http.writePath.stopService()
+        let rows = try await http.writePath.pool.query("SELECT user_id, post_id FROM likes WHERE post_id = $1", [.int64(http.posts[0])])
+        let members = Set(try rows.map { CorrectnessCheck.Pair(user: try $0.int64(0), post: try $0.int64(1)) })
+        let counts = try await http.writePath.postgresCounts().mapValues { (likesCount: $0.count, rows: $0.rows) }
+        let report = CorrectnessCheck.run(expected: result.expectations, baseline: [], members: members, counts: counts)
+        #expect(report.passed, "lost \(report.lost.count), phantom \(report.phantom.count), drift \(report.drift.count)")
+        await http.writePath.stop()
+        try? await http.requests.stop()
     }
 
     @Test("open loop at a fixed rate sends about that many requests")
@@ -73,5 +142,32 @@ struct LoadGeneratorTests {
         // the fastest tenth would (a machine busy with other tests slows some, not all).
         if connections == 1 { #expect(result.histogram.percentile(0.1) < 25_000, "p10 \(result.histogram.percentile(0.1)) µs") }
         await http.stop()
+    }
+}
+
+/// Resumes a waiter once the progress callback has reported answers, or the run's last second.
+private final class FirstAnswers: Sendable {
+    private let state = Mutex<(seen: Int, waiter: CheckedContinuation<Void, Never>?, done: Bool)>((0, nil, false))
+
+    func add(_ answers: Int, last: Bool) {
+        let waiter: CheckedContinuation<Void, Never>? = state.withLock { state in
+            state.seen += answers
+            guard state.seen > 0 || last, !state.done else { return nil }
+            state.done = true
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume()
+    }
+
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let ready = state.withLock { state -> Bool in
+                if state.done { return true }
+                state.waiter = continuation
+                return false
+            }
+            if ready { continuation.resume() }
+        }
     }
 }

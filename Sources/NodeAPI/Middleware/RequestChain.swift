@@ -43,6 +43,7 @@ final class RequestChain: Sendable {
     /// path's completion, the rest from a request task.
     func dispatch(_ request: HTTPRequest, api: CounterAPI) -> HTTPDisposition {
         let started = ContinuousClock.now
+        metrics.count(request.httpProtocol)
         let match = APIRoutes.table.match(request.path)
         let method = HTTPMethod(rawValue: request.method)
         let routed: RouteRequest
