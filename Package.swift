@@ -153,11 +153,14 @@ let package = Package(
             name: "NodeAPITests",
             dependencies: [
                 "BenchKit", "CounterClient", "CounterCore", "CounterWire", "NodeAPI", "NodeHTTP", "NodeTestSupport", "Persistence",
-                "PostgresDriver", "RedisDriver", "ShardRouter", "TestSupport", "UserTokens", "WritePath",
+                "PostgresDriver", "RedisDriver", "ShardRouter", "TestSupport", "UserTokens", "WritePath", "ClientProbe",
             ]),
         // `counter-node serve` whose flushes also fill a test's audit table (`AuditTable`): the
         // several-nodes tests' node.
         .executableTarget(name: "AuditedNode", dependencies: ["CounterNode", "TestSupport"], path: "Tests/AuditedNode"),
+        // The client library in a process of its own, for the test that runs it over HTTPS (and
+        // so HTTP/2, by ALPN) with the test's certificate trusted.
+        .executableTarget(name: "ClientProbe", dependencies: ["CounterClient"], path: "Tests/ClientProbe"),
         // The node as a process: serve, several nodes, the operator commands, the configuration.
         .testTarget(
             name: "CounterNodeTests",

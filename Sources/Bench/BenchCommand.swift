@@ -59,7 +59,8 @@ enum BenchCommand {
                         one Lua script in the node's Redis, SISMEMBER then SADD/SREM then
                         SCARD by EVALSHA, driven over RESP by the same load generator) at each
                         level, node hot in open loop at half its measured rate at the largest
-                        level, then zipf, feed, storm, mixed and lists;
+                        level, hot and the ceiling over HTTP/2 (--http2 64x32: connections ×
+                        streams; none leaves them out), then zipf, feed, storm, mixed and lists;
                         prints every row and the ratios of this run. Options: --levels 64,256,1000
                         --duration S --warmup S --url U --api-token T --admin-token T --postgres-url U
                         --redis-url U (the node's Redis, for redis-lua) --html FILE; --cluster-url U adds a row per level for hot on a second

@@ -10,7 +10,8 @@ import UserTokens
 /// Redis, over RESP) at each concurrency level, then `zipf`, `feed`, `storm` (and, beside the
 /// seed's endpoint, a storm of users every connection shares), `mixed` and `lists`; with `--nodes-url`, `hot` and `zipf` on a cluster of several
 /// nodes, spread over them (forwarding) and slot-aware; with `--reactions-url`, `reactions` on a
-/// node that serves them — and the ratios measured in this run.
+/// node that serves them; `hot` and the ceiling over HTTP/2 (`--http2 64x32`) — and the ratios
+/// measured in this run.
 struct CompareBench {
     var levels = [64, 256, 1_000]
     var duration = 10
@@ -25,6 +26,9 @@ struct CompareBench {
     /// A node serving reactions (`--reactions` listing the bench's kinds), measured on
     /// `reactions` beside the main node's `hot`.
     var reactionsNode: Endpoint?
+    /// The HTTP/2 rows' shape (`--http2 64x32`): TCP connections × streams each; `nil`: no
+    /// HTTP/2 rows (`--http2 none`).
+    var http2Shape: (connections: Int, streams: Int)? = (64, 32)
 
     init(arguments: [String], environment: [String: String]) throws {
         var passThrough: [String] = []
@@ -35,6 +39,7 @@ struct CompareBench {
         var clusterNode: Endpoint?
         var severalNodes: Endpoint?
         var reactionsNode: Endpoint?
+        var http2Shape = self.http2Shape
         var seedAppURL = environment["COUNTER_SEED_APP_URL"]
         var seedAppPostgresURL = environment["COUNTER_SEED_APP_DATABASE_URL"]
         try reader.forEachFlag { flag, reader in
@@ -62,6 +67,16 @@ struct CompareBench {
                 levels = parsed
             case "--duration": duration = try reader.number(flag, 1...3_600)
             case "--warmup": warmup = try reader.number(flag, 0...600)
+            case "--http2":
+                let text = try reader.value(flag)
+                let parts = text.split(separator: "x").compactMap { Int($0) }
+                if text == "none" {
+                    http2Shape = nil
+                } else if parts.count == 2, (1...20_000).contains(parts[0]), (1...100).contains(parts[1]), parts[0] * parts[1] <= 200_000 {
+                    http2Shape = (parts[0], parts[1])
+                } else {
+                    throw BenchUsageError(message: "--http2 \(text): must be CONNECTIONSxSTREAMS like 64x32 (streams 1 to 100), or none")
+                }
             case "--url", "--api-token", "--admin-token", "--user-token-secret", "--postgres-url", "--redis-url", "--json", "--html",
                 "--reactions-per-user", "--reaction-kinds":
                 passThrough += [flag, try reader.value(flag)]
@@ -73,6 +88,7 @@ struct CompareBench {
         self.clusterNode = clusterNode
         self.severalNodes = severalNodes
         self.reactionsNode = reactionsNode
+        self.http2Shape = http2Shape
         self.duration = duration
         self.warmup = warmup
         http = try HTTPBenchOptions(arguments: passThrough, environment: environment)
@@ -201,6 +217,39 @@ struct CompareBench {
             if check?.passed == false {
                 report(rows, throughput, cpu, seedAnswers)
                 throw BenchCheckFailure(message: "correctness check FAILED")
+            }
+        }
+        if let (connections, streams) = http2Shape {
+            // HTTP/2 beside HTTP/1.1: many clients over few connections, as a gateway keeps them.
+            let shape = "\(connections)×\(streams)"
+            for target in ["hot-h2", "ceiling-h2"] {
+                print("counter-bench compare: \(target == "hot-h2" ? "hot" : "ceiling") over HTTP/2, \(shape) …")
+                var options = http
+                options.http2Streams = streams
+                options.load.connections = connections * streams
+                options.load.wire = .http2(streamsPerConnection: streams)
+                var summary: Summary
+                var verdict: String?
+                if target == "hot-h2" {
+                    options.scenario = "hot"
+                    let (result, check) = try await HTTPBench(options: options).measure(progress: quiet)
+                    summary = Summary(
+                        label: "node hot, HTTP/2 \(shape)", connections: connections * streams, result: result.load, nodeCPU: result.nodeCPU,
+                        lag: result.lag)
+                    verdict = check.map { $0.passed ? "check passed" : "CHECK FAILED" }
+                    if let nodeCPU = result.nodeCPU { cpu["hot-h2"] = nodeCPU }
+                    if check?.passed == false {
+                        rows.append((summary, verdict))
+                        report(rows, throughput, cpu, seedAnswers)
+                        throw BenchCheckFailure(message: "correctness check FAILED")
+                    }
+                } else {
+                    let result = await LoadGenerator(options: options.load, workload: FixedPathWorkload(path: "/healthz")).run(progress: quiet)
+                    summary = Summary(label: "GET /healthz, HTTP/2 \(shape)", connections: connections * streams, result: result)
+                }
+                summary.series = target
+                throughput[target] = summary.result.throughput
+                rows.append((summary, verdict))
             }
         }
         for scenario in ["zipf", "feed", "storm", "mixed", "lists"] {
@@ -356,6 +405,12 @@ struct CompareBench {
                 "Reactions of \(http.reactionKinds.count) random kinds on one hot post (\(http.reactionsPerUser) per user): \(Self.count(reactions))/s, "
                     + "\(Self.ratio(reactions / node))× the like toggles of the hot row at \(key.dropFirst("reactions@".count)) connections.")
         }
+        if let (connections, streams) = http2Shape, let h2 = throughput["hot-h2"], let node = throughput["hot@\(severalNodesLevel)"], node > 0 {
+            lines.append(
+                "Over HTTP/2 (\(connections) connections × \(streams) streams) it answers \(Self.count(h2)) toggles/s, "
+                    + "\(Self.ratio(h2 / node))× what it answers over HTTP/1.1 at \(severalNodesLevel) connections"
+                    + (cpu["hot-h2"].map { String(format: ", at %.1f µs of node CPU per toggle", $0) } ?? "") + ".")
+        }
         if let level = levels.max(), let node = throughput["hot@\(level)"], let cluster = throughput["hot-cluster@\(level)"], node > 0 {
             lines.append(String(format: "On a Redis Cluster it answers %.2f× what it answers on one Redis at %d connections.", cluster / node, level))
         }
@@ -425,6 +480,18 @@ struct CompareBench {
             let laravel = throughput["laravel-seed-storm@" + key.dropFirst("storm-shared@".count)], laravel > 0
         {
             print(String(format: "    storm of shared users: node ÷ laravel-seed %.1f×", node / laravel))
+        }
+        if let (connections, streams) = http2Shape, let h2 = throughput["hot-h2"] {
+            let level = severalNodesLevel
+            var line = "    hot over HTTP/2 (\(connections)×\(streams)) ÷ hot over HTTP/1.1 at \(level) connections: "
+            line += throughput["hot@\(level)"].map { String(format: "%.2f×", h2 / max($0, 1)) } ?? "-"
+            if let h2CPU = cpu["hot-h2"], let h1CPU = cpu["hot@\(level)"] {
+                line += String(format: " (node CPU %.1f vs %.1f µs/req)", h2CPU, h1CPU)
+            }
+            if let ceiling2 = throughput["ceiling-h2"], let ceiling1 = throughput["ceiling@\(level)"], ceiling1 > 0 {
+                line += String(format: "; GET /healthz %.2f×", ceiling2 / ceiling1)
+            }
+            print(line)
         }
         if !seedAnswers.isEmpty {
             print("  what the seed's endpoint answered (after the warm-up):")
