@@ -10,6 +10,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -677,6 +678,14 @@ static void tear_down(counter_h2o_server *server)
 void counter_h2o_run(counter_h2o_server *server)
 {
     pthread_setname_np(pthread_self(), "http-loop"); /* for top, perf and /proc */
+    /* h2o writes answers with writev, which raises SIGPIPE when the client has closed its end
+       (a client that sends pipelined requests and leaves): by default that ends the process. On
+       this thread the signal stays blocked, so the write fails with EPIPE and h2o closes the
+       connection, whatever the embedding process does with SIGPIPE. */
+    sigset_t pipe_signal;
+    sigemptyset(&pipe_signal);
+    sigaddset(&pipe_signal, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_signal, NULL);
     set_up(server);
     server->callbacks.started(server->callback_context);
     for (;;) {

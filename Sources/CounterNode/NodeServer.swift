@@ -28,6 +28,10 @@ public enum NodeServer {
         let log = NodeLog(minimum: configuration.logLevel, format: configuration.logFormat)
         // Signals are taken before anything starts, so none is missed.
         let signals = ShutdownSignals()
+        // A write to a connection whose other end has gone fails (EPIPE) instead of ending the
+        // process: the HTTP engine's, hiredis's and any other library's sockets and pipes alike,
+        // as every server does. (Children get the default back: `ProcessSpawn`.)
+        signal(SIGPIPE, SIG_IGN)
         let parts: NodeParts
         do {
             parts = try NodeParts(configuration: configuration, log: log, output: output)

@@ -34,6 +34,30 @@ struct ServeProcessTests {
         return (node, "http://127.0.0.1:\(port)")
     }
 
+    @Test("clients that send pipelined requests and leave at once do not end the node: it ignores SIGPIPE and keeps serving")
+    func clientsLeavingMidAnswer() async throws {
+        let pool = try await TestEnvironment.migratedPool()
+        let posts = try await TestEnvironment.createPosts(1, in: pool)
+        let prefix = TestEnvironment.uniqueKeyPrefix("sigpipe").replacingOccurrences(of: ":", with: "-")
+        let port = try PrivateServers.freePort()
+        let node = try ChildProcess(
+            [
+                ChildProcess.builtProduct("counter-node"), "serve", "--lease", "30s", "--listen", "127.0.0.1:\(port)",
+                "--postgres-url", TestEnvironment.postgresURL, "--redis-url", TestEnvironment.redisURL, "--key-prefix", prefix,
+            ],
+            mergingStandardError: true)
+        try #require(try await node.waitUntilListening(), "\(node.lastLines)")
+        // Each connection's first answer meets a closed socket (the client's kernel resets it),
+        // and the next write fails with EPIPE: by default, SIGPIPE ends the process.
+        try await RawHTTPClient.sendAndLeave(port: port, request: RawHTTPClient.request("GET", "/healthz"), pipelined: 20, connections: 200)
+        try await RawHTTPClient.sendAndLeave(
+            port: port, request: RawHTTPClient.request("POST", "/v1/posts/\(posts[0])/likes/5/toggle"), pipelined: 20, connections: 50)
+        #expect(try await Self.curl(["http://127.0.0.1:\(port)/healthz"]) == (#"{"status":"ok"}"#, 200), "\(node.lastLines)")
+        node.kill(SIGTERM)
+        #expect(try await node.waitForExit() == 0, "\(node.lastLines)")
+        await pool.close()
+    }
+
     @Test("serve, driven with curl, then SIGTERM: it answers, exits 0, and every acknowledged change is in PostgreSQL")
     func serveThenTerminate() async throws {
         let pool = try await TestEnvironment.migratedPool()

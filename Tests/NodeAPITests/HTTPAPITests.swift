@@ -181,6 +181,21 @@ struct HTTPAPITests {
     }
 
     @Test(
+        "clients that send pipelined requests and leave at once: the answers' writes fail (EPIPE), the process goes on and the server keeps serving")
+    func clientsLeavingMidAnswer() async throws {
+        let http = try await HTTPHarness.start(posts: 1)
+        // Each connection's first answer meets a closed socket (the client's kernel resets it),
+        // and the next write fails with EPIPE: a SIGPIPE on the HTTP thread would end the process.
+        try await RawHTTPClient.sendAndLeave(
+            port: http.port, request: RawHTTPClient.request("GET", "/healthz"), pipelined: 20, connections: 200)
+        try await RawHTTPClient.sendAndLeave(
+            port: http.port, request: RawHTTPClient.request("POST", "/v1/posts/\(http.posts[0])/likes/5/toggle", token: HTTPHarness.apiToken),
+            pipelined: 20, connections: 50)
+        #expect(try await http.send("GET", "/healthz", token: nil).status == 200)
+        await http.stop()
+    }
+
+    @Test(
         "readiness: not ready while a change has waited for PostgreSQL longer than the limit, ready once flushed, and not ready from the moment the node shuts down",
         arguments: RedisTarget.allCases)
     func readiness(redis: RedisTarget) async throws {

@@ -46,6 +46,26 @@ public enum RawHTTPClient {
         return Array(text.utf8)
     }
 
+    /// `connections` times: connects, sends `request` `pipelined` times in one write and closes at
+    /// once, answers unread — the client that leaves while its answers are being written (the
+    /// server's later writes to it fail with EPIPE).
+    public static func sendAndLeave(port: Int, request: [UInt8], pipelined: Int, connections: Int) async throws {
+        let bytes = Array([[UInt8]](repeating: request, count: pipelined).joined())
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            let thread = Thread {
+                continuation.resume(
+                    with: Result {
+                        for _ in 0..<connections {
+                            let descriptor = try connectedSocket(port: port)
+                            _ = bytes.withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                            close(descriptor)
+                        }
+                    })
+            }
+            thread.start()
+        }
+    }
+
     /// A blocking TCP socket connected to `port` on loopback; the caller closes it.
     public static func connectedSocket(port: Int) throws -> Int32 {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
