@@ -36,6 +36,9 @@ final class HTTP2EventLoop {
         var session: OpaquePointer?
         var output: [UInt8] = []
         var written = 0
+        /// When bytes last arrived (or the connection was opened): a connection silent for the
+        /// whole timeout while requests wait on it is given up, as HTTP/1.1 gives up its socket.
+        var lastInput = ContinuousClock.now
     }
 
     private let generator: LoadGenerator
@@ -54,6 +57,8 @@ final class HTTP2EventLoop {
     private var idle: [Int] = []
     /// Clients whose connection could not be made: idle again at the next timeout check.
     private var retry: [Int] = []
+    /// Connections with requests submitted since the last flush.
+    private var submitted: [Int] = []
     private var lastTimeoutCheck = ContinuousClock.now
     private var draining = false
     private var receiveBuffer = [UInt8](repeating: 0, count: 65_536)
@@ -88,6 +93,7 @@ final class HTTP2EventLoop {
     func run() {
         guard epoll >= 0, !endpoints.isEmpty, callbacks != nil else {
             generator.recordError(endpoints.isEmpty ? "no endpoint" : "epoll_create1 or nghttp2 failed", measured: true)
+            if epoll >= 0 { close(epoll) }
             return
         }
         if endpoints.count == 1 {
@@ -155,9 +161,8 @@ final class HTTP2EventLoop {
             }
         }
         // Every request submitted this turn goes out in as few writes as nghttp2 packs them.
-        for token in connections.indices where connections[token].session != nil && !connections[token].connecting {
-            flush(token)
-        }
+        for token in submitted where connections[token].session != nil && !connections[token].connecting { flush(token) }
+        submitted.removeAll(keepingCapacity: true)
     }
 
     private func send(_ slot: Int, dueAt: ContinuousClock.Instant) {
@@ -169,12 +174,24 @@ final class HTTP2EventLoop {
         clients[slot].pair = planned.pair
         clients[slot].startedAt = dueAt
         clients[slot].status = 0
+        clients[slot].streamID = 0
         clients[slot].body.removeAll(keepingCapacity: true)
         let token = clients[slot].group * endpoints.count + endpoint
-        if connections[token].session == nil {
-            guard open(token) else { return fail(slot, "socket failed") }
+        if let session = connections[token].session, nghttp2_session_check_request_allowed(session) == 0 {
+            // The node said GOAWAY: no new stream here. Once the streams it still answers are
+            // done the connection is replaced; until then the client waits (10 ms).
+            if !clients.contains(where: { $0.inFlight && $0.streamID > 0 && $0.group * endpoints.count + $0.endpoint == token }) {
+                closeConnection(token)
+            } else {
+                return fail(slot, "connection going away", retrying: true)
+            }
         }
-        guard let fields = HTTP2RequestFields(http1: planned.bytes) else { return fail(slot, "request not HTTP/1") }
+        if connections[token].session == nil {
+            guard open(token) else { return fail(slot, "socket failed", retrying: true) }
+        }
+        // Failures on the spot wait for the next timeout check before the client sends again:
+        // taken back at once, a closed loop would spin on them.
+        guard let fields = HTTP2RequestFields(http1: planned.bytes) else { return fail(slot, "request not HTTP/1", retrying: true) }
         clients[slot].requestBody = fields.body.isEmpty ? [] : fields.bytes[fields.body]
         let streamID = fields.bytes.withUnsafeBufferPointer { bytes -> Int32 in
             let base = UnsafeMutablePointer(mutating: bytes.baseAddress!)
@@ -190,8 +207,13 @@ final class HTTP2EventLoop {
             var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil), read_callback: readBody)
             return nghttp2_submit_request(connections[token].session, nil, headers, headers.count, &provider, user)
         }
-        guard streamID > 0 else { return fail(slot, "stream refused by the client library") }
+        guard streamID > 0 else {
+            // The session can take no more streams (out of stream ids, say): a new connection.
+            fail(slot, "stream refused by the client library", retrying: true)
+            return failConnection(token, "connection closed")
+        }
         clients[slot].streamID = streamID
+        submitted.append(token)
     }
 
     /// Hands nghttp2 what it has to send and writes it; the rest waits for writability.
@@ -260,6 +282,7 @@ final class HTTP2EventLoop {
         while let session = connections[token].session {
             let count = recv(connections[token].descriptor, &receiveBuffer, receiveBuffer.count, 0)
             if count > 0 {
+                connections[token].lastInput = .now
                 // The callbacks complete streams as their ends arrive.
                 let used = receiveBuffer.withUnsafeBufferPointer { nghttp2_session_mem_recv(session, $0.baseAddress, count) }
                 if used < 0 { return failConnection(token, "HTTP/2 session error") }
@@ -339,13 +362,13 @@ final class HTTP2EventLoop {
     }
 
     /// The client's request failed without an answer: either state is allowed for its pair.
-    private func fail(_ slot: Int, _ kind: String) {
+    private func fail(_ slot: Int, _ kind: String, retrying: Bool = false) {
         guard clients[slot].inFlight else { return }
         generator.recordError(kind, measured: !draining && clients[slot].startedAt >= measureFrom)
         if let pair = clients[slot].pair { generator.recordExpectation(pair, .either, status: nil) }
         clients[slot].inFlight = false
         clients[slot].pair = nil
-        if kind.hasPrefix("connect failed") || kind == "socket failed" { retry.append(slot) } else { idle.append(slot) }
+        if retrying || kind.hasPrefix("connect failed") { retry.append(slot) } else { idle.append(slot) }
     }
 
     private func expireTimeouts() {
@@ -353,6 +376,17 @@ final class HTTP2EventLoop {
         lastTimeoutCheck = now
         idle += retry
         retry.removeAll()
+        // A connection that has sent nothing for the whole timeout while a request waited on it
+        // (a node whose host vanished without a reset, a connect that hangs) is replaced, as
+        // HTTP/1.1 replaces its socket; its requests fail as timeouts.
+        for token in connections.indices
+        where connections[token].session != nil && now - connections[token].lastInput > generator.options.timeout
+            && clients.contains(where: {
+                $0.inFlight && $0.group * endpoints.count + $0.endpoint == token && now - $0.startedAt > generator.options.timeout
+            })
+        {
+            failConnection(token, "timeout")
+        }
         for slot in clients.indices where clients[slot].inFlight && now - clients[slot].startedAt > generator.options.timeout {
             // The stream is cancelled, the connection kept for the other clients on it.
             let token = clients[slot].group * endpoints.count + clients[slot].endpoint

@@ -1,4 +1,5 @@
 import BenchKit
+import NodeHTTP
 import NodeTestSupport
 import Synchronization
 import TestSupport
@@ -102,6 +103,29 @@ struct LoadGeneratorTests {
         try? await http.requests.stop()
     }
 
+    @Test("over HTTP/2, requests a server never answers time out: every client's fail as timeouts, each sends again, the run ends on time")
+    func http2Timeouts() async throws {
+        let handler = SilentHandler()
+        var configuration = HTTPServerConfiguration()
+        configuration.port = 0
+        let server = try HTTPServer(configuration: configuration, handler: handler)
+        try server.start()
+        var options = LoadOptions()
+        options.endpoints = [Endpoint(host: "127.0.0.1", port: server.port)]
+        options.connections = 4
+        options.wire = .http2(streamsPerConnection: 2)
+        options.duration = .seconds(3)
+        options.warmup = .zero
+        options.timeout = .seconds(1)
+        let result = await LoadGenerator(options: options, workload: FixedPathWorkload(path: "/hold")).run { _, _, _, _ in }
+        #expect(result.successes == 0)
+        #expect((result.errors["timeout"] ?? 0) >= 4, "\(result.errors)")
+        // Every client sent again after its timeout (no client stuck on its first request).
+        #expect(handler.held.count >= 8, "\(handler.held.count) requests")
+        handler.answerAll()
+        await server.stop()
+    }
+
     @Test("open loop at a fixed rate sends about that many requests")
     func openLoopRate() async throws {
         let http = try await HTTPHarness.start(posts: 1)
@@ -170,4 +194,31 @@ private final class FirstAnswers: Sendable {
             if ready { continuation.resume() }
         }
     }
+}
+
+/// Holds every request unanswered until `answerAll`.
+private final class SilentHandler: HTTPHandler {
+    let held = Held()
+
+    final class Held: Sendable {
+        private let answers = Mutex<[@Sendable (HTTPResponse) -> Void]>([])
+        var count: Int { answers.withLock { $0.count } }
+        func add(_ respond: @escaping @Sendable (HTTPResponse) -> Void) { answers.withLock { $0.append(respond) } }
+        func takeAll() -> [@Sendable (HTTPResponse) -> Void] {
+            answers.withLock { held in
+                defer { held = [] }
+                return held
+            }
+        }
+    }
+
+    func dispatch(_ request: HTTPRequest) -> HTTPDisposition {
+        .later { respond in self.held.add(respond) }
+    }
+
+    func answerAll() {
+        for respond in held.takeAll() { respond(HTTPResponse(status: 200, body: Array("{}".utf8))) }
+    }
+
+    func response(for refusal: HTTPRefusal) -> HTTPResponse { HTTPResponse(status: 503, body: []) }
 }
