@@ -35,9 +35,7 @@ final class EventLoop {
     private let endpoints: [Endpoint]
     private let measureFrom: ContinuousClock.Instant
     private let end: ContinuousClock.Instant
-    private let interval: Duration?
-    private var nextDue: ContinuousClock.Instant
-    private var backlog: [ContinuousClock.Instant] = []
+    private var schedule: SendSchedule
     private var random = SystemRandomNumberGenerator()
     private let epoll: Int32
     /// Connections that may be idle (nothing in flight); checked again when taken.
@@ -55,8 +53,7 @@ final class EventLoop {
         self.connections = connections.map { Connection(index: $0, sockets: Array(repeating: Socket(), count: generator.options.endpoints.count)) }
         self.measureFrom = measureFrom
         self.end = end
-        self.interval = rateShare.map { .nanoseconds(Int64(1e9 / max($0, 0.001))) }
-        self.nextDue = .now
+        self.schedule = SendSchedule(rateShare: rateShare)
         self.epoll = epoll_create1(Int32(EPOLL_CLOEXEC))
     }
 
@@ -75,17 +72,7 @@ final class EventLoop {
         while ContinuousClock.now < end {
             scheduleSends()
             if ContinuousClock.now - lastTimeoutCheck >= .milliseconds(10) { expireTimeouts() }
-            // Open loop: wake for the next scheduled send; closed loop: answers wake us. A wait
-            // shorter than epoll's millisecond is rounded up, not down to 0: that would spin a core
-            // and steal it from the server being measured. A send is then at most 1 ms late, and
-            // its latency still counts from its scheduled time, so nothing is hidden.
-            var waitMilliseconds: Int32 = 50
-            if interval != nil && backlog.isEmpty {
-                let untilDue = nextDue - .now
-                let nanoseconds = untilDue.components.seconds * 1_000_000_000 + untilDue.components.attoseconds / 1_000_000_000
-                waitMilliseconds = Int32(max(0, min(50, (nanoseconds + 999_999) / 1_000_000)))
-            }
-            waitAndHandle(&events, milliseconds: waitMilliseconds)
+            waitAndHandle(&events, milliseconds: schedule.waitMilliseconds(now: .now))
         }
         drain()
         for slot in connections.indices {
@@ -136,33 +123,14 @@ final class EventLoop {
     // MARK: - Sending
 
     private func scheduleSends() {
-        let now = ContinuousClock.now
-        if let interval {
-            while nextDue <= now {
-                backlog.append(nextDue)
-                nextDue += interval
-            }
-            // A request that could not even be sent within the timeout (every connection busy
-            // or the node unreachable) has failed: it is dropped unsent, so it touches no pair,
-            // rather than sent already late and timed out at once, again and again.
-            var overdue = 0
-            while overdue < backlog.count, now - backlog[overdue] > generator.options.timeout {
-                generator.recordError("not sent within the timeout", measured: backlog[overdue] >= measureFrom)
-                overdue += 1
-            }
-            if overdue > 0 { backlog.removeFirst(overdue) }
-            var taken = 0
-            while taken < backlog.count, let slot = idle.popLast() {
-                guard !connections[slot].inFlight else { continue }
-                send(slot, dueAt: backlog[taken])
-                taken += 1
-            }
-            backlog.removeFirst(taken)
-        } else {
-            while let slot = idle.popLast() {
-                if !connections[slot].inFlight { send(slot, dueAt: now) }
-            }
-        }
+        schedule.sendDue(
+            now: .now, timeout: generator.options.timeout,
+            idleClient: {
+                while let slot = idle.popLast() { if !connections[slot].inFlight { return slot } }
+                return nil
+            },
+            send: { send($0, dueAt: $1) },
+            dropped: { generator.recordError("not sent within the timeout", measured: $0 >= measureFrom) })
     }
 
     private func send(_ slot: Int, dueAt: ContinuousClock.Instant) {
@@ -279,9 +247,7 @@ final class EventLoop {
 
     private func complete(_ slot: Int, status: Int, body: ArraySlice<UInt8>) {
         guard connections[slot].inFlight else { return }
-        let now = ContinuousClock.now
-        let latency = now - connections[slot].startedAt
-        let microseconds = UInt64(max(0, latency.components.seconds * 1_000_000 + latency.components.attoseconds / 1_000_000_000_000))
+        let microseconds = SendSchedule.microseconds(from: connections[slot].startedAt, to: .now)
         generator.recordAnswer(status: status, latency: microseconds, measured: !draining && connections[slot].startedAt >= measureFrom)
         if let pair = connections[slot].pair {
             generator.recordExpectation(pair, Self.expectation(status: status, body: body), status: status)
@@ -319,14 +285,7 @@ final class EventLoop {
 
     private func closeSocket(_ slot: Int, endpoint: Int) {
         let descriptor = connections[slot].sockets[endpoint].descriptor
-        if descriptor >= 0 {
-            // Abandoned with a reset, not a FIN: a failing node makes the generator reconnect
-            // hundreds of times a second, and each graceful close would hold a local port in
-            // TIME_WAIT for a minute — enough of them and no connection can be made at all.
-            var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
-            setsockopt(descriptor, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
-            close(descriptor)
-        }
+        if descriptor >= 0 { LoadSocket.abandon(descriptor) }
         connections[slot].sockets[endpoint] = Socket()
         if endpoint == connections[slot].endpoint { connections[slot].input.removeAll(keepingCapacity: true) }
     }
@@ -334,21 +293,7 @@ final class EventLoop {
     /// Opens `slot`'s socket to `endpoint` (connecting in the background) and watches it;
     /// `false` when no socket could be made (out of descriptors, say).
     private func open(_ slot: Int, endpoint: Int) -> Bool {
-        // Close-on-exec: a process the bench starts meanwhile (the chaos run restarts the node)
-        // must not inherit the socket — it would keep it open after the bench closes it, and its
-        // events would keep arriving under the slot's token.
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard descriptor >= 0 else { return false }
-        var one: Int32 = 1
-        setsockopt(descriptor, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(endpoints[endpoint].port).bigEndian)
-        inet_pton(AF_INET, endpoints[endpoint].host, &address.sin_addr)
-        let result = withUnsafePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        let connecting = result != 0
+        guard let (descriptor, connecting) = LoadSocket.connect(to: endpoints[endpoint]) else { return false }
         connections[slot].sockets[endpoint] = Socket(descriptor: descriptor, connecting: connecting, watchingWrites: connecting)
         var event = epoll_event()
         event.events = EPOLLIN.rawValue | EPOLLRDHUP.rawValue | (connecting ? EPOLLOUT.rawValue : 0)

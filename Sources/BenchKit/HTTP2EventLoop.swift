@@ -48,9 +48,7 @@ final class HTTP2EventLoop {
     private var connections: [Connection]
     private let measureFrom: ContinuousClock.Instant
     private let end: ContinuousClock.Instant
-    private let interval: Duration?
-    private var nextDue: ContinuousClock.Instant
-    private var backlog: [ContinuousClock.Instant] = []
+    private var schedule: SendSchedule
     private var random = SystemRandomNumberGenerator()
     private let epoll: Int32
     /// Clients that may be idle (nothing in flight); checked again when taken.
@@ -75,8 +73,7 @@ final class HTTP2EventLoop {
         self.connections = Array(repeating: Connection(), count: groups.count * max(1, generator.options.endpoints.count))
         self.measureFrom = measureFrom
         self.end = end
-        self.interval = rateShare.map { .nanoseconds(Int64(1e9 / max($0, 0.001))) }
-        self.nextDue = .now
+        self.schedule = SendSchedule(rateShare: rateShare)
         self.epoll = epoll_create1(Int32(EPOLL_CLOEXEC))
         var callbacks: OpaquePointer?
         nghttp2_session_callbacks_new(&callbacks)
@@ -107,13 +104,7 @@ final class HTTP2EventLoop {
         while ContinuousClock.now < end {
             scheduleSends()
             if ContinuousClock.now - lastTimeoutCheck >= .milliseconds(10) { expireTimeouts() }
-            var waitMilliseconds: Int32 = 50
-            if interval != nil && backlog.isEmpty {
-                let untilDue = nextDue - .now
-                let nanoseconds = untilDue.components.seconds * 1_000_000_000 + untilDue.components.attoseconds / 1_000_000_000
-                waitMilliseconds = Int32(max(0, min(50, (nanoseconds + 999_999) / 1_000_000)))
-            }
-            waitAndHandle(&events, milliseconds: waitMilliseconds)
+            waitAndHandle(&events, milliseconds: schedule.waitMilliseconds(now: .now))
         }
         // As over HTTP/1.1: what is in flight may still be answered, for its pair's sake.
         draining = true
@@ -136,30 +127,14 @@ final class HTTP2EventLoop {
     // MARK: - Sending
 
     private func scheduleSends() {
-        let now = ContinuousClock.now
-        if let interval {
-            while nextDue <= now {
-                backlog.append(nextDue)
-                nextDue += interval
-            }
-            var overdue = 0
-            while overdue < backlog.count, now - backlog[overdue] > generator.options.timeout {
-                generator.recordError("not sent within the timeout", measured: backlog[overdue] >= measureFrom)
-                overdue += 1
-            }
-            if overdue > 0 { backlog.removeFirst(overdue) }
-            var taken = 0
-            while taken < backlog.count, let slot = idle.popLast() {
-                guard !clients[slot].inFlight else { continue }
-                send(slot, dueAt: backlog[taken])
-                taken += 1
-            }
-            backlog.removeFirst(taken)
-        } else {
-            while let slot = idle.popLast() {
-                if !clients[slot].inFlight { send(slot, dueAt: now) }
-            }
-        }
+        schedule.sendDue(
+            now: .now, timeout: generator.options.timeout,
+            idleClient: {
+                while let slot = idle.popLast() { if !clients[slot].inFlight { return slot } }
+                return nil
+            },
+            send: { send($0, dueAt: $1) },
+            dropped: { generator.recordError("not sent within the timeout", measured: $0 >= measureFrom) })
         // Every request submitted this turn goes out in as few writes as nghttp2 packs them.
         for token in submitted where connections[token].session != nil && !connections[token].connecting { flush(token) }
         submitted.removeAll(keepingCapacity: true)
@@ -349,8 +324,7 @@ final class HTTP2EventLoop {
 
     private func complete(_ slot: Int) {
         guard clients[slot].inFlight else { return }
-        let latency = ContinuousClock.now - clients[slot].startedAt
-        let microseconds = UInt64(max(0, latency.components.seconds * 1_000_000 + latency.components.attoseconds / 1_000_000_000_000))
+        let microseconds = SendSchedule.microseconds(from: clients[slot].startedAt, to: .now)
         let status = clients[slot].status
         generator.recordAnswer(status: status, latency: microseconds, measured: !draining && clients[slot].startedAt >= measureFrom)
         if let pair = clients[slot].pair {
@@ -411,24 +385,17 @@ final class HTTP2EventLoop {
     private func closeConnection(_ token: Int) {
         if let session = connections[token].session { nghttp2_session_del(session) }
         let descriptor = connections[token].descriptor
-        if descriptor >= 0 {
-            // A reset, not a FIN, as over HTTP/1.1: reconnecting often must not fill TIME_WAIT.
-            var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
-            setsockopt(descriptor, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
-            close(descriptor)
-        }
+        if descriptor >= 0 { LoadSocket.abandon(descriptor) }
         connections[token] = Connection()
     }
 
     /// Opens connection `token` (connecting in the background) with its HTTP/2 session, the
     /// client's preface and SETTINGS queued; `false` when no socket or session could be made.
     private func open(_ token: Int) -> Bool {
-        let endpoint = token % endpoints.count
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard descriptor >= 0 else { return false }
         var session: OpaquePointer?
-        guard nghttp2_session_client_new(&session, callbacks, Unmanaged.passUnretained(self).toOpaque()) == 0, let session else {
-            close(descriptor)
+        guard nghttp2_session_client_new(&session, callbacks, Unmanaged.passUnretained(self).toOpaque()) == 0, let session else { return false }
+        guard let (descriptor, connecting) = LoadSocket.connect(to: endpoints[token % endpoints.count]) else {
+            nghttp2_session_del(session)
             return false
         }
         // Room for the node's answers on every stream at once without waiting for a window update.
@@ -438,16 +405,6 @@ final class HTTP2EventLoop {
         ]
         nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &settings, settings.count)
         nghttp2_session_set_local_window_size(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), 0, 1 << 24)
-        var one: Int32 = 1
-        setsockopt(descriptor, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(endpoints[endpoint].port).bigEndian)
-        inet_pton(AF_INET, endpoints[endpoint].host, &address.sin_addr)
-        let result = withUnsafePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        let connecting = result != 0
         connections[token] = Connection(descriptor: descriptor, connecting: connecting, watchingWrites: connecting, session: session)
         var event = epoll_event()
         event.events = EPOLLIN.rawValue | EPOLLRDHUP.rawValue | (connecting ? EPOLLOUT.rawValue : 0)

@@ -80,9 +80,10 @@ public enum HTTPRefusal: Sendable, Equatable {
     case headersTooLarge(limit: Int)
     /// The request's framing or target is one that intermediaries may read differently from
     /// this server (a request smuggled behind a load balancer): both `Content-Length` and
-    /// `Transfer-Encoding`, a transfer coding other than `chunked`, `Content-Length` twice,
-    /// whitespace in a header name, a NUL byte in the target. Answered 400, and the connection
-    /// is closed.
+    /// `Transfer-Encoding`, a transfer coding other than `chunked`, `Content-Length` twice, a
+    /// NUL byte in an HTTP/2 `:path`. Answered 400, and the connection is closed. (Whitespace in a
+    /// header name and a NUL in an HTTP/1 target never get this far: the engine's parser refuses
+    /// them with its own 400.)
     case malformed(String)
 }
 

@@ -21,13 +21,6 @@ struct ClientHTTP2Tests {
         ] + command
     }
 
-    /// The node's count of requests that came over HTTP/2.
-    static func http2Requests(_ http: HTTPHarness) async throws -> Int {
-        let metrics = try await http.send("GET", "/metrics", token: HTTPHarness.adminToken).text
-        let line = metrics.split(separator: "\n").first { $0.hasPrefix(#"counter_http_protocol_requests_total{protocol="HTTP/2"}"#) }
-        return line.flatMap { Int($0.split(separator: " ").last ?? "") } ?? -1
-    }
-
     static func start() async throws -> (HTTPHarness, tlsPort: Int, certificate: String) {
         let files = try await Curl.selfSignedCertificate()
         let http = try await HTTPHarness.start(posts: 1) {
@@ -40,7 +33,7 @@ struct ClientHTTP2Tests {
     func likesOverHTTP2() async throws {
         let (http, tlsPort, certificate) = try await Self.start()
         let post = http.posts[0]
-        let before = try await Self.http2Requests(http)
+        let before = try await http.requestsOverHTTP2()
         let probe = try ChildProcess(
             Self.trusting(
                 certificate, [ChildProcess.builtProduct("ClientProbe"), "https://127.0.0.1:\(tlsPort)", HTTPHarness.apiToken, "\(post)", "30"]),
@@ -48,7 +41,7 @@ struct ClientHTTP2Tests {
         #expect(try await probe.waitForExit(timeout: .seconds(120)) == 0, "\(probe.lastLines)")
         #expect(probe.output.contains("liked 30") && probe.output.contains("count 30"), "\(probe.lastLines)")
         // 30 likes and 30 reads, all over HTTP/2 (the test's own requests are HTTP/1.1).
-        #expect(try await Self.http2Requests(http) - before == 60)
+        #expect(try await http.requestsOverHTTP2() - before == 60)
         #expect(try await http.send("POST", "/admin/flush", token: HTTPHarness.adminToken).status == 200)
         let counts = try await http.writePath.postgresCounts()
         #expect(counts[post]?.count == 30 && counts[post]?.rows == 30, "\(String(describing: counts[post]))")
@@ -64,7 +57,7 @@ struct ClientHTTP2Tests {
             mergingStandardError: true)
         #expect(try await probe.waitForExit(timeout: .seconds(120)) == 1, "\(probe.lastLines)")
         #expect(try await http.writePath.redisCount(post) == 0)
-        #expect(try await Self.http2Requests(http) == 0)
+        #expect(try await http.requestsOverHTTP2() == 0)
         await http.stop()
     }
 }

@@ -7,6 +7,15 @@ import Testing
 
 @Suite("Load generator against a node")
 struct LoadGeneratorTests {
+    /// The run's expectations against what PostgreSQL holds for the harness's first post (the
+    /// bench's correctness check).
+    static func check(_ result: LoadResult, against http: HTTPHarness) async throws -> CorrectnessCheck.Report {
+        let rows = try await http.writePath.pool.query("SELECT user_id, post_id FROM likes WHERE post_id = $1", [.int64(http.posts[0])])
+        let members = Set(try rows.map { CorrectnessCheck.Pair(user: try $0.int64(0), post: try $0.int64(1)) })
+        let counts = try await http.writePath.postgresCounts().mapValues { (likesCount: $0.count, rows: $0.rows) }
+        return CorrectnessCheck.run(expected: result.expectations, baseline: [], members: members, counts: counts)
+    }
+
     @Test("closed loop on the hot scenario: answers counted, every pair's final state checked in PostgreSQL", arguments: ["toggle", "like"])
     func closedLoopHot(operation: String) async throws {
         let http = try await HTTPHarness.start(posts: 1)
@@ -26,10 +35,7 @@ struct LoadGeneratorTests {
         #expect(result.failures == 0)
         #expect(result.histogram.total == UInt64(result.successes))
         _ = try await http.send("POST", "/admin/flush", token: HTTPHarness.adminToken)
-        let rows = try await http.writePath.pool.query("SELECT user_id, post_id FROM likes WHERE post_id = $1", [.int64(http.posts[0])])
-        let members = Set(try rows.map { CorrectnessCheck.Pair(user: try $0.int64(0), post: try $0.int64(1)) })
-        let counts = try await http.writePath.postgresCounts().mapValues { (likesCount: $0.count, rows: $0.rows) }
-        let report = CorrectnessCheck.run(expected: result.expectations, baseline: [], members: members, counts: counts)
+        let report = try await Self.check(result, against: http)
         #expect(report.passed, "lost \(report.lost.count), phantom \(report.phantom.count), drift \(report.drift.count)")
         #expect(report.checkedPairs >= result.successes)
         await http.stop()
@@ -53,17 +59,11 @@ struct LoadGeneratorTests {
         #expect(result.successes > 0)
         #expect(result.failures == 0, "\(result.errors)")
         _ = try await http.send("POST", "/admin/flush", token: HTTPHarness.adminToken)
-        let rows = try await http.writePath.pool.query("SELECT user_id, post_id FROM likes WHERE post_id = $1", [.int64(http.posts[0])])
-        let members = Set(try rows.map { CorrectnessCheck.Pair(user: try $0.int64(0), post: try $0.int64(1)) })
-        let counts = try await http.writePath.postgresCounts().mapValues { (likesCount: $0.count, rows: $0.rows) }
-        let report = CorrectnessCheck.run(expected: result.expectations, baseline: [], members: members, counts: counts)
+        let report = try await Self.check(result, against: http)
         #expect(report.passed, "lost \(report.lost.count), phantom \(report.phantom.count), drift \(report.drift.count)")
         #expect(report.checkedPairs >= result.successes)
         // Every request came over HTTP/2 (the warm-up's GET and the flush are HTTP/1.1).
-        let metrics = try await http.send("GET", "/metrics", token: HTTPHarness.adminToken).text
-        let line = metrics.split(separator: "\n").first { $0.hasPrefix(#"counter_http_protocol_requests_total{protocol="HTTP/2"}"#) }
-        let overHTTP2 = line.flatMap { Int($0.split(separator: " ").last ?? "") } ?? 0
-        #expect(overHTTP2 >= result.successes, "\(line ?? "no HTTP/2 line")")
+        #expect(try await http.requestsOverHTTP2() >= result.successes)
         await http.stop()
     }
 
@@ -94,10 +94,7 @@ struct LoadGeneratorTests {
         // The write path flushes everything as it stops: every answered pair has the state its
         // last answer gave, and the count matches the rows.
         await http.writePath.stopService()
-        let rows = try await http.writePath.pool.query("SELECT user_id, post_id FROM likes WHERE post_id = $1", [.int64(http.posts[0])])
-        let members = Set(try rows.map { CorrectnessCheck.Pair(user: try $0.int64(0), post: try $0.int64(1)) })
-        let counts = try await http.writePath.postgresCounts().mapValues { (likesCount: $0.count, rows: $0.rows) }
-        let report = CorrectnessCheck.run(expected: result.expectations, baseline: [], members: members, counts: counts)
+        let report = try await Self.check(result, against: http)
         #expect(report.passed, "lost \(report.lost.count), phantom \(report.phantom.count), drift \(report.drift.count)")
         await http.writePath.stop()
         try? await http.requests.stop()
@@ -126,12 +123,15 @@ struct LoadGeneratorTests {
         await server.stop()
     }
 
-    @Test("open loop at a fixed rate sends about that many requests")
-    func openLoopRate() async throws {
+    @Test(
+        "open loop at a fixed rate sends about that many requests, over HTTP/1.1 and over HTTP/2 (2 connections × 4 streams)",
+        arguments: [false, true])
+    func openLoopRate(http2: Bool) async throws {
         let http = try await HTTPHarness.start(posts: 1)
         var options = LoadOptions()
         options.endpoints = [Endpoint(host: "127.0.0.1", port: http.port)]
         options.connections = 8
+        if http2 { options.wire = .http2(streamsPerConnection: 4) }
         options.duration = .seconds(2)
         options.warmup = .zero
         options.rate = 200

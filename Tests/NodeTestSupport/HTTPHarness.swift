@@ -51,6 +51,13 @@ package struct HTTPHarness {
         return response
     }
 
+    /// The node's count of requests that came over HTTP/2 (`/metrics`); -1 when it has none.
+    package func requestsOverHTTP2() async throws -> Int {
+        let metrics = try await send("GET", "/metrics", token: HTTPHarness.adminToken).text
+        let line = metrics.split(separator: "\n").first { $0.hasPrefix(#"counter_http_protocol_requests_total{protocol="HTTP/2"}"#) }
+        return line.flatMap { Int($0.split(separator: " ").last ?? "") } ?? -1
+    }
+
     /// Stops as a node does: the server, the write path, then the API's request tasks (which
     /// the write path has answered by then).
     package func stop() async {
